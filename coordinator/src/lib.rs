@@ -1,0 +1,1 @@
+//! bookfarm-coordinator (being built).

@@ -1,0 +1,1 @@
+//! bookfarm-proto (being built).

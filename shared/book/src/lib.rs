@@ -1,0 +1,1 @@
+//! bookfarm-book (being built).

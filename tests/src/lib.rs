@@ -1,0 +1,1 @@
+//! bookfarm-tests (being built).

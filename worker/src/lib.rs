@@ -1,0 +1,1 @@
+//! bookfarm-worker (being built).
