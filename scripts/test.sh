@@ -2,5 +2,4 @@
 # The project's test command (README): every unit, integration and doc test of the workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo nextest run --workspace --locked --no-fail-fast
-cargo test --doc --workspace --locked
+cargo test --workspace --locked
