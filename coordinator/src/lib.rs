@@ -1,1 +1,1 @@
-//! bookfarm-coordinator (being built).
+//! bookfarm-coordinator library: the book store, scheduler, leases and gRPC service.

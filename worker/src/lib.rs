@@ -1,1 +1,1 @@
-//! bookfarm-worker (being built).
+//! bookfarm-worker library: the pull loop and search execution.

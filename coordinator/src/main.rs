@@ -1,0 +1,45 @@
+//! `bookfarm-coordinator`: offline book commands (`book …`) and the cluster coordinator.
+
+use clap::{Parser, Subcommand};
+
+mod cli_book;
+mod cli_cluster;
+
+/// bookfarm coordinator: builds Edax-compatible opening books on many machines.
+#[derive(Debug, Parser)]
+#[command(name = "bookfarm-coordinator", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Offline book commands on book files and stores (Edax's command set).
+    #[command(subcommand)]
+    Book(cli_book::BookCommand),
+    #[command(flatten)]
+    Cluster(cli_cluster::ClusterCommand),
+}
+
+fn main() -> std::process::ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Book(cmd) => cli_book::run(cmd),
+        Command::Cluster(cmd) => cli_cluster::run(cmd),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // One line on stderr: the error and its causes.
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
