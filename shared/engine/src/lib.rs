@@ -16,6 +16,7 @@
 
 pub mod board;
 pub mod square;
+pub mod stability;
 pub mod symmetry;
 pub mod testdata;
 
