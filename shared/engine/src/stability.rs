@@ -253,6 +253,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::identity_op)]
     fn edge_table_basics() {
         init();
         let t: &[u8; 65536] = &EDGE_STABLE;
