@@ -15,6 +15,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod board;
+pub mod eval;
 pub mod level;
 pub mod square;
 pub mod stability;

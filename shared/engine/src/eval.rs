@@ -1,0 +1,414 @@
+//! Edax's pattern evaluation (edax-spec §8.3, §9): the `eval.dat` weight file, its unpacked
+//! per-ply tables and the depth-0 score.
+//!
+//! The file stores, for each of the 61 plies (`ply = 60 − empties`), 114,364 packed `i16` weights:
+//! each family is folded by one board symmetry ([`features::Family::sym`]). Loading unpacks them
+//! into 226,315 weights per ply so that an evaluation is the sum of 47 table lookups indexed by the
+//! [`Features`] of the position. One [`Eval`] (about 27 MB) is shared read-only between threads,
+//! e.g. through an `Arc<Eval>`.
+
+pub mod features;
+
+pub use features::{Features, N_FEATURES, N_PACKED, N_WEIGHTS};
+
+use crate::board::Board;
+use features::FAMILIES;
+use std::path::{Path, PathBuf};
+
+/// Number of plies (0..=60) with their own weights.
+pub const N_PLY: usize = 61;
+/// Size of the file header.
+pub const HEADER_SIZE: usize = 28;
+/// Exact size of a complete `eval.dat` (trailing bytes are accepted and ignored).
+pub const FILE_SIZE: usize = HEADER_SIZE + N_PLY * N_PACKED * 2;
+
+/// `edax_header` value ("EDAX").
+pub const EDAX_MAGIC: u32 = 0x4544_4158;
+/// `eval_header` value ("EVAL").
+pub const EVAL_MAGIC: u32 = 0x4556_414C;
+/// `edax_header` as read from a file written with the opposite byte order.
+pub const EDAX_MAGIC_SWAPPED: u32 = 0x5841_4445;
+/// `eval_header` as read from a file written with the opposite byte order.
+pub const EVAL_MAGIC_SWAPPED: u32 = 0x4C41_5645;
+
+/// Stride of one ply in the unpacked table (one padding weight keeps it even).
+const STRIDE: usize = N_WEIGHTS + 1;
+
+/// Largest static score (a static evaluation is never ±64).
+pub const EVAL_MAX: i32 = 63;
+
+/// An `eval.dat` that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    /// The file could not be read.
+    #[error("cannot read evaluation file {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The data is shorter than a complete file.
+    #[error("evaluation data too short: {len} bytes, expected at least {expected}")]
+    TooShort {
+        /// Bytes available.
+        len: usize,
+        /// Bytes required.
+        expected: usize,
+    },
+    /// Neither header field carries an Edax magic number.
+    #[error(
+        "not an edax evaluation file: header {edax:#010x} {eval:#010x} (expected \"EDAX\"/\"EVAL\")"
+    )]
+    BadMagic {
+        /// First header word.
+        edax: u32,
+        /// Second header word.
+        eval: u32,
+    },
+}
+
+/// The informational header fields (Edax prints but never checks them).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EvalHeader {
+    /// Version number.
+    pub version: u32,
+    /// Release number.
+    pub release: u32,
+    /// Build number.
+    pub build: u32,
+    /// Date as stored (a C `double`).
+    pub date: f64,
+}
+
+/// Unpacked evaluation weights for plies 0..=60.
+pub struct Eval {
+    header: EvalHeader,
+    /// `N_PLY * STRIDE` weights; ply `p` starts at `p * STRIDE`.
+    weights: Vec<i16>,
+}
+
+impl std::fmt::Debug for Eval {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Eval")
+            .field("header", &self.header)
+            .finish_non_exhaustive()
+    }
+}
+
+/// For one family: `pack[i]` = packed index of unpacked index `i` (edax-spec §9.3).
+pub fn pack_table(len: u32, sym: &[u32]) -> Vec<u32> {
+    let n = 3usize.pow(len);
+    let mut pow3 = vec![1usize; len as usize + 1];
+    for k in 1..pow3.len() {
+        pow3[k] = pow3[k - 1] * 3;
+    }
+    let mut pack = vec![0u32; n];
+    let mut next = 0u32;
+    for i in 0..n {
+        let mut j = 0usize;
+        for (k, &s) in sym.iter().enumerate() {
+            let d = (i / pow3[s as usize]) % 3;
+            j += d * pow3[k];
+        }
+        if j < i {
+            pack[i] = pack[j];
+        } else {
+            pack[i] = next;
+            next += 1;
+        }
+    }
+    pack
+}
+
+impl Eval {
+    /// Load an `eval.dat` file.
+    pub fn load(path: impl AsRef<Path>) -> Result<Eval, EvalError> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|source| EvalError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Eval::from_bytes(&bytes)
+    }
+
+    /// Parse the bytes of an `eval.dat` with Edax's checks: one correct magic is enough, the
+    /// byte-swapped variant is accepted, every ply must be complete, trailing bytes are ignored.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Eval, EvalError> {
+        if bytes.len() < FILE_SIZE {
+            return Err(EvalError::TooShort {
+                len: bytes.len(),
+                expected: FILE_SIZE,
+            });
+        }
+        let word =
+            |o: usize| u32::from_le_bytes([bytes[o], bytes[o + 1], bytes[o + 2], bytes[o + 3]]);
+        let edax = word(0);
+        let eval = word(4);
+        let native = edax == EDAX_MAGIC || eval == EVAL_MAGIC;
+        let swapped_magic = edax == EDAX_MAGIC_SWAPPED || eval == EVAL_MAGIC_SWAPPED;
+        if !native && !swapped_magic {
+            return Err(EvalError::BadMagic { edax, eval });
+        }
+        let swap = edax == EDAX_MAGIC_SWAPPED;
+        let fix32 = |v: u32| if swap { v.swap_bytes() } else { v };
+        let mut date = [0u8; 8];
+        date.copy_from_slice(&bytes[20..28]);
+        let header = EvalHeader {
+            version: fix32(word(8)),
+            release: fix32(word(12)),
+            build: fix32(word(16)),
+            date: f64::from_le_bytes(date),
+        };
+        let packs: Vec<Vec<u32>> = FAMILIES.iter().map(|f| pack_table(f.len, f.sym)).collect();
+        let mut weights = vec![0i16; N_PLY * STRIDE];
+        let mut packed = vec![0i16; N_PACKED];
+        for ply in 0..N_PLY {
+            let base = HEADER_SIZE + ply * N_PACKED * 2;
+            for (i, w) in packed.iter_mut().enumerate() {
+                let o = base + 2 * i;
+                let v = i16::from_le_bytes([bytes[o], bytes[o + 1]]);
+                *w = if swap { v.swap_bytes() } else { v };
+            }
+            let out = &mut weights[ply * STRIDE..(ply + 1) * STRIDE];
+            let mut poff = 0usize;
+            for (fam, pack) in FAMILIES.iter().zip(&packs) {
+                for (i, &p) in pack.iter().enumerate() {
+                    out[fam.offset + i] = packed[poff + p as usize];
+                }
+                poff += fam.packed;
+            }
+        }
+        Ok(Eval { header, weights })
+    }
+
+    /// Build an evaluation from unpacked weights: `weights(ply, index)` for every ply 0..=60 and
+    /// unpacked index 0..[`N_WEIGHTS`]. Indices folded together by the packing must agree; the
+    /// smallest unpacked index of each class wins.
+    pub fn from_fn(header: EvalHeader, mut weights: impl FnMut(usize, usize) -> i16) -> Eval {
+        let mut w = vec![0i16; N_PLY * STRIDE];
+        for ply in 0..N_PLY {
+            for i in 0..N_WEIGHTS {
+                w[ply * STRIDE + i] = weights(ply, i);
+            }
+        }
+        // Re-fold so that symmetric indices share one weight, as in a file.
+        let e = Eval { header, weights: w };
+        match Eval::from_bytes(&e.to_bytes()) {
+            Ok(folded) => folded,
+            Err(_) => unreachable!("to_bytes always writes a complete, valid file"),
+        }
+    }
+
+    /// The header fields.
+    pub fn header(&self) -> EvalHeader {
+        self.header
+    }
+
+    /// Serialize as a little-endian `eval.dat` (packing each family back; the weight of a packed
+    /// slot is the one of its smallest unpacked index).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(FILE_SIZE);
+        out.extend_from_slice(&EDAX_MAGIC.to_le_bytes());
+        out.extend_from_slice(&EVAL_MAGIC.to_le_bytes());
+        out.extend_from_slice(&self.header.version.to_le_bytes());
+        out.extend_from_slice(&self.header.release.to_le_bytes());
+        out.extend_from_slice(&self.header.build.to_le_bytes());
+        out.extend_from_slice(&self.header.date.to_le_bytes());
+        let packs: Vec<Vec<u32>> = FAMILIES.iter().map(|f| pack_table(f.len, f.sym)).collect();
+        let mut packed = vec![0i16; N_PACKED];
+        for ply in 0..N_PLY {
+            let w = self.ply_weights(ply);
+            let mut poff = 0usize;
+            for (fam, pack) in FAMILIES.iter().zip(&packs) {
+                // Walk downwards so the smallest unpacked index of each class is written last.
+                for (i, &p) in pack.iter().enumerate().rev() {
+                    packed[poff + p as usize] = w[fam.offset + i];
+                }
+                poff += fam.packed;
+            }
+            for v in &packed {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        out
+    }
+
+    /// Write [`Eval::to_bytes`] to a file.
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<(), EvalError> {
+        let path = path.as_ref();
+        std::fs::write(path, self.to_bytes()).map_err(|source| EvalError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
+    /// The unpacked weights of one ply (`ply` ≤ 60).
+    #[inline]
+    pub fn ply_weights(&self, ply: usize) -> &[i16] {
+        &self.weights[ply * STRIDE..ply * STRIDE + N_WEIGHTS]
+    }
+
+    /// Raw weight sum of a position with `empties` empty squares (0..=60) and its features.
+    #[inline]
+    pub fn raw(&self, features: &Features, empties: u32) -> i32 {
+        let ply = 60usize.saturating_sub(empties as usize);
+        let w = &self.weights[ply * STRIDE..ply * STRIDE + STRIDE];
+        let mut sum = 0i32;
+        for &i in features.indices() {
+            sum += i32::from(w[i as usize]);
+        }
+        sum
+    }
+
+    /// Raw weight sum of a board, encoded from scratch.
+    pub fn raw_board(&self, board: &Board) -> i32 {
+        self.raw(&Features::new(board), board.empties())
+    }
+
+    /// Edax's depth-0 score of a board (`search_eval_0`): rounded and clamped to ±63.
+    pub fn eval0(&self, board: &Board) -> i32 {
+        round_clamp(self.raw_board(board))
+    }
+}
+
+/// Round a raw sum to discs half away from zero (C truncation of `(raw ± 64) / 128`), then clamp
+/// to [−63, 63] (edax-spec §8.3).
+#[inline]
+pub fn round_clamp(raw: i32) -> i32 {
+    let q = if raw > 0 {
+        (raw + 64) / 128
+    } else {
+        (raw - 64) / 128
+    };
+    q.clamp(-EVAL_MAX, EVAL_MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testdata::shared_dir_or_skip;
+
+    fn seed1() -> Option<Vec<u8>> {
+        let dir = shared_dir_or_skip()?;
+        Some(std::fs::read(dir.join("golden/eval-seed1.dat")).expect("eval-seed1.dat readable"))
+    }
+
+    #[test]
+    fn pack_sizes() {
+        for f in FAMILIES.iter() {
+            let p = pack_table(f.len, f.sym);
+            let n = p.iter().max().map_or(0, |m| *m as usize + 1);
+            assert_eq!(n, f.packed, "family {}", f.name);
+        }
+    }
+
+    #[test]
+    fn rounding() {
+        assert_eq!(round_clamp(0), 0);
+        assert_eq!(round_clamp(63), 0);
+        assert_eq!(round_clamp(64), 1);
+        assert_eq!(round_clamp(-63), 0);
+        assert_eq!(round_clamp(-64), -1);
+        assert_eq!(round_clamp(191), 1);
+        assert_eq!(round_clamp(192), 2);
+        assert_eq!(round_clamp(64 * 128), 63);
+        assert_eq!(round_clamp(-64 * 128), -63);
+        assert_eq!(round_clamp(i32::MAX / 2), 63);
+    }
+
+    #[test]
+    fn load_and_round_trip() {
+        let Some(bytes) = seed1() else { return };
+        assert_eq!(bytes.len(), FILE_SIZE);
+        let e = Eval::from_bytes(&bytes).expect("valid file");
+        assert_eq!(e.header().build, 1);
+        assert_eq!(
+            e.to_bytes(),
+            bytes,
+            "writer reproduces the file byte for byte"
+        );
+        // Symmetric indices share one weight: A1 C1 … of C9 mirrored gives the same weight.
+        let t = pack_table(9, FAMILIES[0].sym);
+        let w = e.ply_weights(30);
+        for i in 0..t.len() {
+            let j = t
+                .iter()
+                .position(|&p| p == t[i])
+                .expect("class has a first member");
+            assert_eq!(w[i], w[j]);
+        }
+        // Trailing bytes are ignored.
+        let mut longer = bytes.clone();
+        longer.extend_from_slice(b"trailing");
+        let e2 = Eval::from_bytes(&longer).expect("trailing bytes accepted");
+        assert_eq!(e2.to_bytes(), bytes);
+    }
+
+    #[test]
+    fn lax_magic_and_byte_swap() {
+        let Some(bytes) = seed1() else { return };
+        let reference = Eval::from_bytes(&bytes).expect("valid file");
+        // Only one magic field correct: accepted.
+        let mut one = bytes.clone();
+        one[0..4].copy_from_slice(&0u32.to_le_bytes());
+        assert!(Eval::from_bytes(&one).is_ok());
+        let mut other = bytes.clone();
+        other[4..8].copy_from_slice(&0u32.to_le_bytes());
+        assert!(Eval::from_bytes(&other).is_ok());
+        // Both wrong: rejected with a clear error.
+        let mut bad = bytes.clone();
+        bad[0..8].copy_from_slice(&[0; 8]);
+        let err = Eval::from_bytes(&bad).expect_err("both magics wrong");
+        assert!(err.to_string().contains("not an edax evaluation file"));
+        // Byte-swapped file (written on a big-endian machine): same weights.
+        let mut sw = bytes.clone();
+        for o in (0..20).step_by(4) {
+            sw[o..o + 4].reverse();
+        }
+        for o in (HEADER_SIZE..FILE_SIZE).step_by(2) {
+            sw.swap(o, o + 1);
+        }
+        let e = Eval::from_bytes(&sw).expect("swapped file accepted");
+        assert_eq!(e.header().build, reference.header().build);
+        assert_eq!(e.to_bytes(), bytes);
+    }
+
+    #[test]
+    fn truncated_and_missing() {
+        let Some(bytes) = seed1() else { return };
+        let err = Eval::from_bytes(&bytes[..FILE_SIZE - 2]).expect_err("truncated");
+        assert!(matches!(err, EvalError::TooShort { .. }));
+        assert!(Eval::from_bytes(&[]).is_err());
+        let err = Eval::load("/nonexistent/eval.dat").expect_err("missing");
+        assert!(err.to_string().starts_with("cannot read evaluation file"));
+    }
+
+    #[test]
+    fn from_fn_folds_and_evaluates() {
+        // A synthetic eval: only the constant weight, set per ply.
+        let e = Eval::from_fn(
+            EvalHeader {
+                version: 0,
+                release: 0,
+                build: 0,
+                date: 0.0,
+            },
+            |ply, i| {
+                if i == N_WEIGHTS - 1 {
+                    ply as i16 * 128
+                } else {
+                    0
+                }
+            },
+        );
+        let b = Board::start();
+        assert_eq!(e.raw_board(&b), 0);
+        let b1 = b
+            .play(crate::Square::parse("f5").expect("f5"))
+            .expect("legal");
+        assert_eq!(e.eval0(&b1), 1);
+        let reloaded = Eval::from_bytes(&e.to_bytes()).expect("round trip");
+        assert_eq!(reloaded.to_bytes(), e.to_bytes());
+    }
+}
