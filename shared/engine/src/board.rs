@@ -123,16 +123,17 @@ impl Board {
         self.empty().count_ones()
     }
 
-    /// Legal-move mask of the side to move.
+    /// Legal-move mask of the side to move (fastest backend of [`crate::flip`]).
     #[inline]
     pub fn moves(&self) -> u64 {
-        moves_portable(self.player, self.opponent)
+        crate::flip::moves(self.player, self.opponent)
     }
 
     /// Discs flipped by playing square `x` (0 when the move flips nothing, i.e. is illegal).
+    /// The content of `x` itself is not checked (fastest backend of [`crate::flip`]).
     #[inline]
     pub fn flips(&self, x: Square) -> u64 {
-        flips_portable(self.player, self.opponent, x.index())
+        crate::flip::flips(self.player, self.opponent, x.index())
     }
 
     /// The board after the side to move plays `x` with the given `flipped` discs (no legality check).

@@ -16,7 +16,9 @@
 
 pub mod board;
 pub mod eval;
+pub mod flip;
 pub mod level;
+pub mod perft;
 pub mod square;
 pub mod stability;
 pub mod symmetry;

@@ -1,0 +1,382 @@
+//! Fast flips and mobility with runtime-selected backends.
+//!
+//! Four backends compute the same functions (flipped discs for a move, legal-move mask):
+//!
+//! * [`Backend::Reference`]: the simple direction loops of [`crate::board::flips_portable`] and
+//!   [`crate::board::moves_portable`], kept as the specification every other backend is tested
+//!   against;
+//! * [`Backend::Portable`]: bit-scan flips over precomputed rays and the doubling fill for
+//!   mobility, plain integer code for every target;
+//! * [`Backend::Bmi2`] (x86-64): `pext`/`pdep` line lookups for flips, portable mobility;
+//! * [`Backend::Avx2`] (x86-64): four directions per 256-bit vector for both.
+//!
+//! [`flips`] and [`moves`] (used by [`Board::flips`](crate::Board::flips) and
+//! [`Board::moves`](crate::Board::moves)) dispatch to the fastest available backends, detected
+//! once at run time with `is_x86_feature_detected!` and cached in an atomic. No build needs
+//! `-C target-cpu`; a binary built for baseline x86-64 uses AVX2/BMI2 when the CPU has them.
+//!
+//! Every backend returns exactly what the reference returns for every square, including occupied
+//! squares (the content of `x` itself is never looked at) — the tests check all 64 squares.
+
+mod portable;
+mod tables;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+pub use portable::{flips_bitscan, moves_doubling};
+
+use crate::board::{flips_portable, moves_portable};
+use std::fmt;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// One implementation of flips and mobility.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Backend {
+    /// The direction-loop reference code (slow, obviously correct).
+    Reference,
+    /// Portable fast code: bit-scan flips, doubling-fill mobility.
+    Portable,
+    /// x86-64 BMI2: `pext`/`pdep` flips; mobility as [`Backend::Portable`].
+    Bmi2,
+    /// x86-64 AVX2: vector flips and mobility.
+    Avx2,
+}
+
+impl Backend {
+    /// Every backend, available or not, slowest first.
+    pub const ALL: [Backend; 4] = [
+        Backend::Reference,
+        Backend::Portable,
+        Backend::Bmi2,
+        Backend::Avx2,
+    ];
+
+    /// Short lowercase name (`reference`, `portable`, `bmi2`, `avx2`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Backend::Reference => "reference",
+            Backend::Portable => "portable",
+            Backend::Bmi2 => "bmi2",
+            Backend::Avx2 => "avx2",
+        }
+    }
+
+    /// Parse a name as printed by [`Backend::name`].
+    pub fn from_name(name: &str) -> Option<Backend> {
+        Backend::ALL.into_iter().find(|b| b.name() == name)
+    }
+
+    /// Whether this CPU can run the backend.
+    pub fn is_available(self) -> bool {
+        match self {
+            Backend::Reference | Backend::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            Backend::Bmi2 => std::arch::is_x86_feature_detected!("bmi2"),
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx2 => std::arch::is_x86_feature_detected!("avx2"),
+            #[cfg(not(target_arch = "x86_64"))]
+            Backend::Bmi2 | Backend::Avx2 => false,
+        }
+    }
+
+    /// The backends this CPU can run, slowest first.
+    pub fn available() -> Vec<Backend> {
+        Backend::ALL
+            .into_iter()
+            .filter(|b| b.is_available())
+            .collect()
+    }
+
+    /// A handle to call this backend directly, or `None` when the CPU lacks its features.
+    pub fn kernels(self) -> Option<Kernels> {
+        self.is_available().then_some(Kernels {
+            flips: self,
+            moves: self,
+        })
+    }
+
+    const fn code(self) -> u8 {
+        match self {
+            Backend::Reference => 0,
+            Backend::Portable => 1,
+            Backend::Bmi2 => 2,
+            Backend::Avx2 => 3,
+        }
+    }
+
+    const fn from_code(c: u8) -> Backend {
+        match c & 3 {
+            0 => Backend::Reference,
+            1 => Backend::Portable,
+            2 => Backend::Bmi2,
+            _ => Backend::Avx2,
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A backend the CPU cannot run was requested.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("flip backend {0} is not supported by this cpu")]
+pub struct UnavailableBackend(pub Backend);
+
+/// A pair of verified-available backends for flips and for mobility.
+///
+/// It can only be built through [`Backend::kernels`], [`Kernels::new`] or [`active`], which check
+/// the CPU features, so its methods may call `#[target_feature]` code without further checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kernels {
+    flips: Backend,
+    moves: Backend,
+}
+
+impl Kernels {
+    /// Kernels using `flips` for flips and `moves` for mobility, when both are available.
+    pub fn new(flips: Backend, moves: Backend) -> Result<Kernels, UnavailableBackend> {
+        for b in [flips, moves] {
+            if !b.is_available() {
+                return Err(UnavailableBackend(b));
+            }
+        }
+        Ok(Kernels { flips, moves })
+    }
+
+    /// The fastest available kernels on this CPU (what [`active`] starts with).
+    pub fn detect() -> Kernels {
+        let flips = if Backend::Bmi2.is_available() && fast_pext() {
+            Backend::Bmi2
+        } else if Backend::Avx2.is_available() {
+            Backend::Avx2
+        } else {
+            Backend::Portable
+        };
+        let moves = if Backend::Avx2.is_available() {
+            Backend::Avx2
+        } else {
+            Backend::Portable
+        };
+        Kernels { flips, moves }
+    }
+
+    /// The backend used for flips.
+    pub const fn flips_backend(self) -> Backend {
+        self.flips
+    }
+
+    /// The backend used for mobility.
+    pub const fn moves_backend(self) -> Backend {
+        self.moves
+    }
+
+    /// Discs flipped when `player` plays square `x` (`x` is taken modulo 64).
+    #[inline]
+    pub fn flips(self, player: u64, opponent: u64, x: u8) -> u64 {
+        match self.flips {
+            Backend::Reference => flips_portable(player, opponent, x & 63),
+            Backend::Portable => flips_bitscan(player, opponent, x),
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Kernels` values only exist with `flips` available (see the type docs), so
+            // the CPU supports BMI2.
+            Backend::Bmi2 => unsafe { x86::flips_bmi2(player, opponent, x) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above, the CPU supports AVX2.
+            Backend::Avx2 => unsafe { x86::flips_avx2(player, opponent, x) },
+            #[cfg(not(target_arch = "x86_64"))]
+            Backend::Bmi2 | Backend::Avx2 => flips_bitscan(player, opponent, x),
+        }
+    }
+
+    /// Legal-move mask of `player` against `opponent`.
+    #[inline]
+    pub fn moves(self, player: u64, opponent: u64) -> u64 {
+        match self.moves {
+            Backend::Reference => moves_portable(player, opponent),
+            Backend::Portable | Backend::Bmi2 => moves_doubling(player, opponent),
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Kernels` values only exist with `moves` available, so the CPU has AVX2.
+            Backend::Avx2 => unsafe { x86::moves_avx2(player, opponent) },
+            #[cfg(not(target_arch = "x86_64"))]
+            Backend::Avx2 => moves_doubling(player, opponent),
+        }
+    }
+
+    const fn code(self) -> u8 {
+        self.flips.code() | (self.moves.code() << 2)
+    }
+
+    const fn from_code(c: u8) -> Kernels {
+        Kernels {
+            flips: Backend::from_code(c),
+            moves: Backend::from_code(c >> 2),
+        }
+    }
+}
+
+/// Whether `pext`/`pdep` are fast: every BMI2 CPU except AMD before Zen 3 (family 0x19), where
+/// they are microcoded and take hundreds of cycles.
+fn fast_pext() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::__cpuid;
+        let v = __cpuid(0);
+        let amd = v.ebx == 0x6874_7541 && v.edx == 0x6974_6e65 && v.ecx == 0x444d_4163;
+        if !amd {
+            return true;
+        }
+        let eax = __cpuid(1).eax;
+        let base = (eax >> 8) & 0xf;
+        let family = if base == 0xf {
+            base + ((eax >> 20) & 0xff)
+        } else {
+            base
+        };
+        family >= 0x19
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Not yet detected.
+const UNSET: u8 = 0xff;
+/// The active kernels as [`Kernels::code`], or [`UNSET`].
+static ACTIVE: AtomicU8 = AtomicU8::new(UNSET);
+
+/// The kernels [`flips`] and [`moves`] use: detected on first use, or set by [`set_active`].
+#[inline]
+pub fn active() -> Kernels {
+    let c = ACTIVE.load(Ordering::Relaxed);
+    if c != UNSET {
+        return Kernels::from_code(c);
+    }
+    let k = Kernels::detect();
+    // Racing first calls all store the same detected value, unless `set_active` won the race.
+    let _ = ACTIVE.compare_exchange(UNSET, k.code(), Ordering::Relaxed, Ordering::Relaxed);
+    Kernels::from_code(ACTIVE.load(Ordering::Relaxed))
+}
+
+/// Replace the kernels used process-wide by [`flips`], [`moves`] and [`crate::Board`] (for
+/// benchmarks and for comparing backends; results never change, only speed).
+pub fn set_active(kernels: Kernels) {
+    ACTIVE.store(kernels.code(), Ordering::Relaxed);
+}
+
+/// Discs flipped when `player` plays square `x`, with the active backend.
+#[inline]
+pub fn flips(player: u64, opponent: u64, x: u8) -> u64 {
+    active().flips(player, opponent, x)
+}
+
+/// Legal-move mask of `player` against `opponent`, with the active backend.
+#[inline]
+pub fn moves(player: u64, opponent: u64) -> u64 {
+    active().moves(player, opponent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small deterministic generator (xorshift64*), so failures reproduce exactly.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        /// A random board with a density of discs that varies from sparse to full.
+        fn board(&mut self) -> (u64, u64) {
+            let occ = match self.next() % 4 {
+                0 => self.next() & self.next(),
+                1 => self.next(),
+                2 => self.next() | self.next(),
+                _ => !0,
+            };
+            let split = self.next();
+            (occ & split, occ & !split)
+        }
+    }
+
+    fn check_all_backends(p: u64, o: u64) {
+        for b in Backend::available() {
+            let k = b.kernels().expect("available backend");
+            assert_eq!(
+                k.moves(p, o),
+                moves_portable(p, o),
+                "moves {b} p={p:#x} o={o:#x}"
+            );
+            for x in 0..64u8 {
+                assert_eq!(
+                    k.flips(p, o, x),
+                    flips_portable(p, o, x),
+                    "flips {b} p={p:#x} o={o:#x} x={x}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn backends_agree_on_random_boards() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for _ in 0..20_000 {
+            let (p, o) = rng.board();
+            check_all_backends(p, o);
+            check_all_backends(o, p);
+        }
+    }
+
+    #[test]
+    fn backends_agree_on_every_single_line_pattern() {
+        // Every pattern of player/opponent/empty on each rank, file and diagonal through each
+        // square: 3^8 patterns per line, all 64 squares as the mover.
+        for x in 0..64usize {
+            for d in 0..4 {
+                let line = tables::LINE[x][d];
+                let cells: Vec<u64> = (0..64)
+                    .filter(|i| line & (1 << i) != 0)
+                    .map(|i| 1u64 << i)
+                    .collect();
+                let n = cells.len() as u32;
+                for code in 0..3u32.pow(n) {
+                    let (mut p, mut o, mut c) = (0u64, 0u64, code);
+                    for &cell in &cells {
+                        match c % 3 {
+                            1 => p |= cell,
+                            2 => o |= cell,
+                            _ => {}
+                        }
+                        c /= 3;
+                    }
+                    for b in Backend::available() {
+                        let k = b.kernels().expect("available backend");
+                        assert_eq!(
+                            k.flips(p, o, x as u8),
+                            flips_portable(p, o, x as u8),
+                            "{b} x={x} p={p:#x} o={o:#x}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn active_is_available_and_settable() {
+        let k = active();
+        assert!(k.flips_backend().is_available());
+        assert!(k.moves_backend().is_available());
+        assert_eq!(Kernels::from_code(k.code()), k);
+        for b in Backend::ALL {
+            assert_eq!(Backend::from_name(b.name()), Some(b));
+            assert_eq!(Backend::from_code(b.code()), b);
+        }
+    }
+}
