@@ -1,0 +1,383 @@
+//! Validating conversions between prost messages ([`crate::pb`]) and domain types.
+//!
+//! Decoding (`TryFrom<pb::…>`) never trusts the peer: overlapping bitboards, unknown move codes,
+//! malformed job ids and out-of-range levels are refused with a [`ConvertError`], which maps to
+//! `InvalidArgument`.
+
+use crate::domain::{Ack, Failure, Identity, Job, JobResult, Selector};
+use crate::pb;
+use crate::status::{ErrorCode, ServiceError};
+use bookfarm_engine::{Board, Move};
+use std::time::Duration;
+use uuid::Uuid;
+
+/// A message that does not describe a valid domain value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConvertError {
+    /// A required sub-message is absent.
+    #[error("missing field {0}")]
+    MissingField(&'static str),
+    /// Player and opponent bitboards overlap.
+    #[error("invalid position: player {player:#018x} and opponent {opponent:#018x} overlap")]
+    Overlap {
+        /// Player bitboard.
+        player: u64,
+        /// Opponent bitboard.
+        opponent: u64,
+    },
+    /// A job id is not a UUID.
+    #[error("invalid job id {0:?}")]
+    JobId(String),
+    /// A move code above 65.
+    #[error("invalid move code {0} (0..=63 square, 64 pass, 65 no move)")]
+    MoveCode(u32),
+    /// A selectivity index above 5.
+    #[error("invalid selectivity {0} (0..=5)")]
+    Selectivity(u32),
+    /// A level above 60.
+    #[error("invalid level {0} (0..=60)")]
+    Level(u32),
+    /// A depth above 60.
+    #[error("invalid depth {0} (0..=60)")]
+    Depth(u32),
+    /// An unknown enum value.
+    #[error("invalid {field} value {value}")]
+    Enum {
+        /// Field name.
+        field: &'static str,
+        /// The raw value.
+        value: i32,
+    },
+}
+
+impl ServiceError for ConvertError {
+    fn code(&self) -> ErrorCode {
+        ErrorCode::InvalidArgument
+    }
+}
+
+impl TryFrom<pb::Position> for Board {
+    type Error = ConvertError;
+    fn try_from(p: pb::Position) -> Result<Board, ConvertError> {
+        Board::new(p.player, p.opponent).map_err(|_| ConvertError::Overlap {
+            player: p.player,
+            opponent: p.opponent,
+        })
+    }
+}
+
+impl From<&Board> for pb::Position {
+    fn from(b: &Board) -> pb::Position {
+        pb::Position {
+            player: b.player,
+            opponent: b.opponent,
+        }
+    }
+}
+
+/// Parse a job id.
+pub fn parse_job_id(s: &str) -> Result<Uuid, ConvertError> {
+    Uuid::parse_str(s).map_err(|_| ConvertError::JobId(s.chars().take(64).collect()))
+}
+
+/// Decode an Edax move code.
+pub fn move_from_code(code: u32) -> Result<Move, ConvertError> {
+    u8::try_from(code)
+        .ok()
+        .and_then(Move::from_code)
+        .ok_or(ConvertError::MoveCode(code))
+}
+
+/// A required sub-message.
+pub fn required<T>(v: Option<T>, field: &'static str) -> Result<T, ConvertError> {
+    v.ok_or(ConvertError::MissingField(field))
+}
+
+impl From<pb::WorkerIdentity> for Identity {
+    fn from(i: pb::WorkerIdentity) -> Identity {
+        Identity {
+            protocol_version: i.protocol_version,
+            engine_version: i.engine_version,
+            eval_hash: i.eval_hash,
+            auth_token: i.auth_token,
+        }
+    }
+}
+
+impl From<&Identity> for pb::WorkerIdentity {
+    fn from(i: &Identity) -> pb::WorkerIdentity {
+        pb::WorkerIdentity {
+            protocol_version: i.protocol_version,
+            engine_version: i.engine_version.clone(),
+            eval_hash: i.eval_hash.clone(),
+            auth_token: i.auth_token.clone(),
+        }
+    }
+}
+
+impl From<&Job> for pb::Job {
+    fn from(j: &Job) -> pb::Job {
+        pb::Job {
+            job_id: j.id.to_string(),
+            position: Some((&j.board).into()),
+            excluded: j.excluded,
+            level: u32::from(j.level),
+            attempt: j.attempt,
+        }
+    }
+}
+
+impl TryFrom<pb::Job> for Job {
+    type Error = ConvertError;
+    fn try_from(j: pb::Job) -> Result<Job, ConvertError> {
+        let level = u8::try_from(j.level)
+            .ok()
+            .filter(|&l| l <= 60)
+            .ok_or(ConvertError::Level(j.level))?;
+        Ok(Job {
+            id: parse_job_id(&j.job_id)?,
+            board: required(j.position, "position")?.try_into()?,
+            excluded: j.excluded,
+            level,
+            attempt: j.attempt,
+        })
+    }
+}
+
+impl From<&JobResult> for pb::LeafResult {
+    fn from(r: &JobResult) -> pb::LeafResult {
+        pb::LeafResult {
+            job_id: r.job_id.to_string(),
+            r#move: u32::from(r.mv.code()),
+            score: r.score,
+            depth: r.depth,
+            selectivity: u32::from(r.selectivity),
+            exact: r.exact,
+            nodes: r.nodes,
+            elapsed_us: u64::try_from(r.elapsed.as_micros()).unwrap_or(u64::MAX),
+        }
+    }
+}
+
+impl TryFrom<pb::LeafResult> for JobResult {
+    type Error = ConvertError;
+    fn try_from(r: pb::LeafResult) -> Result<JobResult, ConvertError> {
+        if r.depth > 60 {
+            return Err(ConvertError::Depth(r.depth));
+        }
+        let selectivity = u8::try_from(r.selectivity)
+            .ok()
+            .filter(|&s| s <= 5)
+            .ok_or(ConvertError::Selectivity(r.selectivity))?;
+        Ok(JobResult {
+            job_id: parse_job_id(&r.job_id)?,
+            mv: move_from_code(r.r#move)?,
+            // The score range is a domain rule checked by the coordinator (it knows the job).
+            score: r.score,
+            depth: r.depth,
+            selectivity,
+            exact: r.exact,
+            nodes: r.nodes,
+            elapsed: Duration::from_micros(r.elapsed_us),
+        })
+    }
+}
+
+impl TryFrom<pb::ReportFailureRequest> for Failure {
+    type Error = ConvertError;
+    fn try_from(r: pb::ReportFailureRequest) -> Result<Failure, ConvertError> {
+        Ok(Failure {
+            job_id: parse_job_id(&r.job_id)?,
+            reason: r.reason.chars().take(1000).collect(),
+            retryable: r.retryable,
+        })
+    }
+}
+
+impl From<Ack> for pb::AckStatus {
+    fn from(a: Ack) -> pb::AckStatus {
+        match a {
+            Ack::Accepted => pb::AckStatus::Accepted,
+            Ack::Duplicate => pb::AckStatus::Duplicate,
+            Ack::Stale => pb::AckStatus::Stale,
+        }
+    }
+}
+
+impl TryFrom<pb::AckStatus> for Ack {
+    type Error = ConvertError;
+    fn try_from(a: pb::AckStatus) -> Result<Ack, ConvertError> {
+        match a {
+            pb::AckStatus::Accepted => Ok(Ack::Accepted),
+            pb::AckStatus::Duplicate => Ok(Ack::Duplicate),
+            pb::AckStatus::Stale => Ok(Ack::Stale),
+            pb::AckStatus::Unspecified => Err(ConvertError::Enum {
+                field: "ack status",
+                value: 0,
+            }),
+        }
+    }
+}
+
+impl From<Selector> for pb::start_expansion_request::Selector {
+    fn from(s: Selector) -> Self {
+        use pb::start_expansion_request::Selector as S;
+        match s {
+            Selector::Deviate { relative, absolute } => S::Deviate(pb::Deviate {
+                relative_error: relative,
+                absolute_error: absolute,
+            }),
+            Selector::Enhance { midgame, endcut } => S::Enhance(pb::Enhance {
+                midgame_error: midgame,
+                endcut_error: endcut,
+            }),
+            Selector::Play => S::Play(pb::Play {}),
+            Selector::Extend => S::Extend(pb::Extend {}),
+        }
+    }
+}
+
+impl From<pb::start_expansion_request::Selector> for Selector {
+    /// Edax clamps the parameters (deviate: rel to [−129, 129], abs to [0, 65]; enhance: [0, 129]).
+    fn from(s: pb::start_expansion_request::Selector) -> Self {
+        use pb::start_expansion_request::Selector as S;
+        match s {
+            S::Deviate(d) => Selector::Deviate {
+                relative: d.relative_error.clamp(-129, 129),
+                absolute: d.absolute_error.clamp(0, 65),
+            },
+            S::Enhance(e) => Selector::Enhance {
+                midgame: e.midgame_error.clamp(0, 129),
+                endcut: e.endcut_error.clamp(0, 129),
+            },
+            S::Play(_) => Selector::Play,
+            S::Extend(_) => Selector::Extend,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bookfarm_engine::Square;
+
+    #[test]
+    fn position_round_trip_and_overlap() {
+        let b = Board::start();
+        let p: pb::Position = (&b).into();
+        assert_eq!(Board::try_from(p).unwrap(), b);
+        let bad = pb::Position {
+            player: 1,
+            opponent: 3,
+        };
+        assert!(matches!(
+            Board::try_from(bad),
+            Err(ConvertError::Overlap { .. })
+        ));
+    }
+
+    fn sample_result() -> JobResult {
+        JobResult {
+            job_id: Uuid::new_v4(),
+            mv: Move::Square(Square::parse("f5").unwrap()),
+            score: -6,
+            depth: 12,
+            selectivity: 5,
+            exact: false,
+            nodes: 12345,
+            elapsed: Duration::from_micros(777),
+        }
+    }
+
+    #[test]
+    fn result_round_trip() {
+        let r = sample_result();
+        let p: pb::LeafResult = (&r).into();
+        assert_eq!(JobResult::try_from(p).unwrap(), r);
+        for mv in [Move::Pass, Move::None] {
+            let r = JobResult { mv, ..r };
+            assert_eq!(JobResult::try_from(pb::LeafResult::from(&r)).unwrap(), r);
+        }
+    }
+
+    #[test]
+    fn result_rejects_garbage() {
+        let good: pb::LeafResult = (&sample_result()).into();
+        let cases = [
+            (pb::LeafResult {
+                r#move: 66,
+                ..good.clone()
+            }),
+            pb::LeafResult {
+                selectivity: 6,
+                ..good.clone()
+            },
+            pb::LeafResult {
+                depth: 61,
+                ..good.clone()
+            },
+            pb::LeafResult {
+                job_id: "not-a-uuid".into(),
+                ..good.clone()
+            },
+        ];
+        for c in cases {
+            let e = JobResult::try_from(c).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::InvalidArgument);
+        }
+    }
+
+    #[test]
+    fn job_round_trip_and_level_check() {
+        let j = Job {
+            id: Uuid::new_v4(),
+            board: Board::start(),
+            excluded: 1 << 19,
+            level: 7,
+            attempt: 2,
+        };
+        let p: pb::Job = (&j).into();
+        assert_eq!(Job::try_from(p.clone()).unwrap(), j);
+        assert_eq!(
+            Job::try_from(pb::Job {
+                level: 61,
+                ..p.clone()
+            }),
+            Err(ConvertError::Level(61))
+        );
+        assert_eq!(
+            Job::try_from(pb::Job {
+                position: None,
+                ..p
+            }),
+            Err(ConvertError::MissingField("position"))
+        );
+    }
+
+    #[test]
+    fn selector_clamps_like_edax() {
+        use pb::start_expansion_request::Selector as S;
+        let s: Selector = S::Deviate(pb::Deviate {
+            relative_error: 500,
+            absolute_error: -3,
+        })
+        .into();
+        assert_eq!(
+            s,
+            Selector::Deviate {
+                relative: 129,
+                absolute: 0
+            }
+        );
+        for s in [
+            Selector::Play,
+            Selector::Extend,
+            Selector::Enhance {
+                midgame: 2,
+                endcut: 4,
+            },
+        ] {
+            assert_eq!(Selector::from(S::from(s)), s);
+        }
+    }
+}

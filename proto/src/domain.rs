@@ -1,0 +1,111 @@
+//! Plain job and result types shared by the coordinator and worker libraries (no prost types).
+
+use bookfarm_engine::{Board, Move};
+use std::time::Duration;
+use uuid::Uuid;
+
+/// Who a worker claims to be, as carried by every worker RPC.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Identity {
+    /// Wire protocol version ([`crate::PROTOCOL_VERSION`] for a compatible peer).
+    pub protocol_version: u32,
+    /// Engine version string.
+    pub engine_version: String,
+    /// Fingerprint of the evaluation weights ([`crate::eval_fingerprint`]).
+    pub eval_hash: String,
+    /// Authentication token (empty when none).
+    pub auth_token: String,
+}
+
+/// One leaf-search job as handed to a worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Job {
+    /// Unique job id.
+    pub id: Uuid,
+    /// The position to search (canonical book board, side to move).
+    pub board: Board,
+    /// Squares that must not be searched (the position's links).
+    pub excluded: u64,
+    /// Edax level 0..=60.
+    pub level: u8,
+    /// 0 for the first lease.
+    pub attempt: u32,
+}
+
+/// The outcome of one leaf search, as reported by a worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobResult {
+    /// The job this answers.
+    pub job_id: Uuid,
+    /// Best move among the non-excluded moves, [`Move::Pass`] when the side must pass,
+    /// [`Move::None`] when every move is excluded or the game is over.
+    pub mv: Move,
+    /// Score from the side to move's view.
+    pub score: i32,
+    /// Depth actually searched.
+    pub depth: u32,
+    /// Selectivity index actually used (0..=5, 5 = none).
+    pub selectivity: u8,
+    /// Exact endgame score.
+    pub exact: bool,
+    /// Nodes searched.
+    pub nodes: u64,
+    /// Wall time of the search.
+    pub elapsed: Duration,
+}
+
+/// How the coordinator handled one submitted result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ack {
+    /// Linked into the book and durable.
+    Accepted,
+    /// Submitted before; nothing changed.
+    Duplicate,
+    /// The position changed since the lease; discarded and re-queued.
+    Stale,
+}
+
+/// A job failure reported by a worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The failed job.
+    pub job_id: Uuid,
+    /// Free-form reason for the operator.
+    pub reason: String,
+    /// False when another attempt cannot help.
+    pub retryable: bool,
+}
+
+/// Which selector drives an expansion (Edax's book commands).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selector {
+    /// `book deviate REL ABS`.
+    Deviate {
+        /// Relative error: how far below the best a deviation may be.
+        relative: i32,
+        /// Absolute error: window around the root value.
+        absolute: i32,
+    },
+    /// `book enhance MID END` (stores the errors in the book header).
+    Enhance {
+        /// Midgame error.
+        midgame: i32,
+        /// Endcut error.
+        endcut: i32,
+    },
+    /// `book play`: expand every reachable position without links.
+    Play,
+    /// `book extend`: expand leaves that are (one of) the best moves.
+    Extend,
+}
+
+impl std::fmt::Display for Selector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Selector::Deviate { relative, absolute } => write!(f, "deviate {relative} {absolute}"),
+            Selector::Enhance { midgame, endcut } => write!(f, "enhance {midgame} {endcut}"),
+            Selector::Play => f.write_str("play"),
+            Selector::Extend => f.write_str("extend"),
+        }
+    }
+}
