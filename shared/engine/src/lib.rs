@@ -15,8 +15,10 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod board;
+pub mod endgame;
 pub mod eval;
 pub mod flip;
+pub mod formats;
 pub mod level;
 pub mod perft;
 pub mod square;

@@ -1,0 +1,121 @@
+//! Exact endgame benchmark on the FFO suite, side by side with Edax 4.6 (single thread).
+//!
+//! Run: `nice -n 10 cargo bench -p bookfarm-engine --bench endgame -- [FIRST-LAST]` (default
+//! `20-39`; `40-49` is the long classic set). Prints one line per position (empties, score,
+//! expected score, best move, nodes, CPU seconds) and totals, with Edax's published node counts
+//! and CPU times from `../shared/golden/edax-timings.txt` for comparison. Not a timed test.
+
+#![allow(clippy::print_stdout)]
+
+use bookfarm_engine::endgame::{self, EndgameContext};
+use bookfarm_engine::testdata::shared_dir_or_skip;
+use bookfarm_engine::{Board, Square};
+use std::path::Path;
+use std::time::Instant;
+
+/// CPU time of this thread in seconds (Linux `schedstat`), or `None` elsewhere.
+fn thread_cpu_seconds() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: f64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(ns / 1e9)
+}
+
+/// (board, best score, best moves) of every line of an OBF file.
+fn read_obf(path: &Path) -> Vec<(Board, i32, Vec<Square>)> {
+    let text = std::fs::read_to_string(path).expect("read obf");
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('%') {
+            continue;
+        }
+        let mut fields = line.split(';');
+        let head = fields.next().expect("board field").trim();
+        let (cells, side) = head.split_at(64);
+        let board = Board::from_cells(cells, side.trim() == "X").expect("board");
+        let moves: Vec<(Square, i32)> = fields
+            .filter_map(|f| f.trim().split_once(':'))
+            .map(|(m, s)| (Square::parse(m).expect("move"), s.parse().expect("score")))
+            .collect();
+        let best = moves.iter().map(|m| m.1).max().expect("moves");
+        let best_moves = moves.iter().filter(|m| m.1 == best).map(|m| m.0).collect();
+        out.push((board, best, best_moves));
+    }
+    out
+}
+
+fn main() {
+    let Some(dir) = shared_dir_or_skip() else {
+        return;
+    };
+    let range = std::env::args()
+        .skip(1)
+        .find(|a| a.contains('-') && !a.starts_with('-'))
+        .unwrap_or_else(|| "20-39".to_string());
+    let (first, last) = range
+        .split_once('-')
+        .and_then(|(a, b)| Some((a.parse::<usize>().ok()?, b.parse::<usize>().ok()?)))
+        .expect("range FIRST-LAST");
+    let mut problems = Vec::new();
+    for (file, base) in [
+        ("fforum-1-19.obf", 1),
+        ("fforum-20-39.obf", 20),
+        ("fforum-40-59.obf", 40),
+        ("fforum-60-79.obf", 60),
+    ] {
+        for (i, p) in read_obf(&dir.join("data/ffo").join(file))
+            .into_iter()
+            .enumerate()
+        {
+            problems.push((base + i, p));
+        }
+    }
+    let mut ctx = EndgameContext::new();
+    println!("#   empties score expected move ok        nodes    cpu_s   Mn/s");
+    let (mut tn, mut tc, mut tw) = (0u64, 0f64, 0f64);
+    let mut all_ok = true;
+    for (no, (board, best, best_moves)) in problems {
+        if no < first || no > last {
+            continue;
+        }
+        ctx.clear();
+        ctx.nodes = 0;
+        let c0 = thread_cpu_seconds();
+        let w0 = Instant::now();
+        let (mv, score) = endgame::solve_root(&board, 0, &mut ctx);
+        let wall = w0.elapsed().as_secs_f64();
+        let cpu = match (c0, thread_cpu_seconds()) {
+            (Some(a), Some(b)) => b - a,
+            _ => wall,
+        };
+        let ok = score == best
+            && matches!(mv, bookfarm_engine::Move::Square(s) if best_moves.contains(&s));
+        all_ok &= ok;
+        println!(
+            "{no:<3} {:>7} {score:>+5} {best:>+8} {:>4} {:>2} {:>12} {cpu:>8.3} {:>6.1}",
+            board.empties(),
+            mv.to_lower_text(),
+            if ok { "ok" } else { "KO" },
+            ctx.nodes,
+            ctx.nodes as f64 / cpu.max(1e-9) / 1e6
+        );
+        tn += ctx.nodes;
+        tc += cpu;
+        tw += wall;
+    }
+    println!(
+        "total #{first}-#{last}: nodes {tn} cpu {tc:.2} s wall {tw:.2} s ({:.1} Mn/s){}",
+        tn as f64 / tc.max(1e-9) / 1e6,
+        if all_ok { "" } else { "  SOME RESULTS WRONG" }
+    );
+    if (first, last) == (20, 39) {
+        println!(
+            "edax 4.6 #20-#39: nodes 1227261336 cpu 30.74 s (quiet run); ratio cpu {:.2}x",
+            tc / 30.74
+        );
+    } else if (first, last) == (40, 49) {
+        println!(
+            "edax 4.6 #40-#49: nodes 16310520579 cpu 448.4 s; ratio cpu {:.2}x",
+            tc / 448.4
+        );
+    }
+}

@@ -1,0 +1,152 @@
+//! Branch-light flip computation from per-square line masks, and Edax's `count_last_flip`
+//! equivalent for the last empty square.
+//!
+//! For each square and each of the 8 directions, `LINES[x][d]` holds the squares strictly beyond
+//! `x` in that direction. Directions 0..4 go towards higher bit indices (E, N, NE, NW), 4..8 towards
+//! lower ones (W, S, SW, SE), so the nearest square is the lowest (resp. highest) set bit.
+
+/// `LINES[x][d]`: the squares beyond `x` in direction `d`.
+pub(crate) static LINES: [[u64; 8]; 64] = build_lines();
+
+const fn build_lines() -> [[u64; 8]; 64] {
+    // (file step, rank step); the first four increase the bit index.
+    const DIRS: [(i32, i32); 8] = [
+        (1, 0),
+        (0, 1),
+        (1, 1),
+        (-1, 1),
+        (-1, 0),
+        (0, -1),
+        (-1, -1),
+        (1, -1),
+    ];
+    let mut t = [[0u64; 8]; 64];
+    let mut x = 0;
+    while x < 64 {
+        let mut d = 0;
+        while d < 8 {
+            let (df, dr) = DIRS[d];
+            let mut f = (x % 8) as i32 + df;
+            let mut r = (x / 8) as i32 + dr;
+            let mut m = 0u64;
+            while f >= 0 && f < 8 && r >= 0 && r < 8 {
+                m |= 1u64 << (r * 8 + f);
+                f += df;
+                r += dr;
+            }
+            t[x][d] = m;
+            d += 1;
+        }
+        x += 1;
+    }
+    t
+}
+
+/// Bits strictly above bit `i` (0 for `i == 63`).
+#[inline(always)]
+const fn above(i: u32) -> u64 {
+    (u64::MAX << i) ^ (1u64 << i)
+}
+
+/// Discs flipped when `p` plays on the empty square `x` against `o` (0 if the move is illegal).
+#[inline(always)]
+pub(crate) fn flips(p: u64, o: u64, x: usize) -> u64 {
+    let l = &LINES[x];
+    let mut f = 0u64;
+    let not_o = !o;
+    // Upward directions: the nearest non-opponent square is the lowest set bit.
+    let mut d = 0;
+    while d < 4 {
+        let m = l[d];
+        let b = m & not_o;
+        let first = b & b.wrapping_neg();
+        if first & p != 0 {
+            f |= m & (first - 1);
+        }
+        d += 1;
+    }
+    // Downward directions: the nearest non-opponent square is the highest set bit.
+    while d < 8 {
+        let m = l[d];
+        let b = m & not_o;
+        if b != 0 {
+            let i = 63 - b.leading_zeros();
+            if (p >> i) & 1 != 0 {
+                f |= m & above(i);
+            }
+        }
+        d += 1;
+    }
+    f
+}
+
+/// Number of discs `p` flips by playing the last empty square `x`, every other square being
+/// occupied (the opponent owns `!p` minus `x`). Edax's `count_last_flip`.
+#[inline(always)]
+pub(crate) fn last_flip_count(p: u64, x: usize) -> u32 {
+    let l = &LINES[x];
+    let mut n = 0u32;
+    let mut d = 0;
+    while d < 4 {
+        let m = l[d];
+        let b = m & p;
+        // Every square between x and the first own disc belongs to the opponent.
+        n += (m & (b & b.wrapping_neg()).wrapping_sub(1) & ((b != 0) as u64).wrapping_neg())
+            .count_ones();
+        d += 1;
+    }
+    while d < 8 {
+        let m = l[d];
+        let b = m & p;
+        if b != 0 {
+            n += (m & above(63 - b.leading_zeros())).count_ones();
+        }
+        d += 1;
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::board::flips_portable;
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    #[test]
+    fn flips_match_portable() {
+        let mut r = Rng(0x1234_5678_9abc_def1);
+        for _ in 0..20000 {
+            let occ = r.next() | r.next();
+            let p = occ & r.next();
+            let o = occ & !p;
+            for x in 0..64u8 {
+                if occ & (1 << x) == 0 {
+                    assert_eq!(flips(p, o, x as usize), flips_portable(p, o, x));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn last_flip_count_matches_portable() {
+        let mut r = Rng(42);
+        for _ in 0..20000 {
+            let x = (r.next() % 64) as u8;
+            let p = r.next() & !(1u64 << x);
+            let o = !p & !(1u64 << x);
+            assert_eq!(
+                last_flip_count(p, x as usize),
+                flips_portable(p, o, x).count_ones()
+            );
+        }
+    }
+}
