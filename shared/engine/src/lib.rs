@@ -18,7 +18,6 @@ pub mod board;
 pub mod endgame;
 pub mod eval;
 pub mod flip;
-pub mod formats;
 pub mod level;
 pub mod perft;
 pub mod square;
