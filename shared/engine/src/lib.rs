@@ -20,6 +20,7 @@ pub mod eval;
 pub mod flip;
 pub mod level;
 pub mod perft;
+pub mod search;
 pub mod square;
 pub mod stability;
 pub mod symmetry;

@@ -1,0 +1,524 @@
+//! Edax-compatible midgame search and the leaf-search API used by the book builders.
+//!
+//! One [`Searcher`] per thread owns a transposition table and shares the evaluation weights
+//! (`Arc<Eval>`). A search is single-threaded and deterministic: the table starts logically empty
+//! for every search, so equal inputs give equal scores, moves and node counts.
+//!
+//! A search at depth `d` with selectivity `s` follows Edax (edax-spec §7): iterative deepening
+//! from a small depth of the same parity, aspiration windows around the previous score (or, for
+//! `d ≤ 10`, an exact value for every root move), then the selectivity ramp at the final depth.
+//! Root scores are clamped to the root's stability bounds. A root that must pass is searched at the
+//! same depth and reports [`Move::Pass`]; a finished game reports its exact score and
+//! [`Move::None`]. With `d ≥ empties` the search is an endgame search: exact (through the exact
+//! solver) at selectivity 5, or the midgame routines with probcut down to 15 empties otherwise.
+
+pub mod exact;
+mod midgame;
+pub mod options;
+pub mod ordering;
+pub mod probcut;
+pub mod tt;
+
+pub use midgame::{
+    NWS_STABILITY_THRESHOLD, SCORE_INF, SCORE_MAX, stability_lower, stability_upper,
+};
+pub use options::SearchOptions;
+
+use crate::board::Board;
+use crate::eval::Eval;
+use crate::level::{NO_SELECTIVITY, level_params};
+use crate::square::{Move, Square};
+use midgame::{Ctx, NO_MOVE};
+use ordering::MoveList;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+use tt::Tt;
+
+/// A leaf search at an Edax level, excluding some root moves (the book's existing links).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeafRequest {
+    /// The position, seen from the side to move.
+    pub board: Board,
+    /// Edax level 0..=60 (depth and selectivity come from [`level_params`]).
+    pub level: u8,
+    /// Squares (bit i = square i) not to consider at the root.
+    pub excluded: u64,
+}
+
+/// The result of a leaf search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeafResult {
+    /// Best move; [`Move::None`] when every legal move is excluded or the game is over;
+    /// [`Move::Pass`] when the side to move must pass.
+    pub mv: Move,
+    /// Score for the side to move (−127, Edax's `BAD_LINK` value, when every move is excluded).
+    pub score: i32,
+    /// Depth of the last completed search.
+    pub depth: u32,
+    /// Selectivity index of the last completed search (0..=5, 5 = none).
+    pub selectivity: u8,
+    /// True when the score is the exact game value.
+    pub exact: bool,
+    /// Nodes searched.
+    pub nodes: u64,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+/// A single-threaded searcher owning its transposition table.
+#[derive(Debug)]
+pub struct Searcher {
+    eval: Arc<Eval>,
+    tt: Tt,
+    opts: SearchOptions,
+}
+
+/// One root move with its last score (for ordering the next iteration).
+#[derive(Debug, Clone, Copy)]
+struct RootMove {
+    x: u8,
+    flipped: u64,
+    score: i32,
+}
+
+/// Progress of the iterative deepening.
+#[derive(Debug, Clone, Copy)]
+struct Best {
+    score: i32,
+    x: u8,
+    depth: u32,
+    selectivity: u8,
+}
+
+impl Searcher {
+    /// A searcher with default options (2^20-entry table).
+    pub fn new(eval: Arc<Eval>) -> Searcher {
+        Searcher::with_options(eval, SearchOptions::default())
+    }
+
+    /// A searcher with explicit options.
+    pub fn with_options(eval: Arc<Eval>, opts: SearchOptions) -> Searcher {
+        let tt = Tt::new(opts.tt_bits);
+        Searcher { eval, tt, opts }
+    }
+
+    /// The options in use.
+    pub fn options(&self) -> &SearchOptions {
+        &self.opts
+    }
+
+    /// The evaluation in use.
+    pub fn eval(&self) -> &Arc<Eval> {
+        &self.eval
+    }
+
+    /// Full transposition-table clear.
+    pub fn clear(&mut self) {
+        self.tt.clear();
+    }
+
+    /// Search at an Edax level (depth and selectivity from the level table).
+    pub fn leaf_search(&mut self, req: &LeafRequest, abort: &AtomicBool) -> LeafResult {
+        let (depth, sel) = level_params(req.level, req.board.empties());
+        self.search_depth(&req.board, depth, sel, req.excluded, abort)
+    }
+
+    /// Search at a fixed depth and selectivity index (values above 5 mean 5).
+    pub fn search_depth(
+        &mut self,
+        board: &Board,
+        depth: u32,
+        selectivity: u8,
+        excluded: u64,
+        abort: &AtomicBool,
+    ) -> LeafResult {
+        let start = Instant::now();
+        self.tt.new_search();
+        let selectivity = selectivity.min(NO_SELECTIVITY);
+        let n = board.empties();
+        let mut r = if board.moves() == 0 {
+            let pass = board.pass();
+            if pass.moves() == 0 {
+                LeafResult {
+                    mv: Move::None,
+                    score: board.final_score(),
+                    depth: n,
+                    selectivity: NO_SELECTIVITY,
+                    exact: true,
+                    nodes: 1,
+                    elapsed: Duration::ZERO,
+                }
+            } else {
+                // The pass is searched at the same depth; the opponent's stability bounds are the
+                // negation of ours, so the root clamp is unchanged.
+                let mut r = self.run(&pass, depth, selectivity, 0, abort);
+                r.score = -r.score;
+                r.mv = Move::Pass;
+                r.nodes += 1;
+                r
+            }
+        } else {
+            self.run(board, depth, selectivity, excluded, abort)
+        };
+        r.elapsed = start.elapsed();
+        r
+    }
+
+    /// Search a position that has at least one legal move.
+    fn run(
+        &mut self,
+        board: &Board,
+        depth: u32,
+        target_sel: u8,
+        excluded: u64,
+        abort: &AtomicBool,
+    ) -> LeafResult {
+        let n = board.empties();
+        let root_mask = board.moves() & !excluded;
+        let eval = Arc::clone(&self.eval);
+        let mut ctx = Ctx::new(&eval, &mut self.tt, &self.opts, abort, *board);
+        let result = |best: Best, nodes: u64| LeafResult {
+            mv: if best.x == NO_MOVE {
+                Move::None
+            } else {
+                Square::new(best.x).map_or(Move::None, Move::Square)
+            },
+            score: best.score,
+            depth: best.depth,
+            selectivity: best.selectivity,
+            exact: best.depth >= n && best.selectivity >= NO_SELECTIVITY,
+            nodes,
+            elapsed: Duration::ZERO,
+        };
+        if root_mask == 0 {
+            return LeafResult {
+                mv: Move::None,
+                score: -SCORE_INF,
+                depth: depth.min(n),
+                selectivity: target_sel,
+                exact: false,
+                nodes: 0,
+                elapsed: Duration::ZERO,
+            };
+        }
+        let lower = stability_lower(board);
+        let upper = stability_upper(board);
+        // Initial root order: the node ordering heuristic at the final depth.
+        let mut list = MoveList::new(board, root_mask);
+        ctx.order(&mut list, NO_MOVE, depth.clamp(1, 8));
+        let mut roots: Vec<RootMove> = std::iter::from_fn(|| list.next_best())
+            .map(|c| RootMove {
+                x: c.x,
+                flipped: c.flipped,
+                score: 0,
+            })
+            .collect();
+        let mut best = Best {
+            score: ctx.eval0().clamp(lower, upper),
+            x: roots[0].x,
+            depth: 0,
+            selectivity: NO_SELECTIVITY,
+        };
+        if depth == 0 {
+            return result(best, ctx.nodes + 1);
+        }
+        let solving = depth >= n;
+        if solving && target_sel >= NO_SELECTIVITY {
+            if let Some((s, x)) = exact_root(&mut ctx, &roots) {
+                best = Best {
+                    score: s,
+                    x,
+                    depth: n,
+                    selectivity: NO_SELECTIVITY,
+                };
+            }
+            return result(best, ctx.nodes);
+        }
+        // Iterative deepening schedule (edax-spec §7, step 3).
+        let end: i32 = if solving {
+            let e = n as i32 - 8;
+            if e <= 0 { 2 - (n as i32 & 1) } else { e }
+        } else {
+            depth as i32
+        };
+        let mut start = 6 - (end & 1);
+        if start > end - 2 {
+            start = end - 2;
+        }
+        if start <= 0 {
+            start = 2 - (end & 1);
+        }
+        let mut sel = if depth > 10 { 0 } else { NO_SELECTIVITY }.min(target_sel);
+        let bounds = (lower, upper);
+        let mut d = start;
+        while d < end {
+            let du = d as u32;
+            match aspiration(&mut ctx, &mut roots, du, sel, best.score, bounds, false) {
+                Some((s, x)) => {
+                    best = Best {
+                        score: s,
+                        x,
+                        depth: du,
+                        selectivity: sel,
+                    }
+                }
+                None => return result(best, ctx.nodes),
+            }
+            d += 2;
+        }
+        let final_depth = if solving { n } else { end as u32 };
+        loop {
+            match aspiration(
+                &mut ctx,
+                &mut roots,
+                final_depth,
+                sel,
+                best.score,
+                bounds,
+                solving,
+            ) {
+                Some((s, x)) => {
+                    best = Best {
+                        score: s,
+                        x,
+                        depth: final_depth,
+                        selectivity: sel,
+                    }
+                }
+                None => return result(best, ctx.nodes),
+            }
+            if sel >= target_sel {
+                break;
+            }
+            sel += 1;
+            let fd = final_depth;
+            if solving
+                && ((fd < 21 && sel >= 1)
+                    || (fd < 24 && sel >= 2)
+                    || (fd < 27 && sel >= 3)
+                    || (fd < 30 && sel >= 4)
+                    || best.score.abs() >= SCORE_MAX)
+            {
+                sel = target_sel;
+            }
+        }
+        result(best, ctx.nodes)
+    }
+}
+
+/// Exact root search: best move and exact score, or `None` when aborted.
+fn exact_root(ctx: &mut Ctx<'_>, roots: &[RootMove]) -> Option<(i32, u8)> {
+    let mut alpha = -SCORE_MAX;
+    let mut best = -SCORE_INF;
+    let mut best_x = NO_MOVE;
+    for (i, rm) in roots.iter().enumerate() {
+        let prev = ctx.make(rm.x, rm.flipped);
+        let s = if i == 0 {
+            -ctx.exact(-SCORE_MAX, SCORE_MAX)
+        } else {
+            let s = -ctx.exact(-alpha - 1, -alpha);
+            if s > alpha {
+                -ctx.exact(-SCORE_MAX, -alpha)
+            } else {
+                s
+            }
+        };
+        ctx.unmake(rm.x, rm.flipped, prev);
+        if ctx.abort.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        ctx.nodes += 0;
+        if s > best {
+            best = s;
+            best_x = rm.x;
+            alpha = alpha.max(s);
+        }
+    }
+    Some((best, best_x))
+}
+
+/// One aspiration search at `depth` (edax-spec §7); `None` when aborted.
+fn aspiration(
+    ctx: &mut Ctx<'_>,
+    roots: &mut [RootMove],
+    depth: u32,
+    sel: u8,
+    prev: i32,
+    (lower, upper): (i32, i32),
+    solving: bool,
+) -> Option<(i32, u8)> {
+    ctx.selectivity = sel;
+    if depth <= ctx.opts.multipv_depth {
+        return root_search(
+            ctx,
+            roots,
+            -SCORE_MAX,
+            SCORE_MAX,
+            depth,
+            true,
+            (lower, upper),
+        );
+    }
+    let lo = (lower - 2).max(-SCORE_MAX);
+    let hi = (upper + 2).min(SCORE_MAX);
+    let mut w = (10 - depth as i32).max(1);
+    if solving && w & 1 == 1 {
+        w += 1;
+    }
+    if hi - lo <= 2 * w {
+        return root_search(ctx, roots, lo, hi, depth, false, (lower, upper));
+    }
+    let mut score = prev.clamp(lo, hi);
+    let (mut left, mut right) = (w, w);
+    for _round in 0..10 {
+        let alpha = (score - left).max(lo);
+        let beta = (score + right).min(hi);
+        let (s, x) = root_search(ctx, roots, alpha, beta, depth, false, (lower, upper))?;
+        if s <= alpha && alpha > lo {
+            left *= 2;
+            right = 1;
+            score = s;
+        } else if s >= beta && beta < hi {
+            right *= 2;
+            left = 1;
+            score = s;
+        } else {
+            return Some((s, x));
+        }
+    }
+    root_search(ctx, roots, lo, hi, depth, false, (lower, upper))
+}
+
+/// Edax's `PVS_root`; with `multipv` every move gets an exact value. Reorders `roots` by score.
+fn root_search(
+    ctx: &mut Ctx<'_>,
+    roots: &mut [RootMove],
+    mut alpha: i32,
+    beta: i32,
+    depth: u32,
+    multipv: bool,
+    (lower, upper): (i32, i32),
+) -> Option<(i32, u8)> {
+    let mut best = -SCORE_INF;
+    let mut best_x = NO_MOVE;
+    let child_depth = depth - 1;
+    for i in 0..roots.len() {
+        let rm = roots[i];
+        let prev = ctx.make(rm.x, rm.flipped);
+        let s = if i == 0 {
+            -ctx.search(-beta, -alpha, child_depth, true)
+        } else if multipv {
+            let s = -ctx.search(SCORE_MAX - 1, SCORE_MAX, child_depth, false);
+            if !ctx.stopped && s > -SCORE_MAX {
+                -ctx.search(-SCORE_MAX, SCORE_MAX, child_depth, true)
+            } else {
+                s
+            }
+        } else {
+            let s = -ctx.search(-alpha - 1, -alpha, child_depth, false);
+            if !ctx.stopped && alpha < s && s < beta {
+                -ctx.search(-beta, -alpha, child_depth, true)
+            } else {
+                s
+            }
+        };
+        ctx.unmake(rm.x, rm.flipped, prev);
+        if ctx.stopped {
+            return None;
+        }
+        let s = s.clamp(lower, upper);
+        roots[i].score = s;
+        if s > best {
+            best = s;
+            best_x = rm.x;
+            if !multipv {
+                if best >= beta {
+                    // Moves after a cutoff keep their old scores, below this one.
+                    for r in roots[i + 1..].iter_mut() {
+                        r.score = r.score.min(s - 1);
+                    }
+                    break;
+                }
+                if best > alpha {
+                    alpha = best;
+                }
+            }
+        } else if !multipv {
+            roots[i].score = s.min(best - 1);
+        }
+    }
+    // Best first, ties in previous order, for the next iteration.
+    roots.sort_by(|a, b| b.score.cmp(&a.score));
+    Some((best, best_x))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testdata::shared_dir_or_skip;
+
+    fn eval() -> Option<Arc<Eval>> {
+        let dir = shared_dir_or_skip()?;
+        Some(Arc::new(
+            Eval::load(dir.join("golden/eval-seed1.dat")).expect("eval-seed1.dat loads"),
+        ))
+    }
+
+    #[test]
+    fn game_over_pass_and_excluded() {
+        let Some(e) = eval() else { return };
+        let mut s = Searcher::with_options(
+            e,
+            SearchOptions {
+                tt_bits: 12,
+                ..SearchOptions::default()
+            },
+        );
+        let abort = AtomicBool::new(false);
+        // Game over: exact score, no move.
+        let over = Board::new(0xffff, 0xff_0000).expect("disjoint");
+        let r = s.search_depth(&over, 4, 5, 0, &abort);
+        assert_eq!(
+            (r.mv, r.score, r.exact),
+            (Move::None, over.final_score(), true)
+        );
+        // Every move excluded: no move.
+        let b = Board::start();
+        let r = s.search_depth(&b, 3, 5, b.moves(), &abort);
+        assert_eq!((r.mv, r.score), (Move::None, -SCORE_INF));
+        // Excluding all but one move returns that move.
+        let f5 = Square::parse("f5").expect("f5");
+        let r = s.search_depth(&b, 3, 5, b.moves() & !f5.bit(), &abort);
+        assert_eq!(r.mv, Move::Square(f5));
+        // Determinism: same inputs, same nodes.
+        let r1 = s.search_depth(&b, 6, 5, 0, &abort);
+        let r2 = s.search_depth(&b, 6, 5, 0, &abort);
+        assert_eq!(r1.nodes, r2.nodes);
+        assert_eq!(r1.score, r2.score);
+        // Abort before start: returns promptly with a legal move.
+        let stop = AtomicBool::new(true);
+        let r = s.search_depth(&b, 12, 5, 0, &stop);
+        assert!(matches!(r.mv, Move::Square(_)));
+    }
+
+    #[test]
+    fn pass_root_is_searched_at_same_depth() {
+        let Some(e) = eval() else { return };
+        let mut s = Searcher::with_options(
+            e,
+            SearchOptions {
+                tt_bits: 12,
+                ..SearchOptions::default()
+            },
+        );
+        let abort = AtomicBool::new(false);
+        // Side to move (player) has no move but the opponent does.
+        let b = Board::new(0b10, 0b01).expect("disjoint");
+        assert!(b.must_pass());
+        let r = s.search_depth(&b, 2, 5, 0, &abort);
+        assert_eq!(r.mv, Move::Pass);
+        let r2 = s.search_depth(&b.pass(), 2, 5, 0, &abort);
+        assert_eq!(r.score, -r2.score);
+    }
+}

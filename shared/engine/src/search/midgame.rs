@@ -1,0 +1,444 @@
+//! The midgame search nodes (edax-spec §7, §8.4, §8.5): `eval_1`, `eval_2`, principal-variation
+//! and null-window nodes with a transposition table, stability cutoffs and multi-probcut.
+//!
+//! Scores are for the side to move, fail-soft. Passes never consume depth. Game over is scored
+//! exactly when it is detected at a node (never at a static leaf). With no selectivity and no
+//! stability cutoff the value at depth `d` is the reference of edax-spec §8.4.
+
+use super::exact;
+use super::options::SearchOptions;
+use super::ordering::{self, MoveList};
+use super::probcut;
+use super::tt::Tt;
+use crate::board::Board;
+use crate::eval::{Eval, Features, round_clamp};
+use crate::level::{NO_SELECTIVITY, SELECTIVITY_T};
+use crate::stability::stable_discs;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Largest score magnitude.
+pub const SCORE_MAX: i32 = 64;
+/// "Infinite" score (Edax's `SCORE_INF`).
+pub const SCORE_INF: i32 = 127;
+/// Edax's code for "no move".
+pub const NO_MOVE: u8 = 65;
+
+/// Edax's `NWS_STABILITY_THRESHOLD` (with `USE_SOLID` off), indexed by empties.
+pub const NWS_STABILITY_THRESHOLD: [i32; 64] = [
+    99, 99, 99, 99, 6, 8, 10, 12, 14, 16, 20, 22, 24, 26, 28, 30, 32, 34, 36, 38, 40, 42, 44, 46,
+    48, 48, 50, 50, 52, 52, 54, 54, 56, 56, 58, 58, 60, 60, 62, 62, 64, 64, 64, 64, 64, 64, 64, 64,
+    99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99, 99,
+];
+
+/// `64 − 2·stable(opponent)`: an upper bound of the exact value of the position.
+#[inline]
+pub fn stability_upper(board: &Board) -> i32 {
+    SCORE_MAX - 2 * stable_discs(board.opponent, board.player).count_ones() as i32
+}
+
+/// `2·stable(player) − 64`: a lower bound of the exact value of the position.
+#[inline]
+pub fn stability_lower(board: &Board) -> i32 {
+    2 * stable_discs(board.player, board.opponent).count_ones() as i32 - SCORE_MAX
+}
+
+/// The state of one running search.
+pub(crate) struct Ctx<'a> {
+    pub eval: &'a Eval,
+    pub tt: &'a mut Tt,
+    pub opts: &'a SearchOptions,
+    pub abort: &'a AtomicBool,
+    pub board: Board,
+    pub features: Features,
+    pub nodes: u64,
+    pub stopped: bool,
+    pub selectivity: u8,
+    pub probcut_nesting: u32,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(
+        eval: &'a Eval,
+        tt: &'a mut Tt,
+        opts: &'a SearchOptions,
+        abort: &'a AtomicBool,
+        board: Board,
+    ) -> Ctx<'a> {
+        Ctx {
+            eval,
+            tt,
+            opts,
+            abort,
+            board,
+            features: Features::new(&board),
+            nodes: 0,
+            stopped: false,
+            selectivity: NO_SELECTIVITY,
+            probcut_nesting: 0,
+        }
+    }
+
+    #[inline]
+    fn check_abort(&mut self) -> bool {
+        if self.nodes & 0x3ff == 0 && self.abort.load(Ordering::Relaxed) {
+            self.stopped = true;
+        }
+        self.stopped
+    }
+
+    /// Play a candidate; returns the previous board for [`Ctx::unmake`].
+    #[inline]
+    pub fn make(&mut self, x: u8, flipped: u64) -> Board {
+        let prev = self.board;
+        self.features.play(x, flipped);
+        self.board = prev.play_flips(x, flipped);
+        prev
+    }
+
+    #[inline]
+    pub fn unmake(&mut self, x: u8, flipped: u64, prev: Board) {
+        self.features.undo(x, flipped);
+        self.board = prev;
+    }
+
+    #[inline]
+    pub fn make_pass(&mut self) {
+        self.features.pass();
+        self.board = self.board.pass();
+    }
+
+    /// Static evaluation of the current position (edax-spec §8.3).
+    #[inline]
+    pub fn eval0(&self) -> i32 {
+        round_clamp(self.eval.raw(&self.features, self.board.empties()))
+    }
+
+    /// Exact value through the endgame solver.
+    pub fn exact(&mut self, alpha: i32, beta: i32) -> i32 {
+        let b = self.board;
+        exact::solve(&b, alpha, beta, &mut self.nodes, self.abort)
+    }
+
+    /// Dispatch a child search of the given remaining depth (`pv` = principal-variation node).
+    #[inline]
+    pub fn search(&mut self, alpha: i32, beta: i32, depth: u32, pv: bool) -> i32 {
+        let e = self.board.empties();
+        if depth >= e {
+            if self.selectivity >= NO_SELECTIVITY || e < self.opts.midgame_to_endgame {
+                return self.exact(alpha, beta);
+            }
+            return if pv {
+                self.pvs(alpha, beta, e)
+            } else {
+                self.nws(alpha, e)
+            };
+        }
+        match depth {
+            0 => self.eval0(),
+            1 => self.eval1(alpha, beta),
+            2 => self.eval2(alpha, beta),
+            _ if pv => self.pvs(alpha, beta, depth),
+            _ => self.nws(alpha, depth),
+        }
+    }
+
+    /// Depth-1 search (Edax `search_eval_1`): a move that wipes the opponent out scores +64 at
+    /// once; otherwise the best rounded static score of the children, clamped to ±63.
+    pub fn eval1(&mut self, alpha: i32, beta: i32) -> i32 {
+        self.nodes += 1;
+        let b = self.board;
+        let moves = b.moves();
+        if moves == 0 {
+            let pass = b.pass();
+            if pass.moves() == 0 {
+                return b.final_score();
+            }
+            self.make_pass();
+            let s = -self.eval1(-beta, -alpha);
+            self.make_pass();
+            return s;
+        }
+        let beta = beta.min(SCORE_MAX - 1);
+        let child_empties = b.empties() - 1;
+        let mut best = -SCORE_INF;
+        let mut m = moves;
+        // Wipe-outs first: Edax returns +64 as soon as it meets one.
+        let mut flips = [0u64; 32];
+        let mut xs = [0u8; 32];
+        let mut n = 0;
+        while m != 0 && n < 32 {
+            let x = m.trailing_zeros() as u8;
+            m &= m - 1;
+            let f = crate::board::flips_portable(b.player, b.opponent, x);
+            if f == b.opponent {
+                return SCORE_MAX;
+            }
+            xs[n] = x;
+            flips[n] = f;
+            n += 1;
+        }
+        for i in 0..n {
+            self.nodes += 1;
+            self.features.play(xs[i], flips[i]);
+            let raw = self.eval.raw(&self.features, child_empties);
+            self.features.undo(xs[i], flips[i]);
+            let s = -(if raw > 0 {
+                (raw + 64) / 128
+            } else {
+                (raw - 64) / 128
+            });
+            if s > best {
+                best = s;
+                if best >= beta {
+                    break;
+                }
+            }
+        }
+        best.clamp(-SCORE_MAX + 1, SCORE_MAX - 1)
+    }
+
+    /// Depth-2 search (Edax `search_eval_2`): plain fail-soft alpha-beta, no table, no stability
+    /// cutoff.
+    pub fn eval2(&mut self, mut alpha: i32, beta: i32) -> i32 {
+        self.nodes += 1;
+        let b = self.board;
+        let moves = b.moves();
+        if moves == 0 {
+            let pass = b.pass();
+            if pass.moves() == 0 {
+                return b.final_score();
+            }
+            self.make_pass();
+            let s = -self.eval2(-beta, -alpha);
+            self.make_pass();
+            return s;
+        }
+        let mut best = -SCORE_INF;
+        let mut m = moves;
+        while m != 0 {
+            let x = m.trailing_zeros() as u8;
+            m &= m - 1;
+            let f = crate::board::flips_portable(b.player, b.opponent, x);
+            let prev = self.make(x, f);
+            let s = -self.eval1(-beta, -alpha);
+            self.unmake(x, f, prev);
+            if s > best {
+                best = s;
+                if best >= beta {
+                    break;
+                }
+                if best > alpha {
+                    alpha = best;
+                }
+            }
+        }
+        best
+    }
+
+    /// Order a move list: wipe-out, table move, then shallow evaluation and mobility.
+    pub fn order(&mut self, list: &mut MoveList, tt_move: u8, depth: u32) {
+        let opp = self.board.opponent;
+        let sort_depth: i32 = if depth >= 9 {
+            2
+        } else if depth >= 6 {
+            1
+        } else if depth >= 4 {
+            0
+        } else {
+            -1
+        };
+        for i in 0..list.len() {
+            let c = list.as_slice()[i];
+            let score = if c.flipped == opp {
+                ordering::WIPEOUT
+            } else if c.x == tt_move {
+                ordering::TT_MOVE
+            } else {
+                let prev = self.make(c.x, c.flipped);
+                let mut s = ordering::heuristic(&self.board);
+                if sort_depth >= 0 {
+                    let v = match sort_depth {
+                        0 => self.eval0(),
+                        1 => self.eval1(-SCORE_MAX, SCORE_MAX),
+                        _ => self.eval2(-SCORE_MAX, SCORE_MAX),
+                    };
+                    s += (SCORE_MAX - v) * ordering::W_EVAL;
+                }
+                self.unmake(c.x, c.flipped, prev);
+                s
+            };
+            list.as_mut_slice()[i].score = score;
+        }
+    }
+
+    /// Multi-probcut test at a null-window node; `Some(bound)` when the node is cut.
+    fn probcut(&mut self, alpha: i32, depth: u32) -> Option<i32> {
+        let sel = usize::from(self.selectivity.min(NO_SELECTIVITY));
+        let t = SELECTIVITY_T[sel];
+        let n = self.board.empties();
+        let pd = probcut::probcut_depth(depth);
+        let (perr, eerr) = probcut::margins(&self.opts.probcut, t, n, depth, pd);
+        let beta = alpha + 1;
+        let ev = self.eval0();
+        self.probcut_nesting += 1;
+        let mut result = None;
+        let pb = beta + perr;
+        if ev >= beta - eerr && pb < SCORE_MAX {
+            let s = self.search(pb - 1, pb, pd, false);
+            if !self.stopped && s >= pb {
+                result = Some(beta);
+            }
+        }
+        let pa = alpha - perr;
+        if result.is_none() && ev < alpha + eerr && pa > -SCORE_MAX {
+            let s = self.search(pa, pa + 1, pd, false);
+            if !self.stopped && s <= pa {
+                result = Some(alpha);
+            }
+        }
+        self.probcut_nesting -= 1;
+        result
+    }
+
+    /// Null-window node `(alpha, alpha + 1)` at depth ≥ 3.
+    pub fn nws(&mut self, alpha: i32, depth: u32) -> i32 {
+        self.nodes += 1;
+        if self.check_abort() {
+            return 0;
+        }
+        let b = self.board;
+        let e = b.empties();
+        if self.opts.stability_cutoff && alpha >= NWS_STABILITY_THRESHOLD[e as usize] {
+            let s = stability_upper(&b);
+            if s <= alpha {
+                return s;
+            }
+        }
+        let sel = self.selectivity;
+        let mut tt_move = NO_MOVE;
+        if let Some(d) = self.tt.probe(&b) {
+            if u32::from(d.depth) >= depth && d.selectivity >= sel {
+                if i32::from(d.lower) > alpha {
+                    return i32::from(d.lower);
+                }
+                if i32::from(d.upper) <= alpha {
+                    return i32::from(d.upper);
+                }
+            }
+            tt_move = d.mv;
+        }
+        let moves = b.moves();
+        if moves == 0 {
+            let pass = b.pass();
+            if pass.moves() == 0 {
+                return b.final_score();
+            }
+            self.make_pass();
+            let s = -self.search(-alpha - 1, -alpha, depth, false);
+            self.make_pass();
+            return s;
+        }
+        if sel < NO_SELECTIVITY
+            && depth >= 4
+            && self.probcut_nesting < self.opts.probcut_max_nesting
+            && let Some(s) = self.probcut(alpha, depth)
+        {
+            return s;
+        }
+        let mut list = MoveList::new(&b, moves);
+        self.order(&mut list, tt_move, depth);
+        let mut best = -SCORE_INF;
+        let mut best_move = NO_MOVE;
+        while let Some(c) = list.next_best() {
+            let prev = self.make(c.x, c.flipped);
+            let s = -self.search(-alpha - 1, -alpha, depth - 1, false);
+            self.unmake(c.x, c.flipped, prev);
+            if self.stopped {
+                return 0;
+            }
+            if s > best {
+                best = s;
+                best_move = c.x;
+                if best > alpha {
+                    break;
+                }
+            }
+        }
+        self.tt
+            .store(&b, depth, sel, alpha, alpha + 1, best, best_move);
+        best
+    }
+
+    /// Principal-variation node `(alpha, beta)` at depth ≥ 3.
+    pub fn pvs(&mut self, mut alpha: i32, beta: i32, depth: u32) -> i32 {
+        self.nodes += 1;
+        if self.check_abort() {
+            return 0;
+        }
+        let b = self.board;
+        let sel = self.selectivity;
+        let mut tt_move = NO_MOVE;
+        if let Some(d) = self.tt.probe(&b) {
+            if u32::from(d.depth) >= depth && d.selectivity >= sel {
+                let (lo, up) = (i32::from(d.lower), i32::from(d.upper));
+                if lo >= beta {
+                    return lo;
+                }
+                if up <= alpha {
+                    return up;
+                }
+                if lo == up {
+                    return lo;
+                }
+            }
+            tt_move = d.mv;
+        }
+        let moves = b.moves();
+        if moves == 0 {
+            let pass = b.pass();
+            if pass.moves() == 0 {
+                return b.final_score();
+            }
+            self.make_pass();
+            let s = -self.search(-beta, -alpha, depth, true);
+            self.make_pass();
+            return s;
+        }
+        let alpha0 = alpha;
+        let mut list = MoveList::new(&b, moves);
+        self.order(&mut list, tt_move, depth);
+        let mut best = -SCORE_INF;
+        let mut best_move = NO_MOVE;
+        let mut first = true;
+        while let Some(c) = list.next_best() {
+            let prev = self.make(c.x, c.flipped);
+            let s = if first {
+                -self.search(-beta, -alpha, depth - 1, true)
+            } else {
+                let s = -self.search(-alpha - 1, -alpha, depth - 1, false);
+                if !self.stopped && alpha < s && s < beta {
+                    -self.search(-beta, -alpha, depth - 1, true)
+                } else {
+                    s
+                }
+            };
+            first = false;
+            self.unmake(c.x, c.flipped, prev);
+            if self.stopped {
+                return 0;
+            }
+            if s > best {
+                best = s;
+                best_move = c.x;
+                if best >= beta {
+                    break;
+                }
+                if best > alpha {
+                    alpha = best;
+                }
+            }
+        }
+        self.tt.store(&b, depth, sel, alpha0, beta, best, best_move);
+        best
+    }
+}
