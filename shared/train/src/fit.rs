@@ -1,0 +1,431 @@
+//! Least-squares fit of the packed Edax weights, one phase bucket at a time.
+//!
+//! Model: `pred(pos) = Σ_{k<47} w[bucket][offset_k(pos)]` in discs, where the offsets come from
+//! [`Layout::packed_offsets`] (symmetric weight sharing through Edax's packing). Loss per bucket:
+//! `(1/N) Σ (pred − label)² + (l2/N) Σ w²`, i.e. `l2` acts as that many pseudo-observations of a
+//! zero weight, which shrinks rarely seen patterns. Optimiser: full-batch Adam (deterministic:
+//! gradients are reduced in a fixed chunk order), with a cosine learning-rate decay.
+//! Buckets are independent, so the fit checkpoints after each finished bucket and can resume.
+//! The weights of a bucket are copied to every ply it covers; the result is rounded to Edax's
+//! 1/128-disc `i16` units.
+
+use crate::dataset::Sample;
+use crate::features::{Layout, N_PLIES, N_TERMS, PACKED_PER_PLY, ply_of};
+use crate::weights::{Version, Weights};
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+use std::path::Path;
+
+/// Fit parameters.
+#[derive(Debug, Clone)]
+pub struct FitParams {
+    /// Plies per phase bucket (bucket b covers plies `b·width .. (b+1)·width`).
+    pub bucket_width: usize,
+    /// Extra plies on each side whose samples also train a bucket (smooths neighbouring phases).
+    pub overlap: usize,
+    /// Adam iterations (full-batch epochs) per bucket.
+    pub epochs: usize,
+    /// Initial learning rate, in discs.
+    pub lr: f32,
+    /// L2 strength as a number of zero pseudo-observations per weight.
+    pub l2: f32,
+    /// Header version written in the output.
+    pub version: Version,
+}
+
+impl Default for FitParams {
+    fn default() -> FitParams {
+        FitParams {
+            bucket_width: 2,
+            overlap: 1,
+            epochs: 300,
+            lr: 0.5,
+            l2: 2.0,
+            version: Version {
+                version: 1,
+                release: 0,
+                build: 0,
+                date: 0.0,
+            },
+        }
+    }
+}
+
+/// Fitted weights in discs (f32), one block per bucket, with the set of finished buckets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checkpoint {
+    /// Bucket width the checkpoint was made with.
+    pub bucket_width: usize,
+    /// `buckets[b]` is `Some(weights)` once bucket b is fitted.
+    pub buckets: Vec<Option<Vec<f32>>>,
+}
+
+/// Errors of the fitter.
+#[derive(Debug, thiserror::Error)]
+pub enum FitError {
+    /// Checkpoint IO.
+    #[error("checkpoint io error: {0}")]
+    Io(#[from] std::io::Error),
+    /// Checkpoint content does not match the parameters.
+    #[error("bad checkpoint: {0}")]
+    Checkpoint(String),
+}
+
+const CKPT_MAGIC: &[u8; 8] = b"BFCKPT01";
+
+impl Checkpoint {
+    /// An empty checkpoint for `bucket_width`.
+    pub fn new(bucket_width: usize) -> Checkpoint {
+        Checkpoint {
+            bucket_width,
+            buckets: vec![None; n_buckets(bucket_width)],
+        }
+    }
+
+    /// Serialise: magic, width u32, bucket count u32, then per bucket a flag byte and f32 weights.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(CKPT_MAGIC);
+        out.extend_from_slice(&(self.bucket_width as u32).to_le_bytes());
+        out.extend_from_slice(&(self.buckets.len() as u32).to_le_bytes());
+        for b in &self.buckets {
+            match b {
+                Some(w) => {
+                    out.push(1);
+                    for x in w {
+                        out.extend_from_slice(&x.to_le_bytes());
+                    }
+                }
+                None => out.push(0),
+            }
+        }
+        out
+    }
+
+    /// Parse [`Checkpoint::to_bytes`] output.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Checkpoint, FitError> {
+        let bad = |m: &str| FitError::Checkpoint(m.to_string());
+        if bytes.len() < 16 || &bytes[0..8] != CKPT_MAGIC {
+            return Err(bad("bad magic"));
+        }
+        let width = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize;
+        let n = u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes")) as usize;
+        if width == 0 || width > N_PLIES || n != n_buckets(width) {
+            return Err(bad("inconsistent bucket layout"));
+        }
+        let mut pos = 16;
+        let mut buckets = Vec::with_capacity(n);
+        for _ in 0..n {
+            let flag = *bytes.get(pos).ok_or_else(|| bad("truncated"))?;
+            pos += 1;
+            if flag == 1 {
+                let end = pos + PACKED_PER_PLY * 4;
+                let chunk = bytes.get(pos..end).ok_or_else(|| bad("truncated"))?;
+                buckets.push(Some(
+                    chunk
+                        .chunks_exact(4)
+                        .map(|c| f32::from_le_bytes(c.try_into().expect("4 bytes")))
+                        .collect(),
+                ));
+                pos = end;
+            } else {
+                buckets.push(None);
+            }
+        }
+        Ok(Checkpoint {
+            bucket_width: width,
+            buckets,
+        })
+    }
+
+    /// Write atomically (temp file + rename).
+    pub fn save(&self, path: &Path) -> Result<(), FitError> {
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, self.to_bytes())?;
+        std::fs::rename(&tmp, path)?;
+        Ok(())
+    }
+
+    /// Expand to Edax weights: each ply takes its bucket's weights, ×128, rounded, clamped to i16.
+    /// Unfitted buckets give zero weights.
+    pub fn to_weights(&self, version: Version) -> Weights {
+        let mut out = Weights::zeros(version);
+        for ply in 0..N_PLIES {
+            if let Some(w) = &self.buckets[ply / self.bucket_width] {
+                let block = &mut out.w[ply * PACKED_PER_PLY..(ply + 1) * PACKED_PER_PLY];
+                for (dst, &x) in block.iter_mut().zip(w) {
+                    *dst = (x * 128.0).round().clamp(-32767.0, 32767.0) as i16;
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Number of buckets for a width.
+pub fn n_buckets(width: usize) -> usize {
+    N_PLIES.div_ceil(width)
+}
+
+/// Per-bucket fit report.
+#[derive(Debug, Clone)]
+pub struct BucketReport {
+    /// Bucket index.
+    pub bucket: usize,
+    /// Samples used.
+    pub samples: usize,
+    /// Training RMSE (discs) after the fit.
+    pub rmse: f32,
+}
+
+/// Fit the buckets still missing in `ckpt`, saving it after each bucket when `ckpt_path` is given.
+pub fn fit(
+    samples: &[Sample],
+    params: &FitParams,
+    ckpt: &mut Checkpoint,
+    ckpt_path: Option<&Path>,
+    progress: bool,
+) -> Result<Vec<BucketReport>, FitError> {
+    if ckpt.bucket_width != params.bucket_width {
+        return Err(FitError::Checkpoint(format!(
+            "checkpoint bucket width {} differs from requested {}",
+            ckpt.bucket_width, params.bucket_width
+        )));
+    }
+    let layout = Layout::get();
+    let nb = n_buckets(params.bucket_width);
+    let todo: Vec<usize> = (0..nb).filter(|&b| ckpt.buckets[b].is_none()).collect();
+    let pb = if progress {
+        ProgressBar::new((todo.len() * params.epochs) as u64)
+    } else {
+        ProgressBar::hidden()
+    };
+    pb.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} epochs  {msg}")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    let mut reports = Vec::new();
+    for b in todo {
+        let lo = (b * params.bucket_width).saturating_sub(params.overlap);
+        let hi = ((b + 1) * params.bucket_width + params.overlap).min(N_PLIES);
+        let chosen: Vec<&Sample> = samples
+            .iter()
+            .filter(|s| {
+                let p = ply_of(&s.board);
+                p >= lo && p < hi
+            })
+            .collect();
+        let offsets: Vec<[u32; N_TERMS]> = chosen
+            .par_iter()
+            .map(|s| layout.packed_offsets(&s.board))
+            .collect();
+        let labels: Vec<f32> = chosen.iter().map(|s| s.label).collect();
+        let (w, rmse) = fit_bucket(&offsets, &labels, params, |e| {
+            pb.inc(1);
+            if e % 25 == 0 {
+                pb.set_message(format!("bucket {b}/{nb}"));
+            }
+        });
+        reports.push(BucketReport {
+            bucket: b,
+            samples: labels.len(),
+            rmse,
+        });
+        pb.set_message(format!(
+            "bucket {b}: {} samples, train rmse {rmse:.2}",
+            labels.len()
+        ));
+        ckpt.buckets[b] = Some(w);
+        if let Some(p) = ckpt_path {
+            ckpt.save(p)?;
+        }
+    }
+    pb.finish();
+    Ok(reports)
+}
+
+/// Chunk size of the deterministic parallel reduction.
+const CHUNK: usize = 16_384;
+
+/// Full-batch Adam on one bucket. Returns the weights (discs) and the final training RMSE.
+pub fn fit_bucket(
+    offsets: &[[u32; N_TERMS]],
+    labels: &[f32],
+    params: &FitParams,
+    mut on_epoch: impl FnMut(usize),
+) -> (Vec<f32>, f32) {
+    let n = labels.len();
+    let mut w = vec![0f32; PACKED_PER_PLY];
+    if n == 0 {
+        return (w, 0.0);
+    }
+    // Start the constant at the label mean so early steps fit patterns, not the offset.
+    let mean = labels.iter().map(|&x| f64::from(x)).sum::<f64>() / n as f64;
+    w[PACKED_PER_PLY - 1] = mean as f32;
+    let mut m = vec![0f32; PACKED_PER_PLY];
+    let mut v = vec![0f32; PACKED_PER_PLY];
+    let (beta1, beta2, eps) = (0.9f32, 0.999f32, 1e-8f32);
+    let inv_n = 1.0 / n as f32;
+    let l2 = params.l2 * inv_n;
+    let mut rmse = 0.0;
+    for epoch in 0..params.epochs {
+        // Gradient of the mean squared error, reduced in fixed chunk order for determinism.
+        let partial: Vec<(Vec<f32>, f64)> = offsets
+            .par_chunks(CHUNK)
+            .zip(labels.par_chunks(CHUNK))
+            .map(|(offs, labs)| {
+                let mut g = vec![0f32; PACKED_PER_PLY];
+                let mut sq = 0f64;
+                for (o, &y) in offs.iter().zip(labs) {
+                    let pred: f32 = o.iter().map(|&i| w[i as usize]).sum();
+                    let r = pred - y;
+                    sq += f64::from(r * r);
+                    for &i in o {
+                        g[i as usize] += r;
+                    }
+                }
+                (g, sq)
+            })
+            .collect();
+        let mut grad = vec![0f32; PACKED_PER_PLY];
+        let mut sq = 0f64;
+        for (g, s) in &partial {
+            for (a, b) in grad.iter_mut().zip(g) {
+                *a += b;
+            }
+            sq += s;
+        }
+        rmse = (sq / n as f64).sqrt() as f32;
+        let t = (epoch + 1) as i32;
+        let lr = params.lr
+            * 0.5
+            * (1.0 + (std::f32::consts::PI * epoch as f32 / params.epochs as f32).cos());
+        let bc1 = 1.0 - beta1.powi(t);
+        let bc2 = 1.0 - beta2.powi(t);
+        for i in 0..PACKED_PER_PLY {
+            let gi = 2.0 * (grad[i] * inv_n + l2 * w[i]);
+            if gi == 0.0 && m[i] == 0.0 {
+                continue;
+            }
+            m[i] = beta1 * m[i] + (1.0 - beta1) * gi;
+            v[i] = beta2 * v[i] + (1.0 - beta2) * gi * gi;
+            w[i] -= lr * (m[i] / bc1) / ((v[i] / bc2).sqrt() + eps);
+        }
+        on_epoch(epoch);
+    }
+    (w, rmse)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataset::LabelKind;
+    use crate::weights::Version;
+    use bookfarm_engine::Board;
+
+    /// Random legal positions from a seeded walk.
+    fn positions(n: usize, seed: u64) -> Vec<Board> {
+        let mut s = seed;
+        let mut out = Vec::new();
+        while out.len() < n {
+            let mut b = Board::start();
+            for _ in 0..30 {
+                let m = b.moves();
+                if m == 0 {
+                    break;
+                }
+                s = s
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let k = (s >> 33) as usize % m.count_ones() as usize;
+                let sq = bookfarm_engine::board::BitIter(m)
+                    .nth(k)
+                    .expect("k < count");
+                b = b.play(sq).expect("legal");
+                out.push(b);
+            }
+        }
+        out.truncate(n);
+        out
+    }
+
+    #[test]
+    fn fit_recovers_a_disc_count_target_and_is_deterministic() {
+        // Target: the disc difference, which is exactly representable by the line patterns.
+        let boards = positions(4000, 7);
+        let samples: Vec<Sample> = boards
+            .iter()
+            .map(|b| Sample {
+                board: *b,
+                label: b.player.count_ones() as f32 - b.opponent.count_ones() as f32,
+                count: 1,
+                kind: LabelKind::Exact,
+            })
+            .collect();
+        let params = FitParams {
+            bucket_width: 61,
+            overlap: 0,
+            epochs: 150,
+            lr: 0.3,
+            l2: 0.01,
+            ..FitParams::default()
+        };
+        let mut ck = Checkpoint::new(61);
+        let rep = fit(&samples, &params, &mut ck, None, false).expect("fit");
+        assert_eq!(rep.len(), 1);
+        let base_rmse = {
+            let mean = samples.iter().map(|s| s.label).sum::<f32>() / samples.len() as f32;
+            (samples
+                .iter()
+                .map(|s| (s.label - mean).powi(2))
+                .sum::<f32>()
+                / samples.len() as f32)
+                .sqrt()
+        };
+        assert!(
+            rep[0].rmse < 0.25 * base_rmse,
+            "rmse {} vs baseline {}",
+            rep[0].rmse,
+            base_rmse
+        );
+        let mut ck2 = Checkpoint::new(61);
+        fit(&samples, &params, &mut ck2, None, false).expect("fit");
+        assert_eq!(
+            ck, ck2,
+            "same data and parameters must give identical weights"
+        );
+        let w = ck.to_weights(Version {
+            version: 1,
+            release: 0,
+            build: 0,
+            date: 0.0,
+        });
+        let b = boards[100];
+        let want = b.player.count_ones() as i32 - b.opponent.count_ones() as i32;
+        assert!(
+            (w.eval(&b) - want).abs() <= 3,
+            "eval {} vs {}",
+            w.eval(&b),
+            want
+        );
+    }
+
+    #[test]
+    fn checkpoint_roundtrip_and_resume_skips_done_buckets() {
+        let mut ck = Checkpoint::new(20);
+        ck.buckets[1] = Some(vec![0.5; PACKED_PER_PLY]);
+        let back = Checkpoint::from_bytes(&ck.to_bytes()).expect("roundtrip");
+        assert_eq!(back, ck);
+        assert!(Checkpoint::from_bytes(&ck.to_bytes()[..100]).is_err());
+        // Resuming with no samples fills the missing buckets only.
+        let params = FitParams {
+            bucket_width: 20,
+            epochs: 2,
+            ..FitParams::default()
+        };
+        let rep = fit(&[], &params, &mut ck, None, false).expect("fit");
+        assert_eq!(rep.len(), n_buckets(20) - 1);
+        assert_eq!(ck.buckets[1].as_ref().expect("kept")[0], 0.5);
+    }
+}

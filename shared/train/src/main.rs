@@ -1,0 +1,367 @@
+//! `bookfarm-train`: build the dataset, fit the evaluation, measure it (see docs/training.md).
+
+use anyhow::{Context, Result, bail};
+use bookfarm_train::dataset::{self, LabelKind, Sample, Split};
+use bookfarm_train::fit::{self, Checkpoint, FitParams};
+use bookfarm_train::play::{self, MobilityCorners};
+use bookfarm_train::solve::{SolveStats, solve_exact};
+use bookfarm_train::weights::{Version, Weights, fnv1a64};
+use bookfarm_train::{games, measure};
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rayon::prelude::*;
+use std::path::PathBuf;
+use std::time::Instant;
+use tracing::info;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "bookfarm-train",
+    about = "Train bookfarm's pattern evaluation (Edax eval.dat layout)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Read every game set, replay, de-duplicate, label, split and cache train.bin / test.bin.
+    Dataset {
+        /// The data folder (../shared/data).
+        #[arg(long, default_value = "../shared/data")]
+        data: PathBuf,
+        /// Output directory for the caches.
+        #[arg(long, default_value = "target/train")]
+        out: PathBuf,
+        /// WTHOR games from this year on are the held-out test set.
+        #[arg(long, default_value_t = 2015)]
+        test_from_year: u16,
+    },
+    /// Solve a seeded sample of test (or train) positions exactly and write them as a new cache.
+    Exact {
+        /// Input sample cache.
+        #[arg(long)]
+        input: PathBuf,
+        /// Output sample cache (exact labels only).
+        #[arg(long)]
+        out: PathBuf,
+        /// Empties to sample, e.g. 14,15,16,18,19,20.
+        #[arg(long, value_delimiter = ',')]
+        empties: Vec<u32>,
+        /// Positions per empties value.
+        #[arg(long, default_value_t = 200)]
+        per_empties: usize,
+        /// Sampling seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Fit the weights (resumable through --checkpoint) and write eval.dat and eval.dat.gz.
+    Fit {
+        /// Training caches (several allowed; later files override labels of earlier ones).
+        #[arg(long, required = true)]
+        train: Vec<PathBuf>,
+        /// Output directory.
+        #[arg(long, default_value = "target/train")]
+        out: PathBuf,
+        /// Checkpoint file (resumes when it exists).
+        #[arg(long)]
+        checkpoint: Option<PathBuf>,
+        /// Plies per phase bucket.
+        #[arg(long, default_value_t = 2)]
+        bucket_width: usize,
+        /// Neighbouring plies also used to train a bucket.
+        #[arg(long, default_value_t = 1)]
+        overlap: usize,
+        /// Full-batch Adam epochs per bucket.
+        #[arg(long, default_value_t = 300)]
+        epochs: usize,
+        /// Initial learning rate (discs).
+        #[arg(long, default_value_t = 0.5)]
+        lr: f32,
+        /// L2 strength (zero pseudo-observations per weight).
+        #[arg(long, default_value_t = 2.0)]
+        l2: f32,
+        /// Version triple written in the eval.dat header, e.g. 1.0.0.
+        #[arg(long, default_value = "1.0.0")]
+        version: String,
+    },
+    /// MAE / RMSE of the static evaluation per empties bucket.
+    Measure {
+        /// Weights (eval.dat or .gz).
+        #[arg(long)]
+        weights: PathBuf,
+        /// Sample caches to measure on.
+        #[arg(long, required = true)]
+        samples: Vec<PathBuf>,
+        /// Also measure fixed-depth searches at these depths (exact-labelled samples only).
+        #[arg(long, value_delimiter = ',')]
+        depths: Vec<u32>,
+    },
+    /// Match: weights vs the mobility+corner evaluation, from random openings, colours swapped.
+    Match {
+        /// Weights (eval.dat or .gz).
+        #[arg(long)]
+        weights: PathBuf,
+        /// Second weights instead of the mobility+corner baseline.
+        #[arg(long)]
+        opponent: Option<PathBuf>,
+        /// Opening pairs (each is played twice).
+        #[arg(long, default_value_t = 100)]
+        pairs: usize,
+        /// Fixed search depth for both sides.
+        #[arg(long, default_value_t = 4)]
+        depth: u32,
+        /// Random plies of each opening.
+        #[arg(long, default_value_t = 8)]
+        plies: usize,
+        /// Opening seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Print the FNV-1a 64 hash and header of a weight file.
+    Info {
+        /// Weights (eval.dat or .gz).
+        weights: PathBuf,
+    },
+}
+
+fn parse_version(s: &str) -> Result<Version> {
+    let parts: Vec<u32> = s
+        .split('.')
+        .map(|p| p.parse::<u32>())
+        .collect::<Result<_, _>>()
+        .context("version must be v.r.b")?;
+    let [version, release, build] = parts[..] else {
+        bail!("version must be v.r.b, got {s}")
+    };
+    Ok(Version {
+        version,
+        release,
+        build,
+        date: 0.0,
+    })
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().cmd {
+        Cmd::Dataset {
+            data,
+            out,
+            test_from_year,
+        } => {
+            std::fs::create_dir_all(&out)?;
+            let t = Instant::now();
+            let g = games::read_all(&data)
+                .with_context(|| format!("reading games under {}", data.display()))?;
+            info!(
+                games = g.len(),
+                secs = t.elapsed().as_secs_f32(),
+                "games read"
+            );
+            let (train, test, st) = dataset::build(&g, Split { test_from_year });
+            info!(?st, secs = t.elapsed().as_secs_f32(), "dataset built");
+            dataset::write_samples(&out.join("train.bin"), &train)?;
+            dataset::write_samples(&out.join("test.bin"), &test)?;
+            println!(
+                "games {} illegal {} unlabelled {} | positions train {} test {} | unique train {} test {} (dropped {} test positions seen in training)",
+                st.games,
+                st.illegal,
+                st.unlabelled,
+                st.raw_positions.0,
+                st.raw_positions.1,
+                st.unique.0,
+                st.unique.1,
+                st.test_overlap_dropped
+            );
+        }
+        Cmd::Exact {
+            input,
+            out,
+            empties,
+            per_empties,
+            seed,
+        } => {
+            let all = dataset::read_samples(&input)?;
+            let mut rng = StdRng::seed_from_u64(seed);
+            let mut chosen: Vec<Sample> = Vec::new();
+            for e in &empties {
+                let mut pool: Vec<Sample> = all
+                    .iter()
+                    .filter(|s| s.board.empties() == *e && s.board.moves() != 0)
+                    .copied()
+                    .collect();
+                pool.shuffle(&mut rng);
+                pool.truncate(per_empties);
+                chosen.extend(pool);
+            }
+            let pb = ProgressBar::new(chosen.len() as u64);
+            pb.set_style(
+                ProgressStyle::with_template(
+                    "{elapsed_precise} [{bar:40}] {pos}/{len} solved ({per_sec})",
+                )
+                .expect("static template"),
+            );
+            let t = Instant::now();
+            let solved: Vec<(Sample, u64, f64)> = chosen
+                .par_iter()
+                .map(|s| {
+                    let t0 = Instant::now();
+                    let mut st = SolveStats::default();
+                    let v = solve_exact(&s.board, &mut st);
+                    pb.inc(1);
+                    (
+                        Sample {
+                            label: v as f32,
+                            kind: LabelKind::Exact,
+                            ..*s
+                        },
+                        st.nodes,
+                        t0.elapsed().as_secs_f64(),
+                    )
+                })
+                .collect();
+            pb.finish();
+            for e in &empties {
+                let rows: Vec<&(Sample, u64, f64)> = solved
+                    .iter()
+                    .filter(|r| r.0.board.empties() == *e)
+                    .collect();
+                let n = rows.len().max(1) as f64;
+                println!(
+                    "empties {e}: {} positions, mean {:.0} nodes, mean {:.4} s/position",
+                    rows.len(),
+                    rows.iter().map(|r| r.1 as f64).sum::<f64>() / n,
+                    rows.iter().map(|r| r.2).sum::<f64>() / n
+                );
+            }
+            let out_samples: Vec<Sample> = solved.into_iter().map(|r| r.0).collect();
+            dataset::write_samples(&out, &out_samples)?;
+            info!(
+                n = out_samples.len(),
+                secs = t.elapsed().as_secs_f32(),
+                "exact labels written"
+            );
+        }
+        Cmd::Fit {
+            train,
+            out,
+            checkpoint,
+            bucket_width,
+            overlap,
+            epochs,
+            lr,
+            l2,
+            version,
+        } => {
+            std::fs::create_dir_all(&out)?;
+            let mut samples: Vec<Sample> = Vec::new();
+            for p in &train {
+                let s =
+                    dataset::read_samples(p).with_context(|| format!("reading {}", p.display()))?;
+                info!(file = %p.display(), n = s.len(), "samples loaded");
+                samples.extend(s);
+            }
+            // Later files override earlier labels of the same (canonical) position.
+            let mut idx: Vec<usize> = (0..samples.len()).collect();
+            idx.sort_by_key(|&i| {
+                (
+                    samples[i].board.player,
+                    samples[i].board.opponent,
+                    std::cmp::Reverse(i),
+                )
+            });
+            idx.dedup_by_key(|i| (samples[*i].board.player, samples[*i].board.opponent));
+            let samples: Vec<Sample> = idx.into_iter().map(|i| samples[i]).collect();
+            let params = FitParams {
+                bucket_width,
+                overlap,
+                epochs,
+                lr,
+                l2,
+                version: parse_version(&version)?,
+            };
+            let mut ck = match &checkpoint {
+                Some(p) if p.exists() => {
+                    let c = Checkpoint::from_bytes(&std::fs::read(p)?)?;
+                    info!(
+                        done = c.buckets.iter().filter(|b| b.is_some()).count(),
+                        "resuming from checkpoint"
+                    );
+                    c
+                }
+                _ => Checkpoint::new(bucket_width),
+            };
+            let t = Instant::now();
+            let reports = fit::fit(&samples, &params, &mut ck, checkpoint.as_deref(), true)?;
+            for r in &reports {
+                info!(
+                    bucket = r.bucket,
+                    samples = r.samples,
+                    train_rmse = r.rmse,
+                    "bucket fitted"
+                );
+            }
+            let w = ck.to_weights(params.version);
+            let img = w.to_eval_dat();
+            std::fs::write(out.join("eval.dat"), &img)?;
+            std::fs::write(out.join("eval.dat.gz"), w.to_eval_dat_gz()?)?;
+            println!(
+                "fit done in {:.1} s; eval.dat fnv1a64 {:016x}",
+                t.elapsed().as_secs_f32(),
+                fnv1a64(&img)
+            );
+        }
+        Cmd::Measure {
+            weights,
+            samples,
+            depths,
+        } => {
+            let w = Weights::load(&weights)?;
+            for p in &samples {
+                let s = dataset::read_samples(p)?;
+                println!("{}: {} samples", p.display(), s.len());
+                print!("{}", measure::table(&w, &s, &depths));
+            }
+        }
+        Cmd::Match {
+            weights,
+            opponent,
+            pairs,
+            depth,
+            plies,
+            seed,
+        } => {
+            let w = Weights::load(&weights)?;
+            let t = Instant::now();
+            let r = match opponent {
+                Some(o) => play::play_match(&w, &Weights::load(&o)?, pairs, depth, plies, seed),
+                None => play::play_match(&w, &MobilityCorners, pairs, depth, plies, seed),
+            };
+            println!(
+                "games {} wins {} draws {} losses {} score rate {:.1}% mean disc diff {:+.2} ({:.0} s)",
+                r.games,
+                r.wins,
+                r.draws,
+                r.losses,
+                100.0 * r.win_rate(),
+                r.mean_discs(),
+                t.elapsed().as_secs_f32()
+            );
+        }
+        Cmd::Info { weights } => {
+            let w = Weights::load(&weights)?;
+            println!("{:?} fnv1a64 {:016x}", w.version, fnv1a64(&w.to_eval_dat()));
+        }
+    }
+    Ok(())
+}

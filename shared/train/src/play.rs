@@ -1,0 +1,280 @@
+//! Evaluation matches: fixed-depth alpha-beta players with pluggable evaluations.
+//!
+//! The searcher is deliberately simple (fail-soft negamax alpha-beta, no hash table, mobility move
+//! ordering, exact play once the depth reaches the empties) so that a match measures the
+//! evaluation, not search tricks. Both sides use the same searcher at the same depth.
+
+use crate::weights::Weights;
+use bookfarm_engine::Board;
+use bookfarm_engine::board::{BitIter, flips_portable, moves_portable};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// A static evaluation in discs for the side to move.
+pub trait Evaluator: Sync {
+    /// Score of `board` for its side to move (discs; larger is better).
+    fn eval(&self, board: &Board) -> i32;
+}
+
+impl Evaluator for Weights {
+    fn eval(&self, board: &Board) -> i32 {
+        Weights::eval(self, board)
+    }
+}
+
+/// The hand-made baseline: mobility and corners (in units of about a disc).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MobilityCorners;
+
+const CORNERS: u64 = 0x8100_0000_0000_0081;
+/// X-squares (diagonally next to a corner).
+const X_SQUARES: u64 = 0x4200_0000_0000_4200;
+
+impl Evaluator for MobilityCorners {
+    fn eval(&self, b: &Board) -> i32 {
+        let mp = moves_portable(b.player, b.opponent).count_ones() as i32;
+        let mo = moves_portable(b.opponent, b.player).count_ones() as i32;
+        let cp = (b.player & CORNERS).count_ones() as i32;
+        let co = (b.opponent & CORNERS).count_ones() as i32;
+        // An X-square is only a liability while its corner is empty.
+        let empty_corner_x = |c: u64| {
+            let mut x = 0u64;
+            for (corner, xs) in [(0, 9), (7, 14), (56, 49), (63, 54)] {
+                if c & (1u64 << corner) == 0 {
+                    x |= 1u64 << xs;
+                }
+            }
+            x & X_SQUARES
+        };
+        let danger = empty_corner_x(b.player | b.opponent);
+        let xp = (b.player & danger).count_ones() as i32;
+        let xo = (b.opponent & danger).count_ones() as i32;
+        (2 * (mp - mo) + 8 * (cp - co) - 4 * (xp - xo)).clamp(-63, 63)
+    }
+}
+
+fn search(
+    b: &Board,
+    depth: u32,
+    mut alpha: i32,
+    beta: i32,
+    ev: &dyn Evaluator,
+    passed: bool,
+    nodes: &mut u64,
+) -> i32 {
+    *nodes += 1;
+    let moves = moves_portable(b.player, b.opponent);
+    if moves == 0 {
+        if passed {
+            return b.final_score();
+        }
+        return -search(&b.pass(), depth, -beta, -alpha, ev, true, nodes);
+    }
+    if depth == 0 {
+        return ev.eval(b);
+    }
+    let mut children: Vec<(u32, Board)> = BitIter(moves)
+        .map(|sq| {
+            let nb = b.play_flips(sq.index(), flips_portable(b.player, b.opponent, sq.index()));
+            let mut key = moves_portable(nb.player, nb.opponent).count_ones() * 4;
+            if sq.bit() & CORNERS != 0 {
+                key = key.saturating_sub(8);
+            }
+            (key, nb)
+        })
+        .collect();
+    children.sort_by_key(|c| c.0);
+    let mut best = -65;
+    for (_, nb) in children {
+        let v = -search(&nb, depth - 1, -beta, -alpha, ev, false, nodes);
+        if v > best {
+            best = v;
+            if v > alpha {
+                alpha = v;
+                if alpha >= beta {
+                    break;
+                }
+            }
+        }
+    }
+    best
+}
+
+/// Best move of `b` (which must have a legal move) at fixed `depth` with `ev`; ties keep the first
+/// move in square order. Returns `(square index, score)`.
+pub fn best_move(b: &Board, depth: u32, ev: &dyn Evaluator) -> Option<(u8, i32)> {
+    let moves = b.moves();
+    if moves == 0 {
+        return None;
+    }
+    let d = if b.empties() <= depth {
+        64
+    } else {
+        depth.saturating_sub(1)
+    };
+    let mut nodes = 0;
+    let mut best: Option<(u8, i32)> = None;
+    for sq in BitIter(moves) {
+        let nb = b.play_flips(sq.index(), flips_portable(b.player, b.opponent, sq.index()));
+        let alpha = best.map_or(-65, |x| x.1);
+        let v = -search(&nb, d, -64, -alpha, ev, false, &mut nodes);
+        if best.is_none_or(|x| v > x.1) {
+            best = Some((sq.index(), v));
+        }
+    }
+    best
+}
+
+/// Negamax score of `b` for its side to move at fixed `depth` with `ev` (exact when the depth
+/// reaches the empties; a pass does not consume depth; depth 0 is the static evaluation).
+pub fn search_score(b: &Board, depth: u32, ev: &dyn Evaluator) -> i32 {
+    let d = if b.empties() <= depth { 64 } else { depth };
+    let mut nodes = 0;
+    search(b, d, -64, 64, ev, false, &mut nodes)
+}
+
+/// Outcome of one game: final disc difference for the first player (empties to the winner).
+fn play_game(
+    start: Board,
+    first_to_move: bool,
+    depth: u32,
+    a: &dyn Evaluator,
+    b: &dyn Evaluator,
+) -> i32 {
+    // `a_to_move` tracks whose turn it is; the score is returned from a's point of view.
+    let mut board = start;
+    let mut a_to_move = first_to_move;
+    loop {
+        if board.moves() == 0 {
+            if board.pass().moves() == 0 {
+                let s = board.final_score();
+                return if a_to_move { s } else { -s };
+            }
+            board = board.pass();
+            a_to_move = !a_to_move;
+            continue;
+        }
+        let ev = if a_to_move { a } else { b };
+        let (sq, _) = best_move(&board, depth, ev).expect("side to move has a legal move");
+        board = board.play_flips(sq, flips_portable(board.player, board.opponent, sq));
+        a_to_move = !a_to_move;
+    }
+}
+
+/// Match statistics from the first evaluation's point of view.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MatchResult {
+    /// Games played.
+    pub games: usize,
+    /// Wins, draws and losses of the first evaluation.
+    pub wins: usize,
+    /// Draws.
+    pub draws: usize,
+    /// Losses.
+    pub losses: usize,
+    /// Sum of disc differences (first evaluation's view).
+    pub disc_sum: i64,
+}
+
+impl MatchResult {
+    /// Score rate: (wins + draws / 2) / games.
+    pub fn win_rate(&self) -> f64 {
+        (self.wins as f64 + 0.5 * self.draws as f64) / self.games.max(1) as f64
+    }
+    /// Mean disc difference per game.
+    pub fn mean_discs(&self) -> f64 {
+        self.disc_sum as f64 / self.games.max(1) as f64
+    }
+}
+
+/// Random opening of `plies` random legal moves (restarted if the game ends early).
+pub fn random_opening(rng: &mut StdRng, plies: usize) -> Board {
+    'outer: loop {
+        let mut b = Board::start();
+        for _ in 0..plies {
+            let m = b.moves();
+            if m == 0 {
+                continue 'outer;
+            }
+            let k = rng.random_range(0..m.count_ones() as usize);
+            let sq = BitIter(m).nth(k).expect("k < count");
+            b = b.play_flips(sq.index(), flips_portable(b.player, b.opponent, sq.index()));
+        }
+        if b.moves() != 0 {
+            return b;
+        }
+    }
+}
+
+/// Play `pairs` openings twice each (colours swapped) between `a` and `b` at `depth`, in parallel.
+pub fn play_match(
+    a: &dyn Evaluator,
+    b: &dyn Evaluator,
+    pairs: usize,
+    depth: u32,
+    plies: usize,
+    seed: u64,
+) -> MatchResult {
+    use rayon::prelude::*;
+    let mut rng = StdRng::seed_from_u64(seed);
+    let openings: Vec<Board> = (0..pairs)
+        .map(|_| random_opening(&mut rng, plies))
+        .collect();
+    let scores: Vec<i32> = openings
+        .par_iter()
+        .flat_map_iter(|&o| {
+            [
+                play_game(o, true, depth, a, b),
+                play_game(o, false, depth, a, b),
+            ]
+        })
+        .collect();
+    let mut r = MatchResult {
+        games: scores.len(),
+        ..MatchResult::default()
+    };
+    for s in scores {
+        r.disc_sum += i64::from(s);
+        match s.cmp(&0) {
+            std::cmp::Ordering::Greater => r.wins += 1,
+            std::cmp::Ordering::Equal => r.draws += 1,
+            std::cmp::Ordering::Less => r.losses += 1,
+        }
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::solve::{SolveStats, solve_exact};
+
+    #[test]
+    fn deep_enough_search_is_exact() {
+        let mut rng = StdRng::seed_from_u64(3);
+        let mut checked = 0;
+        while checked < 5 {
+            let mut b = random_opening(&mut rng, 50);
+            if b.moves() == 0 {
+                b = b.pass();
+            }
+            if b.moves() == 0 {
+                continue;
+            }
+            let (_, v) = best_move(&b, 20, &MobilityCorners).expect("has moves");
+            let mut st = SolveStats::default();
+            assert_eq!(v, solve_exact(&b, &mut st), "{b}");
+            checked += 1;
+        }
+    }
+
+    #[test]
+    fn self_match_is_colour_symmetric() {
+        // The same evaluation on both sides: each opening is played from both colours with identical
+        // deterministic play, so the two games cancel exactly.
+        let r = play_match(&MobilityCorners, &MobilityCorners, 4, 2, 8, 1);
+        assert_eq!(r.games, 8);
+        assert_eq!(r.disc_sum, 0);
+        assert_eq!(r.wins, r.losses);
+    }
+}
