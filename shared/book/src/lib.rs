@@ -1,1 +1,40 @@
-//! bookfarm-book (being built).
+//! `bookfarm-book`: the Edax-compatible opening book.
+//!
+//! * [`model`]: [`Position`], [`Link`], [`BookHeader`] with Edax's sentinels;
+//! * [`store`]: the object-safe [`BookStore`] trait the coordinator's database implements;
+//! * [`mem`]: [`MemBook`], the compact in-memory book the algorithms run on;
+//! * [`edax`]: the `book.dat` reader (strict, never panics) and writer (Edax 4.6 bucket order);
+//! * [`csv`], [`dump`], [`info`]: Edax's CSV, the canonical text dump, `book info`;
+//! * [`negamax`]: Edax's negamax, full and incremental, link ordering and linking.
+//!
+//! The crate does no IO beyond what callers hand it (byte slices and strings) and has no
+//! async or logging dependency.
+//!
+//! ```
+//! use bookfarm_book::{MemBook, Position, BookHeader, edax, negamax};
+//! use bookfarm_engine::Board;
+//! let mut book = MemBook::new(BookHeader::new(2, 12));
+//! let mut p = Position::new(Board::start(), 2);
+//! p.leaf = bookfarm_book::Link::new(0, bookfarm_engine::Move::Square(
+//!     bookfarm_engine::Square::parse("f5").unwrap()));
+//! book.insert_new(&p);
+//! negamax::negamax(&mut book);
+//! let bytes = edax::book_to_bytes(&book);
+//! let back = edax::read_book(&bytes).unwrap();
+//! assert_eq!(back.get(&Board::start()).unwrap().value, 0);
+//! ```
+#![warn(missing_docs, missing_debug_implementations)]
+
+pub mod csv;
+pub mod dump;
+pub mod edax;
+pub mod info;
+mod level;
+pub mod mem;
+pub mod model;
+pub mod negamax;
+pub mod store;
+
+pub use mem::{Counts, MemBook, NodeId, Score};
+pub use model::{BAD_LINK, BookDate, BookHeader, Link, Position, SCORE_INF};
+pub use store::{BookStore, StoreError};

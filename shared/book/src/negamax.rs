@@ -1,0 +1,242 @@
+//! Negamax exactly as Edax (edax-spec §4.1), as a full recompute from a root and as incremental
+//! propagation through the child→parents index, plus Edax's link helpers (`position_link`,
+//! `book_sort`).
+//!
+//! A position's result (value, bounds, W/D/L, lines, link scores) is a pure function of its own
+//! leaf, level and links and of its children's results: Edax's `done` flag only memoizes
+//! transpositions inside one call, and counts are added once per parent link. So recomputing a
+//! position from its children, bottom-up, gives what the full recursion gives for every position
+//! reachable from the root; [`propagate`] relies on that.
+
+use crate::level::{NO_SELECTIVITY, level_params};
+use crate::mem::{Counts, MemBook, NodeId, Score, child_board};
+use crate::model::{Link, SCORE_INF};
+use bookfarm_engine::symmetry::canonical;
+use bookfarm_engine::{Board, Move};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashSet};
+
+/// What a negamax run did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NegamaxStats {
+    /// Positions (re)computed.
+    pub positions: usize,
+    /// Positions whose value, bounds or counts changed.
+    pub changed: usize,
+    /// Link scores rewritten.
+    pub link_updates: usize,
+    /// Links whose child is not in the book (skipped; Edax would crash).
+    pub missing_children: usize,
+}
+
+/// The leaf's contribution: (value, lower, upper, W, D, L, N) before the links (Edax's
+/// `position_negamax` prologue).
+fn leaf_part(board: &Board, level: u8, leaf: Link, mid: i32, endcut: i32) -> ([i32; 3], [u64; 4]) {
+    let e = board.empties();
+    let (d, sel) = level_params(level, e);
+    let bias = (d & 1) as i32 - (e & 1) as i32;
+    let inf = i32::from(SCORE_INF);
+    let mut s = [-inf, -inf, -inf];
+    let mut c = [0u64; 4];
+    if i32::from(leaf.score) > -inf {
+        let v = i32::from(leaf.score);
+        s[0] = v;
+        if d == e && sel == NO_SELECTIVITY {
+            s[1] = v;
+            s[2] = v;
+            match v.cmp(&0) {
+                std::cmp::Ordering::Greater => c[0] += 1,
+                std::cmp::Ordering::Equal => c[1] += 1,
+                std::cmp::Ordering::Less => c[2] += 1,
+            }
+        } else if d == e {
+            s[1] = v - endcut;
+            s[2] = v + endcut;
+        } else {
+            s[1] = v - mid - bias;
+            s[2] = v + mid - bias;
+        }
+        c[3] += 1;
+    }
+    (s, c)
+}
+
+/// Recompute `id` from its leaf and its children's current results, writing value, bounds,
+/// counts and link scores. Returns whether value, bounds or counts changed.
+fn evaluate(book: &mut MemBook, id: NodeId, stats: &mut NegamaxStats) -> bool {
+    let h = book.header();
+    let (mid, endcut) = (h.midgame_error, h.endcut_error);
+    let board = book.board(id);
+    let (mut s, mut c) = leaf_part(&board, book.level(id), book.leaf(id), mid, endcut);
+    for i in 0..book.n_link(id) {
+        let l = book.link(id, i);
+        let Some(cid) = book.find(&child_board(&board, l.mv)) else {
+            stats.missing_children += 1;
+            continue;
+        };
+        let cs = book.score(cid);
+        let cc = book.counts(cid);
+        let mut score = l.score;
+        if i32::from(score) != -i32::from(cs.value) {
+            // Edax stores the negated value into a signed char.
+            score = (-i32::from(cs.value)) as i8;
+            book.set_link_score(id, i, score);
+            stats.link_updates += 1;
+        }
+        s[0] = s[0].max(i32::from(score));
+        s[1] = s[1].max(-i32::from(cs.upper));
+        s[2] = s[2].max(-i32::from(cs.lower));
+        c[0] += u64::from(cc.n_losses);
+        c[1] += u64::from(cc.n_draws);
+        c[2] += u64::from(cc.n_wins);
+        c[3] += u64::from(cc.n_lines);
+    }
+    let sat = |x: u64| u32::try_from(x).unwrap_or(u32::MAX);
+    let score = Score {
+        value: s[0] as i16,
+        lower: s[1] as i16,
+        upper: s[2] as i16,
+    };
+    let counts = Counts {
+        n_wins: sat(c[0]),
+        n_draws: sat(c[1]),
+        n_losses: sat(c[2]),
+        n_lines: sat(c[3]),
+    };
+    stats.positions += 1;
+    let changed = book.score(id) != score || book.counts(id) != counts;
+    if changed {
+        book.set_score(id, score);
+        book.set_counts(id, counts);
+        stats.changed += 1;
+    }
+    changed
+}
+
+fn negamax_rec(book: &mut MemBook, id: NodeId, done: &mut [u64], stats: &mut NegamaxStats) {
+    let k = id.index();
+    if done[k / 64] & (1 << (k % 64)) != 0 {
+        return;
+    }
+    done[k / 64] |= 1 << (k % 64);
+    let board = book.board(id);
+    for i in 0..book.n_link(id) {
+        let l = book.link(id, i);
+        if let Some(cid) = book.find(&child_board(&board, l.mv)) {
+            negamax_rec(book, cid, done, stats);
+        }
+    }
+    evaluate(book, id, stats);
+}
+
+/// Edax's `position_negamax` from `root` after `book_clean`: every position reachable from it
+/// is recomputed once; others keep their values.
+pub fn negamax_from(book: &mut MemBook, root: NodeId) -> NegamaxStats {
+    let mut done = vec![0u64; book.id_bound().div_ceil(64)];
+    let mut stats = NegamaxStats::default();
+    negamax_rec(book, root, &mut done, &mut stats);
+    stats
+}
+
+/// Edax's `book_negamax`: negamax from the start position (nothing happens without it).
+pub fn negamax(book: &mut MemBook) -> NegamaxStats {
+    match book.find(&Board::start()) {
+        Some(root) => negamax_from(book, root),
+        None => NegamaxStats::default(),
+    }
+}
+
+/// Processing key: children before parents. Empties decrease along a move; a pass keeps them,
+/// and the passing position (no move) sorts after its child (which has moves).
+fn order_key(b: &Board) -> u8 {
+    (b.empties() as u8) * 2 + u8::from(b.moves() == 0)
+}
+
+/// Incremental negamax: the leaves, levels or links of `changed` were modified; recompute them,
+/// then their ancestors through the parent index (built on first use), stopping where value,
+/// bounds and counts do not change. Children are always recomputed before their parents, so each
+/// position is evaluated at most once per call.
+pub fn propagate(book: &mut MemBook, changed: &[NodeId]) -> NegamaxStats {
+    if !book.has_parent_index() {
+        book.build_parent_index();
+    }
+    let mut stats = NegamaxStats::default();
+    let mut heap = BinaryHeap::new();
+    let mut queued = HashSet::new();
+    for &id in changed {
+        if book.is_live(id) && queued.insert(id) {
+            heap.push(Reverse((order_key(&book.board(id)), id)));
+        }
+    }
+    let mut parents = Vec::new();
+    while let Some(Reverse((_, id))) = heap.pop() {
+        queued.remove(&id);
+        if evaluate(book, id, &mut stats) {
+            parents.clear();
+            parents.extend(book.parents(id));
+            for &p in &parents {
+                if queued.insert(p) {
+                    heap.push(Reverse((order_key(&book.board(p)), p)));
+                }
+            }
+        }
+    }
+    stats
+}
+
+/// Edax's `book_sort`: for each position, an (unstable) selection sort of the links by score,
+/// descending: for each i, the first strictly greatest link after i is swapped into place.
+pub fn sort_links(book: &mut MemBook) {
+    let ids: Vec<NodeId> = book.ids().collect();
+    for id in ids {
+        sort_position_links(book, id);
+    }
+}
+
+/// `book_sort` for one position.
+pub fn sort_position_links(book: &mut MemBook, id: NodeId) {
+    let n = book.n_link(id);
+    for i in 0..n {
+        let mut best = i;
+        for j in i + 1..n {
+            if book.link(id, j).score > book.link(id, best).score {
+                best = j;
+            }
+        }
+        if best != i {
+            book.swap_links(id, i, best);
+        }
+    }
+}
+
+/// Edax's `position_link`: for each legal move in increasing square order whose child is in the
+/// book, add the link `{-child.value, move}` (Edax `add_link` semantics); a position that must
+/// pass gets a PASS link when the swapped board is in the book. Returns the links added.
+pub fn link_position(book: &mut MemBook, id: NodeId) -> usize {
+    let board = book.board(id);
+    let moves = board.moves();
+    let mut found = Vec::new();
+    if moves != 0 {
+        for sq in bookfarm_engine::board::BitIter(moves) {
+            let mv = Move::Square(sq);
+            if let Some(c) = book.find(&child_board(&board, mv)) {
+                found.push(Link::new((-i32::from(book.score(c).value)) as i8, mv));
+            }
+        }
+    } else if board.pass().moves() != 0
+        && let Some(c) = book.find(&canonical(&board.pass()).0)
+    {
+        found.push(Link::new(
+            (-i32::from(book.score(c).value)) as i8,
+            Move::Pass,
+        ));
+    }
+    found.into_iter().filter(|&l| book.add_link(id, l)).count()
+}
+
+/// `position_link` over the whole book (the linking half of Edax's `book_link`; the leaf
+/// searches it also runs need the engine and are not done here). Returns the links added.
+pub fn link_all(book: &mut MemBook) -> usize {
+    let ids: Vec<NodeId> = book.ids().collect();
+    ids.into_iter().map(|id| link_position(book, id)).sum()
+}
