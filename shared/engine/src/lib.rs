@@ -18,6 +18,7 @@ pub mod board;
 pub mod endgame;
 pub mod eval;
 pub mod flip;
+pub mod formats;
 pub mod level;
 pub mod perft;
 pub mod search;
