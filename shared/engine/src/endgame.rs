@@ -21,8 +21,9 @@ mod tt;
 use crate::board::Board;
 use crate::square::{Move, Square};
 use crate::stability::stable_discs;
-use lines::{flips, last_flip_count};
+use lines::{flips, last_flip_count, moves};
 use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tt::{NO_MOVE, Tt};
@@ -193,10 +194,31 @@ pub fn solve_with_abort(
     ctx: &mut EndgameContext,
     abort: &AtomicBool,
 ) -> i32 {
-    let mut s = Solver::new(ctx, abort);
-    let v = s.solve(board.player, board.opponent, alpha, beta);
+    let (p, o) = (board.player, board.opponent);
+    #[cfg(target_arch = "x86_64")]
+    if has_x86_v3() {
+        let mut s = Solver::<X86V3>::new(ctx, abort);
+        // SAFETY: the CPU supports every feature the X86V3 routines are compiled with
+        // (checked at run time by `has_x86_v3`).
+        let v = unsafe { s.solve(p, o, alpha, beta) };
+        s.finish();
+        return v;
+    }
+    let mut s = Solver::<Portable>::new(ctx, abort);
+    let v = s.solve(p, o, alpha, beta);
     s.finish();
     v
+}
+
+/// True when the x86-64-v3 routines can run on this CPU.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn has_x86_v3() -> bool {
+    std::arch::is_x86_feature_detected!("popcnt")
+        && std::arch::is_x86_feature_detected!("lzcnt")
+        && std::arch::is_x86_feature_detected!("bmi1")
+        && std::arch::is_x86_feature_detected!("bmi2")
+        && std::arch::is_x86_feature_detected!("avx2")
 }
 
 /// Best move and exact score of `board` among the legal moves not in `excluded` (bit i =
@@ -218,8 +240,18 @@ pub fn solve_root_with_abort(
     ctx: &mut EndgameContext,
     abort: &AtomicBool,
 ) -> (Move, i32) {
-    let mut s = Solver::new(ctx, abort);
-    let r = s.root(board.player, board.opponent, excluded);
+    let (p, o) = (board.player, board.opponent);
+    #[cfg(target_arch = "x86_64")]
+    if has_x86_v3() {
+        let mut s = Solver::<X86V3>::new(ctx, abort);
+        // SAFETY: the CPU supports every feature the X86V3 routines are compiled with
+        // (checked at run time by `has_x86_v3`).
+        let r = unsafe { s.root(p, o, excluded) };
+        s.finish();
+        return r;
+    }
+    let mut s = Solver::<Portable>::new(ctx, abort);
+    let r = s.root(p, o, excluded);
     s.finish();
     r
 }
@@ -259,11 +291,6 @@ fn corner_stability(p: u64) -> i32 {
     stable.count_ones() as i32
 }
 
-#[inline(always)]
-fn moves(p: u64, o: u64) -> u64 {
-    crate::board::moves_portable(p, o)
-}
-
 /// Edax's `solve` on bitboards (empties go to the winner).
 #[inline(always)]
 fn final_score(p: u64, o: u64) -> i32 {
@@ -294,7 +321,7 @@ fn solve1(p: u64, x: usize) -> i32 {
 }
 
 /// Search state of one solve (borrowed pieces of the context).
-struct Solver<'a> {
+struct Solver<'a, K> {
     nodes: u64,
     tt: &'a mut Tt,
     lists: &'a mut [[MoveEntry; MAX_MOVES]],
@@ -302,10 +329,11 @@ struct Solver<'a> {
     aborted: bool,
     ctx_nodes: &'a mut u64,
     ctx_aborted: &'a mut bool,
+    kernel: PhantomData<K>,
 }
 
-impl<'a> Solver<'a> {
-    fn new(ctx: &'a mut EndgameContext, abort: &'a AtomicBool) -> Solver<'a> {
+impl<'a, K> Solver<'a, K> {
+    fn new(ctx: &'a mut EndgameContext, abort: &'a AtomicBool) -> Solver<'a, K> {
         ctx.aborted = false;
         Solver {
             nodes: 0,
@@ -315,6 +343,7 @@ impl<'a> Solver<'a> {
             aborted: false,
             ctx_nodes: &mut ctx.nodes,
             ctx_aborted: &mut ctx.aborted,
+            kernel: PhantomData,
         }
     }
 
@@ -322,7 +351,14 @@ impl<'a> Solver<'a> {
         *self.ctx_nodes += self.nodes;
         *self.ctx_aborted = self.aborted;
     }
+}
 
+/// Code generation of the search routines (instantiated per instruction-set [`Kernel`]).
+macro_rules! search_impl {
+    ($kernel:ty $(, #[$attr:meta])*) => {
+impl Solver<'_, $kernel> {
+
+    $(#[$attr])*
     fn solve(&mut self, p: u64, o: u64, alpha: i32, beta: i32) -> i32 {
         let alpha = alpha.max(-SCORE_INF);
         let beta = beta.min(SCORE_INF).max(alpha + 1);
@@ -334,6 +370,7 @@ impl<'a> Solver<'a> {
         }
     }
 
+    $(#[$attr])*
     fn root(&mut self, p: u64, o: u64, excluded: u64) -> (Move, i32) {
         let e = (!(p | o)).count_ones();
         let all = moves(p, o);
@@ -381,6 +418,7 @@ impl<'a> Solver<'a> {
 
     /// Fill the scratch list of depth `e` with the moves of `legal`, scored for ordering.
     #[inline]
+    $(#[$attr])*
     fn build_list(&mut self, p: u64, o: u64, legal: u64, e: u32, tt_move: u8) -> usize {
         let odd = if e < 12 { parity_mask(!(p | o)) } else { 0 };
         let list = &mut self.lists[e as usize];
@@ -419,7 +457,8 @@ impl<'a> Solver<'a> {
     }
 
     /// Selection sort step: move the best remaining entry to position `i` and return it.
-    #[inline(always)]
+    #[inline]
+    $(#[$attr])*
     fn pick(&mut self, e: u32, i: usize, n: usize) -> MoveEntry {
         let list = &mut self.lists[e as usize];
         let mut b = i;
@@ -432,7 +471,8 @@ impl<'a> Solver<'a> {
         list[i]
     }
 
-    #[inline(always)]
+    #[inline]
+    $(#[$attr])*
     fn check_abort(&mut self) -> bool {
         if self.abort.load(Ordering::Relaxed) {
             self.aborted = true;
@@ -441,6 +481,7 @@ impl<'a> Solver<'a> {
     }
 
     /// Principal variation search node (window `(alpha, beta)`, fail-soft).
+    $(#[$attr])*
     fn pvs(&mut self, p: u64, o: u64, mut alpha: i32, beta: i32, e: u32) -> i32 {
         if e == 0 {
             self.nodes += 1;
@@ -507,6 +548,7 @@ impl<'a> Solver<'a> {
 
     /// Null-window search with window `(alpha, alpha + 1)` at `e` empties.
     #[inline]
+    $(#[$attr])*
     fn nws(&mut self, p: u64, o: u64, alpha: i32, e: u32) -> i32 {
         match e {
             0 => {
@@ -534,6 +576,7 @@ impl<'a> Solver<'a> {
     }
 
     /// Null-window node with a hash table and fastest-first ordering.
+    $(#[$attr])*
     fn nws_endgame(&mut self, p: u64, o: u64, alpha: i32, e: u32) -> i32 {
         self.nodes += 1;
         if self.check_abort() {
@@ -590,6 +633,7 @@ impl<'a> Solver<'a> {
 
     /// Null-window node at 5..=[`SHALLOW_EMPTIES`] empties: parity and square-class ordering,
     /// stability cutoff, no hash table.
+    $(#[$attr])*
     fn nws_shallow(&mut self, p: u64, o: u64, alpha: i32, e: u32) -> i32 {
         self.nodes += 1;
         if alpha >= NWS_STABILITY_THRESHOLD[e as usize] {
@@ -633,6 +677,7 @@ impl<'a> Solver<'a> {
     }
 
     /// Four empties: parity-sorted squares, stability cutoff.
+    $(#[$attr])*
     fn solve4(&mut self, p: u64, o: u64, alpha: i32) -> i32 {
         self.nodes += 1;
         if alpha >= NWS_STABILITY_THRESHOLD[4] {
@@ -688,6 +733,7 @@ impl<'a> Solver<'a> {
     }
 
     /// Three empties `x` (parity sorted by the caller or by [`sorted_empties`]).
+    $(#[$attr])*
     fn solve3(&mut self, p: u64, o: u64, alpha: i32, x: [usize; 3]) -> i32 {
         self.nodes += 1;
         let pairs = [(x[0], x[1], x[2]), (x[1], x[0], x[2]), (x[2], x[0], x[1])];
@@ -729,6 +775,7 @@ impl<'a> Solver<'a> {
 
     /// Two empties `x1`, `x2`.
     #[inline]
+    $(#[$attr])*
     fn solve2(&mut self, p: u64, o: u64, alpha: i32, x1: usize, x2: usize) -> i32 {
         self.nodes += 1;
         let mut best = -SCORE_INF;
@@ -772,6 +819,20 @@ impl<'a> Solver<'a> {
         }
     }
 }
+    };
+}
+
+/// Portable code generation (baseline x86-64 / any target).
+#[derive(Debug)]
+struct Portable;
+search_impl!(Portable);
+
+/// x86-64-v3 code generation (POPCNT, LZCNT, BMI1/2, AVX2), chosen at run time.
+#[cfg(target_arch = "x86_64")]
+#[derive(Debug)]
+struct X86V3;
+#[cfg(target_arch = "x86_64")]
+search_impl!(X86V3, #[target_feature(enable = "popcnt,lzcnt,bmi1,bmi2,avx2")]);
 
 /// The `N` empty squares of `empty`, squares of odd quadrants first (stable otherwise).
 #[inline(always)]

@@ -175,7 +175,7 @@ fn full_diag(line: u64, dir: u32) -> u64 {
 /// assert_eq!(stable_discs(1, 0x0000_0010_0000_0000), 1);
 /// assert_eq!(stable_discs(0x0000_0008_0000_0000, 0x0000_0010_0000_0000), 0);
 /// ```
-#[inline]
+#[inline(always)]
 pub fn stable_discs(player: u64, opponent: u64) -> u64 {
     let disc = player | opponent;
     let p_central = player & CENTRAL;
