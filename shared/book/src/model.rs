@@ -139,6 +139,42 @@ pub struct BookDate {
     pub pad: u8,
 }
 
+impl BookDate {
+    /// The UTC calendar date and time of `unix_seconds` seconds after 1970-01-01 (Edax stamps
+    /// local time; we stamp UTC).
+    pub fn from_unix(unix_seconds: u64) -> BookDate {
+        let days = (unix_seconds / 86_400) as i64;
+        let rem = unix_seconds % 86_400;
+        // Howard Hinnant's civil_from_days.
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = doy - (153 * mp + 2) / 5 + 1;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 };
+        let year = yoe + era * 400 + i64::from(month <= 2);
+        BookDate {
+            year: i16::try_from(year).unwrap_or(i16::MAX),
+            month: month as u8,
+            day: day as u8,
+            hour: (rem / 3600) as u8,
+            minute: (rem / 60 % 60) as u8,
+            second: (rem % 60) as u8,
+            pad: 0,
+        }
+    }
+
+    /// The current UTC time.
+    pub fn now() -> BookDate {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        BookDate::from_unix(secs)
+    }
+}
+
 /// The 42-byte book.dat header (edax-spec §2.1), without the record count, which is derived
 /// from the book when writing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,6 +261,20 @@ mod tests {
         p.normalize();
         assert_eq!(p.board, Board::start());
         assert!(p.board.is_legal(p.leaf.mv));
+    }
+
+    #[test]
+    fn unix_dates() {
+        let d = BookDate::from_unix(0);
+        assert_eq!((d.year, d.month, d.day, d.hour), (1970, 1, 1, 0));
+        // 2026-11-22 05:38:21 UTC.
+        let d = BookDate::from_unix(1_795_325_901);
+        assert_eq!(
+            (d.year, d.month, d.day, d.hour, d.minute, d.second),
+            (2026, 11, 22, 5, 38, 21)
+        );
+        let d = BookDate::from_unix(951_782_400); // 2000-02-29
+        assert_eq!((d.year, d.month, d.day), (2000, 2, 29));
     }
 
     #[test]
