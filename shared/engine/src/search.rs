@@ -28,6 +28,7 @@ use crate::board::Board;
 use crate::eval::Eval;
 use crate::level::{NO_SELECTIVITY, level_params};
 use crate::square::{Move, Square};
+use exact::ExactSolvers;
 use midgame::{Ctx, NO_MOVE};
 use ordering::MoveList;
 use std::sync::Arc;
@@ -71,6 +72,7 @@ pub struct LeafResult {
 pub struct Searcher {
     eval: Arc<Eval>,
     tt: Tt,
+    exact: ExactSolvers,
     opts: SearchOptions,
 }
 
@@ -100,7 +102,13 @@ impl Searcher {
     /// A searcher with explicit options.
     pub fn with_options(eval: Arc<Eval>, opts: SearchOptions) -> Searcher {
         let tt = Tt::new(opts.tt_bits);
-        Searcher { eval, tt, opts }
+        let exact = ExactSolvers::new(opts.endgame_tt_bits);
+        Searcher {
+            eval,
+            tt,
+            exact,
+            opts,
+        }
     }
 
     /// The options in use.
@@ -116,6 +124,7 @@ impl Searcher {
     /// Full transposition-table clear.
     pub fn clear(&mut self) {
         self.tt.clear();
+        self.exact.clear();
     }
 
     /// Search at an Edax level (depth and selectivity from the level table).
@@ -176,8 +185,18 @@ impl Searcher {
     ) -> LeafResult {
         let n = board.empties();
         let root_mask = board.moves() & !excluded;
+        if depth >= n {
+            self.exact.prepare(n);
+        }
         let eval = Arc::clone(&self.eval);
-        let mut ctx = Ctx::new(&eval, &mut self.tt, &self.opts, abort, *board);
+        let mut ctx = Ctx::new(
+            &eval,
+            &mut self.tt,
+            &mut self.exact,
+            &self.opts,
+            abort,
+            *board,
+        );
         let result = |best: Best, nodes: u64| LeafResult {
             mv: if best.x == NO_MOVE {
                 Move::None
@@ -225,15 +244,20 @@ impl Searcher {
         }
         let solving = depth >= n;
         if solving && target_sel >= NO_SELECTIVITY {
-            if let Some((s, x)) = exact_root(&mut ctx, &roots) {
-                best = Best {
-                    score: s,
-                    x,
-                    depth: n,
-                    selectivity: NO_SELECTIVITY,
-                };
+            let mut nodes = ctx.nodes;
+            let (mv, score) = ctx.exact.solve_root(board, excluded, &mut nodes, abort);
+            if abort.load(std::sync::atomic::Ordering::Relaxed) {
+                return result(best, nodes);
             }
-            return result(best, ctx.nodes);
+            return LeafResult {
+                mv,
+                score,
+                depth: n,
+                selectivity: NO_SELECTIVITY,
+                exact: true,
+                nodes,
+                elapsed: Duration::ZERO,
+            };
         }
         // Iterative deepening schedule (edax-spec §7, step 3).
         let end: i32 = if solving {
@@ -305,37 +329,6 @@ impl Searcher {
         }
         result(best, ctx.nodes)
     }
-}
-
-/// Exact root search: best move and exact score, or `None` when aborted.
-fn exact_root(ctx: &mut Ctx<'_>, roots: &[RootMove]) -> Option<(i32, u8)> {
-    let mut alpha = -SCORE_MAX;
-    let mut best = -SCORE_INF;
-    let mut best_x = NO_MOVE;
-    for (i, rm) in roots.iter().enumerate() {
-        let prev = ctx.make(rm.x, rm.flipped);
-        let s = if i == 0 {
-            -ctx.exact(-SCORE_MAX, SCORE_MAX)
-        } else {
-            let s = -ctx.exact(-alpha - 1, -alpha);
-            if s > alpha {
-                -ctx.exact(-SCORE_MAX, -alpha)
-            } else {
-                s
-            }
-        };
-        ctx.unmake(rm.x, rm.flipped, prev);
-        if ctx.abort.load(std::sync::atomic::Ordering::Relaxed) {
-            return None;
-        }
-        ctx.nodes += 0;
-        if s > best {
-            best = s;
-            best_x = rm.x;
-            alpha = alpha.max(s);
-        }
-    }
-    Some((best, best_x))
 }
 
 /// One aspiration search at `depth` (edax-spec §7); `None` when aborted.
@@ -449,7 +442,7 @@ fn root_search(
         }
     }
     // Best first, ties in previous order, for the next iteration.
-    roots.sort_by(|a, b| b.score.cmp(&a.score));
+    roots.sort_by_key(|r| std::cmp::Reverse(r.score));
     Some((best, best_x))
 }
 
@@ -477,7 +470,7 @@ mod tests {
         );
         let abort = AtomicBool::new(false);
         // Game over: exact score, no move.
-        let over = Board::new(0xffff, 0xff_0000).expect("disjoint");
+        let over = Board::new(0xffff, 0xff00_0000_0000_0000).expect("disjoint");
         let r = s.search_depth(&over, 4, 5, 0, &abort);
         assert_eq!(
             (r.mv, r.score, r.exact),

@@ -51,7 +51,9 @@ fn setup() -> Option<(std::path::PathBuf, Searcher)> {
 
 #[test]
 fn edax_fixed_depth_scores() {
-    let Some((dir, mut searcher)) = setup() else { return };
+    let Some((dir, mut searcher)) = setup() else {
+        return;
+    };
     let text = std::fs::read_to_string(dir.join("golden/edax-fixed-depth.txt")).expect("golden");
     let lines = parents(&text);
     assert_eq!(lines.len(), 180, "20 positions x depths 0-8");
@@ -77,7 +79,9 @@ fn edax_fixed_depth_scores() {
 
 #[test]
 fn edax_children_negamax() {
-    let Some((dir, mut searcher)) = setup() else { return };
+    let Some((dir, mut searcher)) = setup() else {
+        return;
+    };
     let text = std::fs::read_to_string(dir.join("golden/edax-fixed-depth.txt")).expect("golden");
     let parent: HashMap<(u32, u32), (Board, i32)> = parents(&text)
         .into_iter()
@@ -90,7 +94,10 @@ fn edax_children_negamax() {
     let abort = AtomicBool::new(false);
     let mut checked = 0;
     let mut mismatches = Vec::new();
-    for l in children.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+    for l in children
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
         let f: Vec<&str> = l.split_whitespace().collect();
         assert_eq!(f.len(), 7, "children line {l:?}");
         let id: u32 = f[0].parse().expect("id");
@@ -113,7 +120,11 @@ fn edax_children_negamax() {
         }
     }
     assert!(checked > 1000, "checked {checked} child searches");
-    assert!(mismatches.is_empty(), "children differ:\n{}", mismatches.join("\n"));
+    assert!(
+        mismatches.is_empty(),
+        "children differ:\n{}",
+        mismatches.join("\n")
+    );
     assert_eq!(best.len(), 160, "20 positions x depths 1-8");
     for ((id, depth), v) in best {
         let (_, score) = parent[&(id, depth)];

@@ -1,96 +1,107 @@
-//! Exact endgame values for the search: the project's endgame solver when available, with a
-//! plain fail-soft alpha-beta fallback used for positions it does not cover.
+//! Exact endgame values for the search, through the project's endgame solver
+//! ([`crate::endgame`]).
+//!
+//! The searcher keeps two solver contexts: a small one for positions with few empties (cheap to
+//! clear) and a large one. A context is cleared before each search that may use it, so that the
+//! node counts of a search never depend on what was searched before.
 
 use crate::board::Board;
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::endgame::{self, EndgameContext};
+use std::sync::atomic::AtomicBool;
 
-/// Exact fail-soft value of `board` for the side to move within `(alpha, beta)` (Edax's final
-/// score convention: empties go to the winner). Counts visited nodes in `nodes`. When `abort` is
-/// set the result is meaningless and the caller must discard it.
-pub fn solve(board: &Board, alpha: i32, beta: i32, nodes: &mut u64, abort: &AtomicBool) -> i32 {
-    negamax(board, alpha, beta, nodes, abort)
+/// Positions with at most this many empties use the small context.
+pub const SMALL_CONTEXT_MAX_EMPTIES: u32 = 18;
+
+/// The solver contexts of one searcher.
+#[derive(Debug)]
+pub struct ExactSolvers {
+    small: EndgameContext,
+    large: EndgameContext,
+    large_bits: u32,
+    large_dirty: bool,
+    small_dirty: bool,
 }
 
-fn negamax(board: &Board, mut alpha: i32, beta: i32, nodes: &mut u64, abort: &AtomicBool) -> i32 {
-    *nodes += 1;
-    if *nodes & 0xfff == 0 && abort.load(Ordering::Relaxed) {
-        return 0;
-    }
-    let moves = board.moves();
-    if moves == 0 {
-        let pass = board.pass();
-        if pass.moves() == 0 {
-            return board.final_score();
+impl ExactSolvers {
+    /// Contexts with a `2^large_bits`-bucket table for large solves.
+    pub fn new(large_bits: u32) -> ExactSolvers {
+        ExactSolvers {
+            small: EndgameContext::with_tt_bits(12),
+            // Allocated lazily, at the first large solve.
+            large: EndgameContext::with_tt_bits(4),
+            large_bits,
+            large_dirty: false,
+            small_dirty: false,
         }
-        return -negamax(&pass, -beta, -alpha, nodes, abort);
     }
-    let empties = board.empties();
-    let mut list: [(u8, u64, i32); 32] = [(0, 0, 0); 32];
-    let mut n = 0;
-    let mut m = moves;
-    while m != 0 && n < 32 {
-        let x = m.trailing_zeros() as u8;
-        m &= m - 1;
-        let f = crate::board::flips_portable(board.player, board.opponent, x);
-        // Fastest first: fewest replies for the opponent.
-        let key = if empties > 6 {
-            let child = board.play_flips(x, f);
-            child.moves().count_ones() as i32
+
+    /// Forget everything (called at the start of every search that can solve).
+    pub fn prepare(&mut self, root_empties: u32) {
+        if self.small_dirty {
+            self.small.clear();
+            self.small_dirty = false;
+        }
+        if root_empties > SMALL_CONTEXT_MAX_EMPTIES {
+            if !self.large_dirty {
+                // First use, or clean: make sure the table has its full size.
+                self.large = EndgameContext::with_tt_bits(self.large_bits);
+            } else {
+                self.large.clear();
+            }
+            self.large_dirty = false;
+        }
+    }
+
+    /// Full clear.
+    pub fn clear(&mut self) {
+        self.small.clear();
+        self.large.clear();
+        self.small_dirty = false;
+        self.large_dirty = false;
+    }
+
+    fn context(&mut self, empties: u32) -> &mut EndgameContext {
+        if empties <= SMALL_CONTEXT_MAX_EMPTIES {
+            self.small_dirty = true;
+            &mut self.small
         } else {
-            0
-        };
-        list[n] = (x, f, key);
-        n += 1;
-    }
-    list[..n].sort_by_key(|e| e.2);
-    let mut best = -127;
-    for &(x, f, _) in &list[..n] {
-        let child = board.play_flips(x, f);
-        let s = -negamax(&child, -beta, -alpha, nodes, abort);
-        if s > best {
-            best = s;
-            if s > alpha {
-                alpha = s;
-                if alpha >= beta {
-                    break;
-                }
-            }
+            self.large_dirty = true;
+            &mut self.large
         }
     }
-    best
+
+    /// Exact fail-soft value of `board` within `(alpha, beta)`; adds the visited nodes to `nodes`.
+    /// Meaningless when `abort` was set during the solve.
+    pub fn solve(
+        &mut self,
+        board: &Board,
+        alpha: i32,
+        beta: i32,
+        nodes: &mut u64,
+        abort: &AtomicBool,
+    ) -> i32 {
+        let ctx = self.context(board.empties());
+        let before = ctx.nodes;
+        let v = endgame::solve_with_abort(board, alpha, beta, ctx, abort);
+        *nodes += ctx.nodes - before;
+        v
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn small_endgame_matches_full_window() {
-        // A position with 8 empties from a deterministic game.
-        let mut b = Board::start();
-        let mut state = 7u64;
-        while b.empties() > 9 {
-            let moves = b.moves();
-            if moves == 0 {
-                b = b.pass();
-                continue;
-            }
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1);
-            let k = (state >> 40) as u32 % moves.count_ones();
-            let mut mm = moves;
-            for _ in 0..k {
-                mm &= mm - 1;
-            }
-            let x = mm.trailing_zeros() as u8;
-            b = b.play_flips(x, crate::board::flips_portable(b.player, b.opponent, x));
-        }
-        let abort = AtomicBool::new(false);
-        let mut nodes = 0;
-        let v = solve(&b, -64, 64, &mut nodes, &abort);
-        // Null-window probes agree with the exact value.
-        let mut n2 = 0;
-        assert!(solve(&b, v - 1, v, &mut n2, &abort) >= v);
-        assert!(solve(&b, v, v + 1, &mut n2, &abort) <= v);
-        assert!(v.abs() <= 64);
+impl ExactSolvers {
+    /// Best move and exact score among the legal moves not in `excluded` (see
+    /// [`endgame::solve_root`]); adds the visited nodes to `nodes`.
+    pub fn solve_root(
+        &mut self,
+        board: &Board,
+        excluded: u64,
+        nodes: &mut u64,
+        abort: &AtomicBool,
+    ) -> (crate::Move, i32) {
+        let ctx = self.context(board.empties());
+        let before = ctx.nodes;
+        let r = endgame::solve_root_with_abort(board, excluded, ctx, abort);
+        *nodes += ctx.nodes - before;
+        r
     }
 }

@@ -5,7 +5,7 @@
 //! exactly when it is detected at a node (never at a static leaf). With no selectivity and no
 //! stability cutoff the value at depth `d` is the reference of edax-spec §8.4.
 
-use super::exact;
+use super::exact::ExactSolvers;
 use super::options::SearchOptions;
 use super::ordering::{self, MoveList};
 use super::probcut;
@@ -46,6 +46,7 @@ pub fn stability_lower(board: &Board) -> i32 {
 pub(crate) struct Ctx<'a> {
     pub eval: &'a Eval,
     pub tt: &'a mut Tt,
+    pub exact: &'a mut ExactSolvers,
     pub opts: &'a SearchOptions,
     pub abort: &'a AtomicBool,
     pub board: Board,
@@ -60,6 +61,7 @@ impl<'a> Ctx<'a> {
     pub fn new(
         eval: &'a Eval,
         tt: &'a mut Tt,
+        exact: &'a mut ExactSolvers,
         opts: &'a SearchOptions,
         abort: &'a AtomicBool,
         board: Board,
@@ -67,6 +69,7 @@ impl<'a> Ctx<'a> {
         Ctx {
             eval,
             tt,
+            exact,
             opts,
             abort,
             board,
@@ -114,9 +117,15 @@ impl<'a> Ctx<'a> {
     }
 
     /// Exact value through the endgame solver.
-    pub fn exact(&mut self, alpha: i32, beta: i32) -> i32 {
+    pub fn solve_exact(&mut self, alpha: i32, beta: i32) -> i32 {
         let b = self.board;
-        exact::solve(&b, alpha, beta, &mut self.nodes, self.abort)
+        let v = self
+            .exact
+            .solve(&b, alpha, beta, &mut self.nodes, self.abort);
+        if self.abort.load(Ordering::Relaxed) {
+            self.stopped = true;
+        }
+        v
     }
 
     /// Dispatch a child search of the given remaining depth (`pv` = principal-variation node).
@@ -125,7 +134,7 @@ impl<'a> Ctx<'a> {
         let e = self.board.empties();
         if depth >= e {
             if self.selectivity >= NO_SELECTIVITY || e < self.opts.midgame_to_endgame {
-                return self.exact(alpha, beta);
+                return self.solve_exact(alpha, beta);
             }
             return if pv {
                 self.pvs(alpha, beta, e)
@@ -169,7 +178,7 @@ impl<'a> Ctx<'a> {
         while m != 0 && n < 32 {
             let x = m.trailing_zeros() as u8;
             m &= m - 1;
-            let f = crate::board::flips_portable(b.player, b.opponent, x);
+            let f = crate::flip::flips(b.player, b.opponent, x);
             if f == b.opponent {
                 return SCORE_MAX;
             }
@@ -218,7 +227,7 @@ impl<'a> Ctx<'a> {
         while m != 0 {
             let x = m.trailing_zeros() as u8;
             m &= m - 1;
-            let f = crate::board::flips_portable(b.player, b.opponent, x);
+            let f = crate::flip::flips(b.player, b.opponent, x);
             let prev = self.make(x, f);
             let s = -self.eval1(-beta, -alpha);
             self.unmake(x, f, prev);

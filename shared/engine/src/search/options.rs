@@ -7,6 +7,9 @@ use super::probcut::ProbcutModel;
 pub struct SearchOptions {
     /// log2 of the number of transposition-table entries (Edax: 22; default 20, 32 MB).
     pub tt_bits: u32,
+    /// log2 of the number of buckets of the exact solver's table for large solves (see
+    /// [`crate::endgame::EndgameContext::with_tt_bits`]).
+    pub endgame_tt_bits: u32,
     /// Root depths up to this value search every root move with an exact value and the full
     /// window (Edax's `MULTIPV_DEPTH` = 10).
     pub multipv_depth: u32,
@@ -25,6 +28,7 @@ impl Default for SearchOptions {
     fn default() -> SearchOptions {
         SearchOptions {
             tt_bits: 20,
+            endgame_tt_bits: crate::endgame::DEFAULT_TT_BITS,
             multipv_depth: 10,
             stability_cutoff: true,
             probcut: ProbcutModel::default(),

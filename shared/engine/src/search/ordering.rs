@@ -44,7 +44,7 @@ impl MoveList {
         while m != 0 && list.len < MAX_MOVES {
             let x = m.trailing_zeros() as u8;
             m &= m - 1;
-            let flipped = crate::board::flips_portable(board.player, board.opponent, x);
+            let flipped = crate::flip::flips(board.player, board.opponent, x);
             list.moves[list.len] = Candidate {
                 x,
                 flipped,
