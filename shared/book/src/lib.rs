@@ -6,6 +6,7 @@
 //! * [`edax`]: the `book.dat` reader (strict, never panics) and writer (Edax 4.6 bucket order);
 //! * [`csv`], [`dump`], [`info`]: Edax's CSV, the canonical text dump, `book info`;
 //! * [`negamax`]: Edax's negamax, full and incremental, link ordering and linking.
+//! * [`synth`]: deterministic synthetic books for tests and benchmarks.
 //!
 //! The crate does no IO beyond what callers hand it (byte slices and strings) and has no
 //! async or logging dependency.
@@ -34,6 +35,7 @@ pub mod mem;
 pub mod model;
 pub mod negamax;
 pub mod store;
+pub mod synth;
 
 pub use mem::{Counts, MemBook, NodeId, Score};
 pub use model::{BAD_LINK, BookDate, BookHeader, Link, Position, SCORE_INF};

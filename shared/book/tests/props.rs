@@ -1,0 +1,155 @@
+//! Property tests: incremental negamax equals the full recompute on random books, and the
+//! book.dat reader survives truncated, bit-flipped and random input without panicking.
+
+use bookfarm_book::edax::{book_to_bytes, read_book};
+use bookfarm_book::mem::child_board;
+use bookfarm_book::negamax::{link_position, negamax, propagate};
+use bookfarm_book::synth::{SplitMix64, SynthParams, random_book, random_leaf};
+use bookfarm_book::{BAD_LINK, Link, MemBook, NodeId, Position, dump};
+use bookfarm_engine::Move;
+use proptest::prelude::*;
+
+/// Every computed field of every position, keyed by board (ids differ between books).
+fn results(book: &MemBook) -> Vec<String> {
+    let mut v: Vec<String> = book.ids().map(|id| dump::position_line(book, id)).collect();
+    v.sort();
+    v
+}
+
+/// One random modification of the kind the cluster applies; returns the ids to propagate from.
+fn mutate(book: &mut MemBook, rng: &mut SplitMix64) -> Vec<NodeId> {
+    let ids: Vec<NodeId> = book.ids().collect();
+    let id = ids[rng.below(ids.len() as u64) as usize];
+    match rng.below(4) {
+        // A new leaf score (a re-search).
+        0 => {
+            let leaf = book.leaf(id);
+            if leaf.mv != Move::None {
+                book.set_leaf(id, Link::new(rng.score(), leaf.mv));
+            }
+            vec![id]
+        }
+        // A new level (changes the error bounds).
+        1 => {
+            book.set_level(id, rng.below(61) as u8);
+            vec![id]
+        }
+        // The leaf disappears or moves to another free square.
+        2 => {
+            if rng.below(2) == 0 {
+                book.set_leaf(id, BAD_LINK);
+            } else {
+                random_leaf(book, id, rng);
+            }
+            vec![id]
+        }
+        // Expansion (edax-spec §4.4): the leaf's child enters the book, the leaf becomes a link
+        // and a new leaf is chosen.
+        _ => {
+            let leaf = book.leaf(id);
+            if leaf.mv == Move::None {
+                return vec![id];
+            }
+            let board = book.board(id);
+            let child = child_board(&board, leaf.mv);
+            let cid = match book.find(&child) {
+                Some(c) => c,
+                None => {
+                    let level = book.level(id);
+                    let c = book
+                        .insert_new(&Position::new(child, level))
+                        .expect("child is new");
+                    link_position(book, c);
+                    random_leaf(book, c, rng);
+                    c
+                }
+            };
+            let score = book.score(cid).value;
+            book.add_link(id, Link::new((-i32::from(score)) as i8, leaf.mv));
+            random_leaf(book, id, rng);
+            vec![cid, id]
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn incremental_equals_full(seed in any::<u64>(), plies in 4u32..22, games in 1usize..40,
+                               steps in 1usize..40, batch in 1usize..4) {
+        let mut book = random_book(SynthParams { seed, positions: games * plies as usize / 2 + 2,
+                                                 plies, level: None });
+        negamax(&mut book);
+        let mut rng = SplitMix64::new(seed ^ 0x5eed);
+        for _ in 0..steps {
+            let mut changed = Vec::new();
+            for _ in 0..batch {
+                changed.extend(mutate(&mut book, &mut rng));
+            }
+            propagate(&mut book, &changed);
+            let mut full = book.clone();
+            let stats = negamax(&mut full);
+            prop_assert_eq!(stats.missing_children, 0);
+            // Every position of these books is reachable from the start position.
+            prop_assert_eq!(stats.positions, book.len());
+            prop_assert_eq!(results(&book), results(&full));
+        }
+    }
+
+    #[test]
+    fn written_books_read_back(seed in any::<u64>(), plies in 1u32..16, games in 1usize..30) {
+        let mut book = random_book(SynthParams { seed, positions: games * 8, plies, level: None });
+        negamax(&mut book);
+        let bytes = book_to_bytes(&book);
+        let back = read_book(&bytes).expect("a written book reads back");
+        prop_assert_eq!(dump::dump(&back, true), dump::dump(&book, true));
+        prop_assert!(book_to_bytes(&back) == bytes);
+    }
+
+    #[test]
+    fn random_bytes_never_panic(tail in proptest::collection::vec(any::<u8>(), 0..400),
+                                 count in 0i32..4) {
+        let mut d = Vec::new();
+        d.extend_from_slice(b"XADEKOOB\x04\x06");
+        d.extend_from_slice(&[0u8; 28]);
+        d.extend_from_slice(&count.to_le_bytes());
+        d.extend_from_slice(&tail);
+        let _ = read_book(&d);
+        let _ = read_book(&tail);
+    }
+}
+
+fn golden_small() -> Option<Vec<u8>> {
+    let dir = bookfarm_engine::testdata::shared_dir_or_skip()?;
+    Some(std::fs::read(dir.join("golden/book-small.dat")).expect("read golden"))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn truncated_files_are_rejected(cut in 0usize..46456) {
+        let Some(d) = golden_small() else { return Ok(()); };
+        let cut = cut % d.len();
+        let e = read_book(&d[..cut]).expect_err("a truncated book is an error");
+        prop_assert!(e.offset() <= cut);
+    }
+
+    #[test]
+    fn bit_flips_never_panic(bit in 0usize..(46456 * 8), bit2 in 0usize..(46456 * 8)) {
+        let Some(mut d) = golden_small() else { return Ok(()); };
+        for b in [bit, bit2] {
+            let b = b % (d.len() * 8);
+            d[b / 8] ^= 1 << (b % 8);
+        }
+        match read_book(&d) {
+            Ok(book) => {
+                // Whatever was accepted is a valid book: it writes and reads back.
+                let again = read_book(&book_to_bytes(&book)).expect("re-read");
+                prop_assert_eq!(again.len(), book.len());
+            }
+            Err(e) => prop_assert!(e.offset() <= d.len()),
+        }
+    }
+}
