@@ -1,0 +1,124 @@
+//! The coordinator's domain errors and their gRPC classes.
+
+use crate::store::StoreError;
+use bookfarm_engine::Move;
+use bookfarm_proto::status::{ErrorCode, ServiceError};
+use uuid::Uuid;
+
+/// Errors of the coordinator service.
+#[derive(Debug, thiserror::Error)]
+pub enum CoordinatorError {
+    /// Missing or wrong token.
+    #[error("invalid authentication token")]
+    Unauthenticated,
+    /// The worker speaks another protocol version.
+    #[error(
+        "protocol version {got} is not supported: this coordinator speaks version {want} (upgrade the worker)"
+    )]
+    ProtocolVersion {
+        /// Version sent by the worker (0 = unset).
+        got: u32,
+        /// Version of this coordinator.
+        want: u32,
+    },
+    /// The worker runs another engine version.
+    #[error("engine version {got:?} does not match the coordinator's {want:?}")]
+    EngineVersion {
+        /// Worker's engine version.
+        got: String,
+        /// Expected engine version.
+        want: String,
+    },
+    /// The worker loaded other evaluation weights.
+    #[error(
+        "evaluation hash {got:?} does not match the coordinator's {want:?} (load the same eval file)"
+    )]
+    EvalHash {
+        /// Worker's eval hash.
+        got: String,
+        /// Expected eval hash.
+        want: String,
+    },
+    /// Unknown worker id (e.g. after a coordinator restart): register again.
+    #[error("unknown worker {0} (register again)")]
+    UnknownWorker(String),
+    /// Unknown job id.
+    #[error("unknown job {0}")]
+    UnknownJob(Uuid),
+    /// The job is leased to another worker.
+    #[error("job {job} is not leased to worker {worker}")]
+    NotLeased {
+        /// Job id.
+        job: Uuid,
+        /// Caller.
+        worker: Uuid,
+    },
+    /// The result's move is illegal, excluded, or inconsistent with the position.
+    #[error("job {job}: move {mv} is illegal or excluded on the job's position")]
+    IllegalMove {
+        /// Job id.
+        job: Uuid,
+        /// The move.
+        mv: Move,
+    },
+    /// The score is outside [-64, 64].
+    #[error("job {job}: score {score} is outside [-64, 64]")]
+    ScoreOutOfRange {
+        /// Job id.
+        job: Uuid,
+        /// The score.
+        score: i32,
+    },
+    /// An exact score must be even.
+    #[error("job {job}: exact score {score} has the wrong parity (exact scores are even)")]
+    ExactParity {
+        /// Job id.
+        job: Uuid,
+        /// The score.
+        score: i32,
+    },
+    /// Too many items in one call.
+    #[error("too many results in one call: {got} (at most {max})")]
+    TooMany {
+        /// Items sent.
+        got: usize,
+        /// Limit.
+        max: usize,
+    },
+    /// A request argument is invalid (e.g. a move list that cannot be played).
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// The operation is not possible in the current state.
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A bug.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ServiceError for CoordinatorError {
+    fn code(&self) -> ErrorCode {
+        use CoordinatorError as E;
+        match self {
+            E::Unauthenticated => ErrorCode::Unauthenticated,
+            E::ProtocolVersion { .. }
+            | E::EngineVersion { .. }
+            | E::EvalHash { .. }
+            | E::NotLeased { .. }
+            | E::FailedPrecondition(_) => ErrorCode::FailedPrecondition,
+            E::UnknownWorker(_) | E::UnknownJob(_) => ErrorCode::NotFound,
+            E::IllegalMove { .. }
+            | E::ScoreOutOfRange { .. }
+            | E::ExactParity { .. }
+            | E::InvalidArgument(_) => ErrorCode::InvalidArgument,
+            E::TooMany { .. } => ErrorCode::ResourceExhausted,
+            E::Store(_) | E::Internal(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+/// Result type of the coordinator library.
+pub type Result<T, E = CoordinatorError> = std::result::Result<T, E>;

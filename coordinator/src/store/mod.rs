@@ -1,0 +1,346 @@
+//! The persistent book store on sled.
+//!
+//! One sled tree holds everything, under one-byte key prefixes, so that each logical change
+//! (a result linked in, an expansion) is a single atomic `apply_batch`:
+//!
+//! | key | value (postcard) |
+//! |---|---|
+//! | `p` + 16-byte canonical board (player BE, opponent BE) | [`PositionRecord`] |
+//! | `d` + 16-byte job id | board of an accepted job (idempotent resubmission) |
+//! | `m` + `header` | [`HeaderRecord`] |
+//! | `m` + `expansion` | [`ExpansionRecord`] |
+//!
+//! Durability: sled writes become durable only at a flush; the service acknowledges a result
+//! only after a flush that followed its batch (see `crate::service`). Derived negamax fields
+//! are stored as last written but recomputed in full when the store is opened.
+//! Only the coordinator process writes the store (sled locks the directory).
+
+mod record;
+
+pub use record::{ExpansionRecord, ExpansionStateRecord, HeaderRecord, PositionRecord};
+
+use crate::book_index::Entry;
+use bookfarm_book::model::{BookHeader, Position};
+use bookfarm_book::store::{BookStore, StoreError as BookStoreError, ensure_canonical};
+use bookfarm_engine::Board;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use uuid::Uuid;
+
+/// Errors of the sled store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// sled failed.
+    #[error("store: {0}")]
+    Sled(#[from] sled::Error),
+    /// A record could not be decoded.
+    #[error("store record {key}: {source}")]
+    Decode {
+        /// Hex of the key.
+        key: String,
+        /// The postcard error.
+        #[source]
+        source: postcard::Error,
+    },
+    /// A record could not be encoded.
+    #[error("store encode: {0}")]
+    Encode(#[source] postcard::Error),
+    /// The store has no book header (not created with `db new`/`db import`).
+    #[error("store at {0} holds no book (create it with `book new` or `db new` first)")]
+    NoBook(String),
+}
+
+const P: u8 = b'p';
+const D: u8 = b'd';
+const M: u8 = b'm';
+
+fn pos_key(b: &Board) -> [u8; 17] {
+    let mut k = [0u8; 17];
+    k[0] = P;
+    k[1..9].copy_from_slice(&b.player.to_be_bytes());
+    k[9..17].copy_from_slice(&b.opponent.to_be_bytes());
+    k
+}
+
+fn done_key(id: &Uuid) -> [u8; 17] {
+    let mut k = [0u8; 17];
+    k[0] = D;
+    k[1..].copy_from_slice(id.as_bytes());
+    k
+}
+
+fn meta_key(name: &str) -> Vec<u8> {
+    let mut k = vec![M];
+    k.extend_from_slice(name.as_bytes());
+    k
+}
+
+fn hex(k: &[u8]) -> String {
+    k.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn encode<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, StoreError> {
+    postcard::to_stdvec(v).map_err(StoreError::Encode)
+}
+
+fn decode<'a, T: serde::Deserialize<'a>>(k: &[u8], v: &'a [u8]) -> Result<T, StoreError> {
+    postcard::from_bytes(v).map_err(|source| StoreError::Decode {
+        key: hex(k),
+        source,
+    })
+}
+
+/// What [`Store::load`] returns: everything the service needs to rebuild its state.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The book header.
+    pub header: BookHeader,
+    /// Every position.
+    pub entries: Vec<Entry>,
+    /// Ids of accepted jobs.
+    pub done: Vec<Uuid>,
+    /// The last expansion request, if any.
+    pub expansion: Option<ExpansionRecord>,
+}
+
+/// A set of writes applied atomically.
+#[derive(Debug, Default)]
+pub struct Batch {
+    batch: sled::Batch,
+    /// Number of writes queued.
+    pub len: usize,
+    new_positions: usize,
+}
+
+impl Batch {
+    /// Write a position record. `is_new` must be true when the board was not stored before (for
+    /// the position count).
+    pub fn put_entry(&mut self, e: &Entry, is_new: bool) -> Result<(), StoreError> {
+        let rec = PositionRecord::from_entry(e);
+        self.batch.insert(&pos_key(&e.pos.board)[..], encode(&rec)?);
+        self.len += 1;
+        self.new_positions += usize::from(is_new);
+        Ok(())
+    }
+
+    /// Record an accepted job id.
+    pub fn put_done(&mut self, id: &Uuid, board: &Board) -> Result<(), StoreError> {
+        self.batch
+            .insert(&done_key(id)[..], encode(&(board.player, board.opponent))?);
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Write the book header.
+    pub fn put_header(&mut self, h: &BookHeader) -> Result<(), StoreError> {
+        self.batch
+            .insert(meta_key("header"), encode(&HeaderRecord::from(h))?);
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Write (or clear) the expansion state.
+    pub fn put_expansion(&mut self, x: Option<&ExpansionRecord>) -> Result<(), StoreError> {
+        match x {
+            Some(x) => self.batch.insert(meta_key("expansion"), encode(x)?),
+            None => self.batch.remove(meta_key("expansion")),
+        }
+        self.len += 1;
+        Ok(())
+    }
+}
+
+/// The sled-backed store.
+#[derive(Debug)]
+pub struct Store {
+    db: sled::Db,
+    tree: sled::Tree,
+    positions: AtomicUsize,
+}
+
+impl Store {
+    /// Open (or create) the store directory. The background flusher is disabled: durability
+    /// points are explicit flushes.
+    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        let db = sled::Config::new()
+            .path(dir)
+            .flush_every_ms(Some(1000))
+            .open()?;
+        let tree = db.open_tree("book")?;
+        let positions = tree.scan_prefix([P]).count();
+        Ok(Store {
+            db,
+            tree,
+            positions: AtomicUsize::new(positions),
+        })
+    }
+
+    /// Whether the store holds a book header.
+    pub fn has_book(&self) -> Result<bool, StoreError> {
+        Ok(self.tree.contains_key(meta_key("header"))?)
+    }
+
+    /// Load the whole store.
+    pub fn load(&self, dir_for_errors: &Path) -> Result<Loaded, StoreError> {
+        let header = match self.tree.get(meta_key("header"))? {
+            Some(v) => decode::<HeaderRecord>(b"mheader", &v)?.into(),
+            None => return Err(StoreError::NoBook(dir_for_errors.display().to_string())),
+        };
+        let mut entries = Vec::with_capacity(self.positions.load(Ordering::Relaxed));
+        for kv in self.tree.scan_prefix([P]) {
+            let (k, v) = kv?;
+            entries.push(decode::<PositionRecord>(&k, &v)?.into_entry());
+        }
+        let mut done = Vec::new();
+        for kv in self.tree.scan_prefix([D]) {
+            let (k, _) = kv?;
+            if let Ok(b) = <[u8; 16]>::try_from(&k[1..]) {
+                done.push(Uuid::from_bytes(b));
+            }
+        }
+        let expansion = match self.tree.get(meta_key("expansion"))? {
+            Some(v) => Some(decode::<ExpansionRecord>(b"mexpansion", &v)?),
+            None => None,
+        };
+        Ok(Loaded {
+            header,
+            entries,
+            done,
+            expansion,
+        })
+    }
+
+    /// Apply a batch atomically (not yet durable: see [`Store::flush`]).
+    pub fn apply(&self, b: Batch) -> Result<(), StoreError> {
+        if b.len == 0 {
+            return Ok(());
+        }
+        self.tree.apply_batch(b.batch)?;
+        self.positions.fetch_add(b.new_positions, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Make every write applied so far durable (blocking fsync).
+    pub fn flush(&self) -> Result<(), StoreError> {
+        self.db.flush()?;
+        Ok(())
+    }
+
+    /// Remove every record (before an import).
+    pub fn clear(&self) -> Result<(), StoreError> {
+        self.tree.clear()?;
+        self.positions.store(0, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Number of stored positions (kept as a counter: sled's `len` is a full scan).
+    pub fn position_count(&self) -> usize {
+        self.positions.load(Ordering::Relaxed)
+    }
+
+    /// Create a new book: header plus the given positions (all pending a leaf search unless
+    /// they already carry one). Replaces anything stored.
+    pub fn create(&self, header: &BookHeader, entries: &[Entry]) -> Result<(), StoreError> {
+        self.clear()?;
+        for chunk in entries.chunks(512) {
+            let mut b = Batch::default();
+            for e in chunk {
+                b.put_entry(e, true)?;
+            }
+            self.apply(b)?;
+        }
+        let mut b = Batch::default();
+        b.put_header(header)?;
+        b.put_expansion(None)?;
+        self.apply(b)?;
+        self.flush()
+    }
+}
+
+fn backend(e: StoreError) -> BookStoreError {
+    BookStoreError::Backend {
+        source: Box::new(e),
+    }
+}
+
+/// The book crate's storage trait over the sled store, for offline tools. Positions written
+/// through it are not pending a search; derived fields are stored as given.
+impl BookStore for Store {
+    fn header(&self) -> Result<BookHeader, BookStoreError> {
+        match self
+            .tree
+            .get(meta_key("header"))
+            .map_err(|e| backend(e.into()))?
+        {
+            Some(v) => Ok(decode::<HeaderRecord>(b"mheader", &v)
+                .map_err(backend)?
+                .into()),
+            None => Ok(BookHeader::default()),
+        }
+    }
+
+    fn set_header(&mut self, header: BookHeader) -> Result<(), BookStoreError> {
+        let mut b = Batch::default();
+        b.put_header(&header).map_err(backend)?;
+        self.apply(b).map_err(backend)
+    }
+
+    fn get(&self, board: &Board) -> Result<Option<Position>, BookStoreError> {
+        let k = pos_key(board);
+        match self.tree.get(k).map_err(|e| backend(e.into()))? {
+            Some(v) => Ok(Some(
+                decode::<PositionRecord>(&k, &v)
+                    .map_err(backend)?
+                    .into_entry()
+                    .pos,
+            )),
+            None => Ok(None),
+        }
+    }
+
+    fn put(&mut self, position: Position) -> Result<(), BookStoreError> {
+        ensure_canonical(&position.board)?;
+        let is_new = !self
+            .tree
+            .contains_key(pos_key(&position.board))
+            .map_err(|e| backend(e.into()))?;
+        let mut b = Batch::default();
+        b.put_entry(&Entry::new(position), is_new)
+            .map_err(backend)?;
+        self.apply(b).map_err(backend)
+    }
+
+    fn remove(&mut self, board: &Board) -> Result<Option<Position>, BookStoreError> {
+        let old = BookStore::get(self, board)?;
+        if old.is_some() {
+            self.tree
+                .remove(pos_key(board))
+                .map_err(|e| backend(e.into()))?;
+            self.positions.fetch_sub(1, Ordering::Relaxed);
+        }
+        Ok(old)
+    }
+
+    fn contains(&self, board: &Board) -> Result<bool, BookStoreError> {
+        self.tree
+            .contains_key(pos_key(board))
+            .map_err(|e| backend(e.into()))
+    }
+
+    fn len(&self) -> Result<usize, BookStoreError> {
+        Ok(self.position_count())
+    }
+
+    fn iter(&self) -> Box<dyn Iterator<Item = Result<Position, BookStoreError>> + '_> {
+        Box::new(self.tree.scan_prefix([P]).map(|kv| {
+            let (k, v) = kv.map_err(|e| backend(e.into()))?;
+            Ok(decode::<PositionRecord>(&k, &v)
+                .map_err(backend)?
+                .into_entry()
+                .pos)
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,90 @@
+use super::*;
+use bookfarm_book::model::Link;
+use bookfarm_engine::{Move, Square};
+use bookfarm_proto::domain::Selector;
+
+fn sample_entry() -> Entry {
+    let mut p = Position::new(Board::start(), 3);
+    p.leaf = Link::new(-2, Move::Square(Square::parse("d3").unwrap()));
+    p.links = vec![Link::new(5, Move::Square(Square::parse("f5").unwrap()))];
+    p.value = 5;
+    p.lower = 3;
+    p.upper = 7;
+    p.n_lines = 9;
+    Entry {
+        pos: p,
+        pending: true,
+        version: 4,
+        quarantined: false,
+    }
+}
+
+#[test]
+fn create_load_round_trip_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = BookHeader::new(2, 12);
+    let e = sample_entry();
+    {
+        let s = Store::open(dir.path()).unwrap();
+        assert!(!s.has_book().unwrap());
+        s.create(&h, std::slice::from_ref(&e)).unwrap();
+        let id = Uuid::new_v4();
+        let mut b = Batch::default();
+        b.put_done(&id, &e.pos.board).unwrap();
+        let x = ExpansionRecord::new(
+            Selector::Deviate {
+                relative: 2,
+                absolute: 4,
+            },
+            0,
+            record::ExpansionStateRecord::Running,
+        );
+        b.put_expansion(Some(&x)).unwrap();
+        s.apply(b).unwrap();
+        s.flush().unwrap();
+    }
+    let s = Store::open(dir.path()).unwrap();
+    assert_eq!(s.position_count(), 1);
+    let l = s.load(dir.path()).unwrap();
+    assert_eq!(l.header, h);
+    assert_eq!(l.entries, vec![e]);
+    assert_eq!(l.done.len(), 1);
+    assert_eq!(
+        l.expansion.unwrap().selector(),
+        Selector::Deviate {
+            relative: 2,
+            absolute: 4
+        }
+    );
+}
+
+#[test]
+fn missing_book_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path()).unwrap();
+    let e = s.load(dir.path()).unwrap_err();
+    assert!(e.to_string().contains("holds no book"), "{e}");
+}
+
+#[test]
+fn book_store_trait_conformance() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(dir.path()).unwrap();
+    let p = sample_entry().pos;
+    s.put(p.clone()).unwrap();
+    assert_eq!(BookStore::len(&s).unwrap(), 1);
+    assert!(s.contains(&p.board).unwrap());
+    assert_eq!(BookStore::get(&s, &p.board).unwrap(), Some(p.clone()));
+    // A non-canonical board is refused.
+    let f5 = Board::start().play(Square::parse("f5").unwrap()).unwrap();
+    let nc = bookfarm_engine::symmetry::transform(&f5, 1);
+    let nc = if bookfarm_engine::symmetry::canonical(&nc).0 == nc {
+        bookfarm_engine::symmetry::transform(&f5, 2)
+    } else {
+        nc
+    };
+    assert!(s.put(Position::new(nc, 1)).is_err());
+    assert_eq!(s.iter().count(), 1);
+    assert_eq!(s.remove(&p.board).unwrap(), Some(p));
+    assert_eq!(BookStore::len(&s).unwrap(), 0);
+}
