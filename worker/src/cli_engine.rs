@@ -1,6 +1,28 @@
-//! Engine subcommands: `solve`, `search`, `bench`.
+//! Engine subcommands: `solve`, `search`, `bench` and `calibrate`.
+//!
+//! `solve` and `search` print a header line, one tab-separated line per position
+//! (`index empties depth selectivity score move nodes seconds`, score for the side to move,
+//! selectivity in percent) and a final `total nodes seconds` line.
 
-use clap::Subcommand;
+use anyhow::{Context, bail};
+use bookfarm_engine::Board;
+use bookfarm_engine::endgame::{self, EndgameContext};
+use bookfarm_engine::eval::Eval;
+use bookfarm_engine::formats::obf::{ObfPosition, parse_obf};
+use bookfarm_engine::level::{selectivity_from_percent, selectivity_percent};
+use bookfarm_engine::search::calibrate::{self, CalibrationConfig};
+use bookfarm_engine::search::{LeafResult, Searcher};
+use bookfarm_engine::square::{Move, Square};
+use clap::{Args, Subcommand};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+/// Text shown when no evaluation file is given.
+const NO_EVAL: &str = "no evaluation weights: pass --eval FILE (e.g. ../shared/golden/eval-seed1.dat); \
+     the project's own default weights are not trained yet";
 
 /// Engine commands on OBF files.
 #[derive(Debug, Subcommand)]
@@ -8,15 +30,371 @@ pub enum EngineCommand {
     /// Exact solve of every position of an OBF file.
     Solve {
         /// The OBF file.
-        file: std::path::PathBuf,
+        file: PathBuf,
+        /// Edax eval.dat (accepted for symmetry with `search`; the exact solver does not use it).
+        #[arg(long)]
+        eval: Option<PathBuf>,
     },
+    /// Search every position of an OBF file at an Edax level or a fixed depth.
+    Search(SearchArgs),
+    /// Fixed positions at a fixed depth; the total node count is a determinism signature.
+    Bench {
+        /// Edax eval.dat.
+        #[arg(long)]
+        eval: Option<PathBuf>,
+        /// Search depth.
+        #[arg(long, default_value_t = 10)]
+        depth: u32,
+        /// Use the positions of this OBF file instead of the built-in ones.
+        #[arg(long)]
+        obf: Option<PathBuf>,
+    },
+    /// Fit the probcut error model on positions from game records (see
+    /// `bookfarm_engine::search::calibrate`) and write it as a parameter file.
+    Calibrate {
+        /// Edax eval.dat.
+        #[arg(long)]
+        eval: Option<PathBuf>,
+        /// Game file: one move list per line (e.g. `f5d6c3…`, Logistello `.gam` lines are accepted).
+        #[arg(long)]
+        games: PathBuf,
+        /// Output parameter file.
+        #[arg(long)]
+        out: PathBuf,
+        /// Number of positions sampled.
+        #[arg(long, default_value_t = 400)]
+        positions: usize,
+        /// Deepest search depth of the regression.
+        #[arg(long, default_value_t = 10)]
+        max_depth: u32,
+    },
+}
+
+/// Options of `search`.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// The OBF file.
+    pub file: PathBuf,
+    /// Edax level 0..=60 (depth and selectivity from Edax's level table).
+    #[arg(long, conflicts_with = "depth", required_unless_present = "depth")]
+    pub level: Option<u8>,
+    /// Fixed depth.
+    #[arg(long)]
+    pub depth: Option<u32>,
+    /// Probcut confidence in percent with --depth: 73, 87, 95, 98, 99 or 100 (none).
+    #[arg(long, requires = "depth", default_value_t = 100)]
+    pub selectivity: u32,
+    /// Edax eval.dat.
+    #[arg(long)]
+    pub eval: Option<PathBuf>,
+    /// Root moves not to consider, e.g. `d3,c4` (applied to every position).
+    #[arg(long, default_value = "")]
+    pub exclude: String,
 }
 
 /// Run one engine command.
 pub fn run(cmd: EngineCommand) -> anyhow::Result<()> {
     match cmd {
-        EngineCommand::Solve { file } => {
-            anyhow::bail!("{}: solve is not implemented yet", file.display())
+        EngineCommand::Solve { file, eval } => solve(&file, eval.as_deref()),
+        EngineCommand::Search(args) => search(&args),
+        EngineCommand::Bench { eval, depth, obf } => bench(eval.as_deref(), depth, obf.as_deref()),
+        EngineCommand::Calibrate {
+            eval,
+            games,
+            out,
+            positions,
+            max_depth,
+        } => calibrate_cmd(eval.as_deref(), &games, &out, positions, max_depth),
+    }
+}
+
+fn load_eval(path: Option<&Path>) -> anyhow::Result<Arc<Eval>> {
+    let Some(path) = path else { bail!(NO_EVAL) };
+    let eval = Eval::load(path)?;
+    let h = eval.header();
+    tracing::info!(
+        path = %path.display(),
+        "evaluation weights version {}.{}.{} loaded",
+        h.version,
+        h.release,
+        h.build
+    );
+    Ok(Arc::new(eval))
+}
+
+fn read_obf(path: &Path) -> anyhow::Result<Vec<ObfPosition>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let positions = parse_obf(&text).with_context(|| format!("{}", path.display()))?;
+    if positions.is_empty() {
+        bail!("{}: no position", path.display());
+    }
+    Ok(positions)
+}
+
+/// Parse `d3,c4 e6` into a square mask.
+fn parse_exclude(text: &str) -> anyhow::Result<u64> {
+    let mut mask = 0u64;
+    for tok in text
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|t| !t.is_empty())
+    {
+        let sq = Square::parse(tok).with_context(|| format!("--exclude: bad square {tok:?}"))?;
+        mask |= sq.bit();
+    }
+    Ok(mask)
+}
+
+const HEADER: &str = "index\tempties\tdepth\tselectivity\tscore\tmove\tnodes\tseconds";
+
+fn print_line(
+    out: &mut impl Write,
+    index: usize,
+    board: &Board,
+    r: &LeafResult,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{}\t{}\t{}\t{}\t{:+}\t{}\t{}\t{:.3}",
+        index,
+        board.empties(),
+        r.depth,
+        selectivity_percent(r.selectivity),
+        r.score,
+        r.mv,
+        r.nodes,
+        r.elapsed.as_secs_f64()
+    )
+}
+
+fn solve(file: &Path, eval: Option<&Path>) -> anyhow::Result<()> {
+    if let Some(path) = eval {
+        // Validate the file even though the exact solver does not need weights.
+        load_eval(Some(path))?;
+    }
+    let positions = read_obf(file)?;
+    let mut ctx = EndgameContext::new();
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    writeln!(out, "{HEADER}")?;
+    let (mut total_nodes, start) = (0u64, Instant::now());
+    let mut wrong = 0usize;
+    for (i, p) in positions.iter().enumerate() {
+        // Like Edax's OBF solver: the hash table is cleared before each problem.
+        ctx.clear();
+        ctx.nodes = 0;
+        let t = Instant::now();
+        let (mv, score) = endgame::solve_root(&p.board, 0, &mut ctx);
+        let r = LeafResult {
+            mv,
+            score,
+            depth: p.board.empties(),
+            selectivity: 5,
+            exact: true,
+            nodes: ctx.nodes,
+            elapsed: t.elapsed(),
+        };
+        total_nodes += r.nodes;
+        print_line(&mut out, i + 1, &p.board, &r)?;
+        if let Some(best) = p.best_score
+            && best != score
+        {
+            tracing::error!(
+                index = i + 1,
+                expected = best,
+                got = score,
+                "erroneous score"
+            );
+            wrong += 1;
+        } else if let Move::Square(_) = mv
+            && !p.scores.is_empty()
+            && !p.best_moves().contains(&mv)
+        {
+            tracing::error!(index = i + 1, %mv, "erroneous move");
+            wrong += 1;
         }
+    }
+    writeln!(
+        out,
+        "total\t{}\t{:.3}",
+        total_nodes,
+        start.elapsed().as_secs_f64()
+    )?;
+    out.flush()?;
+    if wrong > 0 {
+        bail!(
+            "{wrong} of {} results differ from the scores listed in {}",
+            positions.len(),
+            file.display()
+        );
+    }
+    Ok(())
+}
+
+fn search(args: &SearchArgs) -> anyhow::Result<()> {
+    let eval = load_eval(args.eval.as_deref())?;
+    let excluded = parse_exclude(&args.exclude)?;
+    let sel = selectivity_from_percent(args.selectivity).with_context(|| {
+        format!(
+            "--selectivity {}: expected one of 73, 87, 95, 98, 99, 100",
+            args.selectivity
+        )
+    })?;
+    if let Some(level) = args.level
+        && level > 60
+    {
+        bail!("--level {level}: expected 0..=60");
+    }
+    let positions = read_obf(&args.file)?;
+    let mut searcher = Searcher::new(eval);
+    let abort = AtomicBool::new(false);
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    writeln!(out, "{HEADER}")?;
+    let (mut total_nodes, start) = (0u64, Instant::now());
+    for (i, p) in positions.iter().enumerate() {
+        let r = match (args.level, args.depth) {
+            (Some(level), _) => searcher.leaf_search(
+                &bookfarm_engine::search::LeafRequest {
+                    board: p.board,
+                    level,
+                    excluded,
+                },
+                &abort,
+            ),
+            (None, Some(depth)) => searcher.search_depth(&p.board, depth, sel, excluded, &abort),
+            (None, None) => bail!("pass --level L or --depth D"),
+        };
+        total_nodes += r.nodes;
+        print_line(&mut out, i + 1, &p.board, &r)?;
+    }
+    writeln!(
+        out,
+        "total\t{}\t{:.3}",
+        total_nodes,
+        start.elapsed().as_secs_f64()
+    )?;
+    Ok(())
+}
+
+/// The built-in bench positions: 24 positions from deterministic pseudo-random games, at
+/// 12 to 58 discs (a spread of opening, midgame and early endgame positions).
+pub fn bench_positions() -> Vec<Board> {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    };
+    let mut out = Vec::new();
+    while out.len() < 24 {
+        let target_empties = 48 - 2 * (out.len() as u32 % 20);
+        let mut b = Board::start();
+        loop {
+            if b.empties() <= target_empties || b.is_game_over() {
+                break;
+            }
+            let moves = b.moves();
+            if moves == 0 {
+                b = b.pass();
+                continue;
+            }
+            let k = (next() >> 32) as u32 % moves.count_ones();
+            let mut m = moves;
+            for _ in 0..k {
+                m &= m - 1;
+            }
+            let x = m.trailing_zeros() as u8;
+            b = b.play_flips(x, b.flips(Square::new(x).expect("bit index < 64")));
+        }
+        if !b.is_game_over() && b.moves() != 0 {
+            out.push(b);
+        }
+    }
+    out
+}
+
+fn bench(eval: Option<&Path>, depth: u32, obf: Option<&Path>) -> anyhow::Result<()> {
+    let eval = load_eval(eval)?;
+    let boards: Vec<Board> = match obf {
+        Some(p) => read_obf(p)?.into_iter().map(|p| p.board).collect(),
+        None => bench_positions(),
+    };
+    let mut searcher = Searcher::new(eval);
+    let abort = AtomicBool::new(false);
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    writeln!(out, "{HEADER}")?;
+    let (mut total_nodes, start) = (0u64, Instant::now());
+    for (i, b) in boards.iter().enumerate() {
+        let r = searcher.search_depth(b, depth, 5, 0, &abort);
+        total_nodes += r.nodes;
+        print_line(&mut out, i + 1, b, &r)?;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    writeln!(out, "total\t{total_nodes}\t{secs:.3}")?;
+    writeln!(
+        out,
+        "bench: {} positions, depth {depth}, {total_nodes} nodes, {secs:.3} s, {:.0} nodes/s",
+        boards.len(),
+        total_nodes as f64 / secs.max(1e-9)
+    )?;
+    Ok(())
+}
+
+fn calibrate_cmd(
+    eval: Option<&Path>,
+    games: &Path,
+    out_path: &Path,
+    positions: usize,
+    max_depth: u32,
+) -> anyhow::Result<()> {
+    let eval = load_eval(eval)?;
+    let text = std::fs::read_to_string(games)
+        .with_context(|| format!("cannot read {}", games.display()))?;
+    let boards = calibrate::positions_from_games(&text, positions)
+        .with_context(|| format!("{}", games.display()))?;
+    if boards.is_empty() {
+        bail!("{}: no usable position", games.display());
+    }
+    let config = CalibrationConfig {
+        max_depth,
+        ..CalibrationConfig::default()
+    };
+    tracing::info!(positions = boards.len(), max_depth, "calibrating probcut");
+    let mut searcher = Searcher::new(eval);
+    let fit = calibrate::calibrate(&mut searcher, &boards, &config);
+    let text = calibrate::report(&fit, &boards.len(), games);
+    std::fs::write(out_path, &text)
+        .with_context(|| format!("cannot write {}", out_path.display()))?;
+    print!("{text}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exclude_parsing() {
+        assert_eq!(parse_exclude("").ok(), Some(0));
+        let m = parse_exclude("d3, c4 e6").expect("valid");
+        assert_eq!(m.count_ones(), 3);
+        assert!(parse_exclude("z9").is_err());
+    }
+
+    #[test]
+    fn bench_positions_are_fixed() {
+        let a = bench_positions();
+        assert_eq!(a, bench_positions());
+        assert_eq!(a.len(), 24);
+        assert!(a.iter().all(|b| b.moves() != 0));
+    }
+
+    #[test]
+    fn missing_eval_is_explained() {
+        let err = load_eval(None).expect_err("no eval");
+        assert!(err.to_string().contains("pass --eval FILE"));
     }
 }

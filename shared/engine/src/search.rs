@@ -12,6 +12,7 @@
 //! [`Move::None`]. With `d ≥ empties` the search is an endgame search: exact (through the exact
 //! solver) at selectivity 5, or the midgame routines with probcut down to 15 empties otherwise.
 
+pub mod calibrate;
 pub mod exact;
 mod midgame;
 pub mod options;
