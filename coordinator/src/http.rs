@@ -1,1 +1,74 @@
+//! The HTTP side (separate port): `/metrics` (Prometheus text), `/healthz` (process alive) and
+//! `/readyz` (store open and serving).
 
+use crate::service::Coordinator;
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use std::sync::OnceLock;
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Install the process-wide Prometheus recorder once (later calls reuse it; `None` when another
+/// recorder was installed first).
+pub fn metrics_handle() -> Option<PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let h = PrometheusBuilder::new()
+                .set_buckets(&[
+                    0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+                ])
+                .ok()?
+                .install_recorder()
+                .ok()?;
+            Some(h)
+        })
+        .clone()
+}
+
+async fn metrics(State(c): State<Coordinator>) -> (StatusCode, String) {
+    let s = c.status();
+    metrics::gauge!("bookfarm_results_per_second").set(s.results_per_second);
+    for w in &s.workers {
+        metrics::gauge!("bookfarm_worker_results_per_second", "worker" => w.name.clone())
+            .set(w.results_per_second);
+        metrics::gauge!("bookfarm_worker_completed", "worker" => w.name.clone())
+            .set(w.completed as f64);
+        metrics::gauge!("bookfarm_worker_in_flight", "worker" => w.name.clone())
+            .set(w.in_flight as f64);
+    }
+    match metrics_handle() {
+        Some(h) => (StatusCode::OK, h.render()),
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "metrics recorder unavailable\n".into(),
+        ),
+    }
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn readyz(State(c): State<Coordinator>) -> (StatusCode, String) {
+    let s = c.status();
+    (
+        StatusCode::OK,
+        format!(
+            "ready: {} positions, state {}\n",
+            s.positions,
+            s.state.as_str()
+        ),
+    )
+}
+
+/// The HTTP router.
+pub fn router(c: Coordinator) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(c)
+}

@@ -1,23 +1,143 @@
 //! `run`: the cluster worker loop.
 
+use anyhow::Context;
+use bookfarm_engine::eval::Eval;
+use bookfarm_worker::WorkerConfig;
+use bookfarm_worker::config::WorkerFile;
+use bookfarm_worker::exec::{EngineSearcher, LeafSearcher};
+use bookfarm_worker::pull_loop::SearcherFactory;
 use clap::Subcommand;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Worker commands against a coordinator.
 #[derive(Debug, Subcommand)]
 pub enum RunCommand {
-    /// Lease and run leaf-search jobs from a coordinator until stopped.
+    /// Lease and run leaf-search jobs from a coordinator until stopped (Ctrl-C/SIGTERM drains:
+    /// leased jobs are finished and delivered; a second signal exits at once).
     Run {
         /// Coordinator URL.
-        #[arg(long, default_value = "http://127.0.0.1:7700")]
-        coordinator: String,
+        #[arg(long, env = "BOOKFARM_COORDINATOR")]
+        coordinator: Option<String>,
+        /// Search threads (default: all cores).
+        #[arg(long, env = "BOOKFARM_THREADS")]
+        threads: Option<usize>,
+        /// Worker name shown by the coordinator (default: host name).
+        #[arg(long, env = "BOOKFARM_NAME")]
+        name: Option<String>,
+        /// Evaluation weights (Edax eval.dat format); must match the coordinator's.
+        #[arg(long, env = "BOOKFARM_EVAL")]
+        eval: Option<PathBuf>,
+        /// Authentication token.
+        #[arg(long, env = "BOOKFARM_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Jobs leased beyond the free threads.
+        #[arg(long)]
+        lookahead: Option<usize>,
+        /// Configuration file (worker.toml).
+        #[arg(long, env = "BOOKFARM_WORKER_CONFIG")]
+        config: Option<PathBuf>,
     },
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "worker".into())
+}
+
+/// Resolves on the first Ctrl-C or SIGTERM; a second one exits the process.
+async fn shutdown_signal() {
+    wait_signal().await;
+    tracing::info!("signal received: draining (send again to exit now)");
+    tokio::spawn(async {
+        wait_signal().await;
+        tracing::warn!("second signal: exiting without draining");
+        std::process::exit(130);
+    });
+}
+
+async fn wait_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 /// Run the worker command.
 pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
-    match cmd {
-        RunCommand::Run { coordinator } => {
-            anyhow::bail!("{coordinator}: run is not implemented yet")
-        }
-    }
+    let RunCommand::Run {
+        coordinator,
+        threads,
+        name,
+        eval,
+        token,
+        lookahead,
+        config,
+    } = cmd;
+    let file = match &config {
+        Some(p) => WorkerFile::parse(
+            &std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
+        )
+        .with_context(|| format!("parsing {}", p.display()))?,
+        None => WorkerFile::default(),
+    };
+    let eval_path = eval.or(file.eval.clone()).context(
+        "no evaluation weights: pass --eval FILE (or BOOKFARM_EVAL, or eval in the config file)",
+    )?;
+    let bytes = std::fs::read(&eval_path)
+        .with_context(|| format!("reading evaluation {}", eval_path.display()))?;
+    let weights = Arc::new(
+        Eval::from_bytes(&bytes)
+            .with_context(|| format!("loading evaluation {}", eval_path.display()))?,
+    );
+    let d = WorkerConfig::default();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cfg = WorkerConfig {
+        coordinator: coordinator.or(file.coordinator).unwrap_or(d.coordinator),
+        threads: threads.or(file.threads).unwrap_or(cores).max(1),
+        lookahead: lookahead.or(file.lookahead).unwrap_or(d.lookahead),
+        name: name.or(file.name).unwrap_or_else(host_name),
+        token: token.or(file.token).unwrap_or_default(),
+        eval_hash: bookfarm_proto::eval_fingerprint(&bytes),
+        max_backoff: file
+            .max_backoff_secs
+            .map_or(d.max_backoff, Duration::from_secs),
+        ..d
+    };
+    let make: SearcherFactory = Arc::new(move || -> Box<dyn LeafSearcher> {
+        Box::new(EngineSearcher::new(weights.clone()))
+    });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let stats = rt.block_on(bookfarm_worker::run(cfg, make, shutdown_signal()))?;
+    tracing::info!(
+        accepted = stats.accepted,
+        nodes = stats.nodes,
+        search_s = stats.search_time.as_secs_f64(),
+        rpc_s = stats.rpc_time.as_secs_f64(),
+        "done"
+    );
+    Ok(())
 }

@@ -1,0 +1,187 @@
+//! The gRPC client: identity on every call, explicit message limits and timeouts.
+
+use bookfarm_proto::MAX_MESSAGE_BYTES;
+use bookfarm_proto::convert::parse_job_id;
+use bookfarm_proto::domain::{Ack, Identity, Job, JobResult};
+use bookfarm_proto::pb;
+use bookfarm_proto::pb::worker_service_client::WorkerServiceClient;
+use std::time::Duration;
+use tonic::Status;
+use tonic::transport::{Channel, Endpoint};
+use uuid::Uuid;
+
+/// A connection to a coordinator (connected lazily; transport errors surface as `Unavailable`).
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: WorkerServiceClient<Channel>,
+    identity: pb::WorkerIdentity,
+}
+
+/// What `RegisterWorker` returns.
+#[derive(Debug, Clone, Copy)]
+pub struct Registration {
+    /// The worker id.
+    pub worker_id: Uuid,
+    /// Heartbeat period.
+    pub heartbeat: Duration,
+    /// Lease timeout.
+    pub lease_timeout: Duration,
+}
+
+/// What `LeaseJobs` returns.
+#[derive(Debug, Clone)]
+pub struct Leased {
+    /// New jobs.
+    pub jobs: Vec<Job>,
+    /// Acknowledgements of the submitted results.
+    pub acks: Vec<(Uuid, Ack)>,
+    /// Suggested wait when no job was given.
+    pub retry_after: Duration,
+}
+
+fn acks(a: Vec<pb::ResultAck>) -> Vec<(Uuid, Ack)> {
+    a.into_iter()
+        .filter_map(|a| {
+            let id = parse_job_id(&a.job_id).ok()?;
+            let s = pb::AckStatus::try_from(a.status).ok()?;
+            Some((id, Ack::try_from(s).ok()?))
+        })
+        .collect()
+}
+
+impl Client {
+    /// A client for `url` (e.g. `http://127.0.0.1:7700`).
+    pub fn new(url: &str, identity: &Identity, rpc_timeout: Duration) -> Result<Client, String> {
+        let ep = Endpoint::from_shared(url.to_string())
+            .map_err(|e| format!("invalid coordinator url {url:?}: {e}"))?
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(rpc_timeout)
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(Duration::from_secs(20))
+            .keep_alive_while_idle(true);
+        let inner = WorkerServiceClient::new(ep.connect_lazy())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        Ok(Client {
+            inner,
+            identity: identity.into(),
+        })
+    }
+
+    /// `RegisterWorker`.
+    pub async fn register(&mut self, name: &str, threads: u32) -> Result<Registration, Status> {
+        let r = self
+            .inner
+            .register_worker(pb::RegisterWorkerRequest {
+                identity: Some(self.identity.clone()),
+                name: name.to_string(),
+                threads,
+            })
+            .await?
+            .into_inner();
+        let worker_id = Uuid::parse_str(&r.worker_id).map_err(|_| {
+            Status::internal(format!(
+                "coordinator sent a bad worker id {:?}",
+                r.worker_id
+            ))
+        })?;
+        Ok(Registration {
+            worker_id,
+            heartbeat: Duration::from_millis(u64::from(r.heartbeat_interval_ms.max(100))),
+            lease_timeout: Duration::from_millis(u64::from(r.lease_timeout_ms)),
+        })
+    }
+
+    /// `LeaseJobs`, carrying finished results. Jobs that do not decode are dropped with a warning
+    /// (the coordinator re-leases them after the lease timeout).
+    pub async fn lease(
+        &mut self,
+        worker: Uuid,
+        free: u32,
+        results: &[JobResult],
+    ) -> Result<Leased, Status> {
+        let r = self
+            .inner
+            .lease_jobs(pb::LeaseJobsRequest {
+                identity: Some(self.identity.clone()),
+                worker_id: worker.to_string(),
+                free_slots: free,
+                results: results.iter().map(pb::LeafResult::from).collect(),
+            })
+            .await?
+            .into_inner();
+        let jobs = r
+            .jobs
+            .into_iter()
+            .filter_map(|j| match Job::try_from(j) {
+                Ok(j) => Some(j),
+                Err(e) => {
+                    tracing::warn!(error = %e, "dropping undecodable job");
+                    None
+                }
+            })
+            .collect();
+        Ok(Leased {
+            jobs,
+            acks: acks(r.acks),
+            retry_after: Duration::from_millis(u64::from(r.retry_after_ms)),
+        })
+    }
+
+    /// `SubmitResults`.
+    pub async fn submit(
+        &mut self,
+        worker: Uuid,
+        results: &[JobResult],
+    ) -> Result<Vec<(Uuid, Ack)>, Status> {
+        let r = self
+            .inner
+            .submit_results(pb::SubmitResultsRequest {
+                identity: Some(self.identity.clone()),
+                worker_id: worker.to_string(),
+                results: results.iter().map(pb::LeafResult::from).collect(),
+            })
+            .await?
+            .into_inner();
+        Ok(acks(r.acks))
+    }
+
+    /// `Heartbeat`; returns the jobs to abandon.
+    pub async fn heartbeat(&mut self, worker: Uuid, held: &[Uuid]) -> Result<Vec<Uuid>, Status> {
+        let r = self
+            .inner
+            .heartbeat(pb::HeartbeatRequest {
+                identity: Some(self.identity.clone()),
+                worker_id: worker.to_string(),
+                job_ids: held.iter().map(Uuid::to_string).collect(),
+            })
+            .await?
+            .into_inner();
+        Ok(r.cancelled_job_ids
+            .iter()
+            .filter_map(|s| Uuid::parse_str(s).ok())
+            .collect())
+    }
+
+    /// `ReportFailure`; returns whether the job was quarantined.
+    pub async fn fail(
+        &mut self,
+        worker: Uuid,
+        job: Uuid,
+        reason: &str,
+        retryable: bool,
+    ) -> Result<bool, Status> {
+        let r = self
+            .inner
+            .report_failure(pb::ReportFailureRequest {
+                identity: Some(self.identity.clone()),
+                worker_id: worker.to_string(),
+                job_id: job.to_string(),
+                reason: reason.to_string(),
+                retryable,
+            })
+            .await?
+            .into_inner();
+        Ok(r.quarantined)
+    }
+}

@@ -1,0 +1,91 @@
+//! Worker configuration: the validated library [`WorkerConfig`] and the optional `worker.toml`.
+//! Precedence: flag > environment (`BOOKFARM_*`, read by clap in `main`) > file > default.
+
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Settings of one worker process.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Coordinator URL (`http://host:7700`).
+    pub coordinator: String,
+    /// Search threads.
+    pub threads: usize,
+    /// Jobs leased beyond the free threads, so no thread idles between results.
+    pub lookahead: usize,
+    /// Name shown in the coordinator's status.
+    pub name: String,
+    /// Authentication token.
+    pub token: String,
+    /// Fingerprint of the evaluation weights (sent with every RPC).
+    pub eval_hash: String,
+    /// Longest wait between reconnection attempts.
+    pub max_backoff: Duration,
+    /// Per-RPC timeout.
+    pub rpc_timeout: Duration,
+    /// Exit instead of retrying when the coordinator cannot be reached for this long
+    /// (None: retry forever).
+    pub give_up_after: Option<Duration>,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            coordinator: "http://127.0.0.1:7700".into(),
+            threads: 1,
+            lookahead: 1,
+            name: "worker".into(),
+            token: String::new(),
+            eval_hash: String::new(),
+            max_backoff: Duration::from_secs(30),
+            rpc_timeout: Duration::from_secs(30),
+            give_up_after: None,
+        }
+    }
+}
+
+/// The `worker.toml` file.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerFile {
+    /// Coordinator URL.
+    pub coordinator: Option<String>,
+    /// Search threads (default: all cores).
+    pub threads: Option<usize>,
+    /// Extra jobs leased ahead (default 1).
+    pub lookahead: Option<usize>,
+    /// Worker name (default: host name).
+    pub name: Option<String>,
+    /// Authentication token.
+    pub token: Option<String>,
+    /// Evaluation weights file.
+    pub eval: Option<PathBuf>,
+    /// Longest reconnection backoff, seconds (default 30).
+    pub max_backoff_secs: Option<u64>,
+}
+
+impl WorkerFile {
+    /// Parse TOML text.
+    pub fn parse(text: &str) -> Result<WorkerFile, toml::de::Error> {
+        toml::from_str(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_config_parses() {
+        let f = WorkerFile::parse(include_str!("../../deploy/worker.toml"))
+            .expect("deploy/worker.toml parses");
+        assert!(f.coordinator.unwrap().starts_with("http"));
+        assert!(f.eval.is_some());
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        assert!(WorkerFile::parse("thread = 3\n").is_err());
+    }
+}

@@ -1,0 +1,149 @@
+//! Running leaf searches on dedicated threads.
+
+use bookfarm_engine::eval::Eval;
+use bookfarm_engine::search::{LeafRequest, Searcher};
+use bookfarm_proto::domain::{Job, JobResult};
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// One search thread's engine. Implementations own their state (transposition table).
+pub trait LeafSearcher: Send {
+    /// Best move and score of `job` (its position, level and excluded moves); polls `abort`.
+    fn search(&mut self, job: &Job, abort: &AtomicBool) -> JobResult;
+}
+
+/// The real engine.
+#[derive(Debug)]
+pub struct EngineSearcher(Searcher);
+
+impl EngineSearcher {
+    /// A searcher over shared evaluation weights.
+    pub fn new(eval: Arc<Eval>) -> EngineSearcher {
+        EngineSearcher(Searcher::new(eval))
+    }
+}
+
+impl LeafSearcher for EngineSearcher {
+    fn search(&mut self, job: &Job, abort: &AtomicBool) -> JobResult {
+        let r = self.0.leaf_search(
+            &LeafRequest {
+                board: job.board,
+                level: job.level,
+                excluded: job.excluded,
+            },
+            abort,
+        );
+        JobResult {
+            job_id: job.id,
+            mv: r.mv,
+            score: r.score,
+            depth: r.depth,
+            selectivity: r.selectivity,
+            exact: r.exact,
+            nodes: r.nodes,
+            elapsed: r.elapsed,
+        }
+    }
+}
+
+/// A finished (or panicked) search.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The search returned.
+    Done(JobResult),
+    /// The search panicked (an engine bug); reported to the coordinator as a failure.
+    Panicked(Job, String),
+}
+
+/// A job handed to the pool with its abort flag.
+#[derive(Debug)]
+pub struct Task {
+    /// The job.
+    pub job: Job,
+    /// Set to abandon the search.
+    pub abort: Arc<AtomicBool>,
+}
+
+/// A fixed pool of search threads fed through a channel.
+#[derive(Debug)]
+pub struct Pool {
+    tx: Option<mpsc::Sender<Task>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Pool {
+    /// Start `n` threads, each with its own searcher from `make`; outcomes go to `out`.
+    pub fn new(
+        n: usize,
+        make: &dyn Fn() -> Box<dyn LeafSearcher>,
+        out: UnboundedSender<Outcome>,
+    ) -> std::io::Result<Pool> {
+        let (tx, rx) = mpsc::channel::<Task>();
+        let rx = Arc::new(Mutex::new(rx));
+        let mut threads = Vec::with_capacity(n);
+        for i in 0..n.max(1) {
+            let rx = rx.clone();
+            let out = out.clone();
+            let mut s = make();
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("search-{i}"))
+                    .spawn(move || {
+                        loop {
+                            let task = {
+                                let guard = rx.lock().unwrap_or_else(|p| p.into_inner());
+                                guard.recv()
+                            };
+                            let Ok(task) = task else { break };
+                            let job = task.job;
+                            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                s.search(&job, &task.abort)
+                            }));
+                            let o = match r {
+                                Ok(r) => Outcome::Done(r),
+                                Err(p) => {
+                                    let msg = p
+                                        .downcast_ref::<&str>()
+                                        .map(|s| s.to_string())
+                                        .or_else(|| p.downcast_ref::<String>().cloned())
+                                        .unwrap_or_else(|| "search panicked".into());
+                                    Outcome::Panicked(job, msg)
+                                }
+                            };
+                            if out.send(o).is_err() {
+                                break;
+                            }
+                        }
+                    })?,
+            );
+        }
+        Ok(Pool {
+            tx: Some(tx),
+            threads,
+        })
+    }
+
+    /// Queue a task (runs as soon as a thread is free).
+    pub fn submit(&self, t: Task) {
+        if let Some(tx) = &self.tx {
+            // The threads only stop when the pool is dropped, so sending cannot fail here.
+            let _ = tx.send(t);
+        }
+    }
+
+    /// Number of threads.
+    pub fn threads(&self) -> usize {
+        self.threads.len()
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.tx.take();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
