@@ -1,23 +1,847 @@
-//! Cluster subcommands: `serve`, `local`, `expand`, `status`, … (against a running coordinator).
+//! Cluster subcommands: `serve`, `local`, `expand`, `pause`, `resume`, `export`, `status`, and the
+//! store commands `db new|import|export|info`.
 
+use anyhow::{Context, bail};
+use bookfarm_coordinator::config::CoordinatorFile;
+use bookfarm_coordinator::export::{ExportFormat, decode, encode};
+use bookfarm_coordinator::server;
+use bookfarm_coordinator::service::{Coordinator, ServiceConfig, State, StatusReport, new_book};
+use bookfarm_coordinator::store::Store;
+use bookfarm_engine::eval::Eval;
+use bookfarm_proto::domain::Selector;
+use bookfarm_proto::pb;
+use bookfarm_proto::pb::admin_service_client::AdminServiceClient;
+use bookfarm_worker::exec::{EngineSearcher, LeafSearcher};
+use bookfarm_worker::pull_loop::SearcherFactory;
 use clap::Subcommand;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+
+const DEFAULT_COORDINATOR: &str = "http://127.0.0.1:7700";
 
 /// Cluster commands.
 #[derive(Debug, Subcommand)]
 pub enum ClusterCommand {
-    /// Serve the book to workers over gRPC.
+    /// Serve the book to workers over gRPC (plus /metrics, /healthz, /readyz over HTTP).
     Serve {
-        /// The store directory.
+        /// The store directory (create it with `db new` or `db import`).
+        #[arg(long, env = "BOOKFARM_DB")]
+        db: Option<PathBuf>,
+        /// gRPC listen address [default: 127.0.0.1:7700].
+        #[arg(long, env = "BOOKFARM_LISTEN")]
+        listen: Option<String>,
+        /// HTTP listen address [default: 127.0.0.1:7701].
+        #[arg(long, env = "BOOKFARM_HTTP")]
+        http: Option<String>,
+        /// Configuration file (coordinator.toml).
+        #[arg(long, env = "BOOKFARM_CONFIG")]
+        config: Option<PathBuf>,
+        /// Token workers and admin clients must present.
+        #[arg(long, env = "BOOKFARM_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Evaluation file whose fingerprint workers must match.
+        #[arg(long, env = "BOOKFARM_EVAL")]
+        eval: Option<PathBuf>,
+        /// Seconds without heartbeat before a worker's jobs are re-queued.
         #[arg(long)]
-        db: std::path::PathBuf,
+        lease_timeout: Option<u64>,
     },
+    /// Build a book on this machine: a coordinator plus N in-process workers over gRPC on
+    /// 127.0.0.1, then write an Edax book.dat. Run again on the same --db to resume.
+    Local {
+        /// The store directory (created when new).
+        #[arg(long)]
+        db: PathBuf,
+        /// Number of workers (one search thread each) [default: all cores].
+        #[arg(long)]
+        workers: Option<usize>,
+        /// Level of new positions (for a new book).
+        #[arg(long, default_value_t = 10)]
+        level: u8,
+        /// Book depth in plies (for a new book).
+        #[arg(long, default_value_t = 16)]
+        depth: u8,
+        /// Deviate REL,ABS (Edax's defaults 2,4).
+        #[arg(long, value_parser = parse_pair, default_value = "2,4")]
+        deviate: (i32, i32),
+        /// Enhance MID,END instead of deviate.
+        #[arg(long, value_parser = parse_pair, conflicts_with = "deviate")]
+        enhance: Option<(i32, i32)>,
+        /// Output file (.dat: Edax book; .csv: Edax CSV).
+        #[arg(long)]
+        out: PathBuf,
+        /// Seed the book with these games (transcripts, one per line) before expanding.
+        #[arg(long)]
+        games: Option<PathBuf>,
+        /// Evaluation weights [env BOOKFARM_EVAL].
+        #[arg(long, env = "BOOKFARM_EVAL")]
+        eval: Option<PathBuf>,
+        /// Also serve HTTP metrics on this address.
+        #[arg(long)]
+        http: Option<String>,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Start (or replace) an expansion on a running coordinator.
+    Expand {
+        #[command(subcommand)]
+        selector: ExpandSelector,
+        /// Level of new positions (0 = the parent's level).
+        #[arg(long, default_value_t = 0, global = true)]
+        level: u8,
+        /// Block until the expansion is done, showing progress.
+        #[arg(long, global = true)]
+        wait: bool,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Pause the expansion (workers finish their jobs, no new leases).
+    Pause {
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Resume a paused expansion.
+    Resume {
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Write a consistent snapshot of the running coordinator's book (.dat or .csv).
+    Export {
+        /// Output file.
+        out: PathBuf,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Book size, queue, workers, throughput.
+    Status {
+        /// Refresh every second.
+        #[arg(long)]
+        watch: bool,
+        /// Print one JSON object.
+        #[arg(long, conflicts_with = "watch")]
+        json: bool,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Store commands (offline, on a store directory).
+    #[command(subcommand)]
+    Db(DbCommand),
+}
+
+/// Which selector to run.
+#[derive(Debug, Subcommand)]
+pub enum ExpandSelector {
+    /// Edax `book deviate REL ABS`.
+    Deviate {
+        /// Relative error.
+        rel: i32,
+        /// Absolute error.
+        abs: i32,
+    },
+    /// Edax `book enhance MID END`.
+    Enhance {
+        /// Midgame error.
+        mid: i32,
+        /// Endcut error.
+        end: i32,
+    },
+    /// Edax `book play`.
+    Play,
+    /// Edax `book extend`.
+    Extend,
+}
+
+/// Where the coordinator is.
+#[derive(Debug, clap::Args)]
+pub struct Remote {
+    /// Coordinator URL.
+    #[arg(long, env = "BOOKFARM_COORDINATOR", default_value = DEFAULT_COORDINATOR)]
+    coordinator: String,
+    /// Admin token.
+    #[arg(
+        long,
+        env = "BOOKFARM_TOKEN",
+        hide_env_values = true,
+        default_value = ""
+    )]
+    token: String,
+}
+
+/// Store commands.
+#[derive(Debug, Subcommand)]
+pub enum DbCommand {
+    /// Create a new book (Edax `book new LEVEL DEPTH`): the start position, pending its search.
+    New {
+        /// Level of new positions.
+        level: u8,
+        /// Book depth in plies.
+        depth: u8,
+        /// Store directory.
+        #[arg(long)]
+        db: PathBuf,
+        /// Replace an existing book.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Replace the store's book by an Edax book.dat.
+    Import {
+        /// The book.dat.
+        file: PathBuf,
+        /// Store directory.
+        #[arg(long)]
+        db: PathBuf,
+    },
+    /// Write the store's book as book.dat or CSV.
+    Export {
+        /// Store directory.
+        #[arg(long)]
+        db: PathBuf,
+        /// Output file.
+        out: PathBuf,
+    },
+    /// Header and counts of the store's book.
+    Info {
+        /// Store directory.
+        #[arg(long)]
+        db: PathBuf,
+    },
+}
+
+fn parse_pair(s: &str) -> Result<(i32, i32), String> {
+    let (a, b) = s
+        .split_once(',')
+        .ok_or_else(|| format!("expected two numbers like 2,4, got {s:?}"))?;
+    let p = |x: &str| x.trim().parse::<i32>().map_err(|e| format!("{x:?}: {e}"));
+    Ok((p(a)?, p(b)?))
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
 }
 
 /// Run one cluster command.
 pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
     match cmd {
-        ClusterCommand::Serve { db } => {
-            anyhow::bail!("{}: serve is not implemented yet", db.display())
+        ClusterCommand::Serve {
+            db,
+            listen,
+            http,
+            config,
+            token,
+            eval,
+            lease_timeout,
+        } => serve(db, listen, http, config, token, eval, lease_timeout),
+        ClusterCommand::Local {
+            db,
+            workers,
+            level,
+            depth,
+            deviate,
+            enhance,
+            out,
+            games,
+            eval,
+            http,
+            quiet,
+        } => {
+            let selector = match enhance {
+                Some((midgame, endcut)) => Selector::Enhance { midgame, endcut },
+                None => Selector::Deviate {
+                    relative: deviate.0.clamp(-129, 129),
+                    absolute: deviate.1.clamp(0, 65),
+                },
+            };
+            let workers = workers
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            local(LocalArgs {
+                db,
+                workers,
+                level,
+                depth,
+                selector,
+                out,
+                games,
+                eval,
+                http,
+                quiet,
+            })
+        }
+        ClusterCommand::Expand {
+            selector,
+            level,
+            wait,
+            remote,
+        } => {
+            let sel = match selector {
+                ExpandSelector::Deviate { rel, abs } => Selector::Deviate {
+                    relative: rel,
+                    absolute: abs,
+                },
+                ExpandSelector::Enhance { mid, end } => Selector::Enhance {
+                    midgame: mid,
+                    endcut: end,
+                },
+                ExpandSelector::Play => Selector::Play,
+                ExpandSelector::Extend => Selector::Extend,
+            };
+            runtime()?.block_on(async {
+                let mut c = admin(&remote).await?;
+                let r = c
+                    .start_expansion(pb::StartExpansionRequest {
+                        auth: auth(&remote),
+                        selector: Some(sel.into()),
+                        level: u32::from(level),
+                    })
+                    .await
+                    .context("starting the expansion")?
+                    .into_inner();
+                println!("{sel} started: {} jobs queued", r.queued);
+                if wait {
+                    watch(&mut c, &remote, true).await?;
+                }
+                Ok(())
+            })
+        }
+        ClusterCommand::Pause { remote } => runtime()?.block_on(async {
+            admin(&remote)
+                .await?
+                .pause(pb::PauseRequest {
+                    auth: auth(&remote),
+                })
+                .await
+                .context("pausing")?;
+            println!("paused");
+            Ok(())
+        }),
+        ClusterCommand::Resume { remote } => runtime()?.block_on(async {
+            admin(&remote)
+                .await?
+                .resume(pb::ResumeRequest {
+                    auth: auth(&remote),
+                })
+                .await
+                .context("resuming")?;
+            println!("resumed");
+            Ok(())
+        }),
+        ClusterCommand::Export { out, remote } => runtime()?.block_on(async {
+            let mut c = admin(&remote).await?;
+            let format = match ExportFormat::from_path(&out) {
+                ExportFormat::Csv => pb::ExportFormat::Csv,
+                ExportFormat::Edax => pb::ExportFormat::Edax,
+            };
+            let mut stream = c
+                .export_book(pb::ExportBookRequest {
+                    auth: auth(&remote),
+                    format: format as i32,
+                })
+                .await
+                .context("exporting")?
+                .into_inner();
+            let mut bytes = Vec::new();
+            while let Some(chunk) = stream.message().await.context("receiving the export")? {
+                bytes.extend_from_slice(&chunk.data);
+            }
+            write_atomic(&out, &bytes)?;
+            println!("wrote {} ({} bytes)", out.display(), bytes.len());
+            Ok(())
+        }),
+        ClusterCommand::Status {
+            watch: w,
+            json,
+            remote,
+        } => runtime()?.block_on(async {
+            let mut c = admin(&remote).await?;
+            if w {
+                return watch(&mut c, &remote, false).await;
+            }
+            let s = c
+                .get_status(pb::GetStatusRequest {
+                    auth: auth(&remote),
+                })
+                .await
+                .context("getting the status")?
+                .into_inner();
+            if json {
+                println!("{}", status_json(&s));
+            } else {
+                print_status(&s);
+            }
+            Ok(())
+        }),
+        ClusterCommand::Db(cmd) => db(cmd),
+    }
+}
+
+fn auth(r: &Remote) -> Option<pb::AdminAuth> {
+    Some(pb::AdminAuth {
+        auth_token: r.token.clone(),
+    })
+}
+
+async fn admin(r: &Remote) -> anyhow::Result<AdminServiceClient<Channel>> {
+    let ch = tonic::transport::Endpoint::from_shared(r.coordinator.clone())
+        .with_context(|| format!("invalid coordinator url {:?}", r.coordinator))?
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .with_context(|| format!("connecting to {}", r.coordinator))?;
+    Ok(AdminServiceClient::new(ch)
+        .max_decoding_message_size(usize::MAX)
+        .max_encoding_message_size(server::MAX_ADMIN_MESSAGE_BYTES))
+}
+
+fn state_name(s: i32) -> &'static str {
+    match pb::ExpansionState::try_from(s) {
+        Ok(pb::ExpansionState::Running) => "running",
+        Ok(pb::ExpansionState::Paused) => "paused",
+        Ok(pb::ExpansionState::Done) => "done",
+        _ => "idle",
+    }
+}
+
+fn status_json(s: &pb::GetStatusResponse) -> serde_json::Value {
+    serde_json::json!({
+        "positions": s.positions,
+        "queued": s.queued,
+        "in_flight": s.in_flight,
+        "workers": s.workers.iter().map(|w| serde_json::json!({
+            "id": w.worker_id, "name": w.name, "threads": w.threads, "in_flight": w.in_flight,
+            "completed": w.completed, "failed": w.failed,
+            "results_per_second": w.results_per_second, "last_seen_ms": w.last_seen_ms,
+        })).collect::<Vec<_>>(),
+        "results_per_second": s.results_per_second,
+        "state": state_name(s.state),
+        "expansion": s.expansion,
+        "completed": s.completed,
+        "quarantined": s.quarantined.len(),
+        "root_value": s.root_value,
+    })
+}
+
+fn print_status(s: &pb::GetStatusResponse) {
+    println!(
+        "state {}  {}\npositions {}  queued {}  in flight {}  completed {}  {:.1} results/s  root value {}",
+        state_name(s.state),
+        s.expansion,
+        s.positions,
+        s.queued,
+        s.in_flight,
+        s.completed,
+        s.results_per_second,
+        s.root_value
+    );
+    for w in &s.workers {
+        println!(
+            "  {:<20} {:>3} threads  {:>3} in flight  {:>8} done  {:>7.1}/s  seen {:.1}s ago",
+            w.name,
+            w.threads,
+            w.in_flight,
+            w.completed,
+            w.results_per_second,
+            w.last_seen_ms as f64 / 1000.0
+        );
+    }
+    for q in &s.quarantined {
+        println!("  quarantined {}: {}", q.job_id, q.last_reason);
+    }
+}
+
+async fn watch(
+    c: &mut AdminServiceClient<Channel>,
+    r: &Remote,
+    until_done: bool,
+) -> anyhow::Result<()> {
+    let pb_ = spinner();
+    loop {
+        let s = c
+            .get_status(pb::GetStatusRequest { auth: auth(r) })
+            .await
+            .context("getting the status")?
+            .into_inner();
+        pb_.set_message(format!(
+            "{} | {} positions | queued {} | in flight {} | {} workers | {:.1} results/s",
+            state_name(s.state),
+            s.positions,
+            s.queued,
+            s.in_flight,
+            s.workers.len(),
+            s.results_per_second
+        ));
+        if until_done && s.state == pb::ExpansionState::Done as i32 {
+            pb_.finish();
+            println!("done: {} positions", s.positions);
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+fn spinner() -> ProgressBar {
+    let p = ProgressBar::new_spinner();
+    p.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    p.enable_steady_tick(Duration::from_millis(200));
+    p
+}
+
+/// Write through a temporary file and rename, so a reader never sees half a book.
+fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp~");
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+    Ok(())
+}
+
+fn service_config(
+    file: &CoordinatorFile,
+    token: Option<String>,
+    eval: Option<&Path>,
+    lease_timeout: Option<u64>,
+) -> anyhow::Result<ServiceConfig> {
+    let mut cfg = file.service();
+    if let Some(t) = token.filter(|t| !t.is_empty()) {
+        cfg.auth_token = Some(t);
+    }
+    if let Some(p) = eval.or(file.eval.as_deref()) {
+        let bytes =
+            std::fs::read(p).with_context(|| format!("reading evaluation {}", p.display()))?;
+        Eval::from_bytes(&bytes).with_context(|| format!("loading evaluation {}", p.display()))?;
+        cfg.eval_hash = Some(bookfarm_proto::eval_fingerprint(&bytes));
+    }
+    if let Some(s) = lease_timeout {
+        cfg.lease_timeout = Duration::from_secs(s.max(1));
+    }
+    Ok(cfg)
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+#[allow(clippy::too_many_arguments)]
+fn serve(
+    db: Option<PathBuf>,
+    listen: Option<String>,
+    http: Option<String>,
+    config: Option<PathBuf>,
+    token: Option<String>,
+    eval: Option<PathBuf>,
+    lease_timeout: Option<u64>,
+) -> anyhow::Result<()> {
+    let file = match &config {
+        Some(p) => CoordinatorFile::parse(
+            &std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
+        )
+        .with_context(|| format!("parsing {}", p.display()))?,
+        None => CoordinatorFile::default(),
+    };
+    let db = db
+        .or(file.db.clone())
+        .context("no store directory: pass --db DIR (or db in the config file)")?;
+    let listen = listen
+        .or(file.listen.clone())
+        .unwrap_or_else(|| "127.0.0.1:7700".into());
+    let http = http
+        .or(file.http.clone())
+        .unwrap_or_else(|| "127.0.0.1:7701".into());
+    let cfg = service_config(&file, token, eval.as_deref(), lease_timeout)?;
+    if !db.join("db").exists() && !db.join("conf").exists() {
+        bail!(
+            "{}: no store here; create one with `bookfarm-coordinator db new LEVEL DEPTH --db {}`",
+            db.display(),
+            db.display()
+        );
+    }
+    let c = server::open(&db, cfg).with_context(|| format!("opening store {}", db.display()))?;
+    runtime()?.block_on(async move {
+        let g = tokio::net::TcpListener::bind(&listen)
+            .await
+            .with_context(|| format!("binding gRPC {listen}"))?;
+        let h = tokio::net::TcpListener::bind(&http)
+            .await
+            .with_context(|| format!("binding HTTP {http}"))?;
+        println!("serving gRPC on {listen}, HTTP on {http}");
+        server::run(c, g, Some(h), shutdown_signal()).await?;
+        Ok(())
+    })
+}
+
+/// Arguments of `local`.
+#[derive(Debug)]
+struct LocalArgs {
+    db: PathBuf,
+    workers: usize,
+    level: u8,
+    depth: u8,
+    selector: Selector,
+    out: PathBuf,
+    games: Option<PathBuf>,
+    eval: Option<PathBuf>,
+    http: Option<String>,
+    quiet: bool,
+}
+
+/// Create the store when it holds no book yet; returns true when created.
+fn ensure_book(db: &Path, level: u8, depth: u8) -> anyhow::Result<bool> {
+    let store = Store::open(db).with_context(|| format!("opening store {}", db.display()))?;
+    if store.has_book()? {
+        return Ok(false);
+    }
+    let (h, entries) = new_book(level.min(60), depth.clamp(1, 60));
+    store.create(&h, &entries)?;
+    Ok(true)
+}
+
+fn local(a: LocalArgs) -> anyhow::Result<()> {
+    let eval_path = a
+        .eval
+        .clone()
+        .context("no evaluation weights: pass --eval FILE (or set BOOKFARM_EVAL)")?;
+    let bytes = std::fs::read(&eval_path)
+        .with_context(|| format!("reading evaluation {}", eval_path.display()))?;
+    let weights = Arc::new(
+        Eval::from_bytes(&bytes)
+            .with_context(|| format!("loading evaluation {}", eval_path.display()))?,
+    );
+    let hash = bookfarm_proto::eval_fingerprint(&bytes);
+    let created = ensure_book(&a.db, a.level, a.depth)?;
+    let cfg = ServiceConfig {
+        eval_hash: Some(hash.clone()),
+        engine_version: Some(bookfarm_proto::ENGINE_VERSION.to_string()),
+        high_water: (a.workers * 16).max(64),
+        ..ServiceConfig::default()
+    };
+    let c =
+        server::open(&a.db, cfg).with_context(|| format!("opening store {}", a.db.display()))?;
+    let (h, _, _, _) = c.info();
+    if created {
+        println!(
+            "new book: level {}, depth {} in {}",
+            h.level,
+            h.depth(),
+            a.db.display()
+        );
+    } else {
+        println!(
+            "resuming book in {}: level {}, depth {}, {} positions",
+            a.db.display(),
+            h.level,
+            h.depth(),
+            c.status().positions
+        );
+    }
+    if let Some(g) = &a.games {
+        let text =
+            std::fs::read_to_string(g).with_context(|| format!("reading games {}", g.display()))?;
+        let mut games = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            games.push(
+                bookfarm_engine::formats::transcript::parse_moves(line)
+                    .with_context(|| format!("{}:{}", g.display(), i + 1))?,
+            );
+        }
+        let added = c.add_games(&games)?;
+        println!("added {} games: {added} new positions", games.len());
+    }
+    c.start_expansion(a.selector, 0)?;
+    let factory: SearcherFactory = Arc::new(move || -> Box<dyn LeafSearcher> {
+        Box::new(EngineSearcher::new(weights.clone()))
+    });
+    let t0 = Instant::now();
+    let interrupted = runtime()?.block_on(run_local(c.clone(), &a, hash, factory))?;
+    let s = c.status();
+    let (h, positions) = c.snapshot();
+    let format = ExportFormat::from_path(&a.out);
+    write_atomic(&a.out, &encode(h, &positions, format))?;
+    println!(
+        "{}: {} positions, {} results in {:.1}s; wrote {}",
+        if interrupted {
+            "interrupted (run again to resume)"
+        } else {
+            "done"
+        },
+        s.positions,
+        s.completed,
+        t0.elapsed().as_secs_f64(),
+        a.out.display()
+    );
+    Ok(())
+}
+
+/// Serve on 127.0.0.1, run the workers, show progress, stop when done or interrupted.
+/// Returns true when interrupted.
+async fn run_local(
+    c: Coordinator,
+    a: &LocalArgs,
+    hash: String,
+    factory: SearcherFactory,
+) -> anyhow::Result<bool> {
+    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("binding gRPC")?;
+    let addr = grpc.local_addr()?;
+    let http = match &a.http {
+        Some(h) => Some(
+            tokio::net::TcpListener::bind(h)
+                .await
+                .with_context(|| format!("binding HTTP {h}"))?,
+        ),
+        None => None,
+    };
+    let (stop_server, server_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(server::run(c.clone(), grpc, http, async {
+        let _ = server_stop_rx.await;
+    }));
+    let (stop_workers, workers_rx) = tokio::sync::watch::channel(false);
+    let mut handles = Vec::new();
+    for i in 0..a.workers.max(1) {
+        let cfg = bookfarm_worker::WorkerConfig {
+            coordinator: format!("http://{addr}"),
+            threads: 1,
+            lookahead: 1,
+            name: format!("local-{i}"),
+            eval_hash: hash.clone(),
+            ..bookfarm_worker::WorkerConfig::default()
+        };
+        let mut rx = workers_rx.clone();
+        let f = factory.clone();
+        handles.push(tokio::spawn(bookfarm_worker::run(cfg, f, async move {
+            while !*rx.borrow() {
+                if rx.changed().await.is_err() {
+                    break;
+                }
+            }
+        })));
+    }
+    let bar = if a.quiet {
+        ProgressBar::hidden()
+    } else {
+        spinner()
+    };
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    let mut interrupted = false;
+    loop {
+        let s: StatusReport = c.status();
+        bar.set_message(format!(
+            "{} | {} positions | queued {} | in flight {} | {} results | {:.1} results/s",
+            s.state.as_str(),
+            s.positions,
+            s.queued,
+            s.in_flight,
+            s.completed,
+            s.results_per_second
+        ));
+        if s.state == State::Done {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
+            _ = &mut ctrl_c => { interrupted = true; break; }
+        }
+    }
+    bar.finish_and_clear();
+    let _ = stop_workers.send(true);
+    for h in handles {
+        match h.await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "worker stopped with an error"),
+            Err(e) => tracing::warn!(error = %e, "worker task failed"),
+        }
+    }
+    let _ = stop_server.send(());
+    server.await.context("server task")??;
+    Ok(interrupted)
+}
+
+fn db(cmd: DbCommand) -> anyhow::Result<()> {
+    match cmd {
+        DbCommand::New {
+            level,
+            depth,
+            db,
+            force,
+        } => {
+            if level > 60 || !(1..=60).contains(&depth) {
+                bail!("level must be 0..=60 and depth 1..=60 (got {level} and {depth})");
+            }
+            let store =
+                Store::open(&db).with_context(|| format!("opening store {}", db.display()))?;
+            if store.has_book()? && !force {
+                bail!(
+                    "{} already holds a book (use --force to replace it)",
+                    db.display()
+                );
+            }
+            let (h, entries) = new_book(level, depth);
+            store.create(&h, &entries)?;
+            println!("new book in {}: level {level}, depth {depth}", db.display());
+            Ok(())
+        }
+        DbCommand::Import { file, db } => {
+            let bytes =
+                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+            let (h, positions) = decode(&bytes).with_context(|| format!("{}", file.display()))?;
+            let store =
+                Store::open(&db).with_context(|| format!("opening store {}", db.display()))?;
+            let c = Coordinator::open_for_import(store, &db, h, positions)?;
+            println!(
+                "imported {} positions into {}",
+                c.status().positions,
+                db.display()
+            );
+            Ok(())
+        }
+        DbCommand::Export { db, out } => {
+            let c = server::open(&db, ServiceConfig::default())
+                .with_context(|| format!("opening store {}", db.display()))?;
+            let (h, positions) = c.snapshot();
+            write_atomic(&out, &encode(h, &positions, ExportFormat::from_path(&out)))?;
+            println!("wrote {} positions to {}", positions.len(), out.display());
+            Ok(())
+        }
+        DbCommand::Info { db } => {
+            let c = server::open(&db, ServiceConfig::default())
+                .with_context(|| format!("opening store {}", db.display()))?;
+            let (h, n, links, leaves) = c.info();
+            let s = c.status();
+            println!(
+                "level {}  depth {}  midgame error {}  endcut error {}\npositions {n}  links {links}  leaves {leaves}  pending {}  state {} {}",
+                h.level,
+                h.depth(),
+                h.midgame_error,
+                h.endcut_error,
+                s.queued,
+                s.state.as_str(),
+                s.expansion
+            );
+            Ok(())
         }
     }
 }

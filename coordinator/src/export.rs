@@ -32,8 +32,9 @@ pub fn to_mem_book(header: BookHeader, positions: &[Position]) -> MemBook {
     book
 }
 
-/// Encode a snapshot.
-pub fn encode(header: BookHeader, positions: &[Position], format: ExportFormat) -> Vec<u8> {
+/// Encode a snapshot (the header date is stamped with the current time, as Edax's save does).
+pub fn encode(mut header: BookHeader, positions: &[Position], format: ExportFormat) -> Vec<u8> {
+    header.date = bookfarm_book::BookDate::now();
     let book = to_mem_book(header, positions);
     match format {
         ExportFormat::Edax => book_to_bytes(&book),

@@ -409,6 +409,23 @@ impl Coordinator {
         })))
     }
 
+    /// Replace whatever the store holds by an imported book and open the service on it.
+    pub fn open_for_import(
+        store: Store,
+        dir: &Path,
+        header: BookHeader,
+        positions: Vec<Position>,
+    ) -> Result<Coordinator> {
+        let entries: Vec<Entry> = positions.into_iter().map(Entry::new).collect();
+        store.create(&header, &entries)?;
+        Coordinator::open(
+            store,
+            dir,
+            ServiceConfig::default(),
+            Arc::new(SystemClock::default()),
+        )
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock leaves consistent-enough state (every mutation is
         // applied to memory before the store); keep serving rather than poisoning forever.
@@ -897,6 +914,81 @@ impl Coordinator {
             g.index.n_links() as u64,
             leaves as u64,
         )
+    }
+
+    /// Add games (move lists from the start position) as Edax's `book add` does
+    /// (edax-spec §4.5): replay at most `60 - n_empties` moves (passes inserted where forced,
+    /// stopping at the first illegal move), add every reached position except the start, link
+    /// them, and queue a leaf search for each position that needs one. Returns the number of
+    /// positions added.
+    pub fn add_games(&self, games: &[Vec<Move>]) -> Result<usize> {
+        let mut g = self.lock();
+        let n_empties = u32::try_from(g.index.header.n_empties.max(0)).unwrap_or(0);
+        let max_plies = 60usize.saturating_sub(n_empties as usize);
+        let level = u8::try_from(g.index.header.level.clamp(0, 60)).unwrap_or(0);
+        let mut added = 0usize;
+        let mut touched = Vec::new();
+        let mut batch = Batch::default();
+        let mut new_boards = HashSet::new();
+        for game in games {
+            let mut b = Board::start();
+            let mut path = Vec::new();
+            for mv in game.iter().take(max_plies) {
+                if b.must_pass() && *mv != Move::Pass {
+                    b = b.pass();
+                    path.push(b);
+                }
+                match b.play_move(*mv) {
+                    Ok(n) => b = n,
+                    Err(_) => break,
+                }
+                path.push(b);
+            }
+            // Deepest first, so that each new position links to its already-added child.
+            for raw in path.iter().rev() {
+                if raw.empties() + 1 < n_empties {
+                    continue;
+                }
+                let c = canonical(raw).0;
+                if !g.index.contains(&c) {
+                    g.index.insert(new_entry(c, level));
+                    new_boards.insert(c);
+                    added += 1;
+                }
+                g.index.link_children(&c);
+                touched.push(c);
+            }
+        }
+        touched.sort();
+        touched.dedup();
+        for b in &touched {
+            let needs = g.index.get(b).is_some_and(|e| {
+                !e.pending
+                    && e.pos.leaf.mv == Move::None
+                    && e.pos.leaf.score <= -127
+                    && needs_search(e)
+            });
+            if needs {
+                if let Some(e) = g.index.get_mut(b) {
+                    e.pending = true;
+                }
+                g.enqueue(*b);
+            }
+        }
+        g.index.propagate(touched.iter().copied());
+        for b in &touched {
+            if let Some(e) = g.index.get(b) {
+                batch.put_entry(e, new_boards.contains(b))?;
+            }
+            if batch.len >= 512 {
+                self.0.store.apply(std::mem::take(&mut batch))?;
+            }
+        }
+        self.0.store.apply(batch)?;
+        self.0.store.flush()?;
+        g.dirty = true;
+        g.update_gauges();
+        Ok(added)
     }
 
     /// Check that the incrementally maintained values equal a full recompute (tests, `--check`).
