@@ -1,1 +1,183 @@
-//! bookfarm-tests (being built).
+//! Helpers for the end-to-end tests: stores, processes, admin clients, book checks.
+//!
+//! The tests start the `bft-coordinator` and `bft-worker` binaries of this crate (thin wrappers
+//! over the coordinator and worker libraries, the same code paths as `bookfarm-coordinator serve`
+//! and `bookfarm-worker run`) as real processes on 127.0.0.1, talk to them over gRPC, and kill
+//! them with SIGKILL where a test needs a crash.
+
+use bookfarm_book::{MemBook, edax, negamax};
+use bookfarm_coordinator::service::new_book;
+use bookfarm_coordinator::store::Store;
+use bookfarm_proto::pb;
+use bookfarm_proto::pb::admin_service_client::AdminServiceClient;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+
+/// The shared evaluation file, or `None` (test skipped) without `../shared`.
+pub fn eval_path() -> Option<PathBuf> {
+    bookfarm_engine::testdata::shared_dir_or_skip().map(|d| d.join("golden/eval-seed1.dat"))
+}
+
+/// Fingerprint of an eval file.
+pub fn eval_hash(p: &Path) -> String {
+    bookfarm_proto::eval_fingerprint(&std::fs::read(p).expect("eval file"))
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
+/// Create a new book (`book new LEVEL DEPTH`) in `dir`.
+pub fn new_store(dir: &Path, level: u8, depth: u8) {
+    let s = Store::open(dir).expect("open store");
+    let (h, e) = new_book(level, depth);
+    s.create(&h, &e).expect("create book");
+}
+
+/// A child process killed (SIGKILL) when dropped.
+#[derive(Debug)]
+pub struct Proc(pub Child);
+
+impl Proc {
+    /// Start `bin` with `args` (stderr inherited for diagnostics).
+    pub fn spawn(bin: &str, args: &[String]) -> Proc {
+        let child = Command::new(bin)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {bin}: {e}"));
+        Proc(child)
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill9(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+
+    /// SIGTERM and wait for the exit status (graceful stop).
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.0.id().to_string())
+            .status();
+        self.0.wait().expect("wait")
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Admin client, retrying the connection for up to 20 s (the process may still be starting).
+pub async fn admin(port: u16) -> AdminServiceClient<Channel> {
+    let url = format!("http://127.0.0.1:{port}");
+    let t0 = Instant::now();
+    loop {
+        match tonic::transport::Endpoint::from_shared(url.clone())
+            .expect("url")
+            .connect()
+            .await
+        {
+            Ok(ch) => return AdminServiceClient::new(ch).max_decoding_message_size(usize::MAX),
+            Err(e) if t0.elapsed() < Duration::from_secs(20) => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("coordinator on {url} unreachable: {e}"),
+        }
+    }
+}
+
+/// The status.
+pub async fn status(c: &mut AdminServiceClient<Channel>) -> pb::GetStatusResponse {
+    c.get_status(pb::GetStatusRequest { auth: None })
+        .await
+        .expect("status")
+        .into_inner()
+}
+
+/// Poll the status until `pred` holds (panics after `limit`: a hang is a failure, not a skip).
+pub async fn wait_for(
+    c: &mut AdminServiceClient<Channel>,
+    limit: Duration,
+    pred: impl Fn(&pb::GetStatusResponse) -> bool,
+) -> pb::GetStatusResponse {
+    let t0 = Instant::now();
+    loop {
+        if let Ok(r) = c.get_status(pb::GetStatusRequest { auth: None }).await {
+            let s = r.into_inner();
+            if pred(&s) {
+                return s;
+            }
+            assert!(
+                t0.elapsed() < limit,
+                "condition not reached within {limit:?}: {s:?}"
+            );
+        } else {
+            assert!(
+                t0.elapsed() < limit,
+                "coordinator unreachable for {limit:?}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Start a deviate expansion.
+pub async fn start_deviate(c: &mut AdminServiceClient<Channel>, rel: i32, abs: i32) {
+    c.start_expansion(pb::StartExpansionRequest {
+        auth: None,
+        selector: Some(pb::start_expansion_request::Selector::Deviate(
+            pb::Deviate {
+                relative_error: rel,
+                absolute_error: abs,
+            },
+        )),
+        level: 0,
+    })
+    .await
+    .expect("start expansion");
+}
+
+/// Export the running book as book.dat bytes.
+pub async fn export(c: &mut AdminServiceClient<Channel>) -> Vec<u8> {
+    let mut s = c
+        .export_book(pb::ExportBookRequest {
+            auth: None,
+            format: pb::ExportFormat::Edax as i32,
+        })
+        .await
+        .expect("export")
+        .into_inner();
+    let mut out = Vec::new();
+    while let Some(chunk) = s.message().await.expect("export chunk") {
+        out.extend_from_slice(&chunk.data);
+    }
+    out
+}
+
+/// Check an exported book: it reads back, re-encodes to the same bytes, and a full negamax
+/// recompute (the book crate's, from the start position) equals every stored value, bound,
+/// count and link score. Returns the book.
+pub fn check_book(bytes: &[u8]) -> MemBook {
+    let book = edax::read_book(bytes).expect("exported book reads back");
+    assert_eq!(edax::book_to_bytes(&book), bytes, "write(read(x)) == x");
+    let mut full = book.clone();
+    negamax::negamax(&mut full);
+    for p in book.positions() {
+        let q = full.get(&p.board).expect("same positions");
+        assert_eq!(p, q, "stored (incremental) state == full recompute");
+    }
+    book
+}

@@ -27,6 +27,20 @@ pub struct WorkerConfig {
     /// Exit instead of retrying when the coordinator cannot be reached for this long
     /// (None: retry forever).
     pub give_up_after: Option<Duration>,
+    /// Called for every acknowledgement the coordinator sends (tests log acknowledged job ids).
+    pub on_ack: Option<AckHook>,
+}
+
+/// A callback run on every result acknowledgement.
+#[derive(Clone)]
+pub struct AckHook(
+    pub std::sync::Arc<dyn Fn(uuid::Uuid, bookfarm_proto::domain::Ack) + Send + Sync>,
+);
+
+impl std::fmt::Debug for AckHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AckHook")
+    }
 }
 
 impl Default for WorkerConfig {
@@ -41,6 +55,7 @@ impl Default for WorkerConfig {
             max_backoff: Duration::from_secs(30),
             rpc_timeout: Duration::from_secs(30),
             give_up_after: None,
+            on_ack: None,
         }
     }
 }

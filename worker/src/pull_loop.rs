@@ -155,6 +155,9 @@ impl Loop {
 
     fn record_acks(&mut self, acks: &[(Uuid, Ack)]) {
         for (id, a) in acks {
+            if let Some(h) = &self.cfg.on_ack {
+                (h.0)(*id, *a);
+            }
             match a {
                 Ack::Accepted => self.stats.accepted += 1,
                 Ack::Duplicate => self.stats.duplicates += 1,

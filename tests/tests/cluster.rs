@@ -1,0 +1,192 @@
+//! End-to-end: real coordinator and worker processes over gRPC on 127.0.0.1.
+
+use bookfarm_proto::pb;
+use bookfarm_tests::*;
+use std::collections::HashSet;
+use std::time::Duration;
+
+const COORD: &str = env!("CARGO_BIN_EXE_bft-coordinator");
+const WORKER: &str = env!("CARGO_BIN_EXE_bft-worker");
+const LIMIT: Duration = Duration::from_secs(240);
+
+fn coordinator(
+    db: &std::path::Path,
+    port: u16,
+    http: Option<u16>,
+    lease_timeout: u64,
+    eval: &std::path::Path,
+) -> Proc {
+    let mut args = vec![
+        "--db".into(),
+        db.display().to_string(),
+        "--listen".into(),
+        format!("127.0.0.1:{port}"),
+        "--lease-timeout".into(),
+        lease_timeout.to_string(),
+        "--eval-hash".into(),
+        eval_hash(eval),
+    ];
+    if let Some(h) = http {
+        args.push("--http".into());
+        args.push(format!("127.0.0.1:{h}"));
+    }
+    Proc::spawn(COORD, &args)
+}
+
+fn worker(
+    port: u16,
+    name: &str,
+    eval: &std::path::Path,
+    ack_log: Option<&std::path::Path>,
+) -> Proc {
+    let mut args = vec![
+        "--coordinator".into(),
+        format!("http://127.0.0.1:{port}"),
+        "--eval".into(),
+        eval.display().to_string(),
+        "--name".into(),
+        name.into(),
+    ];
+    if let Some(p) = ack_log {
+        args.push("--ack-log".into());
+        args.push(p.display().to_string());
+    }
+    Proc::spawn(WORKER, &args)
+}
+
+fn done(s: &pb::GetStatusResponse) -> bool {
+    s.state == pb::ExpansionState::Done as i32
+}
+
+async fn http_get(port: u16, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("http connect");
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .expect("http write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("http read");
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_worker_processes_build_a_book_and_export_round_trips() {
+    let Some(eval) = eval_path() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    new_store(dir.path(), 2, 12);
+    let (port, http) = (free_port(), free_port());
+    let _c = coordinator(dir.path(), port, Some(http), 60, &eval);
+    let mut a = admin(port).await;
+    start_deviate(&mut a, 2, 4).await;
+    let _w1 = worker(port, "w1", &eval, None);
+    let _w2 = worker(port, "w2", &eval, None);
+    let s = wait_for(&mut a, LIMIT, done).await;
+    assert!(s.positions > 100, "{s:?}");
+    assert_eq!(s.queued + s.in_flight, 0);
+    let workers: HashSet<_> = s.workers.iter().map(|w| w.name.clone()).collect();
+    assert_eq!(workers.len(), 2, "both workers registered: {s:?}");
+    assert_eq!(
+        s.workers.iter().map(|w| w.completed).sum::<u64>(),
+        s.completed
+    );
+    let book = check_book(&export(&mut a).await);
+    assert_eq!(book.len() as u64, s.positions);
+    // The CSV export carries one line per position.
+    let mut csv = a
+        .export_book(pb::ExportBookRequest {
+            auth: None,
+            format: pb::ExportFormat::Csv as i32,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut text = Vec::new();
+    while let Some(c) = csv.message().await.unwrap() {
+        text.extend_from_slice(&c.data);
+    }
+    assert_eq!(
+        String::from_utf8(text).unwrap().lines().count() as u64,
+        s.positions
+    );
+    // HTTP side.
+    assert!(http_get(http, "/healthz").await.contains("200 OK"));
+    assert!(http_get(http, "/readyz").await.contains("ready"));
+    let m = http_get(http, "/metrics").await;
+    assert!(m.contains("bookfarm_jobs_completed_total"), "{m}");
+    assert!(m.contains("bookfarm_lease_seconds"), "{m}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_worker_jobs_are_released_and_the_build_completes() {
+    let Some(eval) = eval_path() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    // Level 5: searches long enough that the victim holds jobs when killed (one running, one
+    // leased ahead), short enough for a quick test.
+    new_store(dir.path(), 5, 10);
+    let (port, http) = (free_port(), free_port());
+    let _c = coordinator(dir.path(), port, Some(http), 2, &eval);
+    let mut a = admin(port).await;
+    start_deviate(&mut a, 2, 4).await;
+    let mut victim = worker(port, "victim", &eval, None);
+    wait_for(&mut a, LIMIT, |s| {
+        s.workers
+            .iter()
+            .any(|w| w.name == "victim" && w.in_flight > 0 && w.completed > 0)
+    })
+    .await;
+    victim.kill9();
+    let _w = worker(port, "survivor", &eval, None);
+    let s = wait_for(&mut a, LIMIT, done).await;
+    assert!(
+        s.workers.iter().all(|w| w.name == "survivor"),
+        "the victim was expired: {s:?}"
+    );
+    let m = http_get(http, "/metrics").await;
+    let expired = m
+        .lines()
+        .find(|l| l.starts_with("bookfarm_jobs_expired_total"))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    assert!(expired >= 1.0, "the victim's leases expired: {m}");
+    check_book(&export(&mut a).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_coordinator_restarts_without_losing_acknowledged_results() {
+    let Some(eval) = eval_path() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    new_store(&db, 2, 14);
+    let log = dir.path().join("acks.log");
+    let port = free_port();
+    let mut c = coordinator(&db, port, None, 60, &eval);
+    let mut a = admin(port).await;
+    start_deviate(&mut a, 2, 4).await;
+    let _w1 = worker(port, "w1", &eval, Some(&log));
+    let _w2 = worker(port, "w2", &eval, Some(&log));
+    wait_for(&mut a, LIMIT, |s| s.completed >= 150).await;
+    c.kill9();
+    let acked: HashSet<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert!(acked.len() >= 100);
+    // Every acknowledged job id is in the store (opened directly while nothing runs).
+    {
+        let store = bookfarm_coordinator::store::Store::open(&db).unwrap();
+        let loaded = store.load(&db).unwrap();
+        let done: HashSet<String> = loaded.done.iter().map(|u| u.to_string()).collect();
+        let lost: Vec<_> = acked.difference(&done).collect();
+        assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
+    }
+    // Restart on the same port: the workers reconnect, re-register and finish the build.
+    let _c2 = coordinator(&db, port, None, 60, &eval);
+    let mut a = admin(port).await;
+    let s = wait_for(&mut a, LIMIT, done).await;
+    assert!(s.positions > 100);
+    check_book(&export(&mut a).await);
+}
