@@ -1,0 +1,360 @@
+//! Malformed and hostile worker RPCs against a real gRPC server on 127.0.0.1: each is refused
+//! with the right status code and leaves the book unchanged.
+
+use bookfarm_coordinator::server;
+use bookfarm_coordinator::service::ServiceConfig;
+use bookfarm_proto::pb;
+use bookfarm_proto::pb::worker_service_client::WorkerServiceClient;
+use bookfarm_proto::{ENGINE_VERSION, PROTOCOL_VERSION};
+use bookfarm_tests::*;
+use tonic::Code;
+use tonic::transport::Channel;
+
+const TOKEN: &str = "t0ken";
+
+fn ident() -> pb::WorkerIdentity {
+    pb::WorkerIdentity {
+        protocol_version: PROTOCOL_VERSION,
+        engine_version: ENGINE_VERSION.into(),
+        eval_hash: "e".into(),
+        auth_token: TOKEN.into(),
+    }
+}
+
+fn result(job: &pb::Job, mv: u32, score: i32) -> pb::LeafResult {
+    pb::LeafResult {
+        job_id: job.job_id.clone(),
+        r#move: mv,
+        score,
+        depth: 2,
+        selectivity: 5,
+        exact: false,
+        nodes: 1,
+        elapsed_us: 1,
+    }
+}
+
+fn lowest_open(job: &pb::Job) -> u32 {
+    let p = job.position.unwrap();
+    let b = bookfarm_engine::Board::new(p.player, p.opponent).unwrap();
+    (b.moves() & !job.excluded).trailing_zeros()
+}
+
+async fn submit(
+    c: &mut WorkerServiceClient<Channel>,
+    worker: &str,
+    results: Vec<pb::LeafResult>,
+) -> Result<pb::SubmitResultsResponse, tonic::Status> {
+    c.submit_results(pb::SubmitResultsRequest {
+        identity: Some(ident()),
+        worker_id: worker.into(),
+        results,
+    })
+    .await
+    .map(|r| r.into_inner())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_rpcs_are_rejected_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    new_store(dir.path(), 2, 10);
+    let cfg = ServiceConfig {
+        auth_token: Some(TOKEN.into()),
+        eval_hash: Some("e".into()),
+        engine_version: Some(ENGINE_VERSION.into()),
+        ..ServiceConfig::default()
+    };
+    let c = server::open(dir.path(), cfg).unwrap();
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let srv = tokio::spawn(server::run(c.clone(), l, None, async {
+        let _ = stop_rx.await;
+    }));
+    let mut admin = admin(port).await;
+    admin
+        .start_expansion(pb::StartExpansionRequest {
+            auth: Some(pb::AdminAuth {
+                auth_token: TOKEN.into(),
+            }),
+            selector: Some(pb::start_expansion_request::Selector::Deviate(
+                pb::Deviate {
+                    relative_error: 2,
+                    absolute_error: 4,
+                },
+            )),
+            level: 0,
+        })
+        .await
+        .unwrap();
+    // Admin calls need the token too.
+    let e = admin
+        .get_status(pb::GetStatusRequest { auth: None })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated);
+
+    let ch = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut w = WorkerServiceClient::new(ch).max_encoding_message_size(64 << 20);
+    let reg = |identity: Option<pb::WorkerIdentity>| pb::RegisterWorkerRequest {
+        identity,
+        name: "h".into(),
+        threads: 1,
+    };
+    // Identity problems.
+    let cases = [
+        (
+            Some(pb::WorkerIdentity {
+                protocol_version: 0,
+                ..ident()
+            }),
+            Code::FailedPrecondition,
+        ),
+        (
+            Some(pb::WorkerIdentity {
+                protocol_version: PROTOCOL_VERSION + 1,
+                ..ident()
+            }),
+            Code::FailedPrecondition,
+        ),
+        (
+            Some(pb::WorkerIdentity {
+                engine_version: "x".into(),
+                ..ident()
+            }),
+            Code::FailedPrecondition,
+        ),
+        (
+            Some(pb::WorkerIdentity {
+                eval_hash: "other".into(),
+                ..ident()
+            }),
+            Code::FailedPrecondition,
+        ),
+        (
+            Some(pb::WorkerIdentity {
+                auth_token: "bad".into(),
+                ..ident()
+            }),
+            Code::Unauthenticated,
+        ),
+        (None, Code::InvalidArgument),
+    ];
+    for (id, code) in cases {
+        let e = w.register_worker(reg(id.clone())).await.unwrap_err();
+        assert_eq!(e.code(), code, "{id:?}: {e}");
+    }
+    let e = w
+        .register_worker(reg(Some(pb::WorkerIdentity {
+            protocol_version: 0,
+            ..ident()
+        })))
+        .await
+        .unwrap_err();
+    assert!(
+        e.message().contains("protocol version"),
+        "explains: {}",
+        e.message()
+    );
+
+    let me = w
+        .register_worker(reg(Some(ident())))
+        .await
+        .unwrap()
+        .into_inner()
+        .worker_id;
+    let other = w
+        .register_worker(reg(Some(ident())))
+        .await
+        .unwrap()
+        .into_inner()
+        .worker_id;
+    let lease = |n: u32| pb::LeaseJobsRequest {
+        identity: Some(ident()),
+        worker_id: me.clone(),
+        free_slots: n,
+        results: vec![],
+    };
+    // The root search, answered honestly, then the jobs of its expansion.
+    let root = w
+        .lease_jobs(lease(1))
+        .await
+        .unwrap()
+        .into_inner()
+        .jobs
+        .remove(0);
+    let r = result(&root, lowest_open(&root), 0);
+    submit(&mut w, &me, vec![r]).await.unwrap();
+    let jobs = w.lease_jobs(lease(8)).await.unwrap().into_inner().jobs;
+    let job = jobs
+        .iter()
+        .find(|j| j.excluded != 0)
+        .expect("re-search with an excluded move")
+        .clone();
+    let good = result(&job, lowest_open(&job), 2);
+
+    let status0 = admin_status(&mut admin).await;
+    let book0 = c.snapshot();
+
+    let excluded = job.excluded.trailing_zeros();
+    let cases: Vec<(&str, Vec<pb::LeafResult>, &str, Code)> = vec![
+        (
+            "unknown job",
+            vec![pb::LeafResult {
+                job_id: uuid::Uuid::new_v4().to_string(),
+                ..good.clone()
+            }],
+            &me,
+            Code::NotFound,
+        ),
+        (
+            "malformed job id",
+            vec![pb::LeafResult {
+                job_id: "x".into(),
+                ..good.clone()
+            }],
+            &me,
+            Code::InvalidArgument,
+        ),
+        (
+            "wrong worker",
+            vec![good.clone()],
+            &other,
+            Code::FailedPrecondition,
+        ),
+        (
+            "unknown worker",
+            vec![good.clone()],
+            "0b7d6a3c-1c0e-4a61-9f39-000000000000",
+            Code::NotFound,
+        ),
+        (
+            "illegal move",
+            vec![result(&job, 0, 2)],
+            &me,
+            Code::InvalidArgument,
+        ),
+        (
+            "excluded move",
+            vec![result(&job, excluded, 2)],
+            &me,
+            Code::InvalidArgument,
+        ),
+        (
+            "pass not forced",
+            vec![result(&job, 64, 2)],
+            &me,
+            Code::InvalidArgument,
+        ),
+        (
+            "move code 70",
+            vec![result(&job, 70, 2)],
+            &me,
+            Code::InvalidArgument,
+        ),
+        (
+            "score 65",
+            vec![pb::LeafResult {
+                score: 65,
+                ..good.clone()
+            }],
+            &me,
+            Code::InvalidArgument,
+        ),
+        (
+            "score -65",
+            vec![pb::LeafResult {
+                score: -65,
+                ..good.clone()
+            }],
+            &me,
+            Code::InvalidArgument,
+        ),
+        (
+            "odd exact score",
+            vec![pb::LeafResult {
+                score: 3,
+                exact: true,
+                ..good.clone()
+            }],
+            &me,
+            Code::InvalidArgument,
+        ),
+        (
+            "selectivity 9",
+            vec![pb::LeafResult {
+                selectivity: 9,
+                ..good.clone()
+            }],
+            &me,
+            Code::InvalidArgument,
+        ),
+        (
+            "same job twice",
+            vec![good.clone(), good.clone()],
+            &me,
+            Code::InvalidArgument,
+        ),
+        (
+            "too many results",
+            vec![good.clone(); bookfarm_proto::MAX_RESULTS_PER_CALL + 1],
+            &me,
+            Code::ResourceExhausted,
+        ),
+    ];
+    for (what, rs, who, code) in cases {
+        let e = submit(&mut w, who, rs).await.unwrap_err();
+        assert_eq!(e.code(), code, "{what}: {e}");
+    }
+    // Oversize message: refused by the transport limit before any handler runs.
+    let huge = pb::ReportFailureRequest {
+        identity: Some(ident()),
+        worker_id: me.clone(),
+        job_id: job.job_id.clone(),
+        reason: "x".repeat(bookfarm_proto::MAX_MESSAGE_BYTES + 1),
+        retryable: true,
+    };
+    let e = w.report_failure(huge).await.unwrap_err();
+    assert!(
+        matches!(e.code(), Code::OutOfRange | Code::ResourceExhausted),
+        "oversize: {e}"
+    );
+
+    // Nothing changed.
+    assert_eq!(c.snapshot(), book0);
+    let s = admin_status(&mut admin).await;
+    assert_eq!(
+        (s.positions, s.completed),
+        (status0.positions, status0.completed)
+    );
+
+    // The honest result goes through once; a resubmission is a harmless duplicate.
+    let a = submit(&mut w, &me, vec![good.clone()]).await.unwrap().acks;
+    assert_eq!(a[0].status, pb::AckStatus::Accepted as i32);
+    let a = submit(&mut w, &me, vec![good.clone()]).await.unwrap().acks;
+    assert_eq!(a[0].status, pb::AckStatus::Duplicate as i32);
+    assert_eq!(
+        admin_status(&mut admin).await.completed,
+        status0.completed + 1
+    );
+
+    let _ = stop.send(());
+    srv.await.unwrap().unwrap();
+}
+
+async fn admin_status(
+    a: &mut bookfarm_proto::pb::admin_service_client::AdminServiceClient<Channel>,
+) -> pb::GetStatusResponse {
+    a.get_status(pb::GetStatusRequest {
+        auth: Some(pb::AdminAuth {
+            auth_token: TOKEN.into(),
+        }),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+}
