@@ -210,7 +210,8 @@ impl ObfPosition {
     }
 
     /// The line as Edax writes it: `board side;` then ` MOVE:+score;` per listed move (uppercase
-    /// moves, explicit sign), or ` +score;` when only the best score is known, then ` % comment`.
+    /// moves, explicit sign), then ` +score;` when the best score is not the maximum listed score
+    /// (e.g. nothing is listed), then ` % comment`. Parsing the line gives back `self`.
     pub fn to_obf_line(&self) -> String {
         let (black, white) = self.black_white();
         let mut s = String::with_capacity(96 + 10 * self.scores.len());
@@ -228,7 +229,10 @@ impl ObfPosition {
         for &(mv, score) in &self.scores {
             let _ = write!(s, " {}:{score:+};", mv.to_edax_upper());
         }
-        if let (true, Some(b)) = (self.scores.is_empty(), self.best_score) {
+        // The best score is implied by the listed moves unless it differs from their maximum
+        // (or nothing is listed); then it is written as a score-only field so it reads back.
+        let listed_best = self.scores.iter().map(|&(_, sc)| sc).max();
+        if let Some(b) = self.best_score.filter(|&b| Some(b) != listed_best) {
             let _ = write!(s, " {b:+};");
         }
         if let Some(c) = &self.comment {
@@ -413,6 +417,11 @@ mod tests {
         q.scores.clear();
         q.comment = Some("note".into());
         assert_eq!(parse_obf(&write_obf(&[q.clone()])), Ok(vec![q]));
+        // Found by fuzzing: moves listed and a score-only field that disagrees with them.
+        let mixed = format!("{} X; A2:+38; C7:+36; -4;", &FFO40[..64]);
+        let m = parse_obf_line(&mixed).expect("ok").expect("position");
+        assert_eq!(m.best_score, Some(-4));
+        assert_eq!(m.to_obf_line(), mixed);
     }
 
     #[test]
