@@ -63,14 +63,26 @@ fn leaf_part(board: &Board, level: u8, leaf: Link, mid: i32, endcut: i32) -> ([i
 
 /// Recompute `id` from its leaf and its children's current results, writing value, bounds,
 /// counts and link scores. Returns whether value, bounds or counts changed.
-fn evaluate(book: &mut MemBook, id: NodeId, stats: &mut NegamaxStats) -> bool {
+///
+/// `children`, when given, holds the child id of each link (`u32::MAX` when missing), already
+/// looked up by the caller.
+fn evaluate(
+    book: &mut MemBook,
+    id: NodeId,
+    children: Option<&[u32]>,
+    stats: &mut NegamaxStats,
+) -> bool {
     let h = book.header();
     let (mid, endcut) = (h.midgame_error, h.endcut_error);
     let board = book.board(id);
     let (mut s, mut c) = leaf_part(&board, book.level(id), book.leaf(id), mid, endcut);
     for i in 0..book.n_link(id) {
         let l = book.link(id, i);
-        let Some(cid) = book.find(&child_board(&board, l.mv)) else {
+        let child = match children {
+            Some(ch) => (ch[i] != u32::MAX).then_some(NodeId(ch[i])),
+            None => book.find(&child_board(&board, l.mv)),
+        };
+        let Some(cid) = child else {
             stats.missing_children += 1;
             continue;
         };
@@ -113,20 +125,38 @@ fn evaluate(book: &mut MemBook, id: NodeId, stats: &mut NegamaxStats) -> bool {
     changed
 }
 
-fn negamax_rec(book: &mut MemBook, id: NodeId, done: &mut [u64], stats: &mut NegamaxStats) {
+/// Depth-first recursion with Edax's `done` memo. `stack` is a scratch stack of child ids:
+/// each call pushes its children's ids, recurses, evaluates from them and pops them.
+fn negamax_rec(
+    book: &mut MemBook,
+    id: NodeId,
+    done: &mut [u64],
+    stack: &mut Vec<u32>,
+    stats: &mut NegamaxStats,
+) {
     let k = id.index();
     if done[k / 64] & (1 << (k % 64)) != 0 {
         return;
     }
     done[k / 64] |= 1 << (k % 64);
     let board = book.board(id);
-    for i in 0..book.n_link(id) {
+    let base = stack.len();
+    let n = book.n_link(id);
+    for i in 0..n {
         let l = book.link(id, i);
-        if let Some(cid) = book.find(&child_board(&board, l.mv)) {
-            negamax_rec(book, cid, done, stats);
+        let cid = book
+            .find(&child_board(&board, l.mv))
+            .map_or(u32::MAX, |c| c.0);
+        stack.push(cid);
+    }
+    for i in 0..n {
+        let cid = stack[base + i];
+        if cid != u32::MAX {
+            negamax_rec(book, NodeId(cid), done, stack, stats);
         }
     }
-    evaluate(book, id, stats);
+    evaluate(book, id, Some(&stack[base..]), stats);
+    stack.truncate(base);
 }
 
 /// Edax's `position_negamax` from `root` after `book_clean`: every position reachable from it
@@ -134,7 +164,8 @@ fn negamax_rec(book: &mut MemBook, id: NodeId, done: &mut [u64], stats: &mut Neg
 pub fn negamax_from(book: &mut MemBook, root: NodeId) -> NegamaxStats {
     let mut done = vec![0u64; book.id_bound().div_ceil(64)];
     let mut stats = NegamaxStats::default();
-    negamax_rec(book, root, &mut done, &mut stats);
+    let mut stack = Vec::with_capacity(64 * 64);
+    negamax_rec(book, root, &mut done, &mut stack, &mut stats);
     stats
 }
 
@@ -171,7 +202,7 @@ pub fn propagate(book: &mut MemBook, changed: &[NodeId]) -> NegamaxStats {
     let mut parents = Vec::new();
     while let Some(Reverse((_, id))) = heap.pop() {
         queued.remove(&id);
-        if evaluate(book, id, &mut stats) {
+        if evaluate(book, id, None, &mut stats) {
             parents.clear();
             parents.extend(book.parents(id));
             for &p in &parents {
