@@ -17,6 +17,19 @@
 //!
 //! Every backend returns exactly what the reference returns for every square, including occupied
 //! squares (the content of `x` itself is never looked at) — the tests check all 64 squares.
+//!
+//! ```
+//! use bookfarm_engine::flip::{self, Backend};
+//! use bookfarm_engine::Board;
+//! let b = Board::start();
+//! // The process-wide choice (AVX2 on x86-64 CPUs that have it, else portable code).
+//! assert_eq!(flip::moves(b.player, b.opponent), b.moves());
+//! // Any available backend can be called directly, e.g. to compare or benchmark them.
+//! for backend in Backend::available() {
+//!     let k = backend.kernels().expect("available");
+//!     assert_eq!(k.flips(b.player, b.opponent, 37), 1 << 36); // f5 flips e5
+//! }
+//! ```
 
 mod portable;
 mod tables;

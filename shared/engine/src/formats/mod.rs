@@ -11,6 +11,15 @@
 //! Every game reader produces a [`Game`]: the moves from the standard start position with Black
 //! to move first and every pass explicit, already checked legal. Parsers take text or bytes (no
 //! IO) and never panic; errors say where (line, record, ply) and what went wrong.
+//!
+//! ```
+//! use bookfarm_engine::formats::transcript::parse_transcript;
+//! use bookfarm_engine::Move;
+//! // Black has no move after these 8 plies: the reader inserts Black's pass before White's e3.
+//! let g = parse_transcript("d3c3b3b2f5a3a1c1 e3").unwrap_or_else(|e| panic!("{e}"));
+//! assert_eq!(g.moves[8], Move::Pass);
+//! assert_eq!(g.replay().map(|boards| boards.len()), Ok(11));
+//! ```
 
 pub mod ggf;
 pub mod obf;
