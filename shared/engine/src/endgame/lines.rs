@@ -69,6 +69,42 @@ pub(crate) fn moves(p: u64, o: u64) -> u64 {
     m & !(p | o)
 }
 
+/// `NEIGHBOUR[x]`: the up to 8 squares adjacent to `x`. A move on `x` can only be legal when
+/// one of them holds an opponent disc (a cheap pre-filter before computing flips).
+pub(crate) static NEIGHBOUR: [u64; 64] = {
+    let mut t = [0u64; 64];
+    let mut x = 0;
+    while x < 64 {
+        let (f, r) = ((x % 8) as i32, (x / 8) as i32);
+        let mut m = 0u64;
+        let mut dr = -1;
+        while dr <= 1 {
+            let mut df = -1;
+            while df <= 1 {
+                let (ff, rr) = (f + df, r + dr);
+                if (dr != 0 || df != 0) && ff >= 0 && ff < 8 && rr >= 0 && rr < 8 {
+                    m |= 1u64 << (rr * 8 + ff);
+                }
+                df += 1;
+            }
+            dr += 1;
+        }
+        t[x] = m;
+        x += 1;
+    }
+    t
+};
+
+/// Flips of a move by `p` on `x`, or 0 without computing them when no opponent disc is adjacent.
+#[inline(always)]
+pub(crate) fn flips_if_adjacent(p: u64, o: u64, x: usize) -> u64 {
+    if NEIGHBOUR[x] & o == 0 {
+        0
+    } else {
+        flips(p, o, x)
+    }
+}
+
 /// Bits strictly above bit `i` (0 for `i == 63`).
 #[inline(always)]
 const fn above(i: u32) -> u64 {
