@@ -36,7 +36,7 @@ const WTHOR_GAMES: [usize; 45] = [
 #[test]
 fn wthor_every_year() {
     let Some(dir) = data_dir() else { return };
-    let (mut total, mut score_mismatch) = (0, 0);
+    let (mut total, mut score_mismatch, mut short) = (0, 0, 0);
     for (i, &expected) in WTHOR_GAMES.iter().enumerate() {
         let year = 1977 + i;
         let path = dir.join(format!("wthor/WTH_{year}.wtb"));
@@ -53,12 +53,16 @@ fn wthor_every_year() {
             if recorded != i32::from(g.black_score) {
                 score_mismatch += 1;
             }
+            let squares = g.game.moves.iter().filter(|m| **m != Move::Pass).count();
+            short += usize::from(squares < 60);
         }
         total += games.len();
     }
     assert_eq!(total, 127_475);
     // README: the stored real score matches the replayed final position except in 382 games.
     assert_eq!(score_mismatch, 382);
+    // README: 6,271 games have fewer than 60 moves (wipe-outs, empties left, stopped games).
+    assert_eq!(short, 6_271);
     let jou = std::fs::read(dir.join("wthor/WTHOR.JOU")).expect("WTHOR.JOU");
     let trn = std::fs::read(dir.join("wthor/WTHOR.TRN")).expect("WTHOR.TRN");
     assert_eq!(
@@ -195,6 +199,10 @@ fn eothello_csv() {
     }
     // README §4: all but 2 games are complete, and every complete game's winner matches.
     assert_eq!(complete, 25_655);
+    // README §4: 8 rows repeat an earlier move sequence.
+    let mut seen = std::collections::HashSet::new();
+    let repeats = games.iter().filter(|g| !seen.insert(&g.game.moves)).count();
+    assert_eq!(repeats, 8);
 }
 
 /// edax-spec §10.2: best score of every FFO position #1..=79.
