@@ -8,9 +8,9 @@ use super::tables::{FLIPPED, LINE, LINE_POS, Lanes, OUTFLANK, RAY_DOWN, RAY_UP};
 use std::arch::x86_64::{
     __m256i, _mm_cvtsi128_si64, _mm_or_si128, _mm_unpackhi_epi64, _mm256_add_epi64,
     _mm256_and_si256, _mm256_andnot_si256, _mm256_castsi256_si128, _mm256_cmpeq_epi64,
-    _mm256_extracti128_si256, _mm256_load_si256, _mm256_or_si256, _mm256_set1_epi64x,
-    _mm256_setr_epi64x, _mm256_setzero_si256, _mm256_sllv_epi64, _mm256_srlv_epi64,
-    _mm256_sub_epi64, _pdep_u64, _pext_u64,
+    _mm256_extracti128_si256, _mm256_load_si256, _mm256_lzcnt_epi64, _mm256_or_si256,
+    _mm256_set1_epi64x, _mm256_setr_epi64x, _mm256_setzero_si256, _mm256_slli_epi64,
+    _mm256_sllv_epi64, _mm256_srlv_epi64, _mm256_sub_epi64, _pdep_u64, _pext_u64,
 };
 
 /// Discs flipped on one line through `x` (`d` in `0..4`), by packing the line with `pext`,
@@ -90,6 +90,36 @@ pub fn flips_avx2(player: u64, opponent: u64, x: u8) -> u64 {
     // The square just past each run; only it can hold a player disc.
     let out = _mm256_and_si256(_mm256_and_si256(_mm256_srlv_epi64(f, s1), pp), md);
     let down = _mm256_andnot_si256(_mm256_cmpeq_epi64(out, zero), f);
+
+    or_lanes(_mm256_or_si256(up, down))
+}
+
+/// Discs flipped when `player` plays `x`, with AVX-512 CD/VL (as Edax's `flip_avx512cd`): the
+/// bit-scan method of [`super::portable::flips_bitscan`] on four rays per vector, the downward
+/// rays using the per-lane leading-zero count `vplzcntq`.
+#[inline]
+#[target_feature(enable = "avx2,avx512cd,avx512vl")]
+pub fn flips_avx512(player: u64, opponent: u64, x: u8) -> u64 {
+    let x = usize::from(x & 63);
+    let zero = _mm256_setzero_si256();
+    let pp = _mm256_set1_epi64x(player as i64);
+    let oo = _mm256_set1_epi64x(opponent as i64);
+
+    // Upward rays: lowest non-opponent square, `b & -b`.
+    let mu = load(&RAY_UP[x]);
+    let b = _mm256_andnot_si256(oo, mu);
+    let out = _mm256_and_si256(_mm256_and_si256(b, _mm256_sub_epi64(zero, b)), pp);
+    let below = _mm256_and_si256(_mm256_add_epi64(out, _mm256_set1_epi64x(-1)), mu);
+    let up = _mm256_andnot_si256(_mm256_cmpeq_epi64(out, zero), below);
+
+    // Downward rays: highest non-opponent square, `(1 << 63) >> lzcnt(b | 1)`; as in the
+    // portable code, the `| 1` only ever selects a1 when it is off the ray or an opponent disc.
+    let md = load(&RAY_DOWN[x]);
+    let b = _mm256_or_si256(_mm256_andnot_si256(oo, md), _mm256_set1_epi64x(1));
+    let top = _mm256_srlv_epi64(_mm256_set1_epi64x(i64::MIN), _mm256_lzcnt_epi64(b));
+    let out = _mm256_and_si256(_mm256_and_si256(top, pp), md);
+    // Ray squares above the outflanking disc: -(out << 1), zero when `out == 0`.
+    let down = _mm256_and_si256(_mm256_sub_epi64(zero, _mm256_slli_epi64::<1>(out)), md);
 
     or_lanes(_mm256_or_si256(up, down))
 }
