@@ -6,6 +6,7 @@
 //! * [`edax`]: the `book.dat` reader (strict, never panics) and writer (Edax 4.6 bucket order);
 //! * [`csv`], [`dump`], [`info`]: Edax's CSV, the canonical text dump, `book info`;
 //! * [`negamax`]: Edax's negamax, full and incremental, link ordering and linking.
+//! * [`select`]: the selectors deviate, enhance, play and extend as pure marking functions;
 //! * [`synth`]: deterministic synthetic books for tests and benchmarks.
 //!
 //! The crate does no IO beyond what callers hand it (byte slices and strings) and has no
@@ -30,10 +31,10 @@ pub mod csv;
 pub mod dump;
 pub mod edax;
 pub mod info;
-mod level;
 pub mod mem;
 pub mod model;
 pub mod negamax;
+pub mod select;
 pub mod store;
 pub mod synth;
 

@@ -8,9 +8,9 @@
 //! position from its children, bottom-up, gives what the full recursion gives for every position
 //! reachable from the root; [`propagate`] relies on that.
 
-use crate::level::{NO_SELECTIVITY, level_params};
 use crate::mem::{Counts, MemBook, NodeId, Score, child_board};
 use crate::model::{Link, SCORE_INF};
+use bookfarm_engine::level::{NO_SELECTIVITY, level_params};
 use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::{Board, Move};
 use std::cmp::Reverse;
@@ -59,6 +59,24 @@ fn leaf_part(board: &Board, level: u8, leaf: Link, mid: i32, endcut: i32) -> ([i
         c[3] += 1;
     }
     (s, c)
+}
+
+/// The (lower, upper) bounds the leaf of `id` contributes (solved, endcut or midgame with the
+/// parity bias, with the header's errors), or `None` without a leaf score.
+pub fn leaf_bounds(book: &MemBook, id: NodeId) -> Option<(i32, i32)> {
+    let leaf = book.leaf(id);
+    if i32::from(leaf.score) <= -i32::from(SCORE_INF) {
+        return None;
+    }
+    let h = book.header();
+    let (s, _) = leaf_part(
+        &book.board(id),
+        book.level(id),
+        leaf,
+        h.midgame_error,
+        h.endcut_error,
+    );
+    Some((s[1], s[2]))
 }
 
 /// Recompute `id` from its leaf and its children's current results, writing value, bounds,
