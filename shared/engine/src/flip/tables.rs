@@ -55,6 +55,7 @@ pub(crate) static RAY_UP: [Lanes; 64] = align_rows(build_rays(1));
 pub(crate) static RAY_DOWN: [Lanes; 64] = align_rows(build_rays(-1));
 
 /// `LINE[x][d]`: the full line through `x` (both rays plus `x`): rank, file, diagonal, anti-diagonal.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // used by the BMI2 backend
 pub(crate) static LINE: [[u64; 4]; 64] = {
     let up = build_rays(1);
     let down = build_rays(-1);
@@ -73,6 +74,7 @@ pub(crate) static LINE: [[u64; 4]; 64] = {
 
 /// `LINE_POS[x][d]`: the position of `x` inside `LINE[x][d]` once the line is packed by `pext`
 /// (the number of line squares with a lower index than `x`).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // used by the BMI2 backend
 pub(crate) static LINE_POS: [[u8; 4]; 64] = {
     let mut t = [[0u8; 4]; 64];
     let mut x = 0;
@@ -92,6 +94,7 @@ pub(crate) static LINE_POS: [[u8; 4]; 64] = {
 /// cells just past each run of at least one opponent disc adjacent to `pos`. A run that reaches
 /// the end of a short (diagonal) line yields a cell past the line, where the packed player line
 /// is always 0, so ANDing the result with the packed player line is exact.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // used by the BMI2 backend
 pub(crate) static OUTFLANK: [[u8; 64]; 8] = {
     let mut t = [[0u8; 64]; 8];
     let mut pos = 0;
@@ -123,6 +126,7 @@ pub(crate) static OUTFLANK: [[u8; 64]; 8] = {
 };
 
 /// `FLIPPED[pos][out]`: the cells strictly between `pos` and every cell of `out` on a packed line.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // used by the BMI2 backend
 pub(crate) static FLIPPED: [[u8; 256]; 8] = {
     let mut t = [[0u8; 256]; 8];
     let mut pos = 0;
