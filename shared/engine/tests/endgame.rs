@@ -260,6 +260,52 @@ fn root_conventions_pass_and_game_over() {
     assert!(found, "no pass position generated");
 }
 
+#[test]
+fn abort_flag_stops_the_search_and_nothing_stale_remains() {
+    let Some(dir) = shared_dir_or_skip() else {
+        return;
+    };
+    let problems = read_obf(&dir.join("data/ffo/fforum-20-39.obf"));
+    let p = &problems[7]; // FFO #27, 20 empties
+    let mut ctx = EndgameContext::new();
+    let abort = ctx.abort_handle();
+    abort.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = endgame::solve_root(&p.board, 0, &mut ctx);
+    assert!(ctx.aborted());
+    assert!(
+        ctx.nodes < 1000,
+        "aborted search visited {} nodes",
+        ctx.nodes
+    );
+    // An external flag works the same way, and the context's own flag is only read by `solve`.
+    let external = std::sync::atomic::AtomicBool::new(true);
+    abort.store(false, std::sync::atomic::Ordering::Relaxed);
+    let _ = endgame::solve_with_abort(&p.board, -64, 64, &mut ctx, &external);
+    assert!(ctx.aborted());
+    // After the flag is cleared the same context (table kept) solves correctly.
+    let (_, score) = endgame::solve_root(&p.board, 0, &mut ctx);
+    assert!(!ctx.aborted());
+    assert_eq!(score, p.best());
+}
+
+#[test]
+fn node_counts_are_deterministic() {
+    let Some(dir) = shared_dir_or_skip() else {
+        return;
+    };
+    let problems = read_obf(&dir.join("data/ffo/fforum-1-19.obf"));
+    let mut counts = Vec::new();
+    for _ in 0..2 {
+        let mut ctx = EndgameContext::new();
+        for p in problems.iter().take(4) {
+            let _ = endgame::solve_root(&p.board, 0, &mut ctx);
+        }
+        counts.push(ctx.nodes);
+    }
+    assert_eq!(counts[0], counts[1]);
+    assert!(counts[0] > 0);
+}
+
 /// Brute-force minimax with Edax's final score.
 fn minimax(b: &Board) -> i32 {
     let m = b.moves();
