@@ -5,9 +5,10 @@
 //! `BOOK_BENCH_POSITIONS` overrides the size (default 1 000 000).
 
 use bookfarm_book::edax::{book_to_bytes, read_book};
-use bookfarm_book::negamax::{negamax, propagate};
-use bookfarm_book::synth::{SplitMix64, SynthParams, random_book};
-use bookfarm_book::{Link, MemBook, NodeId};
+use bookfarm_book::mem::child_board;
+use bookfarm_book::negamax::{link_position, negamax, propagate};
+use bookfarm_book::synth::{SplitMix64, SynthParams, random_book, random_leaf};
+use bookfarm_book::{Link, MemBook, NodeId, Position};
 use bookfarm_engine::Move;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
@@ -109,7 +110,39 @@ fn incremental_latency() {
         touched += s.positions;
     }
     times.sort();
-    let pct = |p: f64| times[((times.len() - 1) as f64 * p) as usize];
+    let pct = |times: &[Duration], p: f64| times[((times.len() - 1) as f64 * p) as usize];
+    // Expansions (edax-spec §4.4): the leaf child enters the book, the leaf becomes a link and a
+    // new leaf is chosen. These change n_lines, so they propagate up to every ancestor.
+    let mut exp_times = Vec::with_capacity(5_000);
+    let mut exp_touched = 0usize;
+    for _ in 0..200_000 {
+        if exp_times.len() == 5_000 {
+            break;
+        }
+        let id = ids[rng.below(ids.len() as u64) as usize];
+        let leaf = work.leaf(id);
+        if !matches!(leaf.mv, Move::Square(_)) {
+            continue;
+        }
+        let child = child_board(&work.board(id), leaf.mv);
+        if work.find(&child).is_some() {
+            continue;
+        }
+        let t = Instant::now();
+        let level = work.level(id);
+        let cid = work
+            .insert_new(&Position::new(child, level))
+            .expect("new child");
+        link_position(&mut work, cid);
+        random_leaf(&mut work, cid, &mut rng);
+        let v = work.score(cid).value;
+        work.add_link(id, Link::new((-i32::from(v)) as i8, leaf.mv));
+        random_leaf(&mut work, id, &mut rng);
+        let s = propagate(&mut work, &[cid, id]);
+        exp_times.push(t.elapsed());
+        exp_touched += s.positions;
+    }
+    exp_times.sort();
     let mut full = work.clone();
     negamax(&mut full);
     let same = work.ids().all(|id| {
@@ -121,11 +154,19 @@ fn incremental_latency() {
         "incremental: {} updates, p50 {:?}, p99 {:?}, max {:?}, mean positions recomputed {:.1}; \
          parent index built in {:?}",
         times.len(),
-        pct(0.50),
-        pct(0.99),
+        pct(&times, 0.50),
+        pct(&times, 0.99),
         times.last().copied().unwrap_or_default(),
         touched as f64 / times.len() as f64,
         index_time
+    );
+    eprintln!(
+        "expansion: {} updates, p50 {:?}, p99 {:?}, max {:?}, mean positions recomputed {:.1}",
+        exp_times.len(),
+        pct(&exp_times, 0.50),
+        pct(&exp_times, 0.99),
+        exp_times.last().copied().unwrap_or_default(),
+        exp_touched as f64 / exp_times.len().max(1) as f64
     );
     let b = book();
     eprintln!(
