@@ -7,9 +7,11 @@
 //! [`Features`] of the position. One [`Eval`] (about 27 MB) is shared read-only between threads,
 //! e.g. through an `Arc<Eval>`.
 
+pub mod default;
 pub mod features;
 
 pub use features::{Features, N_FEATURES, N_PACKED, N_WEIGHTS};
+pub use default::{DEFAULT_EVAL_FNV1A64, DEFAULT_EVAL_VERSION, default_eval};
 
 use crate::board::Board;
 use features::FAMILIES;

@@ -31,6 +31,8 @@ pub struct FitParams {
     pub l2: f32,
     /// Header version written in the output.
     pub version: Version,
+    /// Fit only these buckets (empty = all); used for quick parameter experiments.
+    pub only_buckets: Vec<usize>,
 }
 
 impl Default for FitParams {
@@ -47,6 +49,7 @@ impl Default for FitParams {
                 build: 0,
                 date: 0.0,
             },
+            only_buckets: Vec::new(),
         }
     }
 }
@@ -194,7 +197,10 @@ pub fn fit(
     }
     let layout = Layout::get();
     let nb = n_buckets(params.bucket_width);
-    let todo: Vec<usize> = (0..nb).filter(|&b| ckpt.buckets[b].is_none()).collect();
+    let todo: Vec<usize> = (0..nb)
+        .filter(|&b| ckpt.buckets[b].is_none())
+        .filter(|b| params.only_buckets.is_empty() || params.only_buckets.contains(b))
+        .collect();
     let pb = if progress {
         ProgressBar::new((todo.len() * params.epochs) as u64)
     } else {

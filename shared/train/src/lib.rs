@@ -6,7 +6,8 @@
 //! * [`features`] is Edax's 47-feature pattern layout with its symmetric packing;
 //! * [`fit`] fits the packed weights per phase bucket by regularised least squares (Adam);
 //! * [`weights`] reads and writes Edax `eval.dat` files (plain or gzip);
-//! * [`solve`] is a small exact solver for labels; [`play`] plays evaluation matches.
+//! * [`solve`] labels positions exactly with the engine solver; [`play`] plays evaluation matches;
+//! * [`measure`] reports MAE / RMSE per empties bucket.
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod dataset;

@@ -1,10 +1,11 @@
 //! `bookfarm-train`: build the dataset, fit the evaluation, measure it (see docs/training.md).
 
 use anyhow::{Context, Result, bail};
+use bookfarm_engine::endgame::EndgameContext;
 use bookfarm_train::dataset::{self, LabelKind, Sample, Split};
 use bookfarm_train::fit::{self, Checkpoint, FitParams};
 use bookfarm_train::play::{self, MobilityCorners};
-use bookfarm_train::solve::{SolveStats, solve_exact};
+use bookfarm_train::solve::solve_exact;
 use bookfarm_train::weights::{Version, Weights, fnv1a64};
 use bookfarm_train::{games, measure};
 use clap::{Parser, Subcommand};
@@ -40,6 +41,9 @@ enum Cmd {
         /// WTHOR games from this year on are the held-out test set.
         #[arg(long, default_value_t = 2015)]
         test_from_year: u16,
+        /// Drop training positions of human games with fewer empties (0 keeps all).
+        #[arg(long, default_value_t = 24)]
+        human_min_empties: u32,
     },
     /// Solve a seeded sample of test (or train) positions exactly and write them as a new cache.
     Exact {
@@ -85,6 +89,9 @@ enum Cmd {
         /// L2 strength (zero pseudo-observations per weight).
         #[arg(long, default_value_t = 2.0)]
         l2: f32,
+        /// Fit only these buckets (for parameter experiments; the others stay zero).
+        #[arg(long, value_delimiter = ',')]
+        only_buckets: Vec<usize>,
         /// Version triple written in the eval.dat header, e.g. 1.0.0.
         #[arg(long, default_value = "1.0.0")]
         version: String,
@@ -122,6 +129,19 @@ enum Cmd {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// Convert the flippy exact endgame files (13–22 empties) into a sample cache of exact labels,
+    /// dropping positions that occur in a training cache.
+    Flippy {
+        /// The flippy_endgame folder.
+        #[arg(long, default_value = "../shared/data/ffo/flippy_endgame")]
+        dir: PathBuf,
+        /// Training cache to check for overlap.
+        #[arg(long)]
+        train: PathBuf,
+        /// Output cache.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Print the FNV-1a 64 hash and header of a weight file.
     Info {
         /// Weights (eval.dat or .gz).
@@ -158,6 +178,7 @@ fn main() -> Result<()> {
             data,
             out,
             test_from_year,
+            human_min_empties,
         } => {
             std::fs::create_dir_all(&out)?;
             let t = Instant::now();
@@ -168,7 +189,13 @@ fn main() -> Result<()> {
                 secs = t.elapsed().as_secs_f32(),
                 "games read"
             );
-            let (train, test, st) = dataset::build(&g, Split { test_from_year });
+            let (train, test, st) = dataset::build(
+                &g,
+                Split {
+                    test_from_year,
+                    human_min_empties,
+                },
+            );
             info!(?st, secs = t.elapsed().as_secs_f32(), "dataset built");
             dataset::write_samples(&out.join("train.bin"), &train)?;
             dataset::write_samples(&out.join("test.bin"), &test)?;
@@ -214,21 +241,23 @@ fn main() -> Result<()> {
             let t = Instant::now();
             let solved: Vec<(Sample, u64, f64)> = chosen
                 .par_iter()
-                .map(|s| {
-                    let t0 = Instant::now();
-                    let mut st = SolveStats::default();
-                    let v = solve_exact(&s.board, &mut st);
-                    pb.inc(1);
-                    (
-                        Sample {
-                            label: v as f32,
-                            kind: LabelKind::Exact,
-                            ..*s
-                        },
-                        st.nodes,
-                        t0.elapsed().as_secs_f64(),
-                    )
-                })
+                .map_init(
+                    || EndgameContext::with_tt_bits(18),
+                    |ctx, s| {
+                        let t0 = Instant::now();
+                        let (v, nodes) = solve_exact(&s.board, ctx);
+                        pb.inc(1);
+                        (
+                            Sample {
+                                label: v as f32,
+                                kind: LabelKind::Exact,
+                                ..*s
+                            },
+                            nodes,
+                            t0.elapsed().as_secs_f64(),
+                        )
+                    },
+                )
                 .collect();
             pb.finish();
             for e in &empties {
@@ -237,11 +266,24 @@ fn main() -> Result<()> {
                     .filter(|r| r.0.board.empties() == *e)
                     .collect();
                 let n = rows.len().max(1) as f64;
+                let old_label: Vec<(f64, f64)> = rows
+                    .iter()
+                    .map(|r| {
+                        let orig = chosen
+                            .iter()
+                            .find(|c| c.board == r.0.board)
+                            .map_or(0.0, |c| f64::from(c.label));
+                        (orig, f64::from(r.0.label))
+                    })
+                    .collect();
+                let err = measure::errors(&old_label);
                 println!(
-                    "empties {e}: {} positions, mean {:.0} nodes, mean {:.4} s/position",
+                    "empties {e}: {} positions, mean {:.0} nodes, mean {:.4} s/position; previous label vs exact: MAE {:.2} RMSE {:.2}",
                     rows.len(),
                     rows.iter().map(|r| r.1 as f64).sum::<f64>() / n,
-                    rows.iter().map(|r| r.2).sum::<f64>() / n
+                    rows.iter().map(|r| r.2).sum::<f64>() / n,
+                    err.mae,
+                    err.rmse
                 );
             }
             let out_samples: Vec<Sample> = solved.into_iter().map(|r| r.0).collect();
@@ -261,6 +303,7 @@ fn main() -> Result<()> {
             epochs,
             lr,
             l2,
+            only_buckets,
             version,
         } => {
             std::fs::create_dir_all(&out)?;
@@ -273,7 +316,7 @@ fn main() -> Result<()> {
             }
             // Later files override earlier labels of the same (canonical) position.
             let mut idx: Vec<usize> = (0..samples.len()).collect();
-            idx.sort_by_key(|&i| {
+            idx.par_sort_by_key(|&i| {
                 (
                     samples[i].board.player,
                     samples[i].board.opponent,
@@ -289,6 +332,7 @@ fn main() -> Result<()> {
                 lr,
                 l2,
                 version: parse_version(&version)?,
+                only_buckets,
             };
             let mut ck = match &checkpoint {
                 Some(p) if p.exists() => {
@@ -356,6 +400,51 @@ fn main() -> Result<()> {
                 100.0 * r.win_rate(),
                 r.mean_discs(),
                 t.elapsed().as_secs_f32()
+            );
+        }
+        Cmd::Flippy { dir, train, out } => {
+            let train = dataset::read_samples(&train)?;
+            let mut keys: Vec<(u64, u64)> = train
+                .iter()
+                .map(|s| (s.board.player, s.board.opponent))
+                .collect();
+            keys.sort_unstable();
+            let mut samples = Vec::new();
+            let mut overlap = 0usize;
+            let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .collect();
+            files.sort();
+            for f in files {
+                for line in std::fs::read_to_string(&f)?.lines() {
+                    let fields: Vec<&str> = line.split_whitespace().collect();
+                    let [cells, side, _, score] = fields[..] else {
+                        continue;
+                    };
+                    let black = side == "Black";
+                    let b = bookfarm_engine::Board::from_cells(cells, black)
+                        .with_context(|| format!("{}: bad board {cells}", f.display()))?;
+                    let black_score: i32 = score
+                        .parse()
+                        .with_context(|| format!("bad score {score}"))?;
+                    let (c, _) = bookfarm_engine::symmetry::canonical(&b);
+                    if keys.binary_search(&(c.player, c.opponent)).is_ok() {
+                        overlap += 1;
+                        continue;
+                    }
+                    let label = if black { black_score } else { -black_score };
+                    samples.push(Sample {
+                        board: c,
+                        label: label as f32,
+                        count: 1,
+                        kind: LabelKind::Exact,
+                    });
+                }
+            }
+            dataset::write_samples(&out, &samples)?;
+            println!(
+                "{} flippy positions kept, {overlap} dropped (also in training)",
+                samples.len()
             );
         }
         Cmd::Info { weights } => {

@@ -247,7 +247,8 @@ pub fn play_match(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::solve::{SolveStats, solve_exact};
+    use crate::solve::solve_exact;
+    use bookfarm_engine::endgame::EndgameContext;
 
     #[test]
     fn deep_enough_search_is_exact() {
@@ -262,8 +263,8 @@ mod tests {
                 continue;
             }
             let (_, v) = best_move(&b, 20, &MobilityCorners).expect("has moves");
-            let mut st = SolveStats::default();
-            assert_eq!(v, solve_exact(&b, &mut st), "{b}");
+            let mut ctx = EndgameContext::with_tt_bits(12);
+            assert_eq!(v, solve_exact(&b, &mut ctx).0, "{b}");
             checked += 1;
         }
     }
