@@ -1,7 +1,7 @@
 //! Exact endgame benchmark on the FFO suite, side by side with Edax 4.6 (single thread).
 //!
-//! Run: `nice -n 10 cargo bench -p bookfarm-engine --bench endgame -- [FIRST-LAST]` (default
-//! `20-39`; `40-49` is the long classic set). Prints one line per position (empties, score,
+//! Run: `nice -n 10 cargo bench -p bookfarm-engine --bench endgame -- [FIRST-LAST] [--tt-bits N]`
+//! (default `20-39`; `40-49` is the long classic set; N = log2 of the table's buckets). Prints one line per position (empties, score,
 //! expected score, best move, nodes, CPU seconds) and totals, with Edax's published node counts
 //! and CPU times from `../shared/golden/edax-timings.txt` for comparison. Not a timed test.
 
@@ -69,7 +69,15 @@ fn main() {
             problems.push((base + i, p));
         }
     }
-    let mut ctx = EndgameContext::new();
+    // `--tt-bits N`: transposition table of 2^N buckets (default: the library default).
+    let args: Vec<String> = std::env::args().collect();
+    let tt_bits = args
+        .iter()
+        .position(|a| a == "--tt-bits")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or(endgame::DEFAULT_TT_BITS);
+    let mut ctx = EndgameContext::with_tt_bits(tt_bits);
     println!("#   empties score expected move ok        nodes    cpu_s   Mn/s");
     let (mut tn, mut tc, mut tw) = (0u64, 0f64, 0f64);
     let mut all_ok = true;
