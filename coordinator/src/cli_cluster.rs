@@ -5,7 +5,7 @@ use anyhow::{Context, bail};
 use bookfarm_coordinator::config::CoordinatorFile;
 use bookfarm_coordinator::export::{ExportFormat, decode, encode};
 use bookfarm_coordinator::server;
-use bookfarm_coordinator::service::{Coordinator, ServiceConfig, State, StatusReport, new_book};
+use bookfarm_coordinator::service::{Coordinator, ServiceConfig, StatusReport, new_book};
 use bookfarm_coordinator::store::Store;
 use bookfarm_engine::eval::Eval;
 use bookfarm_proto::domain::Selector;
@@ -85,6 +85,10 @@ pub enum ClusterCommand {
         /// No progress bar.
         #[arg(long)]
         quiet: bool,
+        /// Select continuously instead of in Edax-style rounds (busier workers, but the book
+        /// then depends on the order in which results arrive).
+        #[arg(long)]
+        continuous: bool,
     },
     /// Start (or replace) an expansion on a running coordinator.
     Expand {
@@ -251,6 +255,7 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
             eval,
             http,
             quiet,
+            continuous,
         } => {
             let selector = match enhance {
                 Some((midgame, endcut)) => Selector::Enhance { midgame, endcut },
@@ -272,6 +277,7 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
                 eval,
                 http,
                 quiet,
+                continuous,
             })
         }
         ClusterCommand::Expand {
@@ -601,6 +607,7 @@ struct LocalArgs {
     eval: Option<PathBuf>,
     http: Option<String>,
     quiet: bool,
+    continuous: bool,
 }
 
 /// Create the store when it holds no book yet; returns true when created.
@@ -631,6 +638,7 @@ fn local(a: LocalArgs) -> anyhow::Result<()> {
         eval_hash: Some(hash.clone()),
         engine_version: Some(bookfarm_proto::ENGINE_VERSION.to_string()),
         high_water: (a.workers * 16).max(64),
+        rounds: !a.continuous,
         ..ServiceConfig::default()
     };
     let c =
@@ -674,7 +682,36 @@ fn local(a: LocalArgs) -> anyhow::Result<()> {
         Box::new(EngineSearcher::new(weights.clone()))
     });
     let t0 = Instant::now();
-    let interrupted = runtime()?.block_on(run_local(c.clone(), &a, hash, factory))?;
+    let opts = bookfarm_coordinator::local::LocalOptions {
+        workers: a.workers,
+        eval_hash: hash,
+        http: a.http.clone(),
+    };
+    let bar = if a.quiet {
+        ProgressBar::hidden()
+    } else {
+        spinner()
+    };
+    let interrupted = runtime()?.block_on(bookfarm_coordinator::local::run(
+        c.clone(),
+        &opts,
+        factory,
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        },
+        |s: &StatusReport| {
+            bar.set_message(format!(
+                "{} | {} positions | queued {} | in flight {} | {} results | {:.1} results/s",
+                s.state.as_str(),
+                s.positions,
+                s.queued,
+                s.in_flight,
+                s.completed,
+                s.results_per_second
+            ))
+        },
+    ))?;
+    bar.finish_and_clear();
     let s = c.status();
     let (h, positions) = c.snapshot();
     let format = ExportFormat::from_path(&a.out);
@@ -692,92 +729,6 @@ fn local(a: LocalArgs) -> anyhow::Result<()> {
         a.out.display()
     );
     Ok(())
-}
-
-/// Serve on 127.0.0.1, run the workers, show progress, stop when done or interrupted.
-/// Returns true when interrupted.
-async fn run_local(
-    c: Coordinator,
-    a: &LocalArgs,
-    hash: String,
-    factory: SearcherFactory,
-) -> anyhow::Result<bool> {
-    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .context("binding gRPC")?;
-    let addr = grpc.local_addr()?;
-    let http = match &a.http {
-        Some(h) => Some(
-            tokio::net::TcpListener::bind(h)
-                .await
-                .with_context(|| format!("binding HTTP {h}"))?,
-        ),
-        None => None,
-    };
-    let (stop_server, server_stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(server::run(c.clone(), grpc, http, async {
-        let _ = server_stop_rx.await;
-    }));
-    let (stop_workers, workers_rx) = tokio::sync::watch::channel(false);
-    let mut handles = Vec::new();
-    for i in 0..a.workers.max(1) {
-        let cfg = bookfarm_worker::WorkerConfig {
-            coordinator: format!("http://{addr}"),
-            threads: 1,
-            lookahead: 1,
-            name: format!("local-{i}"),
-            eval_hash: hash.clone(),
-            ..bookfarm_worker::WorkerConfig::default()
-        };
-        let mut rx = workers_rx.clone();
-        let f = factory.clone();
-        handles.push(tokio::spawn(bookfarm_worker::run(cfg, f, async move {
-            while !*rx.borrow() {
-                if rx.changed().await.is_err() {
-                    break;
-                }
-            }
-        })));
-    }
-    let bar = if a.quiet {
-        ProgressBar::hidden()
-    } else {
-        spinner()
-    };
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
-    let mut interrupted = false;
-    loop {
-        let s: StatusReport = c.status();
-        bar.set_message(format!(
-            "{} | {} positions | queued {} | in flight {} | {} results | {:.1} results/s",
-            s.state.as_str(),
-            s.positions,
-            s.queued,
-            s.in_flight,
-            s.completed,
-            s.results_per_second
-        ));
-        if s.state == State::Done {
-            break;
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(250)) => {}
-            _ = &mut ctrl_c => { interrupted = true; break; }
-        }
-    }
-    bar.finish_and_clear();
-    let _ = stop_workers.send(true);
-    for h in handles {
-        match h.await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "worker stopped with an error"),
-            Err(e) => tracing::warn!(error = %e, "worker task failed"),
-        }
-    }
-    let _ = stop_server.send(());
-    server.await.context("server task")??;
-    Ok(interrupted)
 }
 
 fn db(cmd: DbCommand) -> anyhow::Result<()> {

@@ -5,7 +5,8 @@
 //! * [`select`]: Edax's deviate/enhance/play/extend selection over the index;
 //! * [`service`]: the domain service (register, lease, submit, fail, expiry, expansions);
 //! * [`grpc`]: thin tonic handlers; [`http`]: `/metrics`, `/healthz`, `/readyz`;
-//! * [`server`]: wiring everything into [`server::run`].
+//! * [`server`]: wiring everything into [`server::run`];
+//! * [`local`]: coordinator plus in-process workers on one machine.
 
 pub mod book_index;
 pub mod config;
@@ -13,6 +14,7 @@ pub mod error;
 pub mod export;
 pub mod grpc;
 pub mod http;
+pub mod local;
 pub mod select;
 pub mod server;
 pub mod service;

@@ -88,6 +88,10 @@ pub struct ServiceConfig {
     pub eval_hash: Option<String>,
     /// Suggested wait for a worker that got no job.
     pub retry_after: Duration,
+    /// Round mode: select only when no job is outstanding and expand everything selected, so
+    /// that each selection is one Edax iteration and the book depends only on the leaf results,
+    /// not on their timing. Continuous mode (false) keeps workers busier at round ends.
+    pub rounds: bool,
 }
 
 impl Default for ServiceConfig {
@@ -101,6 +105,7 @@ impl Default for ServiceConfig {
             engine_version: None,
             eval_hash: None,
             retry_after: Duration::from_millis(200),
+            rounds: false,
         }
     }
 }
@@ -258,6 +263,9 @@ struct Inner {
     expansion: Option<Expansion>,
     /// Results landed since the last selection run.
     dirty: bool,
+    /// Results accepted since the last selection run (selection walks the whole frontier, so
+    /// it runs once per batch of results rather than after each).
+    since_select: usize,
     quarantined: HashMap<Board, QuarantineReport>,
     counters: Counters,
     recent: VecDeque<Duration>,
@@ -374,6 +382,7 @@ impl Coordinator {
                 },
             }),
             dirty: true,
+            since_select: 0,
             quarantined: HashMap::new(),
             counters: Counters::default(),
             recent: VecDeque::new(),
@@ -536,7 +545,7 @@ impl Coordinator {
         let now = self.now();
         let mut g = self.lock();
         Self::touch(&mut g, worker, now)?;
-        g.maybe_select(&self.0.store, self.0.cfg.high_water)?;
+        g.maybe_select(&self.0.store, &self.0.cfg)?;
         if matches!(
             g.expansion,
             Some(Expansion {
@@ -665,6 +674,7 @@ impl Coordinator {
             }
         }
         if !seeds.is_empty() {
+            g.since_select += seeds.len();
             g.index.propagate(seeds);
             g.dirty = true;
             metrics::counter!("bookfarm_jobs_completed_total")
@@ -673,7 +683,7 @@ impl Coordinator {
         self.0.store.apply(batch)?;
         self.0.written.fetch_add(1, Ordering::SeqCst);
         g.trim_rates(now);
-        g.maybe_select(&self.0.store, self.0.cfg.high_water)?;
+        g.maybe_select(&self.0.store, &self.0.cfg)?;
         g.update_gauges();
         Ok(acks)
     }
@@ -804,7 +814,7 @@ impl Coordinator {
         self.0.store.flush()?;
         g.dirty = true;
         let before = g.queue.len();
-        g.maybe_select(&self.0.store, self.0.cfg.high_water)?;
+        g.maybe_select(&self.0.store, &self.0.cfg)?;
         tracing::info!(%selector, level, "expansion started");
         Ok(g.queue.len().saturating_sub(before) as u64)
     }
@@ -1188,14 +1198,29 @@ impl Inner {
     /// Run selection when the expansion runs, the queue is below half the high-water mark and
     /// results landed since the last run; expand the selected positions until the queue reaches
     /// the high-water mark. Marks the expansion done at its fixed point.
-    fn maybe_select(&mut self, store: &Store, high_water: usize) -> Result<()> {
+    fn maybe_select(&mut self, store: &Store, cfg: &ServiceConfig) -> Result<()> {
         let Some(mut x) = self.expansion else {
             return Ok(());
         };
-        if x.state != State::Running || !self.dirty || self.queue.len() >= high_water / 2 {
+        let high_water = if cfg.rounds {
+            usize::MAX
+        } else {
+            cfg.high_water
+        };
+        if x.state != State::Running || !self.dirty {
+            return Ok(());
+        }
+        if cfg.rounds {
+            if !self.jobs.is_empty() {
+                return Ok(());
+            }
+        } else if self.queue.len() >= high_water / 2
+            || (!self.queue.is_empty() && self.since_select < high_water / 4)
+        {
             return Ok(());
         }
         self.dirty = false;
+        self.since_select = 0;
         let todo = select(&self.index, &self.root, x.selector);
         let mut batch = Batch::default();
         let mut expanded = 0usize;

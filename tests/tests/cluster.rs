@@ -16,7 +16,19 @@ fn coordinator(
     lease_timeout: u64,
     eval: &std::path::Path,
 ) -> Proc {
-    let mut args = vec![
+    coordinator_with(db, port, http, lease_timeout, eval, &[])
+}
+
+fn coordinator_with(
+    db: &std::path::Path,
+    port: u16,
+    http: Option<u16>,
+    lease_timeout: u64,
+    eval: &std::path::Path,
+    extra: &[&str],
+) -> Proc {
+    let mut args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    args.extend([
         "--db".into(),
         db.display().to_string(),
         "--listen".into(),
@@ -25,7 +37,7 @@ fn coordinator(
         lease_timeout.to_string(),
         "--eval-hash".into(),
         eval_hash(eval),
-    ];
+    ]);
     if let Some(h) = http {
         args.push("--http".into());
         args.push(format!("127.0.0.1:{h}"));
@@ -189,4 +201,67 @@ async fn killed_coordinator_restarts_without_losing_acknowledged_results() {
     let s = wait_for(&mut a, LIMIT, done).await;
     assert!(s.positions > 100);
     check_book(&export(&mut a).await);
+}
+
+/// Round mode makes the book a function of the leaf results only: two worker processes and the
+/// in-process `local` mode build books with the same positions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_mode_and_worker_processes_build_the_same_book() {
+    use bookfarm_coordinator::local::{LocalOptions, run};
+    use bookfarm_coordinator::service::ServiceConfig;
+    use bookfarm_worker::exec::{EngineSearcher, LeafSearcher};
+    let Some(eval) = eval_path() else { return };
+    // Processes.
+    let dir = tempfile::tempdir().unwrap();
+    new_store(dir.path(), 2, 12);
+    let port = free_port();
+    let _c = coordinator_with(dir.path(), port, None, 60, &eval, &["--rounds"]);
+    let mut a = admin(port).await;
+    start_deviate(&mut a, 2, 4).await;
+    let _w1 = worker(port, "w1", &eval, None);
+    let _w2 = worker(port, "w2", &eval, None);
+    wait_for(&mut a, LIMIT, done).await;
+    let procs = check_book(&export(&mut a).await);
+    // Local mode, in process.
+    let dir2 = tempfile::tempdir().unwrap();
+    new_store(dir2.path(), 2, 12);
+    let cfg = ServiceConfig {
+        rounds: true,
+        ..ServiceConfig::default()
+    };
+    let c = bookfarm_coordinator::server::open(dir2.path(), cfg).unwrap();
+    c.start_expansion(
+        bookfarm_proto::domain::Selector::Deviate {
+            relative: 2,
+            absolute: 4,
+        },
+        0,
+    )
+    .unwrap();
+    let weights = std::sync::Arc::new(bookfarm_engine::eval::Eval::load(&eval).unwrap());
+    let factory: bookfarm_worker::pull_loop::SearcherFactory =
+        std::sync::Arc::new(move || -> Box<dyn LeafSearcher> {
+            Box::new(EngineSearcher::new(weights.clone()))
+        });
+    let opts = LocalOptions {
+        workers: 2,
+        eval_hash: eval_hash(&eval),
+        http: None,
+    };
+    let interrupted = run(c.clone(), &opts, factory, std::future::pending(), |_| {})
+        .await
+        .unwrap();
+    assert!(!interrupted);
+    let (h, positions) = c.snapshot();
+    let local = check_book(&bookfarm_coordinator::export::encode(
+        h,
+        &positions,
+        bookfarm_coordinator::export::ExportFormat::Edax,
+    ));
+    let mut a: Vec<_> = procs.positions().map(|p| p.board).collect();
+    let mut b: Vec<_> = local.positions().map(|p| p.board).collect();
+    a.sort();
+    b.sort();
+    assert_eq!(a.len(), b.len());
+    assert!(a == b, "same positions");
 }

@@ -192,13 +192,16 @@ fn hostile_results_are_rejected_and_change_nothing() {
     let id = identity();
     let w = f.c.register(&id, "a", 1).unwrap();
     let other = f.c.register(&id, "b", 1).unwrap();
-    // Get past the root so that jobs have exclusions.
-    for _ in 0..3 {
-        let jobs = f.c.lease(&id, &w, 2).unwrap();
-        let r: Vec<_> = jobs.iter().map(mock_result).collect();
+    // Get past the root until two jobs are out, one of them with an excluded move.
+    let mut jobs = Vec::new();
+    for _ in 0..50 {
+        jobs.extend(f.c.lease(&id, &w, 8).unwrap());
+        if jobs.len() >= 2 && jobs.iter().any(|j| j.excluded != 0) {
+            break;
+        }
+        let r: Vec<_> = jobs.drain(..).map(|j| mock_result(&j)).collect();
         f.c.submit(&id, &w, &r).unwrap();
     }
-    let jobs = f.c.lease(&id, &w, 8).unwrap();
     let job = *jobs
         .iter()
         .find(|j| j.excluded != 0)

@@ -22,6 +22,8 @@ struct Args {
     eval_hash: Option<String>,
     #[arg(long)]
     token: Option<String>,
+    #[arg(long)]
+    rounds: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -39,6 +41,7 @@ fn main() -> anyhow::Result<()> {
         eval_hash: a.eval_hash,
         auth_token: a.token,
         engine_version: Some(bookfarm_proto::ENGINE_VERSION.into()),
+        rounds: a.rounds,
         ..ServiceConfig::default()
     };
     let c = server::open(&a.db, cfg).context("opening the store")?;
