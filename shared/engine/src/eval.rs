@@ -10,8 +10,8 @@
 pub mod default;
 pub mod features;
 
-pub use features::{Features, N_FEATURES, N_PACKED, N_WEIGHTS};
 pub use default::{DEFAULT_EVAL_FNV1A64, DEFAULT_EVAL_VERSION, default_eval};
+pub use features::{FEATURE_OFFSET, Features, Lanes, N_FEATURES, N_PACKED, N_WEIGHTS};
 
 use crate::board::Board;
 use features::FAMILIES;
@@ -254,11 +254,17 @@ impl Eval {
     /// Raw weight sum of a position with `empties` empty squares (0..=60) and its features.
     #[inline]
     pub fn raw(&self, features: &Features, empties: u32) -> i32 {
+        self.raw_indices(features.indices(), empties)
+    }
+
+    /// Raw weight sum for explicit feature indices (see [`Features::child_indices`]).
+    #[inline]
+    pub fn raw_indices(&self, indices: &Lanes, empties: u32) -> i32 {
         let ply = 60usize.saturating_sub(empties as usize);
         let w = &self.weights[ply * STRIDE..ply * STRIDE + STRIDE];
         let mut sum = 0i32;
-        for &i in features.indices() {
-            sum += i32::from(w[i as usize]);
+        for k in 0..N_FEATURES {
+            sum += i32::from(w[FEATURE_OFFSET[k] as usize + usize::from(indices.0[k])]);
         }
         sum
     }

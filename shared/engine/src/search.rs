@@ -102,6 +102,8 @@ impl Searcher {
 
     /// A searcher with explicit options.
     pub fn with_options(eval: Arc<Eval>, opts: SearchOptions) -> Searcher {
+        // Build the stability tables now rather than inside the first search.
+        crate::stability::init();
         let tt = Tt::new(opts.tt_bits);
         let exact = ExactSolvers::new(opts.endgame_tt_bits);
         Searcher {

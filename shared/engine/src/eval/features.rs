@@ -2,8 +2,9 @@
 //!
 //! A feature index is the base-3 number read over the feature's squares in the listed order,
 //! first square most significant, with digit 0 = a disc of the side the index is encoded for,
-//! 1 = a disc of the other side, 2 = empty. [`Features`] keeps every index already shifted by its
-//! family's offset in the unpacked weight table, so an evaluation is a plain sum of 47 lookups.
+//! 1 = a disc of the other side, 2 = empty. [`Features`] keeps the 47 indices of both sides' views
+//! as 48-lane `u16` vectors: a move updates them with one vector operation per changed square
+//! (the power-of-3 vector of that square), which the compiler vectorises.
 
 use crate::board::Board;
 
@@ -258,24 +259,37 @@ pub const N_WEIGHTS: usize = 226315;
 /// Packed weights per ply in the file.
 pub const N_PACKED: usize = 114364;
 
-/// Maximum number of features a square belongs to.
-const MAX_SQ_FEATURES: usize = 8;
+/// Number of lanes of a feature vector (47 features and one always-zero pad lane, so that the
+/// vectors are 96 bytes and the update loops vectorise).
+pub const LANES: usize = 48;
 
-/// For each square, the features it belongs to with the power of 3 of its digit, terminated by
-/// `count`.
-#[derive(Clone, Copy)]
-struct SquareFeatures {
-    count: usize,
-    feature: [u8; MAX_SQ_FEATURES],
-    power: [u32; MAX_SQ_FEATURES],
+/// A vector of 48 base-3 indices (lane 47 is padding and always 0).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(C, align(32))]
+pub struct Lanes(pub [u16; LANES]);
+
+impl Lanes {
+    const ZERO: Lanes = Lanes([0; LANES]);
+
+    #[inline(always)]
+    fn add(&mut self, o: &Lanes) {
+        for i in 0..LANES {
+            self.0[i] = self.0[i].wrapping_add(o.0[i]);
+        }
+    }
+
+    #[inline(always)]
+    fn sub(&mut self, o: &Lanes) {
+        for i in 0..LANES {
+            self.0[i] = self.0[i].wrapping_sub(o.0[i]);
+        }
+    }
 }
 
-const fn build_square_features() -> [SquareFeatures; 64] {
-    let mut t = [SquareFeatures {
-        count: 0,
-        feature: [0; MAX_SQ_FEATURES],
-        power: [0; MAX_SQ_FEATURES],
-    }; 64];
+/// `POWERS[s]`: for each feature, the power of 3 of square `s`'s digit (0 when `s` is not in the
+/// feature). Every digit change of square `s` moves the feature indices by a multiple of it.
+const fn build_powers() -> [Lanes; 64] {
+    let mut t = [Lanes::ZERO; 64];
     let mut k = 0;
     while k < N_FEATURES {
         let sq = FEATURE_SQUARES[k];
@@ -283,17 +297,13 @@ const fn build_square_features() -> [SquareFeatures; 64] {
         let mut j = 0;
         while j < len {
             let s = sq[j] as usize;
-            let mut p = 1u32;
+            let mut p = 1u16;
             let mut e = 0;
             while e < len - 1 - j {
                 p *= 3;
                 e += 1;
             }
-            let c = t[s].count;
-            assert!(c < MAX_SQ_FEATURES, "too many features on one square");
-            t[s].feature[c] = k as u8;
-            t[s].power[c] = p;
-            t[s].count = c + 1;
+            t[s].0[k] = p;
             j += 1;
         }
         k += 1;
@@ -301,7 +311,7 @@ const fn build_square_features() -> [SquareFeatures; 64] {
     t
 }
 
-static SQUARE_FEATURES: [SquareFeatures; 64] = build_square_features();
+static POWERS: [Lanes; 64] = build_powers();
 
 /// Unpacked offset of each feature's family.
 const fn build_feature_offsets() -> [u32; N_FEATURES] {
@@ -314,15 +324,29 @@ const fn build_feature_offsets() -> [u32; N_FEATURES] {
     o
 }
 
-static FEATURE_OFFSET: [u32; N_FEATURES] = build_feature_offsets();
+/// Unpacked offset of each feature's family in the per-ply weight table.
+pub static FEATURE_OFFSET: [u32; N_FEATURES] = build_feature_offsets();
+
+/// Sum of the power vectors of the flipped squares.
+#[inline(always)]
+fn flipped_powers(flipped: u64) -> Lanes {
+    let mut f = Lanes::ZERO;
+    let mut fl = flipped;
+    while fl != 0 {
+        let s = fl.trailing_zeros() as usize;
+        fl &= fl - 1;
+        f.add(&POWERS[s]);
+    }
+    f
+}
 
 /// The feature indices of a position from both sides' views, kept up to date move by move.
 ///
 /// `view[side]` is encoded with digit 0 = the discs of the side to move when `side == self.side`.
-/// Every entry already includes its family offset in the unpacked table.
+/// Indices are within their family (add [`FEATURE_OFFSET`] for the unpacked table).
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Features {
-    view: [[u32; N_FEATURES]; 2],
+    view: [Lanes; 2],
     side: usize,
 }
 
@@ -338,34 +362,25 @@ impl Features {
         }
     }
 
-    /// The unpacked indices (family offset included) from the side to move's view.
+    /// The indices from the side to move's view.
     #[inline]
-    pub fn indices(&self) -> &[u32; N_FEATURES] {
+    pub fn indices(&self) -> &Lanes {
         &self.view[self.side]
     }
 
     /// Update after the side to move plays `x`, flipping `flipped`.
     #[inline]
     pub fn play(&mut self, x: u8, flipped: u64) {
+        let f = flipped_powers(flipped);
+        let p = &POWERS[usize::from(x)];
         let (me, other) = self.split();
-        // The new disc: empty (2) -> own (0) for the mover, empty (2) -> other (1) for the opponent.
-        let sf = &SQUARE_FEATURES[usize::from(x)];
-        for i in 0..sf.count {
-            let f = usize::from(sf.feature[i]);
-            me[f] -= 2 * sf.power[i];
-            other[f] -= sf.power[i];
-        }
-        let mut fl = flipped;
-        while fl != 0 {
-            let s = fl.trailing_zeros() as usize;
-            fl &= fl - 1;
-            let sf = &SQUARE_FEATURES[s];
-            for i in 0..sf.count {
-                let f = usize::from(sf.feature[i]);
-                me[f] -= sf.power[i];
-                other[f] += sf.power[i];
-            }
-        }
+        // Mover: the new disc goes empty (2) -> own (0), flipped discs other (1) -> own (0).
+        me.sub(p);
+        me.sub(p);
+        me.sub(&f);
+        // Opponent: the new disc goes empty (2) -> other (1), flipped discs own (0) -> other (1).
+        other.sub(p);
+        other.add(&f);
         self.side ^= 1;
     }
 
@@ -373,24 +388,25 @@ impl Features {
     #[inline]
     pub fn undo(&mut self, x: u8, flipped: u64) {
         self.side ^= 1;
+        let f = flipped_powers(flipped);
+        let p = &POWERS[usize::from(x)];
         let (me, other) = self.split();
-        let sf = &SQUARE_FEATURES[usize::from(x)];
-        for i in 0..sf.count {
-            let f = usize::from(sf.feature[i]);
-            me[f] += 2 * sf.power[i];
-            other[f] += sf.power[i];
-        }
-        let mut fl = flipped;
-        while fl != 0 {
-            let s = fl.trailing_zeros() as usize;
-            fl &= fl - 1;
-            let sf = &SQUARE_FEATURES[s];
-            for i in 0..sf.count {
-                let f = usize::from(sf.feature[i]);
-                me[f] += sf.power[i];
-                other[f] -= sf.power[i];
-            }
-        }
+        me.add(p);
+        me.add(p);
+        me.add(&f);
+        other.add(p);
+        other.sub(&f);
+    }
+
+    /// The indices of the position after the side to move plays `x` flipping `flipped`, from
+    /// the new side to move's view (what [`Features::play`] then [`Features::indices`] would
+    /// give), without changing `self`. Cheaper than play + undo for leaf evaluations.
+    #[inline]
+    pub fn child_indices(&self, x: u8, flipped: u64) -> Lanes {
+        let mut out = self.view[self.side ^ 1];
+        out.sub(&POWERS[usize::from(x)]);
+        out.add(&flipped_powers(flipped));
+        out
     }
 
     /// Update after a pass (also its own undo).
@@ -401,17 +417,17 @@ impl Features {
 
     /// (mover view, opponent view).
     #[inline]
-    fn split(&mut self) -> (&mut [u32; N_FEATURES], &mut [u32; N_FEATURES]) {
+    fn split(&mut self) -> (&mut Lanes, &mut Lanes) {
         let [a, b] = &mut self.view;
         if self.side == 0 { (a, b) } else { (b, a) }
     }
 }
 
-/// Feature indices (with family offsets) of a position with `own` discs as digit 0.
-pub fn encode(own: u64, other: u64) -> [u32; N_FEATURES] {
-    let mut out = [0u32; N_FEATURES];
+/// Feature indices (within their family) of a position with `own` discs as digit 0.
+pub fn encode(own: u64, other: u64) -> Lanes {
+    let mut out = Lanes::ZERO;
     for (k, sq) in FEATURE_SQUARES.iter().enumerate() {
-        let mut idx = 0u32;
+        let mut idx = 0u16;
         for &s in sq.iter() {
             let bit = 1u64 << s;
             let d = if own & bit != 0 {
@@ -423,7 +439,7 @@ pub fn encode(own: u64, other: u64) -> [u32; N_FEATURES] {
             };
             idx = idx * 3 + d;
         }
-        out[k] = FEATURE_OFFSET[k] + idx;
+        out.0[k] = idx;
     }
     out
 }
@@ -479,7 +495,9 @@ mod tests {
                     }
                     let x = m.trailing_zeros() as u8;
                     let flipped = crate::board::flips_portable(b.player, b.opponent, x);
+                    let child = f.child_indices(x, flipped);
                     f.play(x, flipped);
+                    assert_eq!(&child, f.indices());
                     history.push(Some((b, x, flipped)));
                     b = b.play_flips(x, flipped);
                 }

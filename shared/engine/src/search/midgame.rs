@@ -188,9 +188,8 @@ impl<'a> Ctx<'a> {
         }
         for i in 0..n {
             self.nodes += 1;
-            self.features.play(xs[i], flips[i]);
-            let raw = self.eval.raw(&self.features, child_empties);
-            self.features.undo(xs[i], flips[i]);
+            let child = self.features.child_indices(xs[i], flips[i]);
+            let raw = self.eval.raw_indices(&child, child_empties);
             let s = -(if raw > 0 {
                 (raw + 64) / 128
             } else {
@@ -263,17 +262,24 @@ impl<'a> Ctx<'a> {
             } else if c.x == tt_move {
                 ordering::TT_MOVE
             } else {
-                let prev = self.make(c.x, c.flipped);
-                let mut s = ordering::heuristic(&self.board);
+                let child = self.board.play_flips(c.x, c.flipped);
+                let mut s = ordering::heuristic(&child);
                 if sort_depth >= 0 {
-                    let v = match sort_depth {
-                        0 => self.eval0(),
-                        1 => self.eval1(-SCORE_MAX, SCORE_MAX),
-                        _ => self.eval2(-SCORE_MAX, SCORE_MAX),
+                    let v = if sort_depth == 0 {
+                        let idx = self.features.child_indices(c.x, c.flipped);
+                        round_clamp(self.eval.raw_indices(&idx, child.empties()))
+                    } else {
+                        let prev = self.make(c.x, c.flipped);
+                        let v = if sort_depth == 1 {
+                            self.eval1(-SCORE_MAX, SCORE_MAX)
+                        } else {
+                            self.eval2(-SCORE_MAX, SCORE_MAX)
+                        };
+                        self.unmake(c.x, c.flipped, prev);
+                        v
                     };
                     s += (SCORE_MAX - v) * ordering::W_EVAL;
                 }
-                self.unmake(c.x, c.flipped, prev);
                 s
             };
             list.as_mut_slice()[i].score = score;
