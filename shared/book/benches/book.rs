@@ -6,7 +6,7 @@
 
 use bookfarm_book::edax::{book_to_bytes, read_book};
 use bookfarm_book::mem::child_board;
-use bookfarm_book::negamax::{link_position, negamax, propagate};
+use bookfarm_book::negamax::{link_position, negamax, propagate, sort_links};
 use bookfarm_book::synth::{SplitMix64, SynthParams, random_book, random_leaf};
 use bookfarm_book::{Link, MemBook, NodeId, Position};
 use bookfarm_engine::Move;
@@ -83,6 +83,28 @@ fn bench_negamax(c: &mut Criterion) {
             s
         })
     });
+    // Edax's figures (edax-timings.txt: 0.135 ms per `book negamax` on book-small.dat, 1,054
+    // positions, including its sort) are on cache-resident books: compare like with like.
+    if let Some(dir) = bookfarm_engine::testdata::shared_dir() {
+        let bytes = std::fs::read(dir.join("golden/book-small.dat")).expect("golden book");
+        let mut small = read_book(&bytes).expect("golden book");
+        g.throughput(Throughput::Elements(small.len() as u64));
+        g.bench_function("golden-small+sort", |b| {
+            b.iter(|| {
+                let s = negamax(&mut small);
+                sort_links(&mut small);
+                s
+            })
+        });
+    }
+    let mut synth8k = random_book(SynthParams {
+        seed: 3,
+        positions: 8_479,
+        plies: 16,
+        level: Some(4),
+    });
+    g.throughput(Throughput::Elements(synth8k.len() as u64));
+    g.bench_function("synthetic-8k", |b| b.iter(|| negamax(&mut synth8k)));
     g.finish();
 }
 
