@@ -76,7 +76,7 @@ pub enum ClusterCommand {
         /// Seed the book with these games (transcripts, one per line) before expanding.
         #[arg(long)]
         games: Option<PathBuf>,
-        /// Evaluation weights [env BOOKFARM_EVAL].
+        /// Evaluation weights [default: the embedded bookfarm weights].
         #[arg(long, env = "BOOKFARM_EVAL")]
         eval: Option<PathBuf>,
         /// Also serve HTTP metrics on this address.
@@ -622,17 +622,7 @@ fn ensure_book(db: &Path, level: u8, depth: u8) -> anyhow::Result<bool> {
 }
 
 fn local(a: LocalArgs) -> anyhow::Result<()> {
-    let eval_path = a
-        .eval
-        .clone()
-        .context("no evaluation weights: pass --eval FILE (or set BOOKFARM_EVAL)")?;
-    let bytes = std::fs::read(&eval_path)
-        .with_context(|| format!("reading evaluation {}", eval_path.display()))?;
-    let weights = Arc::new(
-        Eval::from_bytes(&bytes)
-            .with_context(|| format!("loading evaluation {}", eval_path.display()))?,
-    );
-    let hash = bookfarm_proto::eval_fingerprint(&bytes);
+    let (weights, hash) = bookfarm_worker::exec::load_eval(a.eval.as_deref())?;
     let created = ensure_book(&a.db, a.level, a.depth)?;
     let cfg = ServiceConfig {
         eval_hash: Some(hash.clone()),

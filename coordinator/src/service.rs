@@ -328,7 +328,7 @@ pub fn replay(moves: &str) -> Result<Board> {
     let s: String = moves.chars().filter(|c| !c.is_whitespace()).collect();
     let mut b = Board::start();
     let bytes = s.as_bytes();
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return Err(CoordinatorError::InvalidArgument(format!(
             "move list {s:?} has an odd length"
         )));

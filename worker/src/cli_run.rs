@@ -1,7 +1,6 @@
 //! `run`: the cluster worker loop.
 
 use anyhow::Context;
-use bookfarm_engine::eval::Eval;
 use bookfarm_worker::WorkerConfig;
 use bookfarm_worker::config::WorkerFile;
 use bookfarm_worker::exec::{EngineSearcher, LeafSearcher};
@@ -26,7 +25,8 @@ pub enum RunCommand {
         /// Worker name shown by the coordinator (default: host name).
         #[arg(long, env = "BOOKFARM_NAME")]
         name: Option<String>,
-        /// Evaluation weights (Edax eval.dat format); must match the coordinator's.
+        /// Evaluation weights (Edax eval.dat format; default: the embedded bookfarm weights);
+        /// must match the coordinator's.
         #[arg(long, env = "BOOKFARM_EVAL")]
         eval: Option<PathBuf>,
         /// Authentication token.
@@ -100,15 +100,8 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         .with_context(|| format!("parsing {}", p.display()))?,
         None => WorkerFile::default(),
     };
-    let eval_path = eval.or(file.eval.clone()).context(
-        "no evaluation weights: pass --eval FILE (or BOOKFARM_EVAL, or eval in the config file)",
-    )?;
-    let bytes = std::fs::read(&eval_path)
-        .with_context(|| format!("reading evaluation {}", eval_path.display()))?;
-    let weights = Arc::new(
-        Eval::from_bytes(&bytes)
-            .with_context(|| format!("loading evaluation {}", eval_path.display()))?,
-    );
+    let eval_path = eval.or(file.eval.clone());
+    let (weights, eval_hash) = bookfarm_worker::exec::load_eval(eval_path.as_deref())?;
     let d = WorkerConfig::default();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cfg = WorkerConfig {
@@ -117,7 +110,7 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         lookahead: lookahead.or(file.lookahead).unwrap_or(d.lookahead),
         name: name.or(file.name).unwrap_or_else(host_name),
         token: token.or(file.token).unwrap_or_default(),
-        eval_hash: bookfarm_proto::eval_fingerprint(&bytes),
+        eval_hash,
         max_backoff: file
             .max_backoff_secs
             .map_or(d.max_backoff, Duration::from_secs),

@@ -147,3 +147,50 @@ impl Drop for Pool {
         }
     }
 }
+
+/// The evaluation weights could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadEvalError {
+    /// The file could not be read.
+    #[error("reading evaluation {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not a valid eval.dat.
+    #[error("loading evaluation {path}: {source}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// The parse error.
+        #[source]
+        source: bookfarm_engine::eval::EvalError,
+    },
+}
+
+/// Load evaluation weights from `path`, or bookfarm's embedded default weights when `None`;
+/// returns them with their fingerprint ([`bookfarm_proto::eval_fingerprint`] of the file bytes).
+pub fn load_eval(path: Option<&std::path::Path>) -> Result<(Arc<Eval>, String), LoadEvalError> {
+    match path {
+        Some(p) => {
+            let name = p.display().to_string();
+            let bytes = std::fs::read(p).map_err(|source| LoadEvalError::Read {
+                path: name.clone(),
+                source,
+            })?;
+            let e = Eval::from_bytes(&bytes)
+                .map_err(|source| LoadEvalError::Parse { path: name, source })?;
+            Ok((Arc::new(e), bookfarm_proto::eval_fingerprint(&bytes)))
+        }
+        None => {
+            let bytes = bookfarm_engine::eval::default::default_eval_dat();
+            Ok((
+                bookfarm_engine::eval::default_eval(),
+                bookfarm_proto::eval_fingerprint(&bytes),
+            ))
+        }
+    }
+}

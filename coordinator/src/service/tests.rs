@@ -216,7 +216,8 @@ fn hostile_results_are_rejected_and_change_nothing() {
         .map(|i| Square::new(i).unwrap())
         .find(|s| job.board.moves() & s.bit() == 0)
         .unwrap();
-    let cases: Vec<(JobResult, &Uuid, fn(&CoordinatorError) -> bool)> = vec![
+    type Check = fn(&CoordinatorError) -> bool;
+    let cases: Vec<(JobResult, &Uuid, Check)> = vec![
         (
             JobResult {
                 job_id: Uuid::new_v4(),
