@@ -36,6 +36,11 @@ pub enum BookCommand {
         /// The book file (.dat or .csv).
         file: PathBuf,
     },
+    /// Print Edax's `book stats`: hash, stage and best-score distributions.
+    Stats {
+        /// The book file (.dat or .csv).
+        file: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +132,10 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
         BookCommand::Info { file } => {
             let book = load(&file)?;
             print(&info::BookInfo::of(&book).to_string())
+        }
+        BookCommand::Stats { file } => {
+            let book = load(&file)?;
+            print(&info::BookStats::of(&book).to_string())
         }
     }
 }

@@ -94,3 +94,82 @@ impl fmt::Display for BookInfo {
         writeln!(f, "Hash balance: {a} < {b} < {c}")
     }
 }
+
+/// What `book stats` reports (edax-spec §5.6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BookStats {
+    /// (bucket size, number of buckets of that size), ascending.
+    pub hash: Vec<(usize, usize)>,
+    /// Per number of empties, ascending: (empties, positions, links, leaves, terminal nodes).
+    /// Leaves are positions whose leaf move is not NOMOVE; terminal nodes have no link.
+    pub stages: Vec<(u32, usize, usize, usize, usize)>,
+    /// (value, positions), ascending.
+    pub scores: Vec<(i16, usize)>,
+}
+
+impl BookStats {
+    /// Gather the statistics of `book`.
+    pub fn of(book: &MemBook) -> BookStats {
+        use std::collections::BTreeMap;
+        let n = bucket_count(book.len());
+        let mut buckets = vec![0usize; n];
+        let mut stages: BTreeMap<u32, (usize, usize, usize, usize)> = BTreeMap::new();
+        let mut scores: BTreeMap<i16, usize> = BTreeMap::new();
+        for id in book.ids() {
+            let b = book.board(id);
+            buckets[(edax_hash(&b) & (n as u64 - 1)) as usize] += 1;
+            let s = stages.entry(b.empties()).or_default();
+            s.0 += 1;
+            s.1 += book.n_link(id);
+            s.2 += usize::from(book.leaf(id).mv != Move::None);
+            s.3 += usize::from(book.n_link(id) == 0);
+            *scores.entry(book.score(id).value).or_default() += 1;
+        }
+        let mut hash: BTreeMap<usize, usize> = BTreeMap::new();
+        for &c in &buckets {
+            *hash.entry(c).or_default() += 1;
+        }
+        BookStats {
+            hash: hash.into_iter().collect(),
+            stages: stages
+                .into_iter()
+                .map(|(e, (p, l, v, t))| (e, p, l, v, t))
+                .collect(),
+            scores: scores.into_iter().collect(),
+        }
+    }
+}
+
+impl fmt::Display for BookStats {
+    /// Edax's text (bucket sizes of 255 and more are summed on one `>` line).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "\n\nBook statistics:\n\nHash distribution:\nindex    positions\n"
+        )?;
+        let big: usize = self
+            .hash
+            .iter()
+            .filter(|&&(s, _)| s >= 255)
+            .map(|&(_, c)| c)
+            .sum();
+        for &(size, count) in self.hash.iter().filter(|&&(s, _)| s < 255) {
+            writeln!(f, "{size:5} {count:12}")?;
+        }
+        if big > 0 {
+            writeln!(f, ">{:4} {big:12}", 255)?;
+        }
+        write!(
+            f,
+            "\nStage distribution:\nstage    positions        links       leaves      terminal nodes\n"
+        )?;
+        for &(e, p, l, v, t) in &self.stages {
+            writeln!(f, "{e:5} {p:12} {l:12} {v:12} {t:12}")?;
+        }
+        write!(f, "\nBest Score Distribution:\nScore    positions\n")?;
+        for &(s, c) in &self.scores {
+            writeln!(f, "{s:+5} {c:12}")?;
+        }
+        Ok(())
+    }
+}

@@ -152,3 +152,28 @@ fn info_matches_edax_console() {
         (25, 29, 22, 1050234)
     );
 }
+
+/// `book stats` against the Edax transcripts (which drop blank lines): the block after
+/// "Book statistics:" up to the next prompt.
+#[test]
+fn stats_match_edax_console() {
+    for name in BOOKS {
+        let Some((_, book, _)) = load(name) else {
+            return;
+        };
+        let Some(console) = golden(&format!("{name}.console.txt")) else {
+            return;
+        };
+        let console = std::fs::read_to_string(console).expect("console");
+        let start = console
+            .find("Book statistics:")
+            .expect("stats in transcript");
+        let block: Vec<&str> = console[start..]
+            .lines()
+            .take_while(|l| !l.starts_with('>'))
+            .collect();
+        let ours = info::BookStats::of(&book).to_string();
+        let ours: Vec<&str> = ours.lines().filter(|l| !l.is_empty()).collect();
+        assert_eq!(ours, block, "{name}");
+    }
+}
