@@ -71,6 +71,8 @@ fn main() {
     drop(store);
     let cfg = ServiceConfig {
         high_water: (n_workers * slots as usize * 2).max(1024),
+        // Continuous selection: the capacity figure should not include round-end stalls.
+        rounds: false,
         ..ServiceConfig::default()
     };
     let c = server::open(dir.path(), cfg).expect("open");

@@ -682,7 +682,7 @@ fn local(a: LocalArgs) -> anyhow::Result<()> {
     } else {
         spinner()
     };
-    let interrupted = runtime()?.block_on(bookfarm_coordinator::local::run(
+    let outcome = runtime()?.block_on(bookfarm_coordinator::local::run(
         c.clone(),
         &opts,
         factory,
@@ -708,7 +708,7 @@ fn local(a: LocalArgs) -> anyhow::Result<()> {
     write_atomic(&a.out, &encode(h, &positions, format))?;
     println!(
         "{}: {} positions, {} results in {:.1}s; wrote {}",
-        if interrupted {
+        if outcome.interrupted {
             "interrupted (run again to resume)"
         } else {
             "done"
@@ -717,6 +717,24 @@ fn local(a: LocalArgs) -> anyhow::Result<()> {
         s.completed,
         t0.elapsed().as_secs_f64(),
         a.out.display()
+    );
+    let search: f64 = outcome
+        .workers
+        .iter()
+        .map(|w| w.search_time.as_secs_f64())
+        .sum();
+    let rpc: f64 = outcome
+        .workers
+        .iter()
+        .map(|w| w.rpc_time.as_secs_f64())
+        .sum();
+    let nodes: u64 = outcome.workers.iter().map(|w| w.nodes).sum();
+    println!(
+        "workers: {:.2}s searching ({} nodes), {:.2}s in RPCs ({:.1}% of worker time)",
+        search,
+        nodes,
+        rpc,
+        100.0 * outcome.rpc_share()
     );
     Ok(())
 }

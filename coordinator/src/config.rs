@@ -33,8 +33,8 @@ pub struct CoordinatorFile {
     pub eval: Option<PathBuf>,
     /// Require workers to run exactly this coordinator's engine version (default true).
     pub check_engine_version: Option<bool>,
-    /// Select in Edax-style rounds (deterministic given the leaf results) instead of
-    /// continuously (default false: continuous keeps workers busier).
+    /// Select in Edax-style rounds (default true: the book depends only on the leaf results);
+    /// false selects continuously (busier workers, larger timing-dependent books).
     pub rounds: Option<bool>,
 }
 
@@ -58,7 +58,7 @@ impl CoordinatorFile {
             high_water: self.high_water.unwrap_or(d.high_water).max(2),
             max_failures: self.max_failures.unwrap_or(d.max_failures).max(1),
             auth_token: self.auth_token.clone().filter(|t| !t.is_empty()),
-            rounds: self.rounds.unwrap_or(false),
+            rounds: self.rounds.unwrap_or(true),
             engine_version: if self.check_engine_version.unwrap_or(true) {
                 Some(bookfarm_proto::ENGINE_VERSION.to_string())
             } else {

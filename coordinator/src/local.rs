@@ -23,16 +23,42 @@ pub struct LocalOptions {
     pub http: Option<String>,
 }
 
+/// What a local run did.
+#[derive(Debug, Clone, Default)]
+pub struct LocalOutcome {
+    /// Stopped by the interrupt rather than by reaching the fixed point.
+    pub interrupted: bool,
+    /// Per-worker figures (search time, RPC time, results).
+    pub workers: Vec<bookfarm_worker::WorkerStats>,
+}
+
+impl LocalOutcome {
+    /// Share of worker time spent in RPCs rather than searching.
+    pub fn rpc_share(&self) -> f64 {
+        let rpc: f64 = self.workers.iter().map(|w| w.rpc_time.as_secs_f64()).sum();
+        let search: f64 = self
+            .workers
+            .iter()
+            .map(|w| w.search_time.as_secs_f64())
+            .sum();
+        if rpc + search > 0.0 {
+            rpc / (rpc + search)
+        } else {
+            0.0
+        }
+    }
+}
+
 /// Serve `c` on an ephemeral 127.0.0.1 port, run the workers until the expansion is done (or
 /// `interrupt` resolves), then stop the workers (drain) and the server (flush). `progress` is
-/// called every [`PROGRESS_INTERVAL`]. Returns true when interrupted.
+/// called every [`PROGRESS_INTERVAL`].
 pub async fn run(
     c: Coordinator,
     opts: &LocalOptions,
     factory: SearcherFactory,
     interrupt: impl Future<Output = ()>,
     mut progress: impl FnMut(&StatusReport),
-) -> Result<bool> {
+) -> Result<LocalOutcome> {
     let io = |e: std::io::Error| CoordinatorError::Internal(format!("local listener: {e}"));
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -84,9 +110,10 @@ pub async fn run(
         }
     }
     let _ = stop_workers.send(true);
+    let mut workers = Vec::new();
     for h in handles {
         match h.await {
-            Ok(Ok(_)) => {}
+            Ok(Ok(st)) => workers.push(st),
             Ok(Err(e)) => tracing::warn!(error = %e, "worker stopped with an error"),
             Err(e) => tracing::warn!(error = %e, "worker task failed"),
         }
@@ -95,5 +122,8 @@ pub async fn run(
     server
         .await
         .map_err(|e| CoordinatorError::Internal(format!("server task: {e}")))??;
-    Ok(interrupted)
+    Ok(LocalOutcome {
+        interrupted,
+        workers,
+    })
 }

@@ -88,9 +88,11 @@ pub struct ServiceConfig {
     pub eval_hash: Option<String>,
     /// Suggested wait for a worker that got no job.
     pub retry_after: Duration,
-    /// Round mode: select only when no job is outstanding and expand everything selected, so
-    /// that each selection is one Edax iteration and the book depends only on the leaf results,
-    /// not on their timing. Continuous mode (false) keeps workers busier at round ends.
+    /// Round mode (default): select only when no job is outstanding and expand everything
+    /// selected, so that each selection is one Edax iteration and the book depends only on the
+    /// leaf results, not on their timing. Continuous mode (false) keeps workers busier at round
+    /// ends but selects on provisional values (positions whose re-search is in flight), which
+    /// can admit positions Edax's rounds would not: books grow larger and depend on timing.
     pub rounds: bool,
 }
 
@@ -105,7 +107,7 @@ impl Default for ServiceConfig {
             engine_version: None,
             eval_hash: None,
             retry_after: Duration::from_millis(200),
-            rounds: false,
+            rounds: true,
         }
     }
 }
