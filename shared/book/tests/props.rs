@@ -72,8 +72,16 @@ fn mutate(book: &mut MemBook, rng: &mut SplitMix64) -> Vec<NodeId> {
     }
 }
 
+/// Number of cases: `default`, or `PROPTEST_CASES` when set (for long fuzzing runs).
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(ProptestConfig::with_cases(cases(48)))]
 
     #[test]
     fn incremental_equals_full(seed in any::<u64>(), plies in 4u32..22, games in 1usize..40,
@@ -126,7 +134,7 @@ fn golden_small() -> Option<Vec<u8>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(cases(256)))]
 
     #[test]
     fn truncated_files_are_rejected(cut in 0usize..46456) {
