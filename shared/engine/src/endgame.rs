@@ -40,8 +40,9 @@ pub const SCORE_INF: i32 = 127;
 pub const SHALLOW_EMPTIES: u32 = 7;
 
 /// Edax's `NWS_STABILITY_THRESHOLD` (without `USE_SOLID`): a null-window node with `alpha >= T[n]`
-/// at `n` empties tries the stability cutoff (edax-spec §8.5 item 2).
-pub const NWS_STABILITY_THRESHOLD: [i32; 64] = [
+/// at `n` empties tries the stability cutoff (edax-spec §8.5 item 2). Entry 64 (the empty
+/// board) is an extra 99 so that any board can index it.
+pub const NWS_STABILITY_THRESHOLD: [i32; 65] = [
     99, 99, 99, 99, 6, 8, 10, 12, //
     14, 16, 20, 22, 24, 26, 28, 30, //
     32, 34, 36, 38, 40, 42, 44, 46, //
@@ -50,6 +51,7 @@ pub const NWS_STABILITY_THRESHOLD: [i32; 64] = [
     64, 64, 64, 64, 64, 64, 64, 64, //
     99, 99, 99, 99, 99, 99, 99, 99, //
     99, 99, 99, 99, 99, 99, 99, 99, //
+    99,
 ];
 
 /// Null-window nodes with at least this many empties try enhanced transposition cutoffs
@@ -154,7 +156,7 @@ impl EndgameContext {
             abort: Arc::new(AtomicBool::new(false)),
             aborted: false,
             tt: Tt::new(bits),
-            lists: vec![[MoveEntry::default(); MAX_MOVES]; 61],
+            lists: vec![[MoveEntry::default(); MAX_MOVES]; 65],
         }
     }
 

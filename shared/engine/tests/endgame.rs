@@ -306,6 +306,20 @@ fn node_counts_are_deterministic() {
     assert!(counts[0] > 0);
 }
 
+#[test]
+fn degenerate_boards_do_not_panic() {
+    let mut ctx = EndgameContext::with_tt_bits(8);
+    // Empty board, single discs, windows outside the score range.
+    let empty = Board::new(0, 0).expect("board");
+    assert_eq!(endgame::solve(&empty, -64, 64, &mut ctx), 0);
+    assert_eq!(endgame::solve_root(&empty, 0, &mut ctx), (Move::None, 0));
+    let lone = Board::new(1 << 27, 0).expect("board");
+    assert_eq!(endgame::solve(&lone, -1000, 1000, &mut ctx), 64);
+    assert_eq!(endgame::solve(&lone.pass(), 5, 5, &mut ctx), -64);
+    // Start position with a closed window far above any score: a fail-low bound, instantly.
+    let _ = endgame::solve(&Board::start(), 100, 101, &mut ctx);
+}
+
 /// Brute-force minimax with Edax's final score.
 fn minimax(b: &Board) -> i32 {
     let m = b.moves();
