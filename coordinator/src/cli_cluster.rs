@@ -48,6 +48,12 @@ pub enum ClusterCommand {
         /// Seconds without heartbeat before a worker's jobs are re-queued.
         #[arg(long)]
         lease_timeout: Option<u64>,
+        /// TLS certificate chain (PEM) for the gRPC port.
+        #[arg(long, requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// TLS private key (PEM).
+        #[arg(long, requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
     },
     /// Build a book on this machine: a coordinator plus N in-process workers over gRPC on
     /// 127.0.0.1, then write an Edax book.dat. Run again on the same --db to resume.
@@ -173,6 +179,9 @@ pub struct Remote {
         default_value = ""
     )]
     token: String,
+    /// CA certificate (PEM) of a TLS coordinator (use an https:// URL).
+    #[arg(long, env = "BOOKFARM_TLS_CA")]
+    tls_ca: Option<PathBuf>,
 }
 
 /// Store commands.
@@ -242,7 +251,18 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
             token,
             eval,
             lease_timeout,
-        } => serve(db, listen, http, config, token, eval, lease_timeout),
+            tls_cert,
+            tls_key,
+        } => serve(
+            db,
+            listen,
+            http,
+            config,
+            token,
+            eval,
+            lease_timeout,
+            tls_cert.zip(tls_key),
+        ),
         ClusterCommand::Local {
             db,
             workers,
@@ -394,8 +414,18 @@ fn auth(r: &Remote) -> Option<pb::AdminAuth> {
 }
 
 async fn admin(r: &Remote) -> anyhow::Result<AdminServiceClient<Channel>> {
-    let ch = tonic::transport::Endpoint::from_shared(r.coordinator.clone())
-        .with_context(|| format!("invalid coordinator url {:?}", r.coordinator))?
+    let mut ep = tonic::transport::Endpoint::from_shared(r.coordinator.clone())
+        .with_context(|| format!("invalid coordinator url {:?}", r.coordinator))?;
+    if let Some(ca) = &r.tls_ca {
+        let pem = std::fs::read(ca).with_context(|| format!("reading {}", ca.display()))?;
+        ep = ep
+            .tls_config(
+                tonic::transport::ClientTlsConfig::new()
+                    .ca_certificate(tonic::transport::Certificate::from_pem(pem)),
+            )
+            .context("tls configuration")?;
+    }
+    let ch = ep
         .connect_timeout(Duration::from_secs(5))
         .connect()
         .await
@@ -555,6 +585,7 @@ fn serve(
     token: Option<String>,
     eval: Option<PathBuf>,
     lease_timeout: Option<u64>,
+    tls: Option<(PathBuf, PathBuf)>,
 ) -> anyhow::Result<()> {
     let file = match &config {
         Some(p) => CoordinatorFile::parse(
@@ -580,6 +611,14 @@ fn serve(
             db.display()
         );
     }
+    let tls = match tls.or(file.tls_cert.clone().zip(file.tls_key.clone())) {
+        Some((cert, key)) => Some(server::TlsIdentity {
+            cert_pem: std::fs::read(&cert)
+                .with_context(|| format!("reading {}", cert.display()))?,
+            key_pem: std::fs::read(&key).with_context(|| format!("reading {}", key.display()))?,
+        }),
+        None => None,
+    };
     let c = server::open(&db, cfg).with_context(|| format!("opening store {}", db.display()))?;
     runtime()?.block_on(async move {
         let g = tokio::net::TcpListener::bind(&listen)
@@ -589,7 +628,7 @@ fn serve(
             .await
             .with_context(|| format!("binding HTTP {http}"))?;
         println!("serving gRPC on {listen}, HTTP on {http}");
-        server::run(c, g, Some(h), shutdown_signal()).await?;
+        server::run_with_tls(c, g, Some(h), tls, shutdown_signal()).await?;
         Ok(())
     })
 }

@@ -33,6 +33,10 @@ pub struct CoordinatorFile {
     pub eval: Option<PathBuf>,
     /// Require workers to run exactly this coordinator's engine version (default true).
     pub check_engine_version: Option<bool>,
+    /// TLS certificate chain (PEM) for the gRPC port (with `tls_key`).
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM).
+    pub tls_key: Option<PathBuf>,
     /// Select in Edax-style rounds (default true: the book depends only on the leaf results);
     /// false selects continuously (busier workers, larger timing-dependent books).
     pub rounds: Option<bool>,

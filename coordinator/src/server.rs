@@ -47,6 +47,26 @@ pub async fn run(
     http: Option<TcpListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    run_with_tls(c, grpc, http, None, shutdown).await
+}
+
+/// A PEM certificate chain and private key for the gRPC port.
+#[derive(Debug, Clone)]
+pub struct TlsIdentity {
+    /// Certificate chain (PEM).
+    pub cert_pem: Vec<u8>,
+    /// Private key (PEM).
+    pub key_pem: Vec<u8>,
+}
+
+/// [`run`] with optional TLS (rustls) on the gRPC port; HTTP stays plain (keep it internal).
+pub async fn run_with_tls(
+    c: Coordinator,
+    grpc: TcpListener,
+    http: Option<TcpListener>,
+    tls: Option<TlsIdentity>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;
@@ -103,7 +123,16 @@ pub async fn run(
         .max_decoding_message_size(MAX_ADMIN_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
     tracing::info!(addr = %grpc.local_addr().map(|a| a.to_string()).unwrap_or_default(), "grpc listening");
-    let served = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(t) = tls {
+        builder = builder
+            .tls_config(
+                tonic::transport::ServerTlsConfig::new()
+                    .identity(tonic::transport::Identity::from_pem(t.cert_pem, t.key_pem)),
+            )
+            .map_err(|e| CoordinatorError::Internal(format!("tls configuration: {e}")))?;
+    }
+    let served = builder
         .tcp_nodelay(true)
         .http2_keepalive_interval(Some(Duration::from_secs(20)))
         .add_service(health_service)

@@ -35,6 +35,12 @@ pub enum RunCommand {
         /// Jobs leased beyond the free threads.
         #[arg(long)]
         lookahead: Option<usize>,
+        /// CA certificate (PEM) of a TLS coordinator (use an https:// URL).
+        #[arg(long, env = "BOOKFARM_TLS_CA")]
+        tls_ca: Option<PathBuf>,
+        /// Server name to verify instead of the URL's host.
+        #[arg(long)]
+        tls_domain: Option<String>,
         /// Configuration file (worker.toml).
         #[arg(long, env = "BOOKFARM_WORKER_CONFIG")]
         config: Option<PathBuf>,
@@ -91,6 +97,8 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         eval,
         token,
         lookahead,
+        tls_ca,
+        tls_domain,
         config,
     } = cmd;
     let file = match &config {
@@ -102,6 +110,10 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
     };
     let eval_path = eval.or(file.eval.clone());
     let (weights, eval_hash) = bookfarm_worker::exec::load_eval(eval_path.as_deref())?;
+    let tls_ca = match tls_ca.or(file.tls_ca.clone()) {
+        Some(p) => Some(std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?),
+        None => None,
+    };
     let d = WorkerConfig::default();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cfg = WorkerConfig {
@@ -114,6 +126,8 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         max_backoff: file
             .max_backoff_secs
             .map_or(d.max_backoff, Duration::from_secs),
+        tls_ca,
+        tls_domain: tls_domain.or(file.tls_domain.clone()),
         ..d
     };
     let make: SearcherFactory = Arc::new(move || -> Box<dyn LeafSearcher> {

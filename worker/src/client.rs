@@ -52,8 +52,30 @@ fn acks(a: Vec<pb::ResultAck>) -> Vec<(Uuid, Ack)> {
 impl Client {
     /// A client for `url` (e.g. `http://127.0.0.1:7700`).
     pub fn new(url: &str, identity: &Identity, rpc_timeout: Duration) -> Result<Client, String> {
-        let ep = Endpoint::from_shared(url.to_string())
-            .map_err(|e| format!("invalid coordinator url {url:?}: {e}"))?
+        Client::with_tls(url, identity, rpc_timeout, None, None)
+    }
+
+    /// A client verifying the coordinator's certificate against `ca_pem` (TLS, `https://`).
+    pub fn with_tls(
+        url: &str,
+        identity: &Identity,
+        rpc_timeout: Duration,
+        ca_pem: Option<&[u8]>,
+        domain: Option<&str>,
+    ) -> Result<Client, String> {
+        let mut ep = Endpoint::from_shared(url.to_string())
+            .map_err(|e| format!("invalid coordinator url {url:?}: {e}"))?;
+        if let Some(ca) = ca_pem {
+            let mut tls = tonic::transport::ClientTlsConfig::new()
+                .ca_certificate(tonic::transport::Certificate::from_pem(ca));
+            if let Some(d) = domain {
+                tls = tls.domain_name(d);
+            }
+            ep = ep
+                .tls_config(tls)
+                .map_err(|e| format!("tls configuration for {url:?}: {e}"))?;
+        }
+        let ep = ep
             .connect_timeout(Duration::from_secs(5))
             .timeout(rpc_timeout)
             .tcp_nodelay(true)

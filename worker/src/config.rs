@@ -29,6 +29,11 @@ pub struct WorkerConfig {
     pub give_up_after: Option<Duration>,
     /// Called for every acknowledgement the coordinator sends (tests log acknowledged job ids).
     pub on_ack: Option<AckHook>,
+    /// PEM certificate of the CA that signed the coordinator's certificate (enables TLS; the
+    /// URL must then be `https://`).
+    pub tls_ca: Option<Vec<u8>>,
+    /// Server name to verify (default: the URL's host).
+    pub tls_domain: Option<String>,
 }
 
 /// A callback run on every result acknowledgement.
@@ -56,6 +61,8 @@ impl Default for WorkerConfig {
             rpc_timeout: Duration::from_secs(30),
             give_up_after: None,
             on_ack: None,
+            tls_ca: None,
+            tls_domain: None,
         }
     }
 }
@@ -78,6 +85,10 @@ pub struct WorkerFile {
     pub eval: Option<PathBuf>,
     /// Longest reconnection backoff, seconds (default 30).
     pub max_backoff_secs: Option<u64>,
+    /// CA certificate (PEM) for a TLS coordinator (`https://` URL).
+    pub tls_ca: Option<PathBuf>,
+    /// Server name to verify instead of the URL's host.
+    pub tls_domain: Option<String>,
 }
 
 impl WorkerFile {

@@ -218,8 +218,14 @@ pub async fn run(
         eval_hash: cfg.eval_hash.clone(),
         auth_token: cfg.token.clone(),
     };
-    let client =
-        Client::new(&cfg.coordinator, &identity, cfg.rpc_timeout).map_err(WorkerError::Config)?;
+    let client = Client::with_tls(
+        &cfg.coordinator,
+        &identity,
+        cfg.rpc_timeout,
+        cfg.tls_ca.as_deref(),
+        cfg.tls_domain.as_deref(),
+    )
+    .map_err(WorkerError::Config)?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let threads = cfg.threads.max(1);
     let pool = Pool::new(threads, &*make, tx)?;
