@@ -11,7 +11,8 @@ use bookfarm_engine::eval::Eval;
 use bookfarm_engine::formats::obf::{ObfPosition, parse_obf};
 use bookfarm_engine::level::{selectivity_from_percent, selectivity_percent};
 use bookfarm_engine::search::calibrate::{self, CalibrationConfig};
-use bookfarm_engine::search::{LeafResult, Searcher};
+use bookfarm_engine::search::probcut::ProbcutModel;
+use bookfarm_engine::search::{LeafResult, SearchOptions, Searcher};
 use bookfarm_engine::square::{Move, Square};
 use clap::{Args, Subcommand};
 use std::io::Write;
@@ -90,6 +91,22 @@ pub struct SearchArgs {
     /// Root moves not to consider, e.g. `d3,c4` (applied to every position).
     #[arg(long, default_value = "")]
     pub exclude: String,
+    /// Probcut sigma model: `edax` (Edax's published constants, the default), `seed1` (fitted by
+    /// `calibrate` for eval-seed1.dat, shipped with the engine) or a parameter file written by
+    /// `calibrate`.
+    #[arg(long, default_value = "edax")]
+    pub probcut: String,
+}
+
+fn probcut_model(spec: &str) -> anyhow::Result<ProbcutModel> {
+    Ok(match spec {
+        "edax" => ProbcutModel::EDAX,
+        path => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--probcut: cannot read {path}"))?;
+            ProbcutModel::parse(&text).with_context(|| format!("--probcut {path}"))?
+        }
+    })
 }
 
 /// Run one engine command.
@@ -245,8 +262,12 @@ fn search(args: &SearchArgs) -> anyhow::Result<()> {
     {
         bail!("--level {level}: expected 0..=60");
     }
+    let opts = SearchOptions {
+        probcut: probcut_model(&args.probcut)?,
+        ..SearchOptions::default()
+    };
     let positions = read_obf(&args.file)?;
-    let mut searcher = Searcher::new(eval);
+    let mut searcher = Searcher::with_options(eval, opts);
     let abort = AtomicBool::new(false);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -364,6 +385,10 @@ fn calibrate_cmd(
     positions: usize,
     max_depth: u32,
 ) -> anyhow::Result<()> {
+    let eval_name = eval
+        .and_then(Path::file_name)
+        .map(PathBuf::from)
+        .unwrap_or_default();
     let eval = load_eval(eval)?;
     let text = std::fs::read_to_string(games)
         .with_context(|| format!("cannot read {}", games.display()))?;
@@ -379,7 +404,15 @@ fn calibrate_cmd(
     tracing::info!(positions = boards.len(), max_depth, "calibrating probcut");
     let mut searcher = Searcher::new(eval);
     let fit = calibrate::calibrate(&mut searcher, &boards, &config);
-    let text = calibrate::report(&fit, &boards.len(), games);
+    let text = format!(
+        "# command: bookfarm-worker calibrate --eval {} --games {} --positions {positions} --max-depth {max_depth}\n{}",
+        eval_name.display(),
+        games.file_name().map_or_else(
+            || games.display().to_string(),
+            |f| f.to_string_lossy().into_owned()
+        ),
+        calibrate::report(&fit, &boards.len(), games)
+    );
     std::fs::write(out_path, &text)
         .with_context(|| format!("cannot write {}", out_path.display()))?;
     print!("{text}");
@@ -396,6 +429,12 @@ mod tests {
         let m = parse_exclude("d3, c4 e6").expect("valid");
         assert_eq!(m.count_ones(), 3);
         assert!(parse_exclude("z9").is_err());
+    }
+
+    #[test]
+    fn probcut_models() {
+        assert_eq!(probcut_model("edax").ok(), Some(ProbcutModel::EDAX));
+        assert!(probcut_model("/nonexistent/params.txt").is_err());
     }
 
     #[test]

@@ -345,6 +345,7 @@ fn aspiration(
     solving: bool,
 ) -> Option<(i32, u8)> {
     ctx.selectivity = sel;
+    ctx.pv_extension = midgame::pv_extension(depth, ctx.board.empties());
     if depth <= ctx.opts.multipv_depth {
         return root_search(
             ctx,
@@ -496,6 +497,96 @@ mod tests {
         let stop = AtomicBool::new(true);
         let r = s.search_depth(&b, 12, 5, 0, &stop);
         assert!(matches!(r.mv, Move::Square(_)));
+    }
+
+    /// Positions of the golden fixed-depth file (20 positions, 14 to 60 empties).
+    fn golden_boards() -> Option<Vec<Board>> {
+        let dir = shared_dir_or_skip()?;
+        let text = std::fs::read_to_string(dir.join("golden/edax-fixed-depth.txt")).ok()?;
+        Some(
+            text.lines()
+                .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+                .filter_map(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    (f[4] == "0").then(|| Board::from_cells(f[1], f[2] == "X").expect("board"))
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn probcut_prunes_and_stays_close() {
+        let (Some(e), Some(boards)) = (eval(), golden_boards()) else {
+            return;
+        };
+        let mut s = Searcher::with_options(
+            e,
+            SearchOptions {
+                tt_bits: 16,
+                ..SearchOptions::default()
+            },
+        );
+        let abort = AtomicBool::new(false);
+        let (mut n_sel, mut n_full, mut diff) = (0u64, 0u64, 0i32);
+        let mut used = 0;
+        for b in boards.iter().filter(|b| b.empties() > 20) {
+            let full = s.search_depth(b, 8, 5, 0, &abort);
+            let sel = s.search_depth(b, 8, 0, 0, &abort);
+            assert_eq!((sel.depth, sel.selectivity, sel.exact), (8, 0, false));
+            assert!(b.is_legal(sel.mv));
+            n_full += full.nodes;
+            n_sel += sel.nodes;
+            diff += (full.score - sel.score).abs();
+            used += 1;
+        }
+        assert!(used >= 10);
+        // 73% probcut must save work, and its scores stay near the full-width ones.
+        assert!(n_sel * 10 < n_full * 8, "probcut nodes {n_sel} vs {n_full}");
+        assert!(diff <= 3 * used, "mean score difference {} / {used}", diff);
+    }
+
+    #[test]
+    fn selective_endgame_uses_midgame_routines_above_15_empties() {
+        let (Some(e), Some(boards)) = (eval(), golden_boards()) else {
+            return;
+        };
+        let mut s = Searcher::with_options(
+            e,
+            SearchOptions {
+                tt_bits: 16,
+                ..SearchOptions::default()
+            },
+        );
+        let abort = AtomicBool::new(false);
+        let b = boards
+            .iter()
+            .find(|b| (17..=20).contains(&b.empties()))
+            .expect("a golden position with 17-20 empties");
+        let n = b.empties();
+        let exact = s.search_depth(b, 60, 5, 0, &abort);
+        assert!(exact.exact && exact.depth == n);
+        assert_eq!(
+            exact.score,
+            crate::endgame::solve(b, -64, 64, &mut crate::endgame::EndgameContext::new())
+        );
+        let sel = s.search_depth(b, 60, 1, 0, &abort);
+        assert_eq!((sel.depth, sel.selectivity, sel.exact), (n, 1, false));
+        assert!(
+            (sel.score - exact.score).abs() <= 8,
+            "{} vs {}",
+            sel.score,
+            exact.score
+        );
+        // The level table route gives the same as the explicit depth.
+        let lvl = s.leaf_search(
+            &LeafRequest {
+                board: *b,
+                level: 60,
+                excluded: 0,
+            },
+            &abort,
+        );
+        assert_eq!((lvl.score, lvl.nodes), (exact.score, exact.nodes));
     }
 
     #[test]

@@ -412,7 +412,8 @@ mod tests {
 
     #[test]
     fn sampling_from_games() {
-        let games = "f5d6c3d3c4f4f6f3e6e7d7c6 0\n\nnot-a-game 3\nf5f4e3f6g5f2c3e6f3g4g6e2g3h2f1 -10\n";
+        let games =
+            "f5d6c3d3c4f4f6f3e6e7d7c6 0\n\nnot-a-game 3\nf5f4e3f6g5f2c3e6f3g4g6e2g3h2f1 -10\n";
         let config = CalibrationConfig {
             max_depth: 3,
             min_empties: 48,

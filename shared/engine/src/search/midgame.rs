@@ -55,6 +55,24 @@ pub(crate) struct Ctx<'a> {
     pub stopped: bool,
     pub selectivity: u8,
     pub probcut_nesting: u32,
+    /// PV nodes with at most this many empties are solved (Edax's `depth_pv_extension`; 0 = off).
+    pub pv_extension: u32,
+}
+
+/// Edax's PV extension for a root search at `depth` with `empties` empties (edax-spec §8.5 item 1):
+/// off (0) when solving or at depth ≤ 9, else 10, 12, 14 or 16 by depth.
+pub fn pv_extension(depth: u32, empties: u32) -> u32 {
+    if depth >= empties || depth <= 9 {
+        0
+    } else if depth <= 12 {
+        10
+    } else if depth <= 18 {
+        12
+    } else if depth <= 24 {
+        14
+    } else {
+        16
+    }
 }
 
 impl<'a> Ctx<'a> {
@@ -78,6 +96,7 @@ impl<'a> Ctx<'a> {
             stopped: false,
             selectivity: NO_SELECTIVITY,
             probcut_nesting: 0,
+            pv_extension: 0,
         }
     }
 
@@ -132,7 +151,8 @@ impl<'a> Ctx<'a> {
     #[inline]
     pub fn search(&mut self, alpha: i32, beta: i32, depth: u32, pv: bool) -> i32 {
         let e = self.board.empties();
-        if depth >= e {
+        // PV extension: a PV node close enough to the end is solved (at the current selectivity).
+        if depth >= e || (pv && depth >= 2 && e <= self.pv_extension) {
             if self.selectivity >= NO_SELECTIVITY || e < self.opts.midgame_to_endgame {
                 return self.solve_exact(alpha, beta);
             }
