@@ -590,6 +590,35 @@ mod tests {
     }
 
     #[test]
+    fn abort_from_another_thread_stops_a_deep_search() {
+        let (Some(e), Some(boards)) = (eval(), golden_boards()) else {
+            return;
+        };
+        let mut s = Searcher::with_options(
+            e,
+            SearchOptions {
+                tt_bits: 16,
+                ..SearchOptions::default()
+            },
+        );
+        let b = *boards
+            .iter()
+            .find(|b| b.empties() >= 40)
+            .expect("an opening position");
+        let abort = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&abort);
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            flag.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        // Depth 30 with no selectivity would take hours: only the abort can end it.
+        let r = s.search_depth(&b, 30, 5, 0, &abort);
+        t.join().expect("timer thread");
+        assert!(r.depth < 30);
+        assert!(b.is_legal(r.mv));
+    }
+
+    #[test]
     fn pass_root_is_searched_at_same_depth() {
         let Some(e) = eval() else { return };
         let mut s = Searcher::with_options(
