@@ -7,6 +7,7 @@
 //! * [`csv`], [`dump`], [`info`]: Edax's CSV, the canonical text dump, `book info`;
 //! * [`negamax`]: Edax's negamax, full and incremental, link ordering and linking.
 //! * [`select`]: the selectors deviate, enhance, play and extend as pure marking functions;
+//! * [`maintain`]: prune, subtree and merge;
 //! * [`synth`]: deterministic synthetic books for tests and benchmarks.
 //!
 //! The crate does no IO beyond what callers hand it (byte slices and strings) and has no
@@ -31,6 +32,7 @@ pub mod csv;
 pub mod dump;
 pub mod edax;
 pub mod info;
+pub mod maintain;
 pub mod mem;
 pub mod model;
 pub mod negamax;
