@@ -1,7 +1,8 @@
 //! Exact endgame benchmark on the FFO suite, side by side with Edax 4.6 (single thread).
 //!
 //! Run: `nice -n 10 cargo bench -p bookfarm-engine --bench endgame -- [FIRST-LAST] [--tt-bits N]`
-//! (default `20-39`; `40-49` is the long classic set; N = log2 of the table's buckets). Prints one line per position (empties, score,
+//! (default `20-39`; `40-49` is the long classic set; N = log2 of the table's buckets), or
+//! `-- flippy` to solve and check all 2,478 flippy endgame positions (13–22 empties). Prints one line per position (empties, score,
 //! expected score, best move, nodes, CPU seconds) and totals, with Edax's published node counts
 //! and CPU times from `../shared/golden/edax-timings.txt` for comparison. Not a timed test.
 
@@ -43,10 +44,56 @@ fn read_obf(path: &Path) -> Vec<(Board, i32, Vec<Square>)> {
     out
 }
 
+/// Solve every position of the flippy endgame sets (`flippy` argument) and check the scores
+/// (raw disc differences in a few lines: see the integration test).
+fn flippy(dir: &Path, ctx: &mut EndgameContext) {
+    println!("set           positions exact raw-diff wrong        nodes    cpu_s");
+    for file in [
+        "eg_13_14.txt",
+        "eg_15_16.txt",
+        "eg_17_18.txt",
+        "eg_19_20.txt",
+        "eg_21_22.txt",
+    ] {
+        let text = std::fs::read_to_string(dir.join("data/ffo/flippy_endgame").join(file))
+            .expect("read flippy set");
+        let (mut n, mut exact, mut raw, mut wrong) = (0, 0, 0, 0);
+        ctx.nodes = 0;
+        let c0 = thread_cpu_seconds().unwrap_or(0.0);
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let black = f[1] == "Black";
+            let board = Board::from_cells(f[0], black).expect("board");
+            let s: i32 = f[3].parse().expect("score");
+            let s = if black { s } else { -s };
+            let v = endgame::solve(&board, -64, 64, ctx);
+            n += 1;
+            if v == s {
+                exact += 1;
+            } else if v.signum() == s.signum() && v.abs() > s.abs() {
+                raw += 1;
+            } else {
+                wrong += 1;
+                println!("WRONG {file}: {line} -> {v}");
+            }
+        }
+        let cpu = thread_cpu_seconds().unwrap_or(0.0) - c0;
+        println!(
+            "{file:<13} {n:>9} {exact:>5} {raw:>8} {wrong:>5} {:>12} {cpu:>8.2}",
+            ctx.nodes
+        );
+    }
+}
+
 fn main() {
     let Some(dir) = shared_dir_or_skip() else {
         return;
     };
+    if std::env::args().any(|a| a == "flippy") {
+        let mut ctx = EndgameContext::new();
+        flippy(&dir, &mut ctx);
+        return;
+    }
     let range = std::env::args()
         .skip(1)
         .find(|a| a.contains('-') && !a.starts_with('-'))
