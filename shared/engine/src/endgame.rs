@@ -121,6 +121,7 @@ pub struct EndgameContext {
     pub nodes: u64,
     abort: Arc<AtomicBool>,
     aborted: bool,
+    portable_only: bool,
     tt: Tt,
     lists: Vec<[MoveEntry; MAX_MOVES]>,
 }
@@ -155,6 +156,7 @@ impl EndgameContext {
             nodes: 0,
             abort: Arc::new(AtomicBool::new(false)),
             aborted: false,
+            portable_only: false,
             tt: Tt::new(bits),
             lists: vec![[MoveEntry::default(); MAX_MOVES]; 65],
         }
@@ -174,6 +176,12 @@ impl EndgameContext {
     /// True when the last solve was cancelled: its result is meaningless.
     pub fn aborted(&self) -> bool {
         self.aborted
+    }
+
+    /// Use the baseline (portable) code generation even when the CPU supports x86-64-v3, e.g.
+    /// to test or time both paths on one machine. Results never change, only speed.
+    pub fn set_portable_only(&mut self, on: bool) {
+        self.portable_only = on;
     }
 
     /// Empty the transposition table (Edax's OBF solver does it before each problem).
@@ -203,7 +211,7 @@ pub fn solve_with_abort(
 ) -> i32 {
     let (p, o) = (board.player, board.opponent);
     #[cfg(target_arch = "x86_64")]
-    if has_x86_v3() {
+    if !ctx.portable_only && has_x86_v3() {
         let mut s = Solver::<X86V3>::new(ctx, abort);
         // SAFETY: the CPU supports every feature the X86V3 routines are compiled with
         // (checked at run time by `has_x86_v3`).
@@ -249,7 +257,7 @@ pub fn solve_root_with_abort(
 ) -> (Move, i32) {
     let (p, o) = (board.player, board.opponent);
     #[cfg(target_arch = "x86_64")]
-    if has_x86_v3() {
+    if !ctx.portable_only && has_x86_v3() {
         let mut s = Solver::<X86V3>::new(ctx, abort);
         // SAFETY: the CPU supports every feature the X86V3 routines are compiled with
         // (checked at run time by `has_x86_v3`).
