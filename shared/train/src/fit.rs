@@ -182,13 +182,26 @@ pub struct BucketReport {
 }
 
 /// Fit the buckets still missing in `ckpt`, saving it after each bucket when `ckpt_path` is given.
+///
+/// With a `prior` (weights of a previous fit with the same bucket width), each bucket starts from
+/// the prior's weights and the L2 term pulls towards them instead of towards zero: a fine-tune of
+/// the previous version on new (e.g. exact) labels. Buckets without samples keep the prior.
 pub fn fit(
     samples: &[Sample],
     params: &FitParams,
     ckpt: &mut Checkpoint,
     ckpt_path: Option<&Path>,
+    prior: Option<&Checkpoint>,
     progress: bool,
 ) -> Result<Vec<BucketReport>, FitError> {
+    if let Some(p) = prior
+        && p.bucket_width != params.bucket_width
+    {
+        return Err(FitError::Checkpoint(format!(
+            "prior bucket width {} differs from requested {}",
+            p.bucket_width, params.bucket_width
+        )));
+    }
     if ckpt.bucket_width != params.bucket_width {
         return Err(FitError::Checkpoint(format!(
             "checkpoint bucket width {} differs from requested {}",
@@ -227,9 +240,10 @@ pub fn fit(
             .map(|s| layout.packed_offsets(&s.board))
             .collect();
         let labels: Vec<f32> = chosen.iter().map(|s| s.label).collect();
-        let (w, rmse) = fit_bucket(&offsets, &labels, params, |e| {
+        let prior_b = prior.and_then(|p| p.buckets[b].as_deref());
+        let (w, rmse) = fit_bucket(&offsets, &labels, params, prior_b, |e| {
             pb.inc(1);
-            if e % 25 == 0 {
+            if e.is_multiple_of(25) {
                 pb.set_message(format!("bucket {b}/{nb}"));
             }
         });
@@ -254,21 +268,26 @@ pub fn fit(
 /// Chunk size of the deterministic parallel reduction.
 const CHUNK: usize = 16_384;
 
-/// Full-batch Adam on one bucket. Returns the weights (discs) and the final training RMSE.
+/// Full-batch Adam on one bucket, from zero (or from `prior`, which the L2 term then pulls
+/// towards). Returns the weights (discs) and the final training RMSE.
 pub fn fit_bucket(
     offsets: &[[u32; N_TERMS]],
     labels: &[f32],
     params: &FitParams,
+    prior: Option<&[f32]>,
     mut on_epoch: impl FnMut(usize),
 ) -> (Vec<f32>, f32) {
     let n = labels.len();
-    let mut w = vec![0f32; PACKED_PER_PLY];
+    let center: Vec<f32> = prior.map_or_else(|| vec![0f32; PACKED_PER_PLY], <[f32]>::to_vec);
+    let mut w = center.clone();
     if n == 0 {
         return (w, 0.0);
     }
-    // Start the constant at the label mean so early steps fit patterns, not the offset.
-    let mean = labels.iter().map(|&x| f64::from(x)).sum::<f64>() / n as f64;
-    w[PACKED_PER_PLY - 1] = mean as f32;
+    if prior.is_none() {
+        // Start the constant at the label mean so early steps fit patterns, not the offset.
+        let mean = labels.iter().map(|&x| f64::from(x)).sum::<f64>() / n as f64;
+        w[PACKED_PER_PLY - 1] = mean as f32;
+    }
     let mut m = vec![0f32; PACKED_PER_PLY];
     let mut v = vec![0f32; PACKED_PER_PLY];
     let (beta1, beta2, eps) = (0.9f32, 0.999f32, 1e-8f32);
@@ -310,7 +329,7 @@ pub fn fit_bucket(
         let bc1 = 1.0 - beta1.powi(t);
         let bc2 = 1.0 - beta2.powi(t);
         for i in 0..PACKED_PER_PLY {
-            let gi = 2.0 * (grad[i] * inv_n + l2 * w[i]);
+            let gi = 2.0 * (grad[i] * inv_n + l2 * (w[i] - center[i]));
             if gi == 0.0 && m[i] == 0.0 {
                 continue;
             }
@@ -378,7 +397,7 @@ mod tests {
             ..FitParams::default()
         };
         let mut ck = Checkpoint::new(61);
-        let rep = fit(&samples, &params, &mut ck, None, false).expect("fit");
+        let rep = fit(&samples, &params, &mut ck, None, None, false).expect("fit");
         assert_eq!(rep.len(), 1);
         let base_rmse = {
             let mean = samples.iter().map(|s| s.label).sum::<f32>() / samples.len() as f32;
@@ -396,7 +415,7 @@ mod tests {
             base_rmse
         );
         let mut ck2 = Checkpoint::new(61);
-        fit(&samples, &params, &mut ck2, None, false).expect("fit");
+        fit(&samples, &params, &mut ck2, None, None, false).expect("fit");
         assert_eq!(
             ck, ck2,
             "same data and parameters must give identical weights"
@@ -418,6 +437,27 @@ mod tests {
     }
 
     #[test]
+    fn fine_tune_starts_from_the_prior_and_keeps_it_without_samples() {
+        let mut prior = Checkpoint::new(61);
+        prior.buckets[0] = Some(vec![0.25; PACKED_PER_PLY]);
+        let params = FitParams {
+            bucket_width: 61,
+            overlap: 0,
+            epochs: 3,
+            ..FitParams::default()
+        };
+        let mut ck = Checkpoint::new(61);
+        fit(&[], &params, &mut ck, None, Some(&prior), false).expect("fit");
+        assert_eq!(ck, prior);
+        let mut wrong = Checkpoint::new(61);
+        let bad = FitParams {
+            bucket_width: 20,
+            ..params
+        };
+        assert!(fit(&[], &bad, &mut wrong, None, Some(&prior), false).is_err());
+    }
+
+    #[test]
     fn checkpoint_roundtrip_and_resume_skips_done_buckets() {
         let mut ck = Checkpoint::new(20);
         ck.buckets[1] = Some(vec![0.5; PACKED_PER_PLY]);
@@ -430,7 +470,7 @@ mod tests {
             epochs: 2,
             ..FitParams::default()
         };
-        let rep = fit(&[], &params, &mut ck, None, false).expect("fit");
+        let rep = fit(&[], &params, &mut ck, None, None, false).expect("fit");
         assert_eq!(rep.len(), n_buckets(20) - 1);
         assert_eq!(ck.buckets[1].as_ref().expect("kept")[0], 0.5);
     }

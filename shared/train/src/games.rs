@@ -122,7 +122,7 @@ pub fn parse_wthor(bytes: &[u8], path: &Path) -> Result<Vec<Game>, GamesError> {
 
 /// Parse a run of 2-character squares (`f5d6c3…`).
 fn parse_squares(s: &str) -> Option<Vec<Square>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     s.as_bytes()

@@ -42,7 +42,7 @@ enum Cmd {
         #[arg(long, default_value_t = 2015)]
         test_from_year: u16,
         /// Drop training positions of human games with fewer empties (0 keeps all).
-        #[arg(long, default_value_t = 24)]
+        #[arg(long, default_value_t = 0)]
         human_min_empties: u32,
     },
     /// Solve a seeded sample of test (or train) positions exactly and write them as a new cache.
@@ -89,6 +89,13 @@ enum Cmd {
         /// L2 strength (zero pseudo-observations per weight).
         #[arg(long, default_value_t = 2.0)]
         l2: f32,
+        /// Fine-tune from this checkpoint (same bucket width): start from its weights, L2 towards
+        /// them; buckets without samples keep them.
+        #[arg(long)]
+        prior: Option<PathBuf>,
+        /// Train only on exactly labelled samples (solver labels and the WTHOR 24-empties scores).
+        #[arg(long)]
+        only_exact: bool,
         /// Fit only these buckets (for parameter experiments; the others stay zero).
         #[arg(long, value_delimiter = ',')]
         only_buckets: Vec<usize>,
@@ -304,6 +311,8 @@ fn main() -> Result<()> {
             lr,
             l2,
             only_buckets,
+            prior,
+            only_exact,
             version,
         } => {
             std::fs::create_dir_all(&out)?;
@@ -324,7 +333,12 @@ fn main() -> Result<()> {
                 )
             });
             idx.dedup_by_key(|i| (samples[*i].board.player, samples[*i].board.opponent));
-            let samples: Vec<Sample> = idx.into_iter().map(|i| samples[i]).collect();
+            let samples: Vec<Sample> = idx
+                .into_iter()
+                .map(|i| samples[i])
+                .filter(|s| !only_exact || s.kind == LabelKind::Exact)
+                .collect();
+            info!(n = samples.len(), "training samples after merging");
             let params = FitParams {
                 bucket_width,
                 overlap,
@@ -333,6 +347,10 @@ fn main() -> Result<()> {
                 l2,
                 version: parse_version(&version)?,
                 only_buckets,
+            };
+            let prior_ck = match &prior {
+                Some(p) => Some(Checkpoint::from_bytes(&std::fs::read(p)?)?),
+                None => None,
             };
             let mut ck = match &checkpoint {
                 Some(p) if p.exists() => {
@@ -346,7 +364,14 @@ fn main() -> Result<()> {
                 _ => Checkpoint::new(bucket_width),
             };
             let t = Instant::now();
-            let reports = fit::fit(&samples, &params, &mut ck, checkpoint.as_deref(), true)?;
+            let reports = fit::fit(
+                &samples,
+                &params,
+                &mut ck,
+                checkpoint.as_deref(),
+                prior_ck.as_ref(),
+                true,
+            )?;
             for r in &reports {
                 info!(
                     bucket = r.bucket,
