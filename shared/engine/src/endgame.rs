@@ -410,7 +410,9 @@ impl Solver<'_, $kernel> {
             return (Move::None, -SCORE_INF);
         }
         self.nodes += 1;
-        let n = self.build_list(p, o, legal, e, NO_MOVE);
+        // A move stored by an earlier solve of this position is tried first.
+        let tt_move = self.tt.probe(p, o).map_or(NO_MOVE, |h| h.mv);
+        let n = self.build_list(p, o, legal, e, tt_move);
         let (mut alpha, beta) = (-SCORE_INF, SCORE_MAX);
         let mut best = -SCORE_INF;
         let mut best_x = 0u8;
@@ -434,6 +436,10 @@ impl Solver<'_, $kernel> {
                 best_x = m.x;
                 alpha = alpha.max(v);
             }
+        }
+        if !self.aborted && legal == all {
+            // Without exclusions the root score is the position's exact value.
+            self.tt.store(p, o, e, -SCORE_INF, SCORE_INF, best, best_x);
         }
         let mv = Square::new(best_x).map_or(Move::None, Move::Square);
         (mv, best)

@@ -328,6 +328,29 @@ fn degenerate_boards_do_not_panic() {
     let _ = endgame::solve(&Board::start(), 100, 101, &mut ctx);
 }
 
+#[test]
+fn table_is_reused_across_solves() {
+    let Some(dir) = shared_dir_or_skip() else {
+        return;
+    };
+    let problems = read_obf(&dir.join("data/ffo/fforum-1-19.obf"));
+    let p = &problems[12]; // FFO #13, 16 empties
+    let mut ctx = EndgameContext::new();
+    let first = endgame::solve_root(&p.board, 0, &mut ctx);
+    let n1 = ctx.nodes;
+    let again = endgame::solve_root(&p.board, 0, &mut ctx);
+    let n2 = ctx.nodes - n1;
+    assert_eq!(first, again);
+    assert!(n2 * 20 < n1, "second solve visited {n2} nodes, first {n1}");
+    ctx.clear();
+    ctx.nodes = 0;
+    assert_eq!(endgame::solve_root(&p.board, 0, &mut ctx), first);
+    assert_eq!(
+        ctx.nodes, n1,
+        "a cleared table gives the first search again"
+    );
+}
+
 /// Brute-force minimax with Edax's final score.
 fn minimax(b: &Board) -> i32 {
     let m = b.moves();
