@@ -101,6 +101,7 @@ pub struct SearchArgs {
 fn probcut_model(spec: &str) -> anyhow::Result<ProbcutModel> {
     Ok(match spec {
         "edax" => ProbcutModel::EDAX,
+        "seed1" => ProbcutModel::calibrated_seed1()?,
         path => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("--probcut: cannot read {path}"))?;
@@ -434,6 +435,7 @@ mod tests {
     #[test]
     fn probcut_models() {
         assert_eq!(probcut_model("edax").ok(), Some(ProbcutModel::EDAX));
+        assert!(probcut_model("seed1").is_ok());
         assert!(probcut_model("/nonexistent/params.txt").is_err());
     }
 

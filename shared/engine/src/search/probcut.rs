@@ -95,6 +95,17 @@ impl ProbcutModel {
     }
 }
 
+/// The model fitted by `bookfarm-worker calibrate` for the `eval-seed1.dat` weights; the file
+/// records the command, the games, the measured groups and the fit quality.
+pub const SEED1_PARAMS: &str = include_str!("probcut-seed1.txt");
+
+impl ProbcutModel {
+    /// The model of [`SEED1_PARAMS`].
+    pub fn calibrated_seed1() -> Result<ProbcutModel, ProbcutParseError> {
+        ProbcutModel::parse(SEED1_PARAMS)
+    }
+}
+
 impl Default for ProbcutModel {
     /// Edax's published model.
     fn default() -> ProbcutModel {
@@ -139,6 +150,16 @@ mod tests {
         assert!((s - 2.1).abs() < 0.5, "sigma {s}");
         let (perr, eerr) = margins(&m, 1.1, 40, 21, 11);
         assert!(perr >= 1 && eerr >= perr);
+    }
+
+    #[test]
+    fn shipped_calibration_parses() {
+        let m = ProbcutModel::calibrated_seed1().expect("shipped file parses");
+        // A fitted sigma is a positive number of discs over the calibrated range.
+        for (n, d, pd) in [(20, 4, 2), (40, 8, 4), (50, 10, 4), (30, 6, 0)] {
+            let s = m.sigma(n, d, pd);
+            assert!(s > 0.0 && s < 30.0, "sigma({n}, {d}, {pd}) = {s}");
+        }
     }
 
     #[test]
