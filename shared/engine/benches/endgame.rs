@@ -9,8 +9,9 @@
 #![allow(clippy::print_stdout)]
 
 use bookfarm_engine::endgame::{self, EndgameContext};
+use bookfarm_engine::formats::obf::{parse_flippy, parse_obf};
 use bookfarm_engine::testdata::shared_dir_or_skip;
-use bookfarm_engine::{Board, Square};
+use bookfarm_engine::{Board, Move, Square};
 use std::path::Path;
 use std::time::Instant;
 
@@ -24,24 +25,22 @@ fn thread_cpu_seconds() -> Option<f64> {
 /// (board, best score, best moves) of every line of an OBF file.
 fn read_obf(path: &Path) -> Vec<(Board, i32, Vec<Square>)> {
     let text = std::fs::read_to_string(path).expect("read obf");
-    let mut out = Vec::new();
-    for line in text.lines().map(str::trim) {
-        if line.is_empty() || line.starts_with('%') {
-            continue;
-        }
-        let mut fields = line.split(';');
-        let head = fields.next().expect("board field").trim();
-        let (cells, side) = head.split_at(64);
-        let board = Board::from_cells(cells, side.trim() == "X").expect("board");
-        let moves: Vec<(Square, i32)> = fields
-            .filter_map(|f| f.trim().split_once(':'))
-            .map(|(m, s)| (Square::parse(m).expect("move"), s.parse().expect("score")))
-            .collect();
-        let best = moves.iter().map(|m| m.1).max().expect("moves");
-        let best_moves = moves.iter().filter(|m| m.1 == best).map(|m| m.0).collect();
-        out.push((board, best, best_moves));
-    }
-    out
+    parse_obf(&text)
+        .expect("valid obf")
+        .into_iter()
+        .map(|p| {
+            let best = p.best_score.expect("best score");
+            let moves = p
+                .best_moves()
+                .into_iter()
+                .filter_map(|m| match m {
+                    Move::Square(s) => Some(s),
+                    _ => None,
+                })
+                .collect();
+            (p.board, best, moves)
+        })
+        .collect()
 }
 
 /// Solve every position of the flippy endgame sets (`flippy` argument) and check the scores
@@ -60,12 +59,8 @@ fn flippy(dir: &Path, ctx: &mut EndgameContext) {
         let (mut n, mut exact, mut raw, mut wrong) = (0, 0, 0, 0);
         ctx.nodes = 0;
         let c0 = thread_cpu_seconds().unwrap_or(0.0);
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            let black = f[1] == "Black";
-            let board = Board::from_cells(f[0], black).expect("board");
-            let s: i32 = f[3].parse().expect("score");
-            let s = if black { s } else { -s };
+        for fp in parse_flippy(&text).expect("valid flippy list") {
+            let (board, s) = (fp.board, fp.score_for_mover());
             let v = endgame::solve(&board, -64, 64, ctx);
             n += 1;
             if v == s {
@@ -74,7 +69,7 @@ fn flippy(dir: &Path, ctx: &mut EndgameContext) {
                 raw += 1;
             } else {
                 wrong += 1;
-                println!("WRONG {file}: {line} -> {v}");
+                println!("WRONG {file}: {board} {s} -> {v}");
             }
         }
         let cpu = thread_cpu_seconds().unwrap_or(0.0) - c0;
@@ -142,8 +137,7 @@ fn main() {
             (Some(a), Some(b)) => b - a,
             _ => wall,
         };
-        let ok = score == best
-            && matches!(mv, bookfarm_engine::Move::Square(s) if best_moves.contains(&s));
+        let ok = score == best && matches!(mv, Move::Square(s) if best_moves.contains(&s));
         all_ok &= ok;
         println!(
             "{no:<3} {:>7} {score:>+5} {best:>+8} {:>4} {:>2} {:>12} {cpu:>8.3} {:>6.1}",

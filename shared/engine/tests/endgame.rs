@@ -2,6 +2,7 @@
 //! minimax cross-check (proptest).
 
 use bookfarm_engine::endgame::{self, EndgameContext, SCORE_INF};
+use bookfarm_engine::formats::obf::{parse_flippy, parse_obf};
 use bookfarm_engine::symmetry::{transform, transform_move};
 use bookfarm_engine::testdata::shared_dir_or_skip;
 use bookfarm_engine::{Board, Move, Square};
@@ -24,32 +25,24 @@ impl Problem {
     }
 }
 
-/// Minimal OBF line reader for these tests (edax-spec §10.1).
+/// The problems of an OBF file, through the library reader.
 fn read_obf(path: &Path) -> Vec<Problem> {
     let text = std::fs::read_to_string(path).expect("read obf");
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('%') {
-            continue;
-        }
-        let mut fields = line.split(';');
-        let head = fields.next().expect("board field");
-        let (cells, side) = head.trim().split_at(64);
-        let board = Board::from_cells(cells, side.trim() == "X").expect("board");
-        let mut moves = Vec::new();
-        for f in fields {
-            let f = f.trim();
-            if f.is_empty() {
-                continue;
-            }
-            let (m, s) = f.split_once(':').expect("move:score");
-            let sq = Square::parse(m).expect("square");
-            moves.push((sq, s.parse::<i32>().expect("score")));
-        }
-        out.push(Problem { board, moves });
-    }
-    out
+    parse_obf(&text)
+        .expect("valid obf")
+        .into_iter()
+        .map(|p| Problem {
+            board: p.board,
+            moves: p
+                .scores
+                .iter()
+                .filter_map(|&(m, s)| match m {
+                    Move::Square(sq) => Some((sq, s)),
+                    _ => None,
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 fn exact(board: &Board, ctx: &mut EndgameContext) -> i32 {
@@ -159,19 +152,13 @@ fn ffo_20_to_39_small_problems() {
     }
 }
 
-/// Flippy endgame lines: `<64 cells> <Black|White> <best index> <score for Black>`.
+/// Flippy endgame positions with the listed score for the side to move (library reader).
 fn read_flippy(path: &Path) -> Vec<(Board, i32)> {
     let text = std::fs::read_to_string(path).expect("read flippy set");
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            assert_eq!(f.len(), 4, "line {l:?}");
-            let black = f[1] == "Black";
-            let board = Board::from_cells(f[0], black).expect("board");
-            let s: i32 = f[3].parse().expect("score");
-            (board, if black { s } else { -s })
-        })
+    parse_flippy(&text)
+        .expect("valid flippy list")
+        .iter()
+        .map(|p| (p.board, p.score_for_mover()))
         .collect()
 }
 
