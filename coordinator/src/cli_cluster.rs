@@ -91,6 +91,9 @@ pub enum ClusterCommand {
         /// No progress bar.
         #[arg(long)]
         quiet: bool,
+        /// Jobs each worker leases beyond its free thread.
+        #[arg(long, default_value_t = 2)]
+        lookahead: usize,
         /// Select continuously instead of in Edax-style rounds (busier workers, but the book
         /// then depends on the order in which results arrive).
         #[arg(long)]
@@ -148,6 +151,7 @@ pub enum ExpandSelector {
     /// Edax `book deviate REL ABS`.
     Deviate {
         /// Relative error.
+        #[arg(allow_negative_numbers = true)]
         rel: i32,
         /// Absolute error.
         abs: i32,
@@ -169,18 +173,19 @@ pub enum ExpandSelector {
 #[derive(Debug, clap::Args)]
 pub struct Remote {
     /// Coordinator URL.
-    #[arg(long, env = "BOOKFARM_COORDINATOR", default_value = DEFAULT_COORDINATOR)]
+    #[arg(long, global = true, env = "BOOKFARM_COORDINATOR", default_value = DEFAULT_COORDINATOR)]
     coordinator: String,
     /// Admin token.
     #[arg(
         long,
+        global = true,
         env = "BOOKFARM_TOKEN",
         hide_env_values = true,
         default_value = ""
     )]
     token: String,
     /// CA certificate (PEM) of a TLS coordinator (use an https:// URL).
-    #[arg(long, env = "BOOKFARM_TLS_CA")]
+    #[arg(long, global = true, env = "BOOKFARM_TLS_CA")]
     tls_ca: Option<PathBuf>,
 }
 
@@ -275,6 +280,7 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
             eval,
             http,
             quiet,
+            lookahead,
             continuous,
         } => {
             let selector = match enhance {
@@ -297,6 +303,7 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
                 eval,
                 http,
                 quiet,
+                lookahead,
                 continuous,
             })
         }
@@ -646,6 +653,7 @@ struct LocalArgs {
     eval: Option<PathBuf>,
     http: Option<String>,
     quiet: bool,
+    lookahead: usize,
     continuous: bool,
 }
 
@@ -715,6 +723,7 @@ fn local(a: LocalArgs) -> anyhow::Result<()> {
         workers: a.workers,
         eval_hash: hash,
         http: a.http.clone(),
+        lookahead: a.lookahead,
     };
     let bar = if a.quiet {
         ProgressBar::hidden()

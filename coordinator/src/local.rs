@@ -21,6 +21,9 @@ pub struct LocalOptions {
     pub eval_hash: String,
     /// Optional HTTP listener address for metrics.
     pub http: Option<String>,
+    /// Jobs each worker leases beyond its free thread (hides the result round trip; more
+    /// hoards jobs at the end of a round).
+    pub lookahead: usize,
 }
 
 /// What a local run did.
@@ -78,7 +81,7 @@ pub async fn run(
         let cfg = WorkerConfig {
             coordinator: format!("http://{addr}"),
             threads: 1,
-            lookahead: 1,
+            lookahead: opts.lookahead,
             name: format!("local-{i}"),
             eval_hash: opts.eval_hash.clone(),
             ..WorkerConfig::default()

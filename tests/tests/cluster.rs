@@ -248,6 +248,7 @@ async fn local_mode_and_worker_processes_build_the_same_book() {
         workers: 2,
         eval_hash: eval_hash(&eval),
         http: None,
+        lookahead: 2,
     };
     let interrupted = run(c.clone(), &opts, factory, std::future::pending(), |_| {})
         .await
