@@ -188,9 +188,9 @@ impl Searcher {
     ) -> LeafResult {
         let n = board.empties();
         let root_mask = board.moves() & !excluded;
-        if depth >= n {
-            self.exact.prepare(n);
-        }
+        // Exact solves can happen in any search (endgame, PV extension): start from empty
+        // solver tables so that node counts never depend on earlier searches.
+        self.exact.prepare();
         let eval = Arc::clone(&self.eval);
         let mut ctx = Ctx::new(
             &eval,
@@ -616,6 +616,54 @@ mod tests {
         t.join().expect("timer thread");
         assert!(r.depth < 30);
         assert!(b.is_legal(r.mv));
+    }
+
+    #[test]
+    fn searcher_is_send() {
+        fn assert_send<T: Send>() {}
+        assert_send::<Searcher>();
+        assert_send::<LeafResult>();
+    }
+
+    #[test]
+    fn node_counts_do_not_depend_on_history() {
+        let (Some(e), Some(boards)) = (eval(), golden_boards()) else {
+            return;
+        };
+        let mut s = Searcher::with_options(
+            e,
+            SearchOptions {
+                tt_bits: 16,
+                ..SearchOptions::default()
+            },
+        );
+        let abort = AtomicBool::new(false);
+        let mid = *boards
+            .iter()
+            .find(|b| (18..=22).contains(&b.empties()))
+            .expect("18-22 empties");
+        let end = *boards
+            .iter()
+            .find(|b| b.empties() <= 16)
+            .expect("an endgame position");
+        // Depth 11 uses the PV extension (exact solves of PV nodes with at most 10 empties).
+        let first = s.search_depth(&mid, 11, 5, 0, &abort);
+        let other = s.search_depth(&end, 30, 5, 0, &abort);
+        assert!(other.exact);
+        let again = s.search_depth(&mid, 11, 5, 0, &abort);
+        assert_eq!(
+            (first.score, first.mv, first.nodes),
+            (again.score, again.mv, again.nodes)
+        );
+        let mut fresh = Searcher::with_options(
+            Arc::clone(s.eval()),
+            SearchOptions {
+                tt_bits: 16,
+                ..SearchOptions::default()
+            },
+        );
+        let third = fresh.search_depth(&mid, 11, 5, 0, &abort);
+        assert_eq!((first.score, first.nodes), (third.score, third.nodes));
     }
 
     #[test]

@@ -18,36 +18,34 @@ pub struct ExactSolvers {
     small: EndgameContext,
     large: EndgameContext,
     large_bits: u32,
+    large_allocated: bool,
     large_dirty: bool,
     small_dirty: bool,
 }
 
 impl ExactSolvers {
-    /// Contexts with a `2^large_bits`-bucket table for large solves.
+    /// Contexts with a `2^large_bits`-bucket table for large solves (allocated at the first
+    /// large solve).
     pub fn new(large_bits: u32) -> ExactSolvers {
         ExactSolvers {
             small: EndgameContext::with_tt_bits(12),
-            // Allocated lazily, at the first large solve.
             large: EndgameContext::with_tt_bits(4),
             large_bits,
+            large_allocated: false,
             large_dirty: false,
             small_dirty: false,
         }
     }
 
-    /// Forget everything (called at the start of every search that can solve).
-    pub fn prepare(&mut self, root_empties: u32) {
+    /// Start a search from empty tables: clears the contexts used since the last call (cheap
+    /// when nothing was solved).
+    pub fn prepare(&mut self) {
         if self.small_dirty {
             self.small.clear();
             self.small_dirty = false;
         }
-        if root_empties > SMALL_CONTEXT_MAX_EMPTIES {
-            if !self.large_dirty {
-                // First use, or clean: make sure the table has its full size.
-                self.large = EndgameContext::with_tt_bits(self.large_bits);
-            } else {
-                self.large.clear();
-            }
+        if self.large_dirty {
+            self.large.clear();
             self.large_dirty = false;
         }
     }
@@ -65,6 +63,10 @@ impl ExactSolvers {
             self.small_dirty = true;
             &mut self.small
         } else {
+            if !self.large_allocated {
+                self.large = EndgameContext::with_tt_bits(self.large_bits);
+                self.large_allocated = true;
+            }
             self.large_dirty = true;
             &mut self.large
         }
