@@ -198,6 +198,11 @@ fn incremental_latency() {
         b.len(),
         b.n_links()
     );
+    let read = read_book(&book_to_bytes(b)).expect("valid");
+    eprintln!(
+        "memory of a book read from book.dat: {:.1} heap bytes/position",
+        read.heap_bytes() as f64 / read.len() as f64
+    );
     let mut tight = b.clone();
     tight.shrink_to_fit();
     eprintln!(

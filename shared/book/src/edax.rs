@@ -410,6 +410,8 @@ pub fn read_book(d: &[u8]) -> Result<MemBook, ReadError> {
             found: index,
         });
     }
+    // The link arena was sized by a guess; give back what it over-allocated.
+    book.shrink_to_fit();
     Ok(book)
 }
 
