@@ -72,10 +72,15 @@ fn main() {
             (Some(a), Some(b)) => b - a,
             _ => wall,
         };
+        // Below 10 ms of CPU the rate is meaningless.
+        let rate = if cpu >= 0.01 {
+            format!("{:.0}", nodes as f64 / cpu)
+        } else {
+            "-".to_string()
+        };
         println!(
-            "{depth}\t{}\t{nodes}\t{edax_nodes}\t{cpu:.3}\t{wall:.3}\t{:.0}\t{mismatches}",
-            set.len(),
-            nodes as f64 / cpu.max(1e-9)
+            "{depth}\t{}\t{nodes}\t{edax_nodes}\t{cpu:.3}\t{wall:.3}\t{rate}\t{mismatches}",
+            set.len()
         );
     }
 }

@@ -554,6 +554,8 @@ mod tests {
             e,
             SearchOptions {
                 tt_bits: 16,
+                // Edax's threshold, so that this 17-20 empties position runs the selective path.
+                midgame_to_endgame: 15,
                 ..SearchOptions::default()
             },
         );

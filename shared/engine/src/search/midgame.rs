@@ -163,7 +163,10 @@ impl<'a> Ctx<'a> {
             };
         }
         match depth {
-            0 => self.eval0(),
+            0 => {
+                self.nodes += 1;
+                self.eval0()
+            }
             1 => self.eval1(alpha, beta),
             2 => self.eval2(alpha, beta),
             _ if pv => self.pvs(alpha, beta, depth),
@@ -266,7 +269,12 @@ impl<'a> Ctx<'a> {
     /// Order a move list: wipe-out, table move, then shallow evaluation and mobility.
     pub fn order(&mut self, list: &mut MoveList, tt_move: u8, depth: u32) {
         let opp = self.board.opponent;
-        let sort_depth: i32 = if depth >= 9 {
+        // Solving nodes (selective endgame) order by static evaluation and mobility only: their
+        // subtrees are full-depth, a deeper ordering search would cost more than it saves.
+        let solving = depth >= self.board.empties();
+        let sort_depth: i32 = if solving {
+            0
+        } else if depth >= 9 {
             2
         } else if depth >= 6 {
             1
