@@ -8,6 +8,9 @@
 //! * [`negamax`]: Edax's negamax, full and incremental, link ordering and linking.
 //! * [`select`]: the selectors deviate, enhance, play and extend as pure marking functions;
 //! * [`maintain`]: prune, subtree and merge;
+//! * [`grow`]: leaf searches as requests and results, expansion, adding games, `book store`,
+//!   link, fill and fix, with searches run by a caller-supplied callback;
+//! * [`query`]: `book show`, `book problem` and `book check` with Edax's text;
 //! * [`synth`]: deterministic synthetic books for tests and benchmarks.
 //!
 //! The crate does no IO beyond what callers hand it (byte slices and strings) and has no
@@ -31,11 +34,13 @@
 pub mod csv;
 pub mod dump;
 pub mod edax;
+pub mod grow;
 pub mod info;
 pub mod maintain;
 pub mod mem;
 pub mod model;
 pub mod negamax;
+pub mod query;
 pub mod select;
 pub mod store;
 pub mod synth;

@@ -1,0 +1,713 @@
+//! Growing the book the way Edax does, with every leaf search described as data.
+//!
+//! Edax runs its engine inside the book code (`position_search`). Here the search is a
+//! [`LeafRequest`] (board, level, excluded link squares) computed from a position, and its
+//! [`LeafResult`] is applied back by a pure function (edax-spec §4.3). Functions that need
+//! searches take a callback `FnMut(&LeafRequest) -> LeafResult`, so the caller decides how they
+//! run (in-process engine, threads, a test double).
+//!
+//! * [`leaf_request`] / [`apply_leaf`] / [`position_search`]: `position_search` on a position;
+//! * [`plan_expand`] / [`finish_expand`] / [`expand`]: `position_expand` (§4.4) as two
+//!   independent requests (the new child's leaf, the parent's re-search with the move excluded);
+//! * [`add_board`], [`add_game`], [`store_game`]: `book_add_board`, `book_add_game`, `book store`
+//!   (§4.5);
+//! * [`link_book`]: `book_link` (§4.2); [`fill`]: `book fill` (§4.9, without Edax's dangling
+//!   board pointer); [`check_position`] / [`fix`]: `position_is_ok` (§3) and `book fix` (§4.11),
+//!   reporting illegal boards and removing them instead of zeroing them.
+//!
+//! The search engine's tables are not part of the model: Edax clears its hash before each game
+//! and each expansion and otherwise lets it persist; our searches start from an empty table every
+//! time (see `bookfarm_engine::search`), so only the request matters.
+
+use crate::edax::bucket_order;
+use crate::mem::{MemBook, NodeId, child_board};
+use crate::model::{BAD_LINK, Link, MAX_LEVEL, Position, SCORE_INF};
+use crate::negamax::{link_position, negamax, sort_links};
+use bookfarm_engine::search::{LeafRequest, LeafResult};
+use bookfarm_engine::symmetry::canonical;
+use bookfarm_engine::{Board, Move};
+
+/// Edax's `position_add_link` on a detached position: overwrite the score of an existing link
+/// with the same move (returns `false`), or append the link, raise the value to its score and
+/// clear the leaf when it had this move (returns `true`).
+pub fn add_link_to(p: &mut Position, link: Link) -> bool {
+    if let Some(l) = p.links.iter_mut().find(|l| l.mv == link.mv) {
+        l.score = link.score;
+        return false;
+    }
+    p.links.push(link);
+    p.value = p.value.max(i16::from(link.score));
+    if p.leaf.mv == link.mv {
+        p.leaf = BAD_LINK;
+    }
+    true
+}
+
+/// Edax's `position_link` on a detached position whose board may be in any orientation: for
+/// each legal move in increasing square order whose child is in `book`, add `{-child.value, x}`;
+/// a position that must pass gets a PASS link when the swapped board is in the book. Returns the
+/// number of links added.
+pub fn link_detached(book: &MemBook, p: &mut Position) -> usize {
+    let board = p.board;
+    let moves = board.moves();
+    let mut added = 0;
+    if moves != 0 {
+        for sq in bookfarm_engine::board::BitIter(moves) {
+            let mv = Move::Square(sq);
+            if let Some(c) = book.find(&child_board(&board, mv)) {
+                let score = (-i32::from(book.score(c).value)) as i8;
+                added += usize::from(add_link_to(p, Link::new(score, mv)));
+            }
+        }
+    } else if board.pass().moves() != 0
+        && let Some(c) = book.find(&canonical(&board.pass()).0)
+    {
+        let score = (-i32::from(book.score(c).value)) as i8;
+        added += usize::from(add_link_to(p, Link::new(score, Move::Pass)));
+    }
+    added
+}
+
+/// The first step of Edax's `position_search`: a leaf with a move becomes a link (with the
+/// leaf's score) unless a link with that move exists. Returns whether a link was added.
+pub fn promote_leaf(p: &mut Position) -> bool {
+    p.leaf.mv != Move::None && add_link_to(p, p.leaf)
+}
+
+/// The leaf search Edax's `position_search` would run on `p` (after the leaf-to-link promotion
+/// of [`promote_leaf`], which this function takes into account without doing it), or `None`
+/// when it runs none: a search runs when fewer links than legal moves exist, or when the
+/// position has no move, no link and an unknown value (a pass position without a PASS link, or
+/// a finished game). The request excludes the exact link squares, at the position's own level.
+pub fn leaf_request(p: &Position) -> Option<LeafRequest> {
+    let mut n_link = p.links.len();
+    let mut value = p.value;
+    let mut excluded = 0u64;
+    for l in &p.links {
+        if let Move::Square(s) = l.mv {
+            excluded |= s.bit();
+        }
+    }
+    if p.leaf.mv != Move::None && p.links.iter().all(|l| l.mv != p.leaf.mv) {
+        n_link += 1;
+        value = value.max(i16::from(p.leaf.score));
+        if let Move::Square(s) = p.leaf.mv {
+            excluded |= s.bit();
+        }
+    }
+    let mobility = p.board.moves().count_ones() as usize;
+    let search = n_link < mobility || (n_link == 0 && mobility == 0 && value == -SCORE_INF);
+    search.then_some(LeafRequest {
+        board: p.board,
+        level: p.level.min(MAX_LEVEL),
+        excluded,
+    })
+}
+
+/// The score byte of a search result (scores are within ±64; anything else is clamped to the
+/// byte's range without wrapping).
+fn score_byte(score: i32) -> i8 {
+    score.clamp(-i32::from(SCORE_INF), i32::from(SCORE_INF)) as i8
+}
+
+/// Apply the result of [`leaf_request`] as Edax does: promote the leaf (if not done yet), set
+/// the leaf to `{result.score, result.move}` and raise the value to the leaf score.
+pub fn apply_leaf(p: &mut Position, result: &LeafResult) {
+    promote_leaf(p);
+    p.leaf = Link::new(score_byte(result.score), result.mv);
+    p.value = p.value.max(i16::from(p.leaf.score));
+}
+
+/// What [`position_search`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SearchOutcome {
+    /// The old leaf became a link.
+    pub promoted: bool,
+    /// A leaf search ran.
+    pub searched: bool,
+}
+
+/// Edax's `position_search` on a detached position, running the search through `search`.
+pub fn position_search<F>(p: &mut Position, search: &mut F) -> SearchOutcome
+where
+    F: FnMut(&LeafRequest) -> LeafResult,
+{
+    let request = leaf_request(p);
+    let promoted = promote_leaf(p);
+    let searched = match request {
+        Some(req) => {
+            let r = search(&req);
+            apply_leaf(p, &r);
+            true
+        }
+        None => false,
+    };
+    SearchOutcome { promoted, searched }
+}
+
+/// [`position_search`] on the book position `id`.
+pub fn search_position<F>(book: &mut MemBook, id: NodeId, search: &mut F) -> SearchOutcome
+where
+    F: FnMut(&LeafRequest) -> LeafResult,
+{
+    let mut p = book.position(id);
+    let out = position_search(&mut p, search);
+    if out.promoted || out.searched {
+        book.put_position(&p);
+    }
+    out
+}
+
+/// A planned expansion of a position through its leaf move (edax-spec §4.4, design "Job
+/// model"): the two searches are independent and can run in parallel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpandPlan {
+    /// The (canonical) board of the expanded position A.
+    pub parent: Board,
+    /// A's leaf move m, in A's coordinates.
+    pub mv: Move,
+    /// The new child B = A + m as Edax builds it before its search: the board as played (not
+    /// normalized), A's level, and its links to positions already in the book.
+    pub child: Position,
+    /// Whether B is already in the book (Edax still searches it and then drops the duplicate).
+    pub child_exists: bool,
+    /// B's leaf search.
+    pub child_request: Option<LeafRequest>,
+    /// A's re-search with m excluded (m becomes a link).
+    pub parent_request: Option<LeafRequest>,
+}
+
+/// Plan Edax's `position_expand` of `id`; `None` when its leaf move is NOMOVE (nothing to
+/// expand).
+pub fn plan_expand(book: &MemBook, id: NodeId) -> Option<ExpandPlan> {
+    let parent = book.position(id);
+    let mv = parent.leaf.mv;
+    if mv == Move::None {
+        return None;
+    }
+    let mut child = Position::new(parent.board.next_unchecked(mv), parent.level);
+    link_detached(book, &mut child);
+    let child_exists = book.probe(&child.board).is_some();
+    let child_request = leaf_request(&child);
+    // The parent's request does not depend on B's result: m is excluded whatever B's value.
+    let parent_request = leaf_request(&parent);
+    Some(ExpandPlan {
+        parent: parent.board,
+        mv,
+        child,
+        child_exists,
+        child_request,
+        parent_request,
+    })
+}
+
+/// Errors of the growing functions.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrowError {
+    /// The expanded position is no longer in the book.
+    #[error("position {board} is not in the book")]
+    Missing {
+        /// Its board.
+        board: Board,
+    },
+    /// The position changed since the plan (its leaf is no longer the planned move).
+    #[error("position {board} changed since the expansion was planned")]
+    Stale {
+        /// Its board.
+        board: Board,
+    },
+    /// A planned search has no result.
+    #[error("the expansion of {board} lacks the result of a planned search")]
+    MissingResult {
+        /// The parent's board.
+        board: Board,
+    },
+}
+
+/// What [`finish_expand`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExpandOutcome {
+    /// The child (new, or the existing one when it was already in the book).
+    pub child: NodeId,
+    /// The child was added (false: it existed and the fresh copy was dropped, as in Edax).
+    pub child_added: bool,
+    /// The parent's leaf became a link.
+    pub link_added: bool,
+}
+
+/// Apply an expansion's two results, in Edax's order: B's leaf, A's leaf score = −B.value,
+/// A's re-search (the leaf becomes a link), then B normalized and added (dropped if present).
+///
+/// `child_result` may be `None` only when the plan has no child request, or when the child is
+/// already in the book (the link then takes the existing child's value instead of a fresh
+/// search's); `parent_result` only when the plan has no parent request.
+pub fn finish_expand(
+    book: &mut MemBook,
+    plan: &ExpandPlan,
+    child_result: Option<&LeafResult>,
+    parent_result: Option<&LeafResult>,
+) -> Result<ExpandOutcome, GrowError> {
+    let pid = book
+        .find(&plan.parent)
+        .ok_or(GrowError::Missing { board: plan.parent })?;
+    let mut parent = book.position(pid);
+    if parent.leaf.mv != plan.mv {
+        return Err(GrowError::Stale { board: plan.parent });
+    }
+    let missing = GrowError::MissingResult { board: plan.parent };
+    let mut child = plan.child.clone();
+    let existing = book.probe(&child.board);
+    match (plan.child_request, child_result, existing) {
+        (Some(_), Some(r), _) => apply_leaf(&mut child, r),
+        (Some(_), None, Some(e)) => child.value = book.score(e).value,
+        (Some(_), None, None) => return Err(missing),
+        (None, _, _) => {
+            promote_leaf(&mut child);
+        }
+    }
+    parent.leaf.score = (-i32::from(child.value)) as i8;
+    let link_added = promote_leaf(&mut parent);
+    match (plan.parent_request, parent_result) {
+        (Some(_), Some(r)) => apply_leaf(&mut parent, r),
+        (Some(_), None) => return Err(missing),
+        (None, _) => {}
+    }
+    book.put_position(&parent);
+    child.normalize();
+    let (child_id, child_added) = match book.find(&child.board) {
+        Some(id) => (id, false),
+        None => (book.put_position(&child), true),
+    };
+    Ok(ExpandOutcome {
+        child: child_id,
+        child_added,
+        link_added,
+    })
+}
+
+/// Edax's `position_expand` of `id` with the searches run by `search` (child first, then the
+/// parent, as Edax orders them). `None` when the leaf is NOMOVE.
+pub fn expand<F>(book: &mut MemBook, id: NodeId, search: &mut F) -> Option<ExpandOutcome>
+where
+    F: FnMut(&LeafRequest) -> LeafResult,
+{
+    let plan = plan_expand(book, id)?;
+    let c = plan.child_request.as_ref().map(&mut *search);
+    let p = plan.parent_request.as_ref().map(&mut *search);
+    // The plan was made on the current book, so the position is present and unchanged.
+    finish_expand(book, &plan, c.as_ref(), p.as_ref()).ok()
+}
+
+/// Edax's change counters (`stats.n_nodes`, `stats.n_links`) for one operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Changes {
+    /// Positions added.
+    pub positions: usize,
+    /// Links added (by linking or by a leaf becoming a link).
+    pub links: usize,
+    /// Leaf searches run.
+    pub searches: usize,
+}
+
+impl Changes {
+    /// Whether anything was added (Edax's `n_nodes + n_links != 0`).
+    pub fn changed(&self) -> bool {
+        self.positions + self.links > 0
+    }
+
+    fn add(&mut self, o: SearchOutcome) {
+        self.links += usize::from(o.promoted);
+        self.searches += usize::from(o.searched);
+    }
+}
+
+impl std::ops::AddAssign for Changes {
+    fn add_assign(&mut self, o: Changes) {
+        self.positions += o.positions;
+        self.links += o.links;
+        self.searches += o.searches;
+    }
+}
+
+/// The level of new positions: the header's level, clamped to 0..=60.
+fn book_level(book: &MemBook) -> u8 {
+    book.header().level.clamp(0, i32::from(MAX_LEVEL)) as u8
+}
+
+/// Edax's `book_add_board` on a board in any orientation: nothing when it has fewer than
+/// `n_empties − 1` empties; an existing position is relinked and searched if its leaf is
+/// NOMOVE; a new one gets the book level, its links, its leaf search, and is normalized and
+/// added.
+pub fn add_board<F>(book: &mut MemBook, board: &Board, search: &mut F) -> Changes
+where
+    F: FnMut(&LeafRequest) -> LeafResult,
+{
+    let mut ch = Changes::default();
+    if (board.empties() as i32) < book.header().n_empties - 1 {
+        return ch;
+    }
+    if let Some(id) = book.probe(board) {
+        ch.links += link_position(book, id);
+        if book.leaf(id).mv == Move::None {
+            ch.add(search_position(book, id, search));
+        }
+    } else {
+        let mut p = Position::new(*board, book_level(book));
+        ch.links += link_detached(book, &mut p);
+        ch.add(position_search(&mut p, search));
+        p.normalize();
+        book.put_position(&p);
+        ch.positions += 1;
+    }
+    ch
+}
+
+/// A game move that could not be replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IllegalGameMove {
+    /// Index of the move in the given move list.
+    pub index: usize,
+    /// The move.
+    pub mv: Move,
+}
+
+/// What [`add_game`] or [`store_game`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GameReport {
+    /// Moves replayed, inserted passes included.
+    pub replayed: usize,
+    /// The first illegal move, where the replay stopped (Edax's "illegal move in game" warning).
+    pub illegal: Option<IllegalGameMove>,
+    /// Positions and links added, searches run.
+    pub changes: Changes,
+}
+
+/// Replay `moves` from the start position as Edax's `book_add_game` does: at most `limit` game
+/// moves (passes not counted), a pass inserted whenever the side to move has none, stop at the
+/// first illegal move. An explicit pass in `moves` is accepted where forced (it is the pass Edax
+/// inserts) and does not count. Returns the boards (start first) and the report.
+fn replay(moves: &[Move], limit: usize) -> (Vec<Board>, GameReport) {
+    let mut boards = vec![Board::start()];
+    let mut report = GameReport::default();
+    let mut b = Board::start();
+    let mut counted = 0;
+    for (index, &mv) in moves.iter().enumerate() {
+        if counted >= limit {
+            break;
+        }
+        if mv == Move::Pass && b.must_pass() {
+            b = b.pass();
+            boards.push(b);
+            continue;
+        }
+        if b.moves() == 0 {
+            b = b.pass();
+            boards.push(b);
+        }
+        match mv {
+            Move::Square(s) if b.moves() & s.bit() != 0 => {
+                b = b.play_flips(s.index(), b.flips(s));
+                boards.push(b);
+                counted += 1;
+            }
+            _ => {
+                report.illegal = Some(IllegalGameMove { index, mv });
+                break;
+            }
+        }
+    }
+    report.replayed = boards.len() - 1;
+    (boards, report)
+}
+
+/// Edax's `book_add_game` for a game from the standard start position (`book add`): replay at
+/// most `60 − n_empties` moves ([`replay`]'s rules), then add the reached boards deepest first,
+/// the start position excepted, with [`add_board`] (so each new position links to its already
+/// added child). Values are not negamaxed (Edax's `book add` never does).
+pub fn add_game<F>(book: &mut MemBook, moves: &[Move], search: &mut F) -> GameReport
+where
+    F: FnMut(&LeafRequest) -> LeafResult,
+{
+    let limit = usize::try_from(60 - book.header().n_empties).unwrap_or(0);
+    let (boards, mut report) = replay(moves, limit);
+    for b in boards[1..].iter().rev() {
+        report.changes += add_board(book, b, search);
+    }
+    report
+}
+
+/// Edax's `book store` of a game from the start position: replay the legal moves (passes
+/// inserted where forced), add every reached board from the last one back to, and including,
+/// the start position ([`add_board`]'s empties filter applies); if anything changed, run
+/// [`link_book`] and negamax from the start position.
+pub fn store_game<F>(book: &mut MemBook, moves: &[Move], search: &mut F) -> GameReport
+where
+    F: FnMut(&LeafRequest) -> LeafResult,
+{
+    let (boards, mut report) = replay(moves, usize::MAX);
+    for b in boards.iter().rev() {
+        report.changes += add_board(book, b, search);
+    }
+    if report.changes.changed() {
+        report.changes += link_book(book, search);
+        negamax(book);
+    }
+    report
+}
+
+/// Edax's `book_link`: for every position (in Edax's file order), `position_link`, then
+/// `position_search` when its leaf is NOMOVE.
+pub fn link_book<F>(book: &mut MemBook, search: &mut F) -> Changes
+where
+    F: FnMut(&LeafRequest) -> LeafResult,
+{
+    let mut ch = Changes::default();
+    for id in bucket_order(book) {
+        ch.links += link_position(book, id);
+        if book.leaf(id).mv == Move::None {
+            ch.add(search_position(book, id, search));
+        }
+    }
+    ch
+}
+
+/// Edax's recursive `board_fill`: whether `board` is in the book or was just connected to it
+/// through a path of at most `depth` moves; every intermediate board on such a path is added.
+fn board_fill<F>(
+    book: &mut MemBook,
+    board: &Board,
+    depth: u32,
+    ch: &mut Changes,
+    search: &mut F,
+) -> bool
+where
+    F: FnMut(&LeafRequest) -> LeafResult,
+{
+    if depth == 0 {
+        return book.probe(board).is_some();
+    }
+    let moves = board.moves();
+    let mut filled = false;
+    if moves == 0 {
+        let next = board.pass();
+        if next.moves() != 0 && board_fill(book, &next, depth - 1, ch, search) {
+            *ch += add_board(book, &next, search);
+            filled = true;
+        }
+    } else {
+        for sq in bookfarm_engine::board::BitIter(moves) {
+            let next = board.play_flips(sq.index(), board.flips(sq));
+            if board_fill(book, &next, depth - 1, ch, search) {
+                *ch += add_board(book, &next, search);
+                filled = true;
+            }
+        }
+    }
+    filled
+}
+
+/// What [`fill`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FillReport {
+    /// Passes over the book (the last one adds nothing).
+    pub passes: usize,
+    /// Total changes.
+    pub changes: Changes,
+}
+
+/// Edax's `book fill [d]` (d clamped to 1..=61): repeat passes until one adds nothing; a pass
+/// runs [`board_fill`] from every position with at least `n_empties` empties, positions added
+/// during the pass included (visited in insertion order; Edax visits bucket by bucket), then
+/// negamaxes from the start position if it changed something. The board is copied before the
+/// walk, unlike Edax's pointer into a bucket that an insertion may reallocate.
+pub fn fill<F>(book: &mut MemBook, depth: u32, search: &mut F) -> FillReport
+where
+    F: FnMut(&LeafRequest) -> LeafResult,
+{
+    let depth = depth.clamp(1, 61);
+    let mut report = FillReport::default();
+    loop {
+        report.passes += 1;
+        let mut ch = Changes::default();
+        let mut k = 0;
+        while k < book.id_bound() {
+            let id = NodeId(k as u32);
+            k += 1;
+            if !book.is_live(id) {
+                continue;
+            }
+            let board = book.board(id);
+            if board.empties() as i32 >= book.header().n_empties {
+                board_fill(book, &board, depth, &mut ch, search);
+            }
+        }
+        report.changes += ch;
+        if !ch.changed() {
+            break;
+        }
+        negamax(book);
+    }
+    report
+}
+
+/// Why a position fails Edax's `position_is_ok` (edax-spec §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PositionProblem {
+    /// A square holds discs of both sides.
+    Overlap,
+    /// A centre square is empty.
+    EmptyCentre,
+    /// The board is not in canonical form.
+    NotCanonical,
+    /// A link's move is not legal (or a PASS link where no pass is forced, or beside others).
+    BadLink(Move),
+    /// The leaf's move is not legal (or a PASS leaf where no pass is forced, or beside links).
+    BadLeaf(Move),
+    /// The leaf is NOMOVE although some legal moves are neither links nor a PASS link.
+    BadNoMove,
+    /// Two links share a move, or the leaf's move is also a link.
+    Duplicate(Move),
+}
+
+impl PositionProblem {
+    /// Whether the board itself is impossible (then `fix` removes the position).
+    pub fn is_illegal_board(self) -> bool {
+        matches!(
+            self,
+            PositionProblem::Overlap | PositionProblem::EmptyCentre
+        )
+    }
+}
+
+impl std::fmt::Display for PositionProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PositionProblem::Overlap => {
+                f.write_str("board is illegal: two discs on the same square")
+            }
+            PositionProblem::EmptyCentre => f.write_str("board is illegal: empty centre"),
+            PositionProblem::NotCanonical => f.write_str("board is not unique"),
+            PositionProblem::BadLink(Move::Pass) => f.write_str("passing link is wrong"),
+            PositionProblem::BadLink(m) => write!(f, "link {m} is wrong"),
+            PositionProblem::BadLeaf(Move::Pass) => f.write_str("passing leaf is wrong"),
+            PositionProblem::BadLeaf(m) => write!(f, "leaf {m} is wrong"),
+            PositionProblem::BadNoMove => f.write_str("nomove is wrong"),
+            PositionProblem::Duplicate(m) => write!(f, "move {m} appears twice"),
+        }
+    }
+}
+
+const CENTRE: u64 = 0x0000_0018_1800_0000;
+
+/// Edax's `position_is_ok`, in its order of checks: the first problem found, or `None`.
+pub fn check_position(p: &Position) -> Option<PositionProblem> {
+    let b = &p.board;
+    if b.player & b.opponent != 0 {
+        return Some(PositionProblem::Overlap);
+    }
+    if (b.player | b.opponent) & CENTRE != CENTRE {
+        return Some(PositionProblem::EmptyCentre);
+    }
+    if canonical(b).0 != *b {
+        return Some(PositionProblem::NotCanonical);
+    }
+    let moves = b.moves();
+    let pass_ok = moves == 0 && b.pass().moves() != 0;
+    let legal = |m: Move| matches!(m, Move::Square(s) if moves & s.bit() != 0);
+    for l in &p.links {
+        let ok = match l.mv {
+            Move::Pass => p.links.len() == 1 && pass_ok,
+            m => legal(m),
+        };
+        if !ok {
+            return Some(PositionProblem::BadLink(l.mv));
+        }
+    }
+    match p.leaf.mv {
+        Move::Pass => {
+            if !p.links.is_empty() || !pass_ok {
+                return Some(PositionProblem::BadLeaf(Move::Pass));
+            }
+        }
+        Move::None => {
+            let pass_link = p.links.len() == 1 && p.links[0].mv == Move::Pass;
+            if moves.count_ones() as usize != p.links.len() && !pass_link {
+                return Some(PositionProblem::BadNoMove);
+            }
+        }
+        m => {
+            if !legal(m) {
+                return Some(PositionProblem::BadLeaf(m));
+            }
+        }
+    }
+    for (i, l) in p.links.iter().enumerate() {
+        if p.links[i + 1..].iter().any(|k| k.mv == l.mv) || p.leaf.mv == l.mv {
+            return Some(PositionProblem::Duplicate(l.mv));
+        }
+    }
+    None
+}
+
+/// What [`fix`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FixReport {
+    /// Every position that failed [`check_position`], with the problem.
+    pub problems: Vec<(Board, PositionProblem)>,
+    /// Boards removed because they are illegal (Edax would keep an all-zero position instead).
+    pub removed: Vec<Board>,
+    /// Changes made by rebuilding the other positions.
+    pub changes: Changes,
+}
+
+/// Edax's `book_fix`: every position failing [`check_position`] is rebuilt from its board:
+/// normalized, everything discarded, level = book level, linked and searched. Unlike Edax,
+/// an illegal board (overlapping discs, empty centre) is removed and reported instead of
+/// being turned into an all-zero position, and a non-canonical board is re-keyed under its
+/// canonical form (dropped if that position already exists) instead of staying unfindable.
+/// The `book fix` command then runs [`link_book`], negamax and the link sort
+/// ([`fix_command`]).
+pub fn fix<F>(book: &mut MemBook, search: &mut F) -> FixReport
+where
+    F: FnMut(&LeafRequest) -> LeafResult,
+{
+    let mut report = FixReport::default();
+    let bad: Vec<(Board, PositionProblem)> = book
+        .ids()
+        .filter_map(|id| check_position(&book.position(id)).map(|pb| (book.board(id), pb)))
+        .collect();
+    for &(board, problem) in &bad {
+        if problem.is_illegal_board() {
+            book.remove(&board);
+            report.removed.push(board);
+            continue;
+        }
+        let (c, _) = canonical(&board);
+        if c != board {
+            book.remove(&board);
+            if book.find(&c).is_some() {
+                continue;
+            }
+        }
+        let mut p = Position::new(c, book_level(book));
+        report.changes.links += link_detached(book, &mut p);
+        let out = position_search(&mut p, search);
+        report.changes.add(out);
+        book.put_position(&p);
+    }
+    report.problems = bad;
+    report
+}
+
+/// The `book fix` command: [`fix`], [`link_book`], negamax from the start position, and the
+/// link sort.
+pub fn fix_command<F>(book: &mut MemBook, search: &mut F) -> FixReport
+where
+    F: FnMut(&LeafRequest) -> LeafResult,
+{
+    let mut report = fix(book, search);
+    report.changes += link_book(book, search);
+    negamax(book);
+    sort_links(book);
+    report
+}

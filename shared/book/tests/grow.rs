@@ -1,0 +1,459 @@
+//! Growing and querying the book: leaf requests and results, expansion, `book add`/`store`,
+//! fix, fill, `book show` against Edax's console transcripts, `book check`, `book problem`,
+//! and the golden tiny book rebuilt with the real engine.
+
+use bookfarm_book::grow::{
+    self, Changes, PositionProblem, add_game, apply_leaf, check_position, expand, finish_expand,
+    leaf_request, plan_expand, store_game,
+};
+use bookfarm_book::model::BookHeader;
+use bookfarm_book::query::{self, check_games, problems, show};
+use bookfarm_book::{BAD_LINK, Link, MemBook, Position, dump, edax, negamax};
+use bookfarm_engine::formats::transcript::parse_moves;
+use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
+use bookfarm_engine::symmetry::canonical;
+use bookfarm_engine::{Board, Move, Square};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+fn sq(s: &str) -> Move {
+    Move::Square(Square::parse(s).expect("square"))
+}
+
+fn golden(name: &str) -> Option<PathBuf> {
+    bookfarm_engine::testdata::shared_dir_or_skip().map(|d| d.join("golden").join(name))
+}
+
+fn board_after(moves: &str) -> Board {
+    let mut b = Board::start();
+    for mv in parse_moves(moves).expect("moves") {
+        if b.must_pass() {
+            b = b.pass();
+        }
+        b = b.play_move(mv).expect("legal");
+    }
+    b
+}
+
+/// A deterministic stand-in for the engine: the lowest non-excluded legal square, scored by a
+/// hash of the board; Edax's conventions for passes and finished games.
+fn mock(req: &LeafRequest) -> LeafResult {
+    let b = req.board;
+    let (mv, score) = if b.moves() == 0 {
+        if b.pass().moves() != 0 {
+            let h = (b.player.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 59) as i32;
+            (Move::Pass, h - 16)
+        } else {
+            (Move::None, b.final_score())
+        }
+    } else {
+        let open = b.moves() & !req.excluded;
+        if open == 0 {
+            (Move::None, -127)
+        } else {
+            let x = open.trailing_zeros() as u8;
+            let nb = b.play_flips(x, b.flips(Square::new(x).expect("square")));
+            let h = ((nb.player ^ nb.opponent.rotate_left(7)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                >> 58) as i32;
+            (Move::from_code(x).expect("move"), h - 32)
+        }
+    };
+    LeafResult {
+        mv,
+        score,
+        depth: 0,
+        selectivity: 5,
+        exact: false,
+        nodes: 1,
+        elapsed: Duration::ZERO,
+    }
+}
+
+#[test]
+fn leaf_request_follows_position_search() {
+    // A fresh position: every legal move open.
+    let mut p = Position::new(Board::start(), 7);
+    let r = leaf_request(&p).expect("search");
+    assert_eq!((r.board, r.level, r.excluded), (Board::start(), 7, 0));
+    // A leaf move is promoted to a link before the search and excluded.
+    p.leaf = Link::new(3, sq("f5"));
+    let r = leaf_request(&p).expect("search");
+    assert_eq!(
+        r.excluded,
+        sq("f5").code().checked_shl(0).map_or(0, |c| 1u64 << c)
+    );
+    apply_leaf(&mut p, &mock(&r));
+    assert_eq!(p.links, vec![Link::new(3, sq("f5"))]);
+    assert_ne!(p.leaf.mv, sq("f5"));
+    assert!(p.value >= 3);
+    // Every legal move linked: no search, the leaf stays BAD_LINK.
+    let mut all = Position::new(Board::start(), 7);
+    for s in ["d3", "c4", "f5", "e6"] {
+        all.links.push(Link::new(0, sq(s)));
+    }
+    assert_eq!(leaf_request(&all), None);
+    // A finished game is searched once for its exact score with NOMOVE.
+    let over = Board::new(u64::MAX >> 1, 1 << 63).expect("board");
+    assert!(over.is_game_over());
+    let mut op = Position::new(over, 3);
+    let r = leaf_request(&op).expect("game over search");
+    apply_leaf(&mut op, &mock(&r));
+    assert_eq!(op.leaf, Link::new(over.final_score() as i8, Move::None));
+    assert_eq!(i32::from(op.value), over.final_score());
+    assert_eq!(leaf_request(&op), None);
+}
+
+#[test]
+fn expansion_is_two_independent_requests() {
+    let mut book = MemBook::new(BookHeader::new(5, 20));
+    grow::add_board(&mut book, &Board::start(), &mut mock);
+    let root = book.find(&Board::start()).expect("root");
+    let m = book.leaf(root).mv;
+    let plan = plan_expand(&book, root).expect("plan");
+    assert_eq!(plan.mv, m);
+    assert!(!plan.child_exists);
+    let child_req = plan.child_request.expect("child search");
+    let parent_req = plan.parent_request.expect("parent search");
+    assert_eq!(child_req.board, Board::start().next_unchecked(m));
+    assert_eq!(child_req.level, 5);
+    let Move::Square(ms) = m else {
+        panic!("square leaf")
+    };
+    assert_eq!(parent_req.excluded, ms.bit());
+    // Results applied in either order of arrival give the same book.
+    let (c, p) = (mock(&child_req), mock(&parent_req));
+    let mut a = book.clone();
+    let out = finish_expand(&mut a, &plan, Some(&c), Some(&p)).expect("finish");
+    assert!(out.child_added && out.link_added);
+    let mut b = book.clone();
+    expand(&mut b, root, &mut mock).expect("expand");
+    assert_eq!(dump::dump(&a, false), dump::dump(&b, false));
+    let rid = a.find(&Board::start()).expect("root");
+    let link = a.links(rid).next().expect("link");
+    assert_eq!(link.mv, m);
+    let child = a.probe(&child_req.board).expect("child");
+    assert_eq!(i32::from(link.score), -i32::from(a.score(child).value));
+    assert_eq!(a.leaf(rid).mv, p.mv);
+    // A stale plan is refused.
+    assert!(finish_expand(&mut a, &plan, Some(&c), Some(&p)).is_err());
+}
+
+#[test]
+fn add_game_replays_edax_style() {
+    let mut book = MemBook::new(BookHeader::new(3, 10));
+    let moves = parse_moves("f5d6c3d3c4f4f6f3e6e7d7c6").expect("moves");
+    let r = add_game(&mut book, &moves, &mut mock);
+    // 60 − n_empties = 9 moves replayed; boards after moves 1..=9 added, not the start.
+    assert_eq!(r.replayed, 9);
+    assert_eq!(r.illegal, None);
+    assert_eq!(book.len(), 9);
+    assert!(book.probe(&Board::start()).is_none());
+    assert_eq!(r.changes.positions, 9);
+    // Deepest first: each position links to its child (8 links), every position is OK.
+    assert_eq!(book.n_links(), 8);
+    for p in book.positions() {
+        assert_eq!(check_position(&p), None, "{}", p.board);
+    }
+    // An illegal move stops the replay with a warning; the prefix is added.
+    let mut book2 = MemBook::new(BookHeader::new(3, 10));
+    let bad = parse_moves("f5d6a1c3").expect("moves");
+    let r = add_game(&mut book2, &bad, &mut mock);
+    assert_eq!(r.replayed, 2);
+    assert_eq!(r.illegal.map(|i| (i.index, i.mv)), Some((2, sq("a1"))));
+    assert_eq!(book2.len(), 2);
+    // Adding the same game again changes nothing and searches nothing.
+    let again = add_game(&mut book, &moves, &mut mock);
+    assert_eq!(again.changes, Changes::default());
+}
+
+#[test]
+fn games_with_passes_insert_them() {
+    // A full random game with a forced pass, from the golden game list.
+    let Some(path) = golden("games-seed7.txt") else {
+        return;
+    };
+    let text = std::fs::read_to_string(path).expect("games");
+    let mut book = MemBook::new(BookHeader::new(1, 61));
+    let mut with_pass = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let moves = parse_moves(line).expect("moves");
+        let r = add_game(&mut book, &moves, &mut mock);
+        assert_eq!(r.illegal, None);
+        if r.replayed > moves.len() {
+            with_pass += 1;
+        }
+    }
+    for p in book.positions() {
+        assert_eq!(check_position(&p), None, "{}", p.board);
+    }
+    assert_eq!(with_pass, 4, "games of games-seed7.txt with a forced pass");
+    // Each pass position got a PASS link to the swapped board (added first, deepest first).
+    let pass_positions: Vec<Position> = book.positions().filter(|p| p.board.must_pass()).collect();
+    assert!(!pass_positions.is_empty());
+    for p in &pass_positions {
+        assert_eq!(
+            p.links.iter().map(|l| l.mv).collect::<Vec<_>>(),
+            vec![Move::Pass]
+        );
+        assert_eq!(p.leaf, BAD_LINK);
+    }
+    negamax::negamax(&mut book);
+    assert!(book.positions().all(|p| p.value > -127));
+    // Without its PASS link, a pass position is searched while its value is unknown, and the
+    // result is a PASS leaf; once the value is known no search runs (the PASS leaf first
+    // becomes a link).
+    let mut pp = Position::new(pass_positions[0].board, 3);
+    let r = leaf_request(&pp).expect("pass search");
+    assert_eq!(r.excluded, 0);
+    apply_leaf(&mut pp, &mock(&r));
+    assert_eq!(pp.leaf.mv, Move::Pass);
+    assert_eq!(leaf_request(&pp), None);
+    let mut known = Position::new(pass_positions[0].board, 3);
+    known.value = 5;
+    assert_eq!(leaf_request(&known), None);
+}
+
+#[test]
+fn fix_reports_and_repairs() {
+    let mut book = MemBook::new(BookHeader::new(3, 10));
+    let moves = parse_moves("f5d6c3d3c4").expect("moves");
+    store_game(&mut book, &moves, &mut mock);
+    let clean = dump::dump(&book, false);
+    // Break one position: a leaf on a linked move, and insert an illegal board.
+    let id = book.find(&Board::start()).expect("start");
+    let link = book.link(id, 0);
+    book.set_leaf(id, Link::new(5, link.mv));
+    let illegal = Board {
+        player: 0x0000_0008_1000_0000,
+        opponent: 0x0000_0010_0000_0000,
+    };
+    book.put_position(&Position::new(illegal, 3));
+    let report = grow::fix_command(&mut book, &mut mock);
+    let problems: BTreeMap<_, _> = report.problems.iter().copied().collect();
+    assert_eq!(problems.get(&illegal), Some(&PositionProblem::EmptyCentre));
+    assert!(matches!(
+        problems.get(&Board::start()),
+        Some(PositionProblem::Duplicate(_))
+    ));
+    assert_eq!(report.removed, vec![illegal]);
+    assert!(book.find(&illegal).is_none());
+    for p in book.positions() {
+        assert_eq!(check_position(&p), None);
+    }
+    // The repaired start position has the same links as before (relinked), a fresh leaf.
+    let mut a = bookfarm_book::edax::read_book(&edax::book_to_bytes(&book)).expect("re-read");
+    negamax::negamax(&mut a);
+    assert_eq!(a.len(), clean.lines().count() - 1);
+}
+
+#[test]
+fn fill_connects_positions_at_distance_two() {
+    // Two positions two plies apart with the intermediate board missing.
+    let mut book = MemBook::new(BookHeader::new(2, 20));
+    let a = board_after("f5");
+    let c = board_after("f5d6c3");
+    grow::add_board(&mut book, &c, &mut mock);
+    grow::add_board(&mut book, &a, &mut mock);
+    assert_eq!(book.len(), 2);
+    let r = grow::fill(&mut book, 2, &mut mock);
+    assert!(r.changes.positions >= 1);
+    let mid = board_after("f5d6");
+    let mid_id = book.probe(&mid).expect("intermediate added");
+    // The intermediate links to c (relinked when added); a itself is not relinked (Edax).
+    let cb = canonical(&c).0;
+    let mb = book.board(mid_id);
+    assert!(
+        book.links(mid_id)
+            .any(|l| canonical(&mb.next_unchecked(l.mv)).0 == cb)
+    );
+    let r2 = grow::fill(&mut book, 2, &mut mock);
+    assert_eq!(r2.passes, 1);
+}
+
+/// The `book show` outputs of an Edax console transcript (blank lines dropped), and the move sequences of the
+/// script's `init`/`play` lines before each `book show`.
+fn show_cases(script: &str, console: &str) -> Vec<(String, String)> {
+    let mut seqs = Vec::new();
+    let mut cur = String::new();
+    for line in script.lines() {
+        let l = line.trim();
+        if l == "init" {
+            cur.clear();
+        } else if let Some(m) = l.strip_prefix("play ") {
+            cur.push_str(m.trim());
+        } else if l == "book show" {
+            seqs.push(cur.clone());
+        }
+    }
+    let mut outs = Vec::new();
+    let mut rest = console;
+    while let Some(start) = rest.find("  A B C D E F G H\n1 ") {
+        let tail = &rest[start..];
+        let end = tail.find("incomplete lines.\n").expect("end of show") + 18;
+        outs.push(tail[..end].to_string());
+        rest = &tail[end..];
+    }
+    assert_eq!(seqs.len(), outs.len());
+    seqs.into_iter().zip(outs).collect()
+}
+
+#[test]
+fn show_matches_edax_transcripts() {
+    for name in ["book-tiny", "book-small"] {
+        let Some(dat) = golden(&format!("{name}.dat")) else {
+            return;
+        };
+        let book = edax::read_book(&std::fs::read(dat).expect("dat")).expect("book");
+        let script = std::fs::read_to_string(golden(&format!("{name}.edax")).expect("script"))
+            .expect("script");
+        let console =
+            std::fs::read_to_string(golden(&format!("{name}.console.txt")).expect("console"))
+                .expect("console");
+        let cases = show_cases(&script, &console);
+        assert!(cases.len() >= 5, "{name}");
+        for (moves, want) in cases {
+            let got = show(&book, &board_after(&moves)).expect("in book");
+            // The transcripts were captured with blank lines removed: Edax prints a blank
+            // line before `Level:` and after the last line, as `show` does.
+            assert!(got.contains("H\n\nLevel: ") && got.ends_with("lines.\n\n"));
+            let squeezed: String = got.split_inclusive('\n').filter(|l| *l != "\n").collect();
+            assert_eq!(squeezed, want, "{name} after {moves:?}");
+        }
+    }
+}
+
+#[test]
+fn show_prints_full_game_percentages() {
+    let mut book = MemBook::new(BookHeader::new(60, 60));
+    let mut p = Position::new(Board::start(), 60);
+    p.leaf = Link::new(2, sq("f5"));
+    p.n_wins = 1;
+    p.n_draws = 1;
+    p.n_losses = 2;
+    p.n_lines = 10;
+    p.value = 2;
+    p.lower = -10;
+    p.upper = 4;
+    book.insert_new(&p);
+    let s = show(&book, &Board::start()).expect("shown");
+    assert!(s.ends_with(
+        "Best score: +2 [-10, +4]\nMoves: <F5:+2>\nLines: 4 full games with 25.00% win, \
+         25.00% draw, 50.00% loss\n       6 incomplete lines.\n\n"
+    ));
+    assert!(show(&book, &board_after("f5")).is_none());
+}
+
+#[test]
+fn check_and_problem_on_the_small_book() {
+    let (Some(dat), Some(games)) = (golden("book-small.dat"), golden("games-seed7.txt")) else {
+        return;
+    };
+    let book = edax::read_book(&std::fs::read(dat).expect("dat")).expect("book");
+    let text = std::fs::read_to_string(games).expect("games");
+    let games: Vec<Vec<Move>> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| parse_moves(l).expect("moves"))
+        .collect();
+    let report = check_games(&book, games.iter().map(Vec::as_slice));
+    // The book was built from these games (book add), so every position of their first
+    // 61 − n_empties plies is in the book except past the depth.
+    assert!(report.illegal.is_empty());
+    assert!(report.good + report.bad > 0);
+    assert!(report.summary().starts_with("Positions : "));
+    // Every bad move really scores below the best book move.
+    for &(board, mv, score, best) in &report.bad_moves {
+        let (_, list) = query::book_moves(&book, &board).expect("in book");
+        assert_eq!(list[0].score, best);
+        assert!(
+            list.iter()
+                .any(|m| m.mv == mv && m.score == score && score < best)
+        );
+    }
+    // Problems: each has a unique best move by the book, at the requested empties.
+    for n in [52, 54, 56] {
+        let ps = problems(&book, n, 3);
+        assert!(ps.len() <= 3);
+        for p in &ps {
+            assert_eq!(p.board.empties(), n);
+            assert!(p.best.1 > p.second.1);
+            let line = p.line();
+            assert_eq!(line.len(), 66 + " % bm ".len() + line[72..].len());
+        }
+    }
+    let all = problems(&book, 54, usize::MAX);
+    let brute = book
+        .positions()
+        .filter(|p| p.board.empties() == 54)
+        .filter(|p| {
+            let (_, l) = query::book_moves(&book, &p.board).expect("in book");
+            l.len() >= 2 && l[0].score > l[1].score
+        })
+        .count();
+    assert_eq!(all.len(), brute);
+}
+
+/// Rebuild golden/book-tiny.dat with Edax's script (`book new 2 12`, three `book store`,
+/// `book fix`, `book negamax`) using the real engine at level 2 on eval-seed1.dat.
+#[test]
+fn tiny_book_rebuilt_with_the_engine() {
+    let (Some(eval), Some(dat)) = (golden("eval-seed1.dat"), golden("book-tiny.dat")) else {
+        return;
+    };
+    let eval = Arc::new(bookfarm_engine::eval::Eval::load(eval).expect("eval"));
+    let mut searcher = Searcher::with_options(
+        eval,
+        SearchOptions {
+            tt_bits: 14,
+            ..SearchOptions::default()
+        },
+    );
+    let abort = AtomicBool::new(false);
+    let mut search = |r: &LeafRequest| searcher.leaf_search(r, &abort);
+    let mut book = MemBook::new(BookHeader::new(2, 12));
+    grow::add_board(&mut book, &Board::start(), &mut search);
+    for g in [
+        "f5d6c3d3c4f4f6f3e6e7d7c6",
+        "f5f6e6f4e3c5c4e7c6d6",
+        "f5f4e3f6d3",
+    ] {
+        let moves = parse_moves(g).expect("moves");
+        // The second game's last move (d6) is illegal: Edax's `play` stopped before it.
+        store_game(&mut book, &moves, &mut search);
+    }
+    let fixed = grow::fix_command(&mut book, &mut search);
+    assert!(fixed.problems.is_empty());
+    negamax::negamax(&mut book);
+    negamax::sort_links(&mut book);
+
+    let want = edax::read_book(&std::fs::read(dat).expect("dat")).expect("golden");
+    let ours: BTreeMap<Board, Position> = book.positions().map(|p| (p.board, p)).collect();
+    let theirs: BTreeMap<Board, Position> = want.positions().map(|p| (p.board, p)).collect();
+    assert_eq!(
+        ours.keys().collect::<Vec<_>>(),
+        theirs.keys().collect::<Vec<_>>(),
+        "same positions"
+    );
+    let (mut same_leaf, mut same_value) = (0, 0);
+    for (b, p) in &ours {
+        let q = &theirs[b];
+        let mut a: Vec<Move> = p.links.iter().map(|l| l.mv).collect();
+        let mut c: Vec<Move> = q.links.iter().map(|l| l.mv).collect();
+        a.sort_by_key(|m| m.code());
+        c.sort_by_key(|m| m.code());
+        assert_eq!(a, c, "links of {b}");
+        same_leaf += usize::from(p.leaf == q.leaf);
+        same_value += usize::from(p.value == q.value);
+    }
+    println!(
+        "tiny book rebuilt: {} positions, {same_leaf} identical leaves, {same_value} identical values",
+        ours.len()
+    );
+    assert_eq!(book.header().n_empties, want.header().n_empties);
+    // The whole dump (values, bounds, counts, links with scores, leaves) is Edax's.
+    assert_eq!(dump::dump(&book, false), dump::dump(&want, false));
+    assert_eq!(same_leaf, ours.len());
+}
