@@ -43,8 +43,8 @@ pub enum EngineCommand {
         /// Edax eval.dat.
         #[arg(long)]
         eval: Option<PathBuf>,
-        /// Search depth.
-        #[arg(long, default_value_t = 10)]
+        /// Search depth (no selectivity).
+        #[arg(long, default_value_t = 8)]
         depth: u32,
         /// Use the positions of this OBF file instead of the built-in ones.
         #[arg(long)]
