@@ -91,8 +91,9 @@ pub enum ClusterCommand {
         /// No progress bar.
         #[arg(long)]
         quiet: bool,
-        /// Jobs each worker leases beyond its free thread.
-        #[arg(long, default_value_t = 2)]
+        /// Jobs each worker leases beyond its free thread (measured: 2 is slower than 1 in
+        /// round mode at low levels, as workers hoard the last jobs of a round).
+        #[arg(long, default_value_t = 1)]
         lookahead: usize,
         /// Select continuously instead of in Edax-style rounds (busier workers, but the book
         /// then depends on the order in which results arrive).
