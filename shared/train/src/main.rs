@@ -149,6 +149,19 @@ enum Cmd {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Solve FFO positions exactly with the engine's searcher (depth = empties, no selectivity)
+    /// under each given evaluation; prints nodes and time (the evaluation only orders moves).
+    Ffo {
+        /// OBF file (e.g. ../shared/data/ffo/fforum-40-59.obf).
+        #[arg(long)]
+        obf: PathBuf,
+        /// How many positions from the top of the file.
+        #[arg(long, default_value_t = 10)]
+        count: usize,
+        /// Weight files to compare.
+        #[arg(long, required = true)]
+        weights: Vec<PathBuf>,
+    },
     /// Print the FNV-1a 64 hash and header of a weight file.
     Info {
         /// Weights (eval.dat or .gz).
@@ -471,6 +484,49 @@ fn main() -> Result<()> {
                 "{} flippy positions kept, {overlap} dropped (also in training)",
                 samples.len()
             );
+        }
+        Cmd::Ffo {
+            obf,
+            count,
+            weights,
+        } => {
+            use bookfarm_engine::search::Searcher;
+            use std::sync::Arc;
+            use std::sync::atomic::AtomicBool;
+            let text = std::fs::read_to_string(&obf)?;
+            let boards: Vec<(String, bookfarm_engine::Board)> = text
+                .lines()
+                .filter(|l| !l.starts_with('%') && l.len() > 66)
+                .take(count)
+                .map(|l| {
+                    let b = bookfarm_engine::Board::from_cells(&l[..64], l.as_bytes()[65] == b'X')
+                        .with_context(|| format!("bad obf line {l}"))?;
+                    Ok((l.split(';').nth(1).unwrap_or("").trim().to_string(), b))
+                })
+                .collect::<Result<_>>()?;
+            let abort = AtomicBool::new(false);
+            for w in &weights {
+                let eval = Arc::new(
+                    bookfarm_engine::eval::Eval::load(w)
+                        .with_context(|| format!("loading {}", w.display()))?,
+                );
+                let (mut nodes, mut secs) = (0u64, 0f64);
+                for (want, b) in &boards {
+                    let mut s = Searcher::new(Arc::clone(&eval));
+                    let r = s.search_depth(b, b.empties(), 5, 0, &abort);
+                    nodes += r.nodes;
+                    secs += r.elapsed.as_secs_f64();
+                    println!(
+                        "{} empties {} score {:+} (expected {want}) nodes {} time {:.2} s",
+                        w.display(),
+                        b.empties(),
+                        r.score,
+                        r.nodes,
+                        r.elapsed.as_secs_f64()
+                    );
+                }
+                println!("{}: total nodes {nodes} time {secs:.1} s", w.display());
+            }
         }
         Cmd::Info { weights } => {
             let w = Weights::load(&weights)?;
