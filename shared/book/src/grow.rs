@@ -22,10 +22,12 @@
 use crate::edax::bucket_order;
 use crate::mem::{MemBook, NodeId, child_board};
 use crate::model::{BAD_LINK, Link, MAX_LEVEL, Position, SCORE_INF};
-use crate::negamax::{link_position, negamax, sort_links};
+use crate::negamax::{link_position, negamax, negamax_from, sort_links};
+use crate::select::{Deviate, DeviatePass, deviate_pass, enhance_mark};
 use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::{Board, Move};
+use std::collections::HashSet;
 
 /// Edax's `position_add_link` on a detached position: overwrite the score of an existing link
 /// with the same move (returns `false`), or append the link, raise the value to its score and
@@ -421,7 +423,8 @@ fn replay(moves: &[Move], limit: usize) -> (Vec<Board>, GameReport) {
 }
 
 /// Edax's `book_add_game` for a game from the standard start position (`book add`): replay at
-/// most `60 − n_empties` moves ([`replay`]'s rules), then add the reached boards deepest first,
+/// most `60 − n_empties` moves (passes inserted where forced, explicit forced passes accepted
+/// and not counted, stop at the first illegal move), then add the reached boards deepest first,
 /// the start position excepted, with [`add_board`] (so each new position links to its already
 /// added child). Values are not negamaxed (Edax's `book add` never does).
 pub fn add_game<F>(book: &mut MemBook, moves: &[Move], search: &mut F) -> GameReport
@@ -516,7 +519,7 @@ pub struct FillReport {
 }
 
 /// Edax's `book fill [d]` (d clamped to 1..=61): repeat passes until one adds nothing; a pass
-/// runs [`board_fill`] from every position with at least `n_empties` empties, positions added
+/// runs Edax's recursive `board_fill` from every position with at least `n_empties` empties, positions added
 /// during the pass included (visited in insertion order; Edax visits bucket by bucket), then
 /// negamaxes from the start position if it changed something. The board is copied before the
 /// walk, unlike Edax's pointer into a bucket that an insertion may reallocate.
@@ -710,4 +713,106 @@ where
     negamax(book);
     sort_links(book);
     report
+}
+
+/// Edax's `book_expand`: expand every position of `todo` ([`expand`]), in Edax's file order
+/// (bucket order) rather than marking order. Positions added meanwhile are not expanded.
+/// Counts as Edax does: links added to the new children and the parents' leaves turned into
+/// links, positions added.
+pub fn expand_marked<F>(book: &mut MemBook, todo: &[NodeId], search: &mut F) -> Changes
+where
+    F: FnMut(&LeafRequest) -> LeafResult,
+{
+    let marked: HashSet<NodeId> = todo.iter().copied().collect();
+    let mut ch = Changes::default();
+    for id in bucket_order(book) {
+        if !marked.contains(&id) {
+            continue;
+        }
+        let Some(plan) = plan_expand(book, id) else {
+            continue;
+        };
+        let c = plan.child_request.as_ref().map(&mut *search);
+        let p = plan.parent_request.as_ref().map(&mut *search);
+        ch.searches += usize::from(c.is_some()) + usize::from(p.is_some());
+        ch.links += plan.child.links.len();
+        if let Ok(out) = finish_expand(book, &plan, c.as_ref(), p.as_ref()) {
+            ch.positions += usize::from(out.child_added);
+            ch.links += usize::from(out.link_added);
+        }
+    }
+    ch
+}
+
+/// Edax's `book deviate <rel> <abs>` from `board` (any orientation; nothing when it is not in
+/// the book): negamax from the root, then repeat until an iteration adds nothing: take the
+/// root value `s`, mark and expand the root side's deviations, then the opponent's (no negamax
+/// between the two passes), re-probe the root and negamax from it.
+pub fn deviate<F>(book: &mut MemBook, board: &Board, params: Deviate, search: &mut F) -> Changes
+where
+    F: FnMut(&LeafRequest) -> LeafResult,
+{
+    let mut total = Changes::default();
+    let Some(mut root) = book.probe(board) else {
+        return total;
+    };
+    negamax_from(book, root);
+    loop {
+        let s = i32::from(book.score(root).value);
+        let todo = deviate_pass(book, root, params, s, DeviatePass::RootSide);
+        let mut ch = expand_marked(book, &todo, search);
+        let todo = deviate_pass(book, root, params, s, DeviatePass::OpponentSide);
+        ch += expand_marked(book, &todo, search);
+        match book.probe(board) {
+            Some(r) => root = r,
+            None => break,
+        }
+        negamax_from(book, root);
+        total += ch;
+        if !ch.changed() {
+            break;
+        }
+    }
+    total
+}
+
+/// Edax's `book enhance <mid> <end>` from `board`: store the two errors in the header (each
+/// clamped to 0..=129), negamax from the root, mark ([`enhance_mark`]), expand, negamax.
+/// Edax runs this exactly once (its change counter is read before the expansion, edax-spec
+/// §4.7); `until_stable` repeats it until an iteration adds nothing instead.
+pub fn enhance<F>(
+    book: &mut MemBook,
+    board: &Board,
+    midgame_error: i32,
+    endcut_error: i32,
+    until_stable: bool,
+    search: &mut F,
+) -> Changes
+where
+    F: FnMut(&LeafRequest) -> LeafResult,
+{
+    {
+        let h = book.header_mut();
+        h.midgame_error = midgame_error.clamp(0, 129);
+        h.endcut_error = endcut_error.clamp(0, 129);
+    }
+    let mut total = Changes::default();
+    let Some(mut root) = book.probe(board) else {
+        return total;
+    };
+    negamax_from(book, root);
+    loop {
+        let todo = enhance_mark(book, root);
+        let ch = expand_marked(book, &todo, search);
+        match book.probe(board) {
+            Some(r) => root = r,
+            None => break,
+        }
+        negamax_from(book, root);
+        total += ch;
+        if !until_stable || !ch.changed() {
+            break;
+        }
+    }
+    total
 }

@@ -457,3 +457,145 @@ fn tiny_book_rebuilt_with_the_engine() {
     assert_eq!(dump::dump(&book, false), dump::dump(&want, false));
     assert_eq!(same_leaf, ours.len());
 }
+
+/// Rebuild golden/book-small.dat with Edax's script (`book new 4 14`, `book add` of
+/// games-seed7.txt, `book deviate 2 4`, `book enhance 2 4`, `book fix`, `book negamax`) using
+/// the real engine on eval-seed1.dat.
+#[test]
+fn small_book_rebuilt_with_the_engine() {
+    let (Some(eval), Some(dat), Some(games)) = (
+        golden("eval-seed1.dat"),
+        golden("book-small.dat"),
+        golden("games-seed7.txt"),
+    ) else {
+        return;
+    };
+    let eval = Arc::new(bookfarm_engine::eval::Eval::load(eval).expect("eval"));
+    let mut searcher = Searcher::with_options(
+        eval,
+        SearchOptions {
+            tt_bits: 14,
+            ..SearchOptions::default()
+        },
+    );
+    let abort = AtomicBool::new(false);
+    let mut searches = 0usize;
+    let mut search = |r: &LeafRequest| {
+        searches += 1;
+        searcher.leaf_search(r, &abort)
+    };
+    let mut book = MemBook::new(BookHeader::new(4, 14));
+    grow::add_board(&mut book, &Board::start(), &mut search);
+    let text = std::fs::read_to_string(games).expect("games");
+    // Edax reads the trailing blank line as a 13th, empty game.
+    let mut n_games = 0;
+    for line in text.split('\n').take(13) {
+        let moves = parse_moves(line).expect("moves");
+        let r = add_game(&mut book, &moves, &mut search);
+        assert_eq!(r.illegal, None);
+        n_games += 1;
+    }
+    assert_eq!(n_games, 13);
+    let info = |b: &MemBook| {
+        (
+            b.len(),
+            b.n_links(),
+            b.ids().filter(|&id| b.leaf(id).mv != Move::None).count(),
+        )
+    };
+    // Edax's `book info` after `book add`: 135 positions, 134 links, 134 leaves.
+    assert_eq!(info(&book), (135, 134, 134));
+    let start = Board::start();
+    grow::deviate(
+        &mut book,
+        &start,
+        bookfarm_book::select::Deviate::new(2, 4),
+        &mut search,
+    );
+    println!("after deviate: {:?} (Edax (1054, 1062, 1038))", info(&book));
+    grow::enhance(&mut book, &start, 2, 4, false, &mut search);
+    println!("after enhance: {:?}", info(&book));
+    let fixed = grow::fix_command(&mut book, &mut search);
+    assert!(fixed.problems.is_empty());
+    negamax::negamax(&mut book);
+    negamax::sort_links(&mut book);
+
+    let want = edax::read_book(&std::fs::read(dat).expect("dat")).expect("golden");
+    let ours: BTreeMap<Board, Position> = book.positions().map(|p| (p.board, p)).collect();
+    let theirs: BTreeMap<Board, Position> = want.positions().map(|p| (p.board, p)).collect();
+    let common = ours.keys().filter(|b| theirs.contains_key(b)).count();
+    let same = ours
+        .iter()
+        .filter(|(b, p)| theirs.get(b).is_some_and(|q| q == *p))
+        .count();
+    println!(
+        "small book rebuilt: {} positions (Edax {}), {common} in common, {same} identical; {searches} searches",
+        ours.len(),
+        theirs.len()
+    );
+    assert_eq!(book.header().midgame_error, want.header().midgame_error);
+    assert_eq!(book.header().endcut_error, want.header().endcut_error);
+    // Deviate diverges from Edax's run (1278 positions instead of 1054): every leaf score of
+    // the golden book is reproduced by a fresh search (next test); the likely cause (not
+    // proven) is that Edax's searches share
+    // one hash table between searches (cleared only per game and before each expanded child),
+    // so the parent's re-search after an expansion reuses the child's deeper entries, while
+    // our searches start from an empty table. Any differing intermediate leaf changes the
+    // subtree that the 143 deviate iterations grow. The `book add` stage is Edax's exactly.
+    for p in book.positions() {
+        assert_eq!(check_position(&p), None);
+    }
+    assert!(
+        common * 10 >= theirs.len() * 8,
+        "most of Edax's positions are rebuilt"
+    );
+}
+
+/// The engine's leaf searches against the leaves Edax stored in book-small.dat (level 4): each
+/// leaf was searched with a subset of the final links excluded, so searching with all of them
+/// excluded must give the same move and score whenever the leaf is not beaten by a later link.
+#[test]
+fn engine_reproduces_the_small_book_leaves() {
+    let (Some(eval), Some(dat)) = (golden("eval-seed1.dat"), golden("book-small.dat")) else {
+        return;
+    };
+    let eval = Arc::new(bookfarm_engine::eval::Eval::load(eval).expect("eval"));
+    let mut searcher = Searcher::with_options(
+        eval,
+        SearchOptions {
+            tt_bits: 14,
+            ..SearchOptions::default()
+        },
+    );
+    let abort = AtomicBool::new(false);
+    let book = edax::read_book(&std::fs::read(dat).expect("dat")).expect("golden");
+    let (mut n, mut same_score, mut same) = (0, 0, 0);
+    for p in book.positions() {
+        let Some(req) = leaf_request(&Position {
+            leaf: BAD_LINK,
+            value: -127,
+            ..p.clone()
+        }) else {
+            continue;
+        };
+        if p.leaf.mv == Move::None {
+            continue;
+        }
+        let r = searcher.leaf_search(&req, &abort);
+        n += 1;
+        same_score += usize::from(i32::from(p.leaf.score) == r.score);
+        same += usize::from(i32::from(p.leaf.score) == r.score && p.leaf.mv == r.mv);
+        if i32::from(p.leaf.score) != r.score {
+            println!(
+                "{} level {} leaf {}:{} ours {}:{}",
+                p.board, p.level, p.leaf.mv, p.leaf.score, r.mv, r.score
+            );
+        }
+    }
+    println!(
+        "small book leaves: {n} searched, {same_score} same score, {same} same move and score"
+    );
+    assert_eq!(n, 1035);
+    assert_eq!(same_score, n, "every leaf score is Edax's");
+    assert!(same + 10 >= n, "moves differ only on a few ties");
+}
