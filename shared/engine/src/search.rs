@@ -10,7 +10,19 @@
 //! Root scores are clamped to the root's stability bounds. A root that must pass is searched at the
 //! same depth and reports [`Move::Pass`]; a finished game reports its exact score and
 //! [`Move::None`]. With `d ≥ empties` the search is an endgame search: exact (through the exact
-//! solver) at selectivity 5, or the midgame routines with probcut down to 15 empties otherwise.
+//! solver) at selectivity 5, or the midgame routines with probcut down to
+//! [`SearchOptions::midgame_to_endgame`] empties otherwise.
+//!
+//! Compatibility with Edax (edax-spec §8.4–8.7): at depths ≤ 8 with no selectivity the scores
+//! equal Edax's on every line of the golden fixed-depth files (`tests/fixed_depth.rs`). Included
+//! from Edax: the `eval_1` wipe-out rule, passes that do not consume depth, exact game-over
+//! scores, the root stability clamp, stability cutoffs in null-window nodes (Edax's threshold
+//! table), the multi-PV root for depths ≤ 10, PV extension above depth 9, and multi-probcut
+//! with Edax's sigma model ([`probcut::ProbcutModel::EDAX`]). Deliberate differences: the
+//! transposition table is logically emptied for every search (Edax keeps entries between
+//! searches; we want results independent of history), move ordering is our own (so node counts
+//! and, beyond depth 9, some PV-dependent values can differ), no enhanced transposition cutoff,
+//! and selective endgames switch to the exact solver below 21 empties instead of 15.
 
 pub mod calibrate;
 pub mod exact;
