@@ -439,6 +439,37 @@ where
     report
 }
 
+/// What [`add_games`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AddGamesReport {
+    /// Games processed.
+    pub games: usize,
+    /// Games whose replay stopped at an illegal move (game index, move), Edax's warnings.
+    pub illegal: Vec<(usize, IllegalGameMove)>,
+    /// Total changes.
+    pub changes: Changes,
+}
+
+/// Edax's `book add <games>` (`book_add_base`): [`add_game`] for each game in order (move lists
+/// from the start position, e.g. `formats::transcript::parse_moves` of each line, or
+/// `game.moves` of WTHOR/GGF/records games). Values are left stale: negamax afterwards.
+pub fn add_games<'a, I, F>(book: &mut MemBook, games: I, search: &mut F) -> AddGamesReport
+where
+    I: IntoIterator<Item = &'a [Move]>,
+    F: FnMut(&LeafRequest) -> LeafResult,
+{
+    let mut report = AddGamesReport::default();
+    for (g, moves) in games.into_iter().enumerate() {
+        let r = add_game(book, moves, search);
+        if let Some(ill) = r.illegal {
+            report.illegal.push((g, ill));
+        }
+        report.changes += r.changes;
+        report.games += 1;
+    }
+    report
+}
+
 /// Edax's `book store` of a game from the start position: replay the legal moves (passes
 /// inserted where forced), add every reached board from the last one back to, and including,
 /// the start position ([`add_board`]'s empties filter applies); if anything changed, run

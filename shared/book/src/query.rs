@@ -233,6 +233,9 @@ pub fn board_text(board: &Board, black: bool) -> String {
     s
 }
 
+/// Edax's defaults of `book problem`: 24 empties, 10 positions.
+pub const PROBLEM_DEFAULTS: (u32, usize) = (24, 10);
+
 /// One problem of [`problems`]: a position whose best book move is strictly better than the
 /// second best.
 #[derive(Debug, Clone, PartialEq, Eq)]
