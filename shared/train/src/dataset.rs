@@ -103,14 +103,14 @@ struct Occ {
 }
 
 fn occurrences(g: &Game, min_empties: u32) -> Result<Vec<Occ>, bool> {
-    let Some(r) = replay(&g.moves) else {
+    let Ok(r) = replay(&g.game) else {
         return Err(true);
     };
     let Some(final_black) = r.final_black_diff().or(g.stored_black_diff) else {
         return Err(false);
     };
     // The theoretical score is only meaningful when the game reached 24 empties.
-    let theo = g.theoretical_black_diff.filter(|_| g.moves.len() >= 36);
+    let theo = g.theoretical_black_diff.filter(|_| g.square_moves() >= 36);
     let mut out = Vec::with_capacity(r.positions.len());
     for &(b, black) in &r.positions {
         let e = b.empties();
@@ -298,18 +298,13 @@ pub fn read_samples(path: &Path) -> Result<Vec<Sample>, DatasetError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bookfarm_engine::Square;
+    use bookfarm_engine::formats::transcript::parse_transcript;
 
     fn game(moves: &str, year: u16, diff: i32, theo: i32) -> Game {
-        let moves = moves
-            .as_bytes()
-            .chunks(2)
-            .map(|c| Square::parse(std::str::from_utf8(c).expect("ascii")).expect("square"))
-            .collect();
         Game {
             source: Source::Wthor,
             year: Some(year),
-            moves,
+            game: parse_transcript(moves).expect("legal transcript"),
             stored_black_diff: Some(diff),
             theoretical_black_diff: Some(theo),
         }

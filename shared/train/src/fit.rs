@@ -11,7 +11,8 @@
 
 use crate::dataset::Sample;
 use crate::features::{Layout, N_PLIES, N_TERMS, PACKED_PER_PLY, ply_of};
-use crate::weights::{Version, Weights};
+use crate::weights::from_packed;
+use bookfarm_engine::eval::{Eval, EvalHeader};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use std::path::Path;
@@ -30,7 +31,7 @@ pub struct FitParams {
     /// L2 strength as a number of zero pseudo-observations per weight.
     pub l2: f32,
     /// Header version written in the output.
-    pub version: Version,
+    pub version: EvalHeader,
     /// Fit only these buckets (empty = all); used for quick parameter experiments.
     pub only_buckets: Vec<usize>,
 }
@@ -43,7 +44,7 @@ impl Default for FitParams {
             epochs: 300,
             lr: 0.5,
             l2: 2.0,
-            version: Version {
+            version: EvalHeader {
                 version: 1,
                 release: 0,
                 build: 0,
@@ -149,19 +150,25 @@ impl Checkpoint {
         Ok(())
     }
 
-    /// Expand to Edax weights: each ply takes its bucket's weights, ×128, rounded, clamped to i16.
-    /// Unfitted buckets give zero weights.
-    pub fn to_weights(&self, version: Version) -> Weights {
-        let mut out = Weights::zeros(version);
+    /// Expand to packed Edax weights (ply-major, `ply * PACKED_PER_PLY + offset`): each ply takes
+    /// its bucket's weights, ×128, rounded, clamped to i16. Unfitted buckets give zero weights.
+    pub fn to_packed(&self) -> Vec<i16> {
+        let mut out = vec![0i16; N_PLIES * PACKED_PER_PLY];
         for ply in 0..N_PLIES {
             if let Some(w) = &self.buckets[ply / self.bucket_width] {
-                let block = &mut out.w[ply * PACKED_PER_PLY..(ply + 1) * PACKED_PER_PLY];
+                let block = &mut out[ply * PACKED_PER_PLY..(ply + 1) * PACKED_PER_PLY];
                 for (dst, &x) in block.iter_mut().zip(w) {
                     *dst = (x * 128.0).round().clamp(-32767.0, 32767.0) as i16;
                 }
             }
         }
         out
+    }
+
+    /// The engine evaluation of [`Checkpoint::to_packed`] with header `version`.
+    pub fn to_eval(&self, version: EvalHeader) -> Eval {
+        from_packed(version, &self.to_packed())
+            .expect("to_packed always yields N_PLIES * PACKED_PER_PLY weights")
     }
 }
 
@@ -346,7 +353,6 @@ pub fn fit_bucket(
 mod tests {
     use super::*;
     use crate::dataset::LabelKind;
-    use crate::weights::Version;
     use bookfarm_engine::Board;
 
     /// Random legal positions from a seeded walk.
@@ -420,7 +426,7 @@ mod tests {
             ck, ck2,
             "same data and parameters must give identical weights"
         );
-        let w = ck.to_weights(Version {
+        let w = ck.to_eval(EvalHeader {
             version: 1,
             release: 0,
             build: 0,
@@ -429,11 +435,23 @@ mod tests {
         let b = boards[100];
         let want = b.player.count_ones() as i32 - b.opponent.count_ones() as i32;
         assert!(
-            (w.eval(&b) - want).abs() <= 3,
+            (w.eval0(&b) - want).abs() <= 3,
             "eval {} vs {}",
-            w.eval(&b),
+            w.eval0(&b),
             want
         );
+        // The engine evaluates the written weights exactly as the fitted model predicts (rounded
+        // to 1/128 disc, then Edax's rounding).
+        let packed = ck.to_packed();
+        let layout = Layout::get();
+        for b in &boards {
+            let raw: i32 = layout
+                .packed_offsets(b)
+                .iter()
+                .map(|&o| i32::from(packed[ply_of(b) * PACKED_PER_PLY + o as usize]))
+                .sum();
+            assert_eq!(w.raw_board(b), raw, "{b}");
+        }
     }
 
     #[test]

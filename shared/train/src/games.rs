@@ -1,11 +1,16 @@
-//! Game-record readers for the training sets in `../shared/data` and game replay.
+//! The training game sets of `../shared/data`, read with the engine's readers
+//! ([`bookfarm_engine::formats`]: WTHOR, Logistello, Egaroucid, eOthello), tagged with their
+//! source and the labels each format stores.
 //!
-//! These are small, self-contained readers for the formats described in `data/README.md`
-//! (WTHOR `.wtb`, Logistello `.gam(.gz)`, Egaroucid transcripts with a label, eOthello CSV).
-//! Passes are never stored in these formats: [`replay`] infers them (a move that is illegal for a
-//! side without legal moves is a pass).
+//! The engine's readers replay every game (inserting forced passes) and reject a file at its first
+//! illegal game, so every [`Game`] here is legal.
 
-use bookfarm_engine::{Board, Square};
+use bookfarm_engine::formats::records::{
+    RecordError, read_egaroucid, read_eothello, read_logistello,
+};
+use bookfarm_engine::formats::wthor::{WthorError, read_wtb};
+use bookfarm_engine::formats::{self, GameError};
+use bookfarm_engine::{Board, Move};
 use flate2::read::GzDecoder;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -23,19 +28,30 @@ pub enum Source {
     Eothello,
 }
 
-/// One game record.
+/// One game record with its labels.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Game {
     /// Origin of the game.
     pub source: Source,
     /// Year of the games file (WTHOR only).
     pub year: Option<u16>,
-    /// Moves in order, passes omitted.
-    pub moves: Vec<Square>,
+    /// The replayed moves (passes explicit).
+    pub game: formats::Game,
     /// Final disc difference black − white stored in the file, when the file stores one.
     pub stored_black_diff: Option<i32>,
     /// WTHOR theoretical score: black − white under perfect play from the 24-empties position.
     pub theoretical_black_diff: Option<i32>,
+}
+
+impl Game {
+    /// Number of discs played (passes not counted).
+    pub fn square_moves(&self) -> usize {
+        self.game
+            .moves
+            .iter()
+            .filter(|m| matches!(m, Move::Square(_)))
+            .count()
+    }
 }
 
 /// Errors reading game files.
@@ -49,15 +65,21 @@ pub enum GamesError {
         /// The underlying error.
         source: std::io::Error,
     },
-    /// A malformed record.
-    #[error("{path}: record {record}: {msg}")]
-    Format {
+    /// A malformed or illegal WTHOR file.
+    #[error("{path}: {source}")]
+    Wthor {
         /// The file.
         path: PathBuf,
-        /// Record number (0-based).
-        record: usize,
-        /// What is wrong.
-        msg: String,
+        /// The reader's error.
+        source: WthorError,
+    },
+    /// A malformed or illegal line of a text game file.
+    #[error("{path}: {source}")]
+    Record {
+        /// The file.
+        path: PathBuf,
+        /// The reader's error (with its line).
+        source: RecordError,
     },
 }
 
@@ -68,143 +90,34 @@ fn read(path: &Path) -> Result<Vec<u8>, GamesError> {
     })
 }
 
-fn fmt_err(path: &Path, record: usize, msg: impl Into<String>) -> GamesError {
-    GamesError::Format {
+fn record_err(path: &Path) -> impl FnOnce(RecordError) -> GamesError + '_ {
+    move |source| GamesError::Record {
         path: path.to_path_buf(),
-        record,
-        msg: msg.into(),
+        source,
     }
 }
 
-/// Parse a WTHOR `.wtb` image (16-byte header, 68-byte records, moves `10·row + col`, 1-based).
-pub fn parse_wthor(bytes: &[u8], path: &Path) -> Result<Vec<Game>, GamesError> {
-    if bytes.len() < 16 {
-        return Err(fmt_err(path, 0, "file shorter than the 16-byte header"));
-    }
-    let n = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) as usize;
-    let year = u16::from_le_bytes([bytes[10], bytes[11]]);
-    if bytes.len() < 16 + 68 * n {
-        return Err(fmt_err(
-            path,
-            n,
-            format!(
-                "header announces {n} games but the file holds {} bytes",
-                bytes.len()
-            ),
-        ));
-    }
-    let mut games = Vec::with_capacity(n);
-    for g in 0..n {
-        let r = &bytes[16 + 68 * g..16 + 68 * (g + 1)];
-        let mut moves = Vec::with_capacity(60);
-        for &m in &r[8..68] {
-            if m == 0 {
-                break;
-            }
-            let (row, col) = (m / 10, m % 10);
-            if !(1..=8).contains(&row) || !(1..=8).contains(&col) {
-                return Err(fmt_err(path, g, format!("bad move byte {m}")));
-            }
-            moves.push(Square::new((row - 1) * 8 + col - 1).expect("row and col are 1..=8"));
-        }
-        let real = i32::from(r[6]);
-        let theo = i32::from(r[7]);
-        games.push(Game {
+/// Black − white from a WTHOR score byte (Black's discs, empties to the winner).
+fn wthor_diff(black_discs: u8) -> i32 {
+    2 * i32::from(black_discs) - 64
+}
+
+/// Read a WTHOR `.wtb` image.
+pub fn read_wthor(bytes: &[u8], path: &Path) -> Result<Vec<Game>, GamesError> {
+    let (header, games) = read_wtb(bytes).map_err(|source| GamesError::Wthor {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(games
+        .into_iter()
+        .map(|g| Game {
             source: Source::Wthor,
-            year: Some(year),
-            moves,
-            stored_black_diff: (real <= 64).then_some(2 * real - 64),
-            theoretical_black_diff: (theo <= 64).then_some(2 * theo - 64),
-        });
-    }
-    Ok(games)
-}
-
-/// Parse a run of 2-character squares (`f5d6c3…`).
-fn parse_squares(s: &str) -> Option<Vec<Square>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    s.as_bytes()
-        .chunks(2)
-        .map(|c| {
-            std::str::from_utf8(c)
-                .ok()
-                .and_then(|t| Square::parse(t).ok())
+            year: Some(header.games_year),
+            game: g.game,
+            stored_black_diff: Some(wthor_diff(g.black_score)),
+            theoretical_black_diff: Some(wthor_diff(g.theoretical_black_score)),
         })
-        .collect()
-}
-
-/// Parse a Logistello `.gam` text: `+d3-c3…: -04 10` (the score is the raw black − white count).
-pub fn parse_logistello(text: &str, path: &Path) -> Result<Vec<Game>, GamesError> {
-    let mut games = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() {
-            continue;
-        }
-        let (mv, rest) = line
-            .split_once(':')
-            .ok_or_else(|| fmt_err(path, i, "missing ':'"))?;
-        let cleaned: String = mv.chars().filter(|c| *c != '+' && *c != '-').collect();
-        let moves = parse_squares(&cleaned).ok_or_else(|| fmt_err(path, i, "bad move text"))?;
-        let score = rest
-            .split_whitespace()
-            .next()
-            .and_then(|t| t.parse::<i32>().ok());
-        games.push(Game {
-            source: Source::Logistello,
-            year: None,
-            moves,
-            stored_black_diff: score,
-            theoretical_black_diff: None,
-        });
-    }
-    Ok(games)
-}
-
-/// Parse an Egaroucid transcript file: `<moves> <label>` per line. `label_is_diff` tells whether the
-/// label is a disc difference (scored files) or only 1/0/−1 (the early self-play file).
-pub fn parse_transcripts(
-    text: &str,
-    path: &Path,
-    label_is_diff: bool,
-) -> Result<Vec<Game>, GamesError> {
-    let mut games = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let mut it = line.split_whitespace();
-        let Some(mv) = it.next() else { continue };
-        let moves = parse_squares(mv).ok_or_else(|| fmt_err(path, i, "bad move text"))?;
-        let label = it.next().and_then(|t| t.parse::<i32>().ok());
-        games.push(Game {
-            source: Source::Egaroucid,
-            year: None,
-            moves,
-            stored_black_diff: if label_is_diff { label } else { None },
-            theoretical_black_diff: None,
-        });
-    }
-    Ok(games)
-}
-
-/// Parse the eOthello CSV (`Othello_game_id,winner,game_moves`).
-pub fn parse_eothello(text: &str, path: &Path) -> Result<Vec<Game>, GamesError> {
-    let mut games = Vec::new();
-    for (i, line) in text.lines().enumerate().skip(1) {
-        let fields: Vec<&str> = line.trim().split(',').collect();
-        if fields.len() < 3 {
-            continue;
-        }
-        let moves = parse_squares(fields[2]).ok_or_else(|| fmt_err(path, i, "bad move text"))?;
-        games.push(Game {
-            source: Source::Eothello,
-            year: None,
-            moves,
-            stored_black_diff: None,
-            theoretical_black_diff: None,
-        });
-    }
-    Ok(games)
+        .collect())
 }
 
 /// Read every game set under a `data/` directory (the layout of `../shared/data`).
@@ -221,7 +134,7 @@ pub fn read_all(data: &Path) -> Result<Vec<Game>, GamesError> {
         .collect();
     wtb.sort();
     for p in &wtb {
-        games.extend(parse_wthor(&read(p)?, p)?);
+        games.extend(read_wthor(&read(p)?, p)?);
     }
     let log = data.join("logistello/logbook.gam.gz");
     let mut text = String::new();
@@ -231,28 +144,63 @@ pub fn read_all(data: &Path) -> Result<Vec<Game>, GamesError> {
             path: log.clone(),
             source,
         })?;
-    games.extend(parse_logistello(&text, &log)?);
-    for (name, is_diff) in [
+    // Logistello's score is the raw black − white count (empties not credited).
+    games.extend(
+        read_logistello(&text)
+            .map_err(record_err(&log))?
+            .into_iter()
+            .map(|g| Game {
+                source: Source::Logistello,
+                year: None,
+                game: g.game,
+                stored_black_diff: Some(g.label),
+                theoretical_black_diff: None,
+            }),
+    );
+    // The early self-play file labels only the result (1/0/−1), not a disc difference.
+    for (name, label_is_diff) in [
         ("egaroucid3_selfplay_scored.txt", true),
         ("egaroucid4_egaroucen_selfplay_scored.txt", true),
         ("egaroucid_early_selfplay_results.txt", false),
     ] {
         let p = data.join("egaroucid").join(name);
         let text = String::from_utf8_lossy(&read(&p)?).into_owned();
-        games.extend(parse_transcripts(&text, &p, is_diff)?);
+        games.extend(
+            read_egaroucid(&text)
+                .map_err(record_err(&p))?
+                .into_iter()
+                .map(|g| Game {
+                    source: Source::Egaroucid,
+                    year: None,
+                    game: g.game,
+                    stored_black_diff: label_is_diff.then_some(g.label),
+                    theoretical_black_diff: None,
+                }),
+        );
     }
     let p = data.join("eothello/othello_dataset.csv");
     let text = String::from_utf8_lossy(&read(&p)?).into_owned();
-    games.extend(parse_eothello(&text, &p)?);
+    games.extend(
+        read_eothello(&text)
+            .map_err(record_err(&p))?
+            .into_iter()
+            .map(|g| Game {
+                source: Source::Eothello,
+                year: None,
+                game: g.game,
+                stored_black_diff: None,
+                theoretical_black_diff: None,
+            }),
+    );
     Ok(games)
 }
 
-/// A replayed game: the position before every move (side to move's view) and who was to move.
+/// A replayed game: the position before every disc played and who was to move.
 #[derive(Debug, Clone)]
 pub struct Replay {
-    /// `(board before the move, black to move)` for every stored move.
+    /// `(board before the move, black to move)` for every square move (passes skipped).
     pub positions: Vec<(Board, bool)>,
-    /// The position after the last move.
+    /// The final position.
     pub last: Board,
     /// Whether black is to move in `last`.
     pub last_black: bool,
@@ -269,51 +217,45 @@ impl Replay {
     }
 }
 
-/// Replay a move list from the start position, inferring passes. `None` on an illegal move.
-pub fn replay(moves: &[Square]) -> Option<Replay> {
-    let mut b = Board::start();
-    let mut black = true;
-    let mut positions = Vec::with_capacity(moves.len());
-    for &m in moves {
-        if b.moves() & m.bit() == 0 {
-            if b.moves() == 0 && b.pass().moves() & m.bit() != 0 {
-                b = b.pass();
-                black = !black;
-            } else {
-                return None;
-            }
-        }
-        positions.push((b, black));
-        b = b.play(m).ok()?;
-        black = !black;
-    }
-    if b.moves() == 0 && b.pass().moves() != 0 {
-        b = b.pass();
-        black = !black;
-    }
-    Some(Replay {
+/// Replay a game with the engine ([`formats::Game::replay`]) and keep the positions before each
+/// square move.
+pub fn replay(game: &formats::Game) -> Result<Replay, GameError> {
+    let boards = game.replay()?;
+    let positions = game
+        .moves
+        .iter()
+        .zip(&boards)
+        .enumerate()
+        .filter(|(_, (m, _))| matches!(m, Move::Square(_)))
+        .map(|(ply, (_, &b))| (b, ply.is_multiple_of(2)))
+        .collect();
+    let n = game.moves.len();
+    Ok(Replay {
         positions,
-        last: b,
-        last_black: black,
+        last: boards[n],
+        last_black: n.is_multiple_of(2),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bookfarm_engine::formats::records::parse_logistello_line;
     use bookfarm_engine::testdata::shared_dir_or_skip;
 
     #[test]
-    fn wthor_file_parses_and_replays() {
+    fn wthor_file_reads_and_replays() {
         let Some(shared) = shared_dir_or_skip() else {
             return;
         };
         let p = shared.join("data/wthor/WTH_2021.wtb");
-        let games = parse_wthor(&std::fs::read(&p).expect("readable"), &p).expect("valid wthor");
+        let games = read_wthor(&std::fs::read(&p).expect("readable"), &p).expect("valid wthor");
         assert_eq!(games.len(), 320);
+        assert!(games.iter().all(|g| g.year == Some(2021)));
         let mut agree = 0;
         for g in &games {
-            let r = replay(&g.moves).expect("legal game");
+            let r = replay(&g.game).expect("legal game");
+            assert_eq!(r.positions.len(), g.square_moves());
             if r.final_black_diff().is_some() && r.final_black_diff() == g.stored_black_diff {
                 agree += 1;
             }
@@ -326,22 +268,20 @@ mod tests {
     }
 
     #[test]
-    fn bad_input_is_an_error_not_a_panic() {
-        let p = Path::new("x");
-        assert!(parse_wthor(&[0u8; 10], p).is_err());
-        let mut hdr = vec![0u8; 16];
-        hdr[4] = 1;
-        assert!(parse_wthor(&hdr, p).is_err());
-        assert!(parse_logistello("+d3-c3 -04 10", p).is_err());
-        assert!(parse_transcripts("f5d6z9 1", p, true).is_err());
-        assert!(replay(&[Square::parse("a1").expect("valid")]).is_none());
+    fn bad_wthor_is_an_error_naming_the_file() {
+        let err = read_wthor(&[0u8; 10], Path::new("x.wtb")).expect_err("short file");
+        assert!(err.to_string().starts_with("x.wtb: "), "{err}");
     }
 
     #[test]
-    fn logistello_pass_is_inferred() {
+    fn replay_skips_passes_and_scores_the_end() {
+        // Black passes between White's b1 and g1: 60 discs, 61 plies.
         let text = "+d3-c3+c4-e3+c2-b3+d2-e1+d1-c1+f4-d6+e6-g4+b2-f6+d7-c8+e7-d8+f3-f5+g5-h4+h6-f2+f7-h5+g6-c6+c5-c7+b6-b5+f8-a6+b4-a5+a4-e8+b8-h7+g8-b7+g2-g3+h2-a1+f1-e2+h3-a3+a8-a7+h8-g7+a2-b1-g1+h1: +00 10";
-        let g = parse_logistello(text, Path::new("x")).expect("valid line");
-        let r = replay(&g[0].moves).expect("legal game with a pass");
+        let g = parse_logistello_line(text).expect("valid line").game;
+        assert_eq!(g.moves.len(), 61);
+        let r = replay(&g).expect("legal game with a pass");
+        assert_eq!(r.positions.len(), 60);
+        assert!(r.positions.iter().all(|(b, _)| b.moves() != 0));
         assert!(r.last.is_game_over());
         assert_eq!(r.final_black_diff(), Some(0));
     }

@@ -2,11 +2,13 @@
 
 use anyhow::{Context, Result, bail};
 use bookfarm_engine::endgame::EndgameContext;
+use bookfarm_engine::eval::EvalHeader;
+use bookfarm_engine::formats::obf::{parse_flippy, parse_obf};
 use bookfarm_train::dataset::{self, LabelKind, Sample, Split};
 use bookfarm_train::fit::{self, Checkpoint, FitParams};
 use bookfarm_train::play::{self, MobilityCorners};
 use bookfarm_train::solve::solve_exact;
-use bookfarm_train::weights::{Version, Weights, fnv1a64};
+use bookfarm_train::weights::{self, fnv1a64, version_string};
 use bookfarm_train::{games, measure};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -169,7 +171,7 @@ enum Cmd {
     },
 }
 
-fn parse_version(s: &str) -> Result<Version> {
+fn parse_version(s: &str) -> Result<EvalHeader> {
     let parts: Vec<u32> = s
         .split('.')
         .map(|p| p.parse::<u32>())
@@ -178,7 +180,7 @@ fn parse_version(s: &str) -> Result<Version> {
     let [version, release, build] = parts[..] else {
         bail!("version must be v.r.b, got {s}")
     };
-    Ok(Version {
+    Ok(EvalHeader {
         version,
         release,
         build,
@@ -393,10 +395,10 @@ fn main() -> Result<()> {
                     "bucket fitted"
                 );
             }
-            let w = ck.to_weights(params.version);
-            let img = w.to_eval_dat();
+            let w = ck.to_eval(params.version);
+            let img = w.to_bytes();
             std::fs::write(out.join("eval.dat"), &img)?;
-            std::fs::write(out.join("eval.dat.gz"), w.to_eval_dat_gz()?)?;
+            std::fs::write(out.join("eval.dat.gz"), weights::to_eval_dat_gz(&w))?;
             println!(
                 "fit done in {:.1} s; eval.dat fnv1a64 {:016x}",
                 t.elapsed().as_secs_f32(),
@@ -408,7 +410,7 @@ fn main() -> Result<()> {
             samples,
             depths,
         } => {
-            let w = Weights::load(&weights)?;
+            let w = weights::load(&weights)?;
             for p in &samples {
                 let s = dataset::read_samples(p)?;
                 println!("{}: {} samples", p.display(), s.len());
@@ -423,10 +425,10 @@ fn main() -> Result<()> {
             plies,
             seed,
         } => {
-            let w = Weights::load(&weights)?;
+            let w = weights::load(&weights)?;
             let t = Instant::now();
             let r = match opponent {
-                Some(o) => play::play_match(&w, &Weights::load(&o)?, pairs, depth, plies, seed),
+                Some(o) => play::play_match(&w, &weights::load(&o)?, pairs, depth, plies, seed),
                 None => play::play_match(&w, &MobilityCorners, pairs, depth, plies, seed),
             };
             println!(
@@ -454,26 +456,17 @@ fn main() -> Result<()> {
                 .collect();
             files.sort();
             for f in files {
-                for line in std::fs::read_to_string(&f)?.lines() {
-                    let fields: Vec<&str> = line.split_whitespace().collect();
-                    let [cells, side, _, score] = fields[..] else {
-                        continue;
-                    };
-                    let black = side == "Black";
-                    let b = bookfarm_engine::Board::from_cells(cells, black)
-                        .with_context(|| format!("{}: bad board {cells}", f.display()))?;
-                    let black_score: i32 = score
-                        .parse()
-                        .with_context(|| format!("bad score {score}"))?;
-                    let (c, _) = bookfarm_engine::symmetry::canonical(&b);
+                let positions = parse_flippy(&std::fs::read_to_string(&f)?)
+                    .with_context(|| format!("reading {}", f.display()))?;
+                for p in positions {
+                    let (c, _) = bookfarm_engine::symmetry::canonical(&p.board);
                     if keys.binary_search(&(c.player, c.opponent)).is_ok() {
                         overlap += 1;
                         continue;
                     }
-                    let label = if black { black_score } else { -black_score };
                     samples.push(Sample {
                         board: c,
-                        label: label as f32,
+                        label: p.score_for_mover() as f32,
                         count: 1,
                         kind: LabelKind::Exact,
                     });
@@ -493,23 +486,21 @@ fn main() -> Result<()> {
             use bookfarm_engine::search::Searcher;
             use std::sync::Arc;
             use std::sync::atomic::AtomicBool;
-            let text = std::fs::read_to_string(&obf)?;
-            let boards: Vec<(String, bookfarm_engine::Board)> = text
-                .lines()
-                .filter(|l| !l.starts_with('%') && l.len() > 66)
+            let positions = parse_obf(&std::fs::read_to_string(&obf)?)
+                .with_context(|| format!("reading {}", obf.display()))?;
+            let boards: Vec<(String, bookfarm_engine::Board)> = positions
+                .into_iter()
                 .take(count)
-                .map(|l| {
-                    let b = bookfarm_engine::Board::from_cells(&l[..64], l.as_bytes()[65] == b'X')
-                        .with_context(|| format!("bad obf line {l}"))?;
-                    Ok((l.split(';').nth(1).unwrap_or("").trim().to_string(), b))
+                .map(|p| {
+                    let want = p
+                        .best_score
+                        .map_or_else(|| "?".to_string(), |s| format!("{s:+}"));
+                    (want, p.board)
                 })
-                .collect::<Result<_>>()?;
+                .collect();
             let abort = AtomicBool::new(false);
             for w in &weights {
-                let eval = Arc::new(
-                    bookfarm_engine::eval::Eval::load(w)
-                        .with_context(|| format!("loading {}", w.display()))?,
-                );
+                let eval = Arc::new(weights::load(w)?);
                 let (mut nodes, mut secs) = (0u64, 0f64);
                 for (want, b) in &boards {
                     let mut s = Searcher::new(Arc::clone(&eval));
@@ -529,8 +520,14 @@ fn main() -> Result<()> {
             }
         }
         Cmd::Info { weights } => {
-            let w = Weights::load(&weights)?;
-            println!("{:?} fnv1a64 {:016x}", w.version, fnv1a64(&w.to_eval_dat()));
+            let w = weights::load(&weights)?;
+            let h = w.header();
+            println!(
+                "version {} date {} fnv1a64 {:016x}",
+                version_string(&h),
+                h.date,
+                fnv1a64(&w.to_bytes())
+            );
         }
     }
     Ok(())

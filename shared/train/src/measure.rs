@@ -2,7 +2,7 @@
 
 use crate::dataset::{LabelKind, Sample};
 use crate::play::search_score;
-use crate::weights::Weights;
+use bookfarm_engine::eval::Eval;
 use rayon::prelude::*;
 use std::fmt::Write;
 
@@ -58,7 +58,7 @@ fn kind_name(k: LabelKind) -> &'static str {
 
 /// A markdown table: label kind, empties bucket, n, then MAE / RMSE of the static evaluation and of
 /// a fixed-depth search at each of `depths`.
-pub fn table(w: &Weights, samples: &[Sample], depths: &[u32]) -> String {
+pub fn table(w: &Eval, samples: &[Sample], depths: &[u32]) -> String {
     let mut out = String::new();
     let mut head = String::from("| labels | empties | n | static MAE | static RMSE |");
     let mut sep = String::from("|---|---|---|---|---|");
@@ -82,7 +82,7 @@ pub fn table(w: &Weights, samples: &[Sample], depths: &[u32]) -> String {
             }
             let stat: Vec<(f64, f64)> = rows
                 .par_iter()
-                .map(|s| (f64::from(w.eval(&s.board)), f64::from(s.label)))
+                .map(|s| (f64::from(w.eval0(&s.board)), f64::from(s.label)))
                 .collect();
             let e = errors(&stat);
             let _ = write!(

@@ -4,7 +4,6 @@
 //! ordering, exact play once the depth reaches the empties) so that a match measures the
 //! evaluation, not search tricks. Both sides use the same searcher at the same depth.
 
-use crate::weights::Weights;
 use bookfarm_engine::Board;
 use bookfarm_engine::board::{BitIter, flips_portable, moves_portable};
 use rand::rngs::StdRng;
@@ -16,9 +15,9 @@ pub trait Evaluator: Sync {
     fn eval(&self, board: &Board) -> i32;
 }
 
-impl Evaluator for Weights {
+impl Evaluator for bookfarm_engine::eval::Eval {
     fn eval(&self, board: &Board) -> i32 {
-        Weights::eval(self, board)
+        self.eval0(board)
     }
 }
 

@@ -15,6 +15,7 @@ pub fn solve_exact(board: &Board, ctx: &mut EndgameContext) -> (i32, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bookfarm_engine::formats::obf::parse_obf;
     use bookfarm_engine::testdata::shared_dir_or_skip;
 
     #[test]
@@ -24,17 +25,13 @@ mod tests {
         };
         let text =
             std::fs::read_to_string(shared.join("data/ffo/fforum-1-19.obf")).expect("readable obf");
+        let positions = parse_obf(&text).expect("valid obf");
         // FFO #1..#7 have 14 empties with best scores +18 +10 +2 0 +32 +14 +8 (edax-spec §10.2).
         let expect = [18, 10, 2, 0, 32, 14, 8];
         let mut ctx = EndgameContext::with_tt_bits(12);
-        for (line, want) in text
-            .lines()
-            .filter(|l| !l.starts_with('%') && !l.trim().is_empty())
-            .zip(expect)
-        {
-            let b = Board::from_cells(&line[..64], line.as_bytes()[65] == b'X')
-                .expect("valid obf board");
-            assert_eq!(solve_exact(&b, &mut ctx).0, want, "{line}");
+        for (p, want) in positions.iter().zip(expect) {
+            assert_eq!(p.best_score, Some(want), "file score of {}", p.board);
+            assert_eq!(solve_exact(&p.board, &mut ctx).0, want, "{}", p.board);
         }
     }
 }
