@@ -635,7 +635,7 @@ impl Coordinator {
                     worker: *worker,
                 });
             }
-            let current = g.index.get(&j.board).map(|e| e.version);
+            let current = g.index.sched(&j.board).map(|s| s.version);
             if current != Some(j.version) {
                 acks.push(Ack::Stale);
                 continue;
@@ -659,10 +659,12 @@ impl Coordinator {
                 }
                 Ack::Accepted => {
                     let j = g.remove_job(r.job_id).expect("validated above");
-                    let e = g.index.get_mut(&j.board).expect("validated above");
-                    e.pos.leaf = Link::new(to_i8(r.score), r.mv);
-                    e.pending = false;
-                    batch.put_entry(e, false)?;
+                    g.index.set_leaf(&j.board, Link::new(to_i8(r.score), r.mv));
+                    if let Some(s) = g.index.sched_mut(&j.board) {
+                        s.pending = false;
+                    }
+                    let e = g.index.get(&j.board).expect("validated above");
+                    batch.put_entry(&e, false)?;
                     batch.put_done(&r.job_id, &j.board)?;
                     seeds.push(j.board);
                     g.done.insert(r.job_id);
@@ -743,9 +745,11 @@ impl Coordinator {
         if quarantine {
             let j = g.remove_job(f.job_id).expect("present above");
             let mut batch = Batch::default();
-            if let Some(e) = g.index.get_mut(&j.board) {
-                e.quarantined = true;
-                batch.put_entry(e, false)?;
+            if let Some(s) = g.index.sched_mut(&j.board) {
+                s.quarantined = true;
+            }
+            if let Some(e) = g.index.get(&j.board) {
+                batch.put_entry(&e, false)?;
             }
             g.quarantined.insert(
                 j.board,
@@ -800,9 +804,11 @@ impl Coordinator {
         let mut g = self.lock();
         let mut batch = Batch::default();
         if let Selector::Enhance { midgame, endcut } = selector {
-            g.index.header.midgame_error = midgame;
-            g.index.header.endcut_error = endcut;
-            batch.put_header(&g.index.header)?;
+            let mut h = *g.index.header();
+            h.midgame_error = midgame;
+            h.endcut_error = endcut;
+            g.index.set_header(h);
+            batch.put_header(&h)?;
             g.index.full_negamax();
         }
         let x = Expansion {
@@ -886,8 +892,8 @@ impl Coordinator {
             quarantined: g.quarantined.values().cloned().collect(),
             root_value: g
                 .index
-                .get(&g.root)
-                .map(|e| i32::from(e.pos.value))
+                .id(&g.root)
+                .map(|id| i32::from(g.index.book().score(id).value))
                 .unwrap_or(-127),
         }
     }
@@ -900,28 +906,25 @@ impl Coordinator {
     /// A consistent snapshot of the book: header and every position.
     pub fn snapshot(&self) -> (BookHeader, Vec<Position>) {
         let g = self.lock();
-        (
-            g.index.header,
-            g.index.entries().map(|e| e.pos.clone()).collect(),
-        )
+        (*g.index.header(), g.index.positions().collect())
     }
 
     /// The book position reached by a move list from the start (canonical coordinates).
     pub fn show(&self, moves: &str) -> Result<Option<Position>> {
         let b = canonical(&replay(moves)?).0;
-        Ok(self.lock().index.get(&b).map(|e| e.pos.clone()))
+        Ok(self.lock().index.get(&b).map(|e| e.pos))
     }
 
     /// Header plus counts: (header, positions, links, leaves).
     pub fn info(&self) -> (BookHeader, u64, u64, u64) {
         let g = self.lock();
-        let leaves = g
-            .index
-            .entries()
-            .filter(|e| e.pos.leaf.mv != Move::None)
+        let book = g.index.book();
+        let leaves = book
+            .ids()
+            .filter(|&id| book.leaf(id).mv != Move::None)
             .count();
         (
-            g.index.header,
+            *g.index.header(),
             g.index.len() as u64,
             g.index.n_links() as u64,
             leaves as u64,
@@ -935,9 +938,9 @@ impl Coordinator {
     /// positions added.
     pub fn add_games(&self, games: &[Vec<Move>]) -> Result<usize> {
         let mut g = self.lock();
-        let n_empties = u32::try_from(g.index.header.n_empties.max(0)).unwrap_or(0);
+        let n_empties = u32::try_from(g.index.header().n_empties.max(0)).unwrap_or(0);
         let max_plies = 60usize.saturating_sub(n_empties as usize);
-        let level = u8::try_from(g.index.header.level.clamp(0, 60)).unwrap_or(0);
+        let level = u8::try_from(g.index.header().level.clamp(0, 60)).unwrap_or(0);
         let mut added = 0usize;
         let mut touched = Vec::new();
         let mut batch = Batch::default();
@@ -978,11 +981,11 @@ impl Coordinator {
                 !e.pending
                     && e.pos.leaf.mv == Move::None
                     && e.pos.leaf.score <= -127
-                    && needs_search(e)
+                    && needs_search(&e)
             });
             if needs {
-                if let Some(e) = g.index.get_mut(b) {
-                    e.pending = true;
+                if let Some(s) = g.index.sched_mut(b) {
+                    s.pending = true;
                 }
                 g.enqueue(*b);
             }
@@ -990,7 +993,7 @@ impl Coordinator {
         g.index.propagate(touched.iter().copied());
         for b in &touched {
             if let Some(e) = g.index.get(b) {
-                batch.put_entry(e, new_boards.contains(b))?;
+                batch.put_entry(&e, new_boards.contains(b))?;
             }
             if batch.len >= 512 {
                 self.0.store.apply(std::mem::take(&mut batch))?;
@@ -1008,8 +1011,8 @@ impl Coordinator {
         let g = self.lock();
         let mut full = g.index.clone();
         full.full_negamax();
-        full.entries()
-            .all(|e| g.index.get(&e.pos.board).map(|x| &x.pos) == Some(&e.pos))
+        full.positions()
+            .all(|p| g.index.get(&p.board).map(|x| x.pos) == Some(p))
     }
 
     /// Replace the book by imported positions (refused while an expansion runs or jobs are out).
@@ -1165,13 +1168,13 @@ impl Inner {
         let Some(j) = self.jobs.get(&jid) else { return };
         let b = j.board;
         if let Some(e) = self.index.get(&b) {
-            let (ex, v, needs) = (e.excluded(), e.version, needs_search(e));
+            let (ex, v, needs) = (e.excluded(), e.version, needs_search(&e));
             if !needs {
                 self.remove_job(jid);
-                if let Some(e) = self.index.get_mut(&b) {
-                    e.pending = false;
-                    e.pos.leaf = BAD_LINK;
+                if let Some(s) = self.index.sched_mut(&b) {
+                    s.pending = false;
                 }
+                self.index.set_leaf(&b, BAD_LINK);
                 return;
             }
             let j = self.jobs.get_mut(&jid).expect("present above");
@@ -1235,8 +1238,8 @@ impl Inner {
             }
             if self
                 .index
-                .get(&a)
-                .is_none_or(|e| e.pending || e.quarantined)
+                .sched(&a)
+                .is_none_or(|s| s.pending || s.quarantined)
             {
                 continue;
             }
@@ -1286,33 +1289,34 @@ impl Inner {
         let b = child_board(&a, leaf.mv);
         let is_new = !self.index.contains(&b);
         if is_new {
-            let mut c = new_entry(b, child_level);
-            self.index.insert(c.clone());
+            self.index.insert(new_entry(b, child_level));
             self.index.link_children(&b);
-            c = self.index.get(&b).expect("just inserted").clone();
+            let c = self.index.get(&b).expect("just inserted");
             if needs_search(&c) {
                 // Until its search returns, the child's value is the parent's leaf estimate.
-                let ce = self.index.get_mut(&b).expect("just inserted");
-                ce.pos.leaf = Link::new(to_i8(-i32::from(leaf.score)), Move::None);
-                ce.pending = true;
+                self.index
+                    .set_leaf(&b, Link::new(to_i8(-i32::from(leaf.score)), Move::None));
+                if let Some(s) = self.index.sched_mut(&b) {
+                    s.pending = true;
+                }
                 self.enqueue(b);
             }
         }
         self.index.add_link(&a, leaf);
-        let needs = self.index.get(&a).is_some_and(needs_search);
+        let needs = self.index.get(&a).is_some_and(|e| needs_search(&e));
         if needs {
-            if let Some(ae) = self.index.get_mut(&a) {
-                ae.pending = true;
+            if let Some(s) = self.index.sched_mut(&a) {
+                s.pending = true;
             }
             self.enqueue(a);
         }
         seeds.push(b);
         seeds.push(a);
         if let Some(c) = self.index.get(&b) {
-            batch.put_entry(c, is_new)?;
+            batch.put_entry(&c, is_new)?;
         }
         if let Some(p) = self.index.get(&a) {
-            batch.put_entry(p, false)?;
+            batch.put_entry(&p, false)?;
         }
         Ok(true)
     }

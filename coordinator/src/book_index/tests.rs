@@ -1,5 +1,7 @@
 use super::*;
+use bookfarm_book::model::BAD_LINK;
 use bookfarm_engine::board::BitIter;
+use bookfarm_engine::symmetry::canonical;
 
 struct Rng(u64);
 impl Rng {
@@ -53,9 +55,8 @@ fn random_book(rng: &mut Rng, games: usize, plies: usize) -> BookIndex {
 }
 
 fn random_leaf(rng: &mut Rng, idx: &mut BookIndex, b: &Board) {
-    let e = idx.get_mut(b).unwrap();
-    let open = b.moves() & !e.excluded();
-    e.pos.leaf = if b.is_game_over() {
+    let open = b.moves() & !idx.excluded(b).unwrap();
+    let leaf = if b.is_game_over() {
         Link::new(to_i8(b.final_score()), Move::None)
     } else if open != 0 && rng.below(5) != 0 {
         let ms: Vec<_> = BitIter(open).collect();
@@ -64,6 +65,7 @@ fn random_leaf(rng: &mut Rng, idx: &mut BookIndex, b: &Board) {
     } else {
         BAD_LINK
     };
+    idx.set_leaf(b, leaf);
 }
 
 #[test]
@@ -87,8 +89,8 @@ fn incremental_equals_full_recompute_on_random_books() {
             full.full_negamax();
             for e in full.entries() {
                 assert_eq!(
-                    idx.get(&e.pos.board).map(|x| &x.pos),
-                    Some(&e.pos),
+                    idx.get(&e.pos.board).map(|x| x.pos),
+                    Some(e.pos),
                     "seed {seed} round {round}"
                 );
             }
@@ -102,8 +104,8 @@ fn full_negamax_matches_the_book_crate() {
         let mut rng = Rng(seed * 7919 + 1);
         let mut idx = random_book(&mut rng, 30, 24);
         idx.full_negamax();
-        let positions: Vec<Position> = idx.entries().map(|e| e.pos.clone()).collect();
-        let mut book = crate::export::to_mem_book(idx.header, &positions);
+        let positions: Vec<Position> = idx.positions().collect();
+        let mut book = crate::export::to_mem_book(*idx.header(), &positions);
         bookfarm_book::negamax::negamax(&mut book);
         for p in &positions {
             let q = book.get(&p.board).unwrap();
@@ -130,5 +132,17 @@ fn add_link_follows_edax() {
         "same move: score overwritten"
     );
     assert_eq!(idx.get(&b).unwrap().pos.links, vec![Link::new(5, f5)]);
-    assert_eq!(idx.parents(&child_board(&b, f5)), &[b]);
+    // The child is not in the book yet: the link dangles until it is inserted.
+    let c = child_board(&b, f5);
+    assert!(idx.parents(&c).is_empty());
+    idx.insert(Entry::new(Position::new(c, 2)));
+    assert_eq!(idx.parents(&c), vec![b]);
+    // Edax's position_link links every move to a book child: d3, c4 and e6 reach the same
+    // canonical child as f5. The version moves only when a link is added.
+    let v = idx.sched(&b).unwrap().version;
+    assert_eq!(idx.link_children(&b), 3);
+    assert_eq!(idx.sched(&b).unwrap().version, v + 1);
+    assert_eq!(idx.parents(&c), vec![b; 4]);
+    assert_eq!(idx.link_children(&b), 0, "everything is linked");
+    assert_eq!(idx.sched(&b).unwrap().version, v + 1);
 }
