@@ -1,15 +1,31 @@
-//! `book …` subcommands on book files: `dump`, `convert`, `info`.
+//! `book …` subcommands: on book files (`dump`, `convert`, `info`, `stats`) and, with `--db`,
+//! Edax's book command set on a store directory (see [`bookfarm_coordinator::offline`]).
 //!
 //! Errors are reported as one line naming the file, the byte offset (book.dat) or line (CSV)
 //! and the problem; `main` prints it and exits with status 1.
 
-use anyhow::{Context, anyhow};
-use bookfarm_book::{BookDate, MemBook, csv, dump, edax, info, negamax};
+use anyhow::{Context, anyhow, bail};
+use bookfarm_book::{
+    BookDate, MemBook, csv, dump, edax, grow, info, maintain, negamax, query, select,
+};
+use bookfarm_coordinator::offline;
+use bookfarm_coordinator::service::{Coordinator, ServiceConfig, StatusReport, new_book};
+use bookfarm_coordinator::store::Store;
+use bookfarm_engine::eval::Eval;
+use bookfarm_engine::formats::{transcript, wthor};
+use bookfarm_engine::search::{LeafRequest, LeafResult};
+use bookfarm_engine::{Board, Move};
+use bookfarm_proto::domain::Selector;
 use clap::Subcommand;
+use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
-/// Offline book commands.
+/// Offline book commands: on book files (dump, convert, info, stats) and, with `--db DIR`, on
+/// a store directory (Edax's `book …` command set).
 #[derive(Debug, Subcommand)]
 pub enum BookCommand {
     /// Print the canonical dump of an Edax book.dat (as `edax_book_dump.py --header`).
@@ -33,14 +49,212 @@ pub enum BookCommand {
     },
     /// Print Edax's `book info` facts: positions, links, leaves, levels, depth.
     Info {
-        /// The book file (.dat or .csv).
-        file: PathBuf,
+        /// The book file (.dat or .csv); or use --db.
+        #[arg(required_unless_present = "db", conflicts_with = "db")]
+        file: Option<PathBuf>,
+        /// Store directory.
+        #[arg(long)]
+        db: Option<PathBuf>,
     },
     /// Print Edax's `book stats`: hash, stage and best-score distributions.
     Stats {
-        /// The book file (.dat or .csv).
+        /// The book file (.dat or .csv); or use --db.
+        #[arg(required_unless_present = "db", conflicts_with = "db")]
+        file: Option<PathBuf>,
+        /// Store directory.
+        #[arg(long)]
+        db: Option<PathBuf>,
+    },
+    /// Edax `book new [LEVEL=21] [DEPTH=36]`: a new book holding the searched start position.
+    New {
+        /// Level of new positions (0..=60).
+        #[arg(default_value_t = 21)]
+        level: u8,
+        /// Book depth in plies (1..=60).
+        #[arg(default_value_t = 36)]
+        depth: u8,
+        #[command(flatten)]
+        db: Db,
+        /// Replace a book already in the store.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        engine: EngineArgs,
+    },
+    /// Edax `book import FILE`: replace the store's book by a book.dat or CSV.
+    Import {
+        /// The book (.dat or .csv).
+        file: PathBuf,
+        #[command(flatten)]
+        db: Db,
+    },
+    /// Edax `book export FILE`: write the store's book as book.dat or CSV.
+    Export {
+        #[command(flatten)]
+        db: Db,
+        /// Output file (.dat or .csv).
         file: PathBuf,
     },
+    /// Edax `book negamax`: recompute every value and sort the links.
+    Negamax {
+        #[command(flatten)]
+        db: Db,
+    },
+    /// Edax `book fix`: rebuild broken positions, link, search missing leaves, negamax, sort.
+    Fix {
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        engine: EngineArgs,
+    },
+    /// Edax `book prune`: keep the positions reachable by book moves of one side against best
+    /// moves of the other, then fix.
+    Prune {
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        engine: EngineArgs,
+    },
+    /// Edax `book subtree`: keep only the positions below the given one.
+    Subtree {
+        #[command(flatten)]
+        db: Db,
+        /// Moves from the start position to the subtree's root (e.g. f5d6c3).
+        #[arg(long, default_value = "")]
+        moves: String,
+    },
+    /// Edax `book show`: the book moves of a position.
+    Show {
+        #[command(flatten)]
+        db: Db,
+        /// Moves from the start position (e.g. f5d6c3).
+        #[arg(long, default_value = "")]
+        moves: String,
+    },
+    /// Edax `book add GAMES`: add the games' positions (transcripts one per line, or .wtb).
+    Add {
+        /// Games file.
+        games: PathBuf,
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        engine: EngineArgs,
+    },
+    /// Edax `book deviate [REL=2] [ABS=4]`.
+    Deviate {
+        /// Relative error.
+        #[arg(allow_negative_numbers = true, default_value_t = 2)]
+        rel: i32,
+        /// Absolute error.
+        #[arg(default_value_t = 4)]
+        abs: i32,
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        engine: EngineArgs,
+        #[command(flatten)]
+        select: SelectArgs,
+    },
+    /// Edax `book enhance [MID=2] [END=4]`.
+    Enhance {
+        /// Midgame error.
+        #[arg(default_value_t = 2)]
+        mid: i32,
+        /// Endcut error.
+        #[arg(default_value_t = 4)]
+        end: i32,
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        engine: EngineArgs,
+        #[command(flatten)]
+        select: SelectArgs,
+    },
+    /// Edax `book play`: expand every reachable position without links.
+    Play {
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        engine: EngineArgs,
+        #[command(flatten)]
+        select: SelectArgs,
+    },
+    /// Edax `book extend`: expand the leaves that are best moves.
+    Extend {
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        engine: EngineArgs,
+        #[command(flatten)]
+        select: SelectArgs,
+    },
+    /// Edax `book fill [DEPTH=1]`: add missing children near the book's positions.
+    Fill {
+        /// Fill depth (1..=61).
+        #[arg(default_value_t = 1)]
+        depth: u32,
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        engine: EngineArgs,
+    },
+    /// Edax `book merge FILE`: merge another book.dat into the store's book.
+    Merge {
+        /// The other book (.dat or .csv).
+        other: PathBuf,
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        engine: EngineArgs,
+    },
+    /// Edax `book check GAMES`: count the games' moves missing, good and bad in the book.
+    Check {
+        /// Games file (transcripts one per line, or .wtb).
+        games: PathBuf,
+        #[command(flatten)]
+        db: Db,
+    },
+    /// Edax `book problem [EMPTIES=24] [COUNT=10]`: positions with a unique best book move.
+    Problem {
+        /// Empty squares of the positions.
+        #[arg(default_value_t = 24)]
+        empties: u32,
+        /// Number of positions.
+        #[arg(default_value_t = 10)]
+        count: usize,
+        #[command(flatten)]
+        db: Db,
+    },
+}
+
+/// The store directory.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Db {
+    /// Store directory.
+    #[arg(long, env = "BOOKFARM_DB")]
+    db: PathBuf,
+}
+
+/// Engine options of the commands that search leaves.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EngineArgs {
+    /// Search threads [default: all cores].
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Evaluation weights [default: the embedded bookfarm weights].
+    #[arg(long, env = "BOOKFARM_EVAL")]
+    eval: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// Options of the selector commands.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SelectArgs {
+    /// Print how many positions the first selection would expand, change nothing.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,15 +343,485 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        BookCommand::Info { file } => {
-            let book = load(&file)?;
+        BookCommand::Info { file, db } => {
+            let book = load_file_or_db(file.as_deref(), db.as_deref())?;
             print(&info::BookInfo::of(&book).to_string())
         }
-        BookCommand::Stats { file } => {
-            let book = load(&file)?;
+        BookCommand::Stats { file, db } => {
+            let book = load_file_or_db(file.as_deref(), db.as_deref())?;
             print(&info::BookStats::of(&book).to_string())
         }
+        BookCommand::New {
+            level,
+            depth,
+            db,
+            force,
+            engine,
+        } => book_new(level, depth, &db.db, force, &engine),
+        BookCommand::Import { file, db } => {
+            // Read and check the whole file before touching the store.
+            let book = load(&file)?;
+            let store = Store::open(&db.db).with_context(|| store_context(&db.db))?;
+            let positions: Vec<_> = book.positions().collect();
+            let c = Coordinator::open_for_import(store, &db.db, *book.header(), positions)
+                .with_context(|| store_context(&db.db))?;
+            println!(
+                "imported {} positions from {} into {}",
+                c.status().positions,
+                file.display(),
+                db.db.display()
+            );
+            Ok(())
+        }
+        BookCommand::Export { db, file } => {
+            format_of(&file)?;
+            let c = open_db(&db.db, ServiceConfig::default())?;
+            let mut book = offline::load_book(&c);
+            book.header_mut().date = BookDate::now();
+            save(&book, &file)?;
+            println!("wrote {} positions to {}", book.len(), file.display());
+            Ok(())
+        }
+        BookCommand::Negamax { db } => transform(&db.db, None, |book, _| {
+            negamax::negamax(book);
+            negamax::sort_links(book);
+            Ok(format!("negamax: root value {}", root_value(book)))
+        }),
+        BookCommand::Fix { db, engine } => transform(&db.db, Some(&engine), |book, search| {
+            let mut search = search.context("fix needs the engine")?;
+            let r = grow::fix_command(book, &mut search);
+            Ok(format!(
+                "fix: {} broken positions ({} removed), {} links added, {} searches",
+                r.problems.len(),
+                r.removed.len(),
+                r.changes.links,
+                r.changes.searches
+            ))
+        }),
+        BookCommand::Prune { db, engine } => transform(&db.db, Some(&engine), |book, search| {
+            let mut search = search.context("prune needs the engine")?;
+            let removed = maintain::prune(book);
+            let r = grow::fix_command(book, &mut search);
+            Ok(format!(
+                "prune: {removed} positions removed, {} left ({} searches to fix)",
+                book.len(),
+                r.changes.searches
+            ))
+        }),
+        BookCommand::Subtree { db, moves } => {
+            let board = replay(&moves)?;
+            transform(&db.db, None, move |book, _| {
+                if book.probe(&board).is_none() {
+                    bail!("the position after {moves:?} is not in the book");
+                }
+                let removed = maintain::subtree(book, &board);
+                negamax::negamax(book);
+                negamax::sort_links(book);
+                Ok(format!(
+                    "subtree: {removed} positions removed, {} left",
+                    book.len()
+                ))
+            })
+        }
+        BookCommand::Show { db, moves } => {
+            let board = replay(&moves)?;
+            let c = open_db(&db.db, ServiceConfig::default())?;
+            let book = offline::load_book(&c);
+            match query::show(&book, &board) {
+                Some(text) => print(&text),
+                None => bail!("the position after {moves:?} is not in the book"),
+            }
+        }
+        BookCommand::Add { games, db, engine } => {
+            let games = read_games(&games)?;
+            searches(&db.db, &engine, None, |c| {
+                let added = c.add_games(&games)?;
+                println!("added {} games: {added} new positions", games.len());
+                Ok(())
+            })
+        }
+        BookCommand::Deviate {
+            rel,
+            abs,
+            db,
+            engine,
+            select,
+        } => {
+            let sel = Selector::Deviate {
+                relative: rel.clamp(-129, 129),
+                absolute: abs.clamp(0, 65),
+            };
+            expansion(&db.db, &engine, &select, sel)
+        }
+        BookCommand::Enhance {
+            mid,
+            end,
+            db,
+            engine,
+            select,
+        } => {
+            let sel = Selector::Enhance {
+                midgame: mid,
+                endcut: end,
+            };
+            expansion(&db.db, &engine, &select, sel)
+        }
+        BookCommand::Play { db, engine, select } => {
+            expansion(&db.db, &engine, &select, Selector::Play)
+        }
+        BookCommand::Extend { db, engine, select } => {
+            expansion(&db.db, &engine, &select, Selector::Extend)
+        }
+        BookCommand::Fill { depth, db, engine } => {
+            transform(&db.db, Some(&engine), move |book, search| {
+                let mut search = search.context("fill needs the engine")?;
+                let r = grow::fill(book, depth.clamp(1, 61), &mut search);
+                Ok(format!(
+                    "fill: {} positions added, {} searches in {} passes",
+                    r.changes.positions, r.changes.searches, r.passes
+                ))
+            })
+        }
+        BookCommand::Merge { other, db, engine } => {
+            let src = load(&other)?;
+            transform(&db.db, Some(&engine), move |book, search| {
+                let mut search = search.context("merge needs the engine")?;
+                let r = maintain::merge(book, &src);
+                let linked = grow::link_book(book, &mut search);
+                negamax::negamax(book);
+                negamax::sort_links(book);
+                Ok(format!(
+                    "merge: {} positions added, {} upgraded, {} links added, {} searches",
+                    r.added,
+                    r.upgraded,
+                    r.links_added + linked.links,
+                    linked.searches
+                ))
+            })
+        }
+        BookCommand::Check { games, db } => {
+            let games = read_games(&games)?;
+            let c = open_db(&db.db, ServiceConfig::default())?;
+            let book = offline::load_book(&c);
+            let r = query::check_games(&book, games.iter().map(Vec::as_slice));
+            for (g, i) in &r.illegal {
+                println!("game {}: illegal move at ply {}", g + 1, i + 1);
+            }
+            print(&format!("{}\n", r.summary()))
+        }
+        BookCommand::Problem { empties, count, db } => {
+            let c = open_db(&db.db, ServiceConfig::default())?;
+            let book = offline::load_book(&c);
+            let mut text = String::new();
+            for p in query::problems(&book, empties, count) {
+                text.push_str(&p.line());
+                text.push('\n');
+            }
+            print(&text)
+        }
     }
+}
+
+fn store_context(db: &Path) -> String {
+    format!("store {}", db.display())
+}
+
+fn open_db(db: &Path, cfg: ServiceConfig) -> anyhow::Result<Coordinator> {
+    match offline::open(db, cfg) {
+        Ok(c) => Ok(c),
+        // That message names the directory already.
+        Err(e @ offline::OfflineError::NoBook(_)) => Err(e.into()),
+        Err(e) => Err(anyhow::Error::new(e).context(store_context(db))),
+    }
+}
+
+fn load_file_or_db(file: Option<&Path>, db: Option<&Path>) -> anyhow::Result<MemBook> {
+    match (file, db) {
+        (Some(f), _) => load(f),
+        (None, Some(d)) => Ok(offline::load_book(&open_db(d, ServiceConfig::default())?)),
+        (None, None) => bail!("give a book file or --db DIR"),
+    }
+}
+
+fn root_value(book: &MemBook) -> String {
+    book.probe(&Board::start())
+        .map_or_else(|| "unknown".into(), |id| book.score(id).value.to_string())
+}
+
+/// The board after `moves` (from the start position; empty = the start).
+fn replay(moves: &str) -> anyhow::Result<Board> {
+    let mut b = Board::start();
+    for mv in transcript::parse_moves(moves).with_context(|| format!("moves {moves:?}"))? {
+        if b.must_pass() && mv != Move::Pass {
+            b = b.pass();
+        }
+        b = b
+            .play_move(mv)
+            .map_err(|e| anyhow!("moves {moves:?}: {e}"))?;
+    }
+    Ok(b)
+}
+
+/// Games of a file: WTHOR by the .wtb extension, else transcripts one per line (empty lines
+/// and `#` comments skipped).
+fn read_games(path: &Path) -> anyhow::Result<Vec<Vec<Move>>> {
+    let bytes = std::fs::read(path).with_context(|| path.display().to_string())?;
+    let wtb = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("wtb"));
+    if wtb {
+        let (_, games) = wthor::read_wtb(&bytes).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        return Ok(games.into_iter().map(|g| g.game.moves).collect());
+    }
+    let text = std::str::from_utf8(&bytes).map_err(|e| {
+        anyhow!(
+            "{}: at byte {}: not UTF-8 text",
+            path.display(),
+            e.valid_up_to()
+        )
+    })?;
+    let mut games = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        games.push(
+            transcript::parse_moves(line)
+                .map_err(|e| anyhow!("{}: line {}: {e}", path.display(), i + 1))?,
+        );
+    }
+    Ok(games)
+}
+
+/// Ctrl-C (and SIGTERM) as a flag: installed once, the signal no longer kills the process, so
+/// a store write in progress always completes. Returns the flag and the runtime that watches.
+fn interrupt_flag() -> anyhow::Result<(Arc<AtomicBool>, tokio::runtime::Runtime)> {
+    let rt = runtime()?;
+    let flag = Arc::new(AtomicBool::new(false));
+    let f = flag.clone();
+    rt.spawn(async move {
+        shutdown_signal().await;
+        f.store(true, Ordering::SeqCst);
+    });
+    Ok((flag, rt))
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+fn threads(e: &EngineArgs) -> usize {
+    e.threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1)
+}
+
+type Search<'a> = Option<&'a mut dyn FnMut(&LeafRequest) -> LeafResult>;
+
+/// Run a whole-book transformation on a copy of the stored book and store the result; an
+/// interrupt (Ctrl-C) before the end leaves the store unchanged.
+fn transform<F>(db: &Path, engine: Option<&EngineArgs>, f: F) -> anyhow::Result<()>
+where
+    F: FnOnce(&mut MemBook, Search<'_>) -> anyhow::Result<String>,
+{
+    let eval = match engine {
+        Some(e) => Some(bookfarm_worker::exec::load_eval(e.eval.as_deref())?.0),
+        None => None,
+    };
+    let c = open_db(db, ServiceConfig::default())?;
+    let (abort, _rt) = interrupt_flag()?;
+    let mut book = offline::load_book(&c);
+    let message = match eval {
+        Some(eval) => {
+            if engine.is_some_and(|e| e.threads.is_some_and(|t| t > 1)) {
+                tracing::warn!("this command searches on one thread");
+            }
+            let mut search = offline::engine_search(eval, abort.clone());
+            f(&mut book, Some(&mut search))?
+        }
+        None => f(&mut book, None)?,
+    };
+    if abort.load(Ordering::SeqCst) {
+        bail!("interrupted: the store is unchanged");
+    }
+    let n = offline::replace_book(&c, &book).with_context(|| store_context(db))?;
+    c.flush().with_context(|| store_context(db))?;
+    println!("{message}; {n} positions stored");
+    Ok(())
+}
+
+/// Open the store with the engine's evaluation fingerprint, let `prepare` queue searches, then
+/// run them (and the `selector`'s expansion) with in-process workers.
+fn searches(
+    db: &Path,
+    engine: &EngineArgs,
+    selector: Option<Selector>,
+    prepare: impl FnOnce(&Coordinator) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let (eval, hash) = bookfarm_worker::exec::load_eval(engine.eval.as_deref())?;
+    let n = threads(engine);
+    let c = open_db(db, offline::service_config(&hash, n))?;
+    prepare(&c)?;
+    run_searches(&c, engine, selector, eval, hash, n)
+}
+
+fn run_searches(
+    c: &Coordinator,
+    engine: &EngineArgs,
+    selector: Option<Selector>,
+    eval: Arc<Eval>,
+    hash: String,
+    n: usize,
+) -> anyhow::Result<()> {
+    let bar = if engine.quiet {
+        ProgressBar::hidden()
+    } else {
+        let b = ProgressBar::new(0);
+        b.set_style(
+            ProgressStyle::with_template(
+                "[{elapsed_precise}] {bar:30} {pos}/{len} searches | {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        b
+    };
+    let before = c.status().completed;
+    let t0 = Instant::now();
+    let out = runtime()?.block_on(offline::run_local(
+        c,
+        selector,
+        n,
+        eval,
+        hash,
+        shutdown_signal(),
+        |s: &StatusReport| {
+            let done = s.completed - before;
+            bar.set_length(done + s.queued + s.in_flight);
+            bar.set_position(done);
+            bar.set_message(format!(
+                "{} positions | {:.1} results/s",
+                s.positions, s.results_per_second
+            ));
+        },
+    ))?;
+    bar.finish_and_clear();
+    let s = c.status();
+    let verb = if out.interrupted {
+        "interrupted (run again to resume)"
+    } else {
+        "done"
+    };
+    println!(
+        "{verb}: {} positions, {} searches in {:.1}s on {n} threads",
+        s.positions,
+        s.completed - before,
+        t0.elapsed().as_secs_f64()
+    );
+    if out.interrupted {
+        bail!("interrupted");
+    }
+    Ok(())
+}
+
+/// `book new`: a fresh store holding the start position, searched.
+fn book_new(
+    level: u8,
+    depth: u8,
+    db: &Path,
+    force: bool,
+    engine: &EngineArgs,
+) -> anyhow::Result<()> {
+    if level > 60 || !(1..=60).contains(&depth) {
+        bail!("level must be 0..=60 and depth 1..=60 (got {level} and {depth})");
+    }
+    if offline::has_book(db).with_context(|| store_context(db))? && !force {
+        bail!(
+            "{} already holds a book (use --force to replace it)",
+            db.display()
+        );
+    }
+    let (eval, hash) = bookfarm_worker::exec::load_eval(engine.eval.as_deref())?;
+    let store = Store::open(db).with_context(|| store_context(db))?;
+    let (h, entries) = new_book(level, depth);
+    store
+        .create(&h, &entries)
+        .with_context(|| store_context(db))?;
+    drop(store);
+    let n = threads(engine);
+    let c = open_db(db, offline::service_config(&hash, n))?;
+    println!("new book in {}: level {level}, depth {depth}", db.display());
+    run_searches(&c, engine, None, eval, hash, n)
+}
+
+/// A selector command: `--dry-run` counts the first selection on a copy; otherwise run the
+/// expansion to its fixed point with in-process workers.
+fn expansion(
+    db: &Path,
+    engine: &EngineArgs,
+    select: &SelectArgs,
+    sel: Selector,
+) -> anyhow::Result<()> {
+    if select.dry_run {
+        let c = open_db(db, ServiceConfig::default())?;
+        let mut book = offline::load_book(&c);
+        let n = first_selection(&mut book, sel);
+        println!("{sel}: {n} positions would be expanded in the first round");
+        return Ok(());
+    }
+    searches(db, engine, Some(sel), |_| Ok(()))
+}
+
+/// How many positions the first round of `sel` expands (the book crate's markers).
+fn first_selection(book: &mut MemBook, sel: Selector) -> usize {
+    if let Selector::Enhance { midgame, endcut } = sel {
+        let h = book.header_mut();
+        h.midgame_error = midgame;
+        h.endcut_error = endcut;
+    }
+    let Some((root, value)) = select::prepare_root(book, &Board::start()) else {
+        return 0;
+    };
+    let mut marked = match sel {
+        Selector::Deviate { relative, absolute } => {
+            let p = select::Deviate::new(relative, absolute);
+            let mut m = select::deviate_pass(book, root, p, value, select::DeviatePass::RootSide);
+            m.extend(select::deviate_pass(
+                book,
+                root,
+                p,
+                value,
+                select::DeviatePass::OpponentSide,
+            ));
+            m
+        }
+        Selector::Enhance { .. } => select::enhance_mark(book, root),
+        Selector::Play => select::play_mark(book, root),
+        Selector::Extend => select::extend_mark(book, root),
+    };
+    marked.sort_unstable_by_key(|id| id.0);
+    marked.dedup();
+    marked.len()
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@
 //! * [`service`]: the domain service (register, lease, submit, fail, expiry, expansions);
 //! * [`grpc`]: thin tonic handlers; [`http`]: `/metrics`, `/healthz`, `/readyz`;
 //! * [`server`]: wiring everything into [`server::run`];
-//! * [`local`]: coordinator plus in-process workers on one machine.
+//! * [`local`]: coordinator plus in-process workers on one machine;
+//! * [`offline`]: the offline book commands on a store directory.
 
 pub mod book_index;
 pub mod config;
@@ -15,6 +16,7 @@ pub mod export;
 pub mod grpc;
 pub mod http;
 pub mod local;
+pub mod offline;
 pub mod select;
 pub mod server;
 pub mod service;
