@@ -85,30 +85,6 @@ mod tests {
     use bookfarm_engine::eval::{Eval, EvalHeader};
     use bookfarm_engine::symmetry::transform;
 
-    /// Positions of a seeded random walk.
-    fn walk(n: usize) -> Vec<Board> {
-        let mut b = Board::start();
-        let mut seed = 12345u64;
-        let mut out = Vec::new();
-        while out.len() < n {
-            let moves = b.moves();
-            if moves == 0 {
-                b = Board::start();
-                continue;
-            }
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let k = (seed >> 33) as usize % moves.count_ones() as usize;
-            let sq = bookfarm_engine::board::BitIter(moves)
-                .nth(k)
-                .expect("k < count");
-            b = b.play(sq).expect("legal move");
-            out.push(b);
-        }
-        out
-    }
-
     #[test]
     fn packed_layout_covers_the_block() {
         let l = Layout::get();
@@ -141,7 +117,7 @@ mod tests {
         let eval = Eval::from_fn(header, |ply, i| {
             packed[l.packed_of_unpacked[i] as usize].wrapping_add(ply as i16)
         });
-        for b in walk(300) {
+        for b in crate::fit::tests::positions(300, 12345) {
             let sum: i32 = l
                 .packed_offsets(&b)
                 .iter()

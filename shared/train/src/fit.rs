@@ -350,13 +350,13 @@ pub fn fit_bucket(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::dataset::LabelKind;
     use bookfarm_engine::Board;
 
-    /// Random legal positions from a seeded walk.
-    fn positions(n: usize, seed: u64) -> Vec<Board> {
+    /// Random legal positions from a seeded walk (also used by other modules' tests).
+    pub(crate) fn positions(n: usize, seed: u64) -> Vec<Board> {
         let mut s = seed;
         let mut out = Vec::new();
         while out.len() < n {

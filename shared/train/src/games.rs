@@ -54,6 +54,19 @@ impl Game {
     }
 }
 
+impl Game {
+    /// A game of a source without year or theoretical score.
+    fn without_year(source: Source, game: formats::Game, stored_black_diff: Option<i32>) -> Game {
+        Game {
+            source,
+            year: None,
+            game,
+            stored_black_diff,
+            theoretical_black_diff: None,
+        }
+    }
+}
+
 /// Errors reading game files.
 #[derive(Debug, thiserror::Error)]
 pub enum GamesError {
@@ -149,13 +162,7 @@ pub fn read_all(data: &Path) -> Result<Vec<Game>, GamesError> {
         read_logistello(&text)
             .map_err(record_err(&log))?
             .into_iter()
-            .map(|g| Game {
-                source: Source::Logistello,
-                year: None,
-                game: g.game,
-                stored_black_diff: Some(g.label),
-                theoretical_black_diff: None,
-            }),
+            .map(|g| Game::without_year(Source::Logistello, g.game, Some(g.label))),
     );
     // The early self-play file labels only the result (1/0/−1), not a disc difference.
     for (name, label_is_diff) in [
@@ -169,12 +176,8 @@ pub fn read_all(data: &Path) -> Result<Vec<Game>, GamesError> {
             read_egaroucid(&text)
                 .map_err(record_err(&p))?
                 .into_iter()
-                .map(|g| Game {
-                    source: Source::Egaroucid,
-                    year: None,
-                    game: g.game,
-                    stored_black_diff: label_is_diff.then_some(g.label),
-                    theoretical_black_diff: None,
+                .map(|g| {
+                    Game::without_year(Source::Egaroucid, g.game, label_is_diff.then_some(g.label))
                 }),
         );
     }
@@ -184,13 +187,7 @@ pub fn read_all(data: &Path) -> Result<Vec<Game>, GamesError> {
         read_eothello(&text)
             .map_err(record_err(&p))?
             .into_iter()
-            .map(|g| Game {
-                source: Source::Eothello,
-                year: None,
-                game: g.game,
-                stored_black_diff: None,
-                theoretical_black_diff: None,
-            }),
+            .map(|g| Game::without_year(Source::Eothello, g.game, None)),
     );
     Ok(games)
 }

@@ -1,11 +1,16 @@
 //! `bookfarm-train`: the training pipeline of bookfarm's default evaluation.
 //!
-//! * [`games`] reads the game sets in `../shared/data` and replays them;
+//! Everything Edax-defined comes from `bookfarm-engine`: game readers ([`bookfarm_engine::formats`]),
+//! the 47 features, their symmetric packing, the `eval.dat` reader/writer and the evaluation
+//! itself ([`bookfarm_engine::eval`]). This crate adds only what is specific to training:
+//!
+//! * [`games`] tags the engine-read game sets of `../shared/data` with source and labels;
 //! * [`dataset`] turns games into de-duplicated, labelled positions with a held-out test split
 //!   and caches them in a compact binary file;
-//! * [`features`] is Edax's 47-feature pattern layout with its symmetric packing;
+//! * [`features`] maps a position to its 47 *packed* weight offsets (what the fitter learns);
 //! * [`fit`] fits the packed weights per phase bucket by regularised least squares (Adam);
-//! * [`weights`] reads and writes Edax `eval.dat` files (plain or gzip);
+//! * [`weights`] turns fitted packed weights into an engine [`bookfarm_engine::eval::Eval`] and
+//!   loads/writes plain or gzip `eval.dat` files;
 //! * [`solve`] labels positions exactly with the engine solver; [`play`] plays evaluation matches;
 //! * [`measure`] reports MAE / RMSE per empties bucket.
 #![warn(missing_docs, missing_debug_implementations)]
