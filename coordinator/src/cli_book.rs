@@ -361,6 +361,8 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
         BookCommand::Import { file, db } => {
             // Read and check the whole file before touching the store.
             let book = load(&file)?;
+            // Ctrl-C must not stop the replacement halfway.
+            let (_interrupt, _rt) = interrupt_flag()?;
             let store = Store::open(&db.db).with_context(|| store_context(&db.db))?;
             let positions: Vec<_> = book.positions().collect();
             let c = Coordinator::open_for_import(store, &db.db, *book.header(), positions)

@@ -1,0 +1,269 @@
+//! `bookfarm-coordinator book … --db DIR`: the real binary on real sled stores in temporary
+//! directories, with Edax's golden books and games.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_bookfarm-coordinator");
+
+fn golden(name: &str) -> Option<PathBuf> {
+    bookfarm_engine::testdata::shared_dir_or_skip().map(|d| d.join("golden").join(name))
+}
+
+/// Run the binary with `args`; returns its output.
+fn book(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("book")
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .env_remove("BOOKFARM_DB")
+        .env_remove("BOOKFARM_EVAL")
+        .output()
+        .expect("running bookfarm-coordinator")
+}
+
+/// Run and require success; returns stdout.
+fn ok(args: &[&str]) -> String {
+    let out = book(args);
+    assert!(
+        out.status.success(),
+        "book {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 stdout")
+}
+
+/// Run and require failure with a one-line `error: …` message; returns that line.
+fn fails(args: &[&str]) -> String {
+    let out = book(args);
+    assert!(
+        !out.status.success(),
+        "book {args:?} unexpectedly succeeded"
+    );
+    let err = String::from_utf8(out.stderr).expect("utf-8 stderr");
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error")).collect();
+    assert_eq!(lines.len(), 1, "book {args:?}: {err}");
+    assert_eq!(
+        err.lines().count(),
+        1,
+        "book {args:?}: more than one line: {err}"
+    );
+    lines[0].to_string()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// The dump of the store's book without its `# {…}` header line (the date changes).
+fn store_dump(db: &Path, dir: &Path) -> String {
+    let out = dir.join("dump-tmp.dat");
+    ok(&["export", "--db", s(db), s(&out)]);
+    let text = ok(&["dump", s(&out)]);
+    std::fs::remove_file(&out).expect("remove temporary export");
+    without_date(&text)
+}
+
+fn without_date(dump: &str) -> String {
+    dump.lines()
+        .filter(|l| !l.starts_with("# {"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+#[test]
+fn golden_book_import_negamax_export_is_identical() {
+    let (Some(dat), Some(dump)) = (golden("book-small.dat"), golden("book-small.dump.txt")) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let out = ok(&["import", s(&dat), "--db", s(&db)]);
+    assert!(out.contains("imported 1054 positions"), "{out}");
+    ok(&["negamax", "--db", s(&db)]);
+    let golden_dump = std::fs::read_to_string(dump).expect("golden dump");
+    assert_eq!(store_dump(&db, dir.path()), without_date(&golden_dump));
+    // The store's info and stats equal the file's.
+    assert_eq!(
+        ok(&["info", "--db", s(&db)])
+            .lines()
+            .skip(1)
+            .collect::<Vec<_>>(),
+        ok(&["info", s(&dat)]).lines().skip(1).collect::<Vec<_>>()
+    );
+    assert_eq!(ok(&["stats", "--db", s(&db)]), ok(&["stats", s(&dat)]));
+    // CSV export of the store: the golden CSV's lines (the order within a hash bucket follows
+    // insertion order, which the store does not keep).
+    if let Some(csv) = golden("book-small.csv") {
+        let out = dir.path().join("x.csv");
+        ok(&["export", "--db", s(&db), s(&out)]);
+        let sorted = |p: &Path| {
+            let text = std::fs::read_to_string(p).expect("read csv");
+            let mut v: Vec<String> = text.lines().map(str::to_string).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(sorted(&out), sorted(&csv));
+    }
+    // show: Edax's text for the position after f5d6.
+    let show = ok(&["show", "--db", s(&db), "--moves", "f5d6"]);
+    assert!(show.contains("Moves: [C5:+7]"), "{show}");
+}
+
+#[test]
+fn real_run_new_add_deviate_survives_export_and_reimport() {
+    let (Some(games), Some(eval)) = (golden("games-seed7.txt"), golden("eval-seed1.dat")) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let engine = ["--eval", s(&eval), "--threads", "2", "--quiet"];
+    let with = |args: &[&str]| -> String {
+        let mut a = args.to_vec();
+        a.extend_from_slice(&engine);
+        ok(&a)
+    };
+    let out = with(&["new", "4", "14", "--db", s(&db)]);
+    assert!(out.contains("done: 1 positions, 1 searches"), "{out}");
+    let out = with(&["add", s(&games), "--db", s(&db)]);
+    assert!(out.contains("added 12 games: 134 new positions"), "{out}");
+    let dry = ok(&["deviate", "2", "4", "--db", s(&db), "--dry-run"]);
+    assert!(dry.starts_with("deviate 2 4: "), "{dry}");
+    let before = store_dump(&db, dir.path());
+    assert_eq!(
+        store_dump(&db, dir.path()),
+        before,
+        "a dry run changes nothing"
+    );
+    with(&["deviate", "2", "4", "--db", s(&db)]);
+    let info = ok(&["info", "--db", s(&db)]);
+    let positions: usize = info
+        .lines()
+        .find_map(|l| l.strip_prefix("Positions: "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .expect("positions line");
+    // Deviate grew the book beyond the 135 positions of the games (Edax 4.6 reaches 1054 from
+    // the same games and parameters with its own engine: book-small.dat).
+    assert!(positions > 135 + 100, "{info}");
+    // At the fixed point, deviate selects nothing more.
+    let dry = ok(&["deviate", "--db", s(&db), "--dry-run"]);
+    assert_eq!(
+        dry.trim(),
+        "deviate 2 4: 0 positions would be expanded in the first round"
+    );
+    // Export, re-import into a second store, negamax: values unchanged.
+    let dat = dir.path().join("built.dat");
+    ok(&["export", "--db", s(&db), s(&dat)]);
+    let db2 = dir.path().join("db2");
+    ok(&["import", s(&dat), "--db", s(&db2)]);
+    ok(&["negamax", "--db", s(&db2)]);
+    let a = store_dump(&db, dir.path());
+    assert_eq!(store_dump(&db2, dir.path()), a);
+    assert!(
+        a.contains(&format!("# {positions} positions; level 4;")),
+        "{a}"
+    );
+    // book check of the games the book was built from: none missing.
+    let check = ok(&["check", s(&games), "--db", s(&db)]);
+    assert!(check.contains("Positions : 0 missing"), "{check}");
+}
+
+#[test]
+fn bad_input_fails_in_one_line_and_leaves_the_store_untouched() {
+    let Some(dat) = golden("book-small.dat") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    ok(&["import", s(&dat), "--db", s(&db)]);
+    let before = store_dump(&db, dir.path());
+
+    let truncated = dir.path().join("t.dat");
+    let bytes = std::fs::read(&dat).expect("read golden");
+    std::fs::write(&truncated, &bytes[..1000]).expect("write");
+    let e = fails(&["import", s(&truncated), "--db", s(&db)]);
+    assert!(e.contains("at byte 994: truncated record"), "{e}");
+
+    let bad_games = dir.path().join("g.txt");
+    std::fs::write(&bad_games, "f5d6c3\nf5z9\n").expect("write");
+    let e = fails(&["add", s(&bad_games), "--db", s(&db), "--quiet"]);
+    assert!(e.contains("g.txt: line 2"), "{e}");
+    let e = fails(&["check", s(&bad_games), "--db", s(&db)]);
+    assert!(e.contains("g.txt: line 2"), "{e}");
+
+    let e = fails(&["show", "--db", s(&db), "--moves", "f5f5"]);
+    assert!(e.contains("f5f5"), "{e}");
+    let e = fails(&["subtree", "--db", s(&db), "--moves", "a1"]);
+    assert!(e.contains("a1"), "{e}");
+    let e = fails(&["new", "4", "14", "--db", s(&db)]);
+    assert!(e.contains("already holds a book"), "{e}");
+    let e = fails(&["new", "61", "14", "--db", s(&db), "--force"]);
+    assert!(e.contains("level must be"), "{e}");
+    let e = fails(&["export", "--db", s(&db), s(&dir.path().join("x.txt"))]);
+    assert!(e.contains("unknown book format"), "{e}");
+    let e = fails(&[
+        "fix",
+        "--db",
+        s(&db),
+        "--eval",
+        s(&dir.path().join("missing.eval")),
+    ]);
+    assert!(e.contains("missing.eval"), "{e}");
+    let e = fails(&["merge", s(&truncated), "--db", s(&db)]);
+    assert!(e.contains("truncated record"), "{e}");
+
+    assert_eq!(store_dump(&db, dir.path()), before);
+
+    // A mistyped --db neither succeeds nor creates a directory.
+    let nowhere = dir.path().join("nowhere");
+    for cmd in ["negamax", "info", "deviate", "problem", "show"] {
+        let e = fails(&[cmd, "--db", s(&nowhere)]);
+        assert!(e.contains("no book here"), "{cmd}: {e}");
+    }
+    assert!(!nowhere.exists());
+}
+
+#[test]
+fn maintenance_commands_on_the_golden_book() {
+    let (Some(dat), Some(tiny)) = (golden("book-small.dat"), golden("book-tiny.dat")) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    ok(&["import", s(&dat), "--db", s(&db)]);
+    // Edax's book problem on the golden book (depth 14: positions with 46 to 60 empties).
+    let problems = ok(&["problem", "50", "3", "--db", s(&db)]);
+    assert_eq!(problems.lines().count(), 3, "{problems}");
+    assert!(
+        problems
+            .lines()
+            .all(|l| l.contains(" X % bm ") || l.contains(" O % bm ")),
+        "{problems}"
+    );
+    assert!(
+        ok(&["problem", "--db", s(&db)]).is_empty(),
+        "no position has 24 empties"
+    );
+    // Merging a book into itself adds nothing.
+    let out = ok(&["merge", s(&dat), "--db", s(&db)]);
+    assert!(out.starts_with("merge: 0 positions added"), "{out}");
+    let out = ok(&["merge", s(&tiny), "--db", s(&db)]);
+    assert!(out.contains("positions stored"), "{out}");
+    let merged: usize = out
+        .rsplit("; ")
+        .next()
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .expect("count");
+    assert!(merged >= 1054, "{out}");
+    let out = ok(&["prune", "--db", s(&db)]);
+    assert!(out.starts_with("prune: "), "{out}");
+    // Pruning again removes nothing: the kept set is closed.
+    let out = ok(&["prune", "--db", s(&db)]);
+    assert!(out.starts_with("prune: 0 positions removed"), "{out}");
+    let out = ok(&["subtree", "--db", s(&db), "--moves", "f5d6"]);
+    assert!(out.starts_with("subtree: "), "{out}");
+    let show = ok(&["show", "--db", s(&db), "--moves", "f5d6"]);
+    assert!(show.contains("Moves: [C5:"), "{show}");
+}
