@@ -1,5 +1,6 @@
 use super::*;
 use bookfarm_engine::Square;
+use crate::select::select;
 use bookfarm_engine::board::BitIter;
 use bookfarm_proto::ENGINE_VERSION;
 
