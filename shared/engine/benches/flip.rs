@@ -7,31 +7,25 @@
 use bookfarm_engine::Board;
 use bookfarm_engine::board::BitIter;
 use bookfarm_engine::flip::Backend;
+use bookfarm_engine::testutil::{XorShift, random_ply};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 
 /// Positions from pseudo-random games (xorshift choice among legal moves), with their moves.
 fn positions() -> Vec<(Board, u64)> {
     let mut out = Vec::new();
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut rng = XorShift(0x2545_f491_4f6c_dd1d);
     for _ in 0..200 {
         let mut b = Board::start();
         loop {
             let m = b.moves();
-            if m == 0 {
-                if b.pass().moves() == 0 {
-                    break;
-                }
-                b = b.pass();
-                continue;
+            if m != 0 {
+                out.push((b, m));
             }
-            out.push((b, m));
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            let k = (seed % u64::from(m.count_ones())) as usize;
-            let sq = BitIter(m).nth(k).expect("k < popcount");
-            b = b.play(sq).expect("legal");
+            match random_ply(&mut rng, &b) {
+                Some(next) => b = next,
+                None => break,
+            }
         }
     }
     out

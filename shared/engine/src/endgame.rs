@@ -901,11 +901,9 @@ mod tests {
     #[test]
     fn solve1_matches_rules() {
         // Random full boards but one square, against the board's own rules.
-        let mut r = 0x2545_f491_4f6c_dd1du64;
+        let mut rng = crate::testutil::XorShift(0x2545_f491_4f6c_dd1d);
         for _ in 0..10000 {
-            r ^= r << 13;
-            r ^= r >> 7;
-            r ^= r << 17;
+            let r = rng.next_u64();
             let x = (r % 64) as usize;
             let p = (r.rotate_left(17) ^ r.wrapping_mul(3)) & !(1u64 << x);
             let o = !p & !(1u64 << x);

@@ -26,6 +26,8 @@ pub mod square;
 pub mod stability;
 pub mod symmetry;
 pub mod testdata;
+#[doc(hidden)]
+pub mod testutil;
 
 pub use board::{Board, IllegalMove};
 pub use square::{Move, ParseMoveError, Square};

@@ -226,39 +226,7 @@ mod tests {
     use super::*;
     use crate::board::{Board, flips_portable, moves_portable};
     use crate::symmetry::{transform, transform_bits};
-
-    /// A small deterministic PRNG (xorshift) so the tests need no extra dependency.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-    }
-
-    fn random_playout(rng: &mut Rng, plies: u32) -> Board {
-        let mut b = Board::start();
-        for _ in 0..plies {
-            let m = b.moves();
-            if m == 0 {
-                if b.pass().moves() == 0 {
-                    break;
-                }
-                b = b.pass();
-                continue;
-            }
-            let n = rng.next() % u64::from(m.count_ones());
-            let mut mm = m;
-            for _ in 0..n {
-                mm &= mm - 1;
-            }
-            let x = mm.trailing_zeros() as u8;
-            b = b.play_flips(x, flips_portable(b.player, b.opponent, x));
-        }
-        b
-    }
+    use crate::testutil::{XorShift, random_board};
 
     #[test]
     #[allow(clippy::identity_op)]
@@ -293,9 +261,9 @@ mod tests {
 
     #[test]
     fn full_lines_are_exact_on_inner_squares() {
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
         for _ in 0..2000 {
-            let disc = rng.next() | rng.next() | rng.next();
+            let disc = rng.next_u64() | rng.next_u64() | rng.next_u64();
             let d7 = full_diag(disc, 7);
             let d9 = full_diag(disc, 9);
             let h = full_h(disc);
@@ -357,9 +325,9 @@ mod tests {
     /// Every disc reported stable stays the player's in random continuations of the game.
     #[test]
     fn stable_discs_never_flip() {
-        let mut rng = Rng(12345);
+        let mut rng = XorShift(12345);
         for game in 0..300 {
-            let start = random_playout(&mut rng, 20 + game % 40);
+            let start = random_board(&mut rng, 20 + game % 40);
             for (me, them, mover_is_me) in [
                 (start.player, start.opponent, true),
                 (start.opponent, start.player, false),
@@ -382,12 +350,7 @@ mod tests {
                             my_turn = !my_turn;
                             continue;
                         }
-                        let n = rng.next() % u64::from(m.count_ones());
-                        let mut mm = m;
-                        for _ in 0..n {
-                            mm &= mm - 1;
-                        }
-                        let x = mm.trailing_zeros() as u8;
+                        let x = rng.pick_square(m);
                         b = b.play_flips(x, flips_portable(b.player, b.opponent, x));
                         my_turn = !my_turn;
                     }
@@ -398,9 +361,9 @@ mod tests {
 
     #[test]
     fn symmetric_invariance() {
-        let mut rng = Rng(777);
+        let mut rng = XorShift(777);
         for i in 0..500 {
-            let b = random_playout(&mut rng, 10 + i % 50);
+            let b = random_board(&mut rng, 10 + i % 50);
             let st = stable_discs(b.player, b.opponent);
             for s in 0..8 {
                 let t = transform(&b, s);

@@ -5,6 +5,7 @@ use bookfarm_engine::endgame::{self, EndgameContext, SCORE_INF};
 use bookfarm_engine::formats::obf::{parse_flippy, parse_obf};
 use bookfarm_engine::symmetry::{transform, transform_move};
 use bookfarm_engine::testdata::shared_dir_or_skip;
+use bookfarm_engine::testutil::{XorShift, random_board};
 use bookfarm_engine::{Board, Move, Square};
 use proptest::prelude::*;
 use std::path::Path;
@@ -233,9 +234,9 @@ fn root_conventions_pass_and_game_over() {
     // Player owns a1; opponent owns b1; c1 empty: the opponent cannot move (no own disc beyond),
     // so from the opponent's side it is a pass; the player can play nothing either except...
     let mut found = false;
-    let mut rng = 99u64;
+    let mut rng = XorShift(99);
     for _ in 0..20000 {
-        let b = random_position(&mut rng, 50);
+        let b = random_board(&mut rng, 50);
         if b.must_pass() {
             let (mv, v) = endgame::solve_root(&b, 0, &mut ctx);
             assert_eq!(mv, Move::Pass);
@@ -353,40 +354,13 @@ fn minimax(b: &Board) -> i32 {
         .expect("moves")
 }
 
-fn xorshift(r: &mut u64) -> u64 {
-    *r ^= *r << 13;
-    *r ^= *r >> 7;
-    *r ^= *r << 17;
-    *r
-}
-
-/// A random game of `plies` moves from the start (passes when forced; stops at game over).
-fn random_position(rng: &mut u64, plies: u32) -> Board {
-    let mut b = Board::start();
-    for _ in 0..plies {
-        let m = b.moves();
-        if m == 0 {
-            if b.pass().moves() == 0 {
-                break;
-            }
-            b = b.pass();
-            continue;
-        }
-        let k = xorshift(rng) % u64::from(m.count_ones());
-        let sq = b.legal_squares().nth(k as usize).expect("k < moves");
-        b = b.play(sq).expect("legal");
-    }
-    b
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
     /// solve == brute-force minimax for ≤ 10 empties, for every window shape.
     #[test]
     fn solver_equals_minimax(seed in 1u64.., empties in 0u32..=10, lo in -66i32..=64, w in 1i32..=20) {
-        let mut rng = seed;
-        let b = random_position(&mut rng, 60 - empties);
+        let b = random_board(&mut XorShift(seed), 60 - empties);
         let truth = minimax(&b);
         let mut ctx = EndgameContext::with_tt_bits(10);
         prop_assert_eq!(endgame::solve(&b, -64, 64, &mut ctx), truth, "{}", b);

@@ -173,23 +173,14 @@ pub(crate) fn last_flip_count(p: u64, x: usize) -> u32 {
 mod tests {
     use super::*;
     use crate::board::flips_portable;
-
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-    }
+    use crate::testutil::XorShift;
 
     #[test]
     fn flips_match_portable() {
-        let mut r = Rng(0x1234_5678_9abc_def1);
+        let mut r = XorShift(0x1234_5678_9abc_def1);
         for _ in 0..20000 {
-            let occ = r.next() | r.next();
-            let p = occ & r.next();
+            let occ = r.next_u64() | r.next_u64();
+            let p = occ & r.next_u64();
             let o = occ & !p;
             for x in 0..64u8 {
                 if occ & (1 << x) == 0 {
@@ -201,10 +192,10 @@ mod tests {
 
     #[test]
     fn moves_match_portable() {
-        let mut r = Rng(7);
+        let mut r = XorShift(7);
         for _ in 0..20000 {
-            let occ = r.next() | r.next();
-            let p = occ & r.next();
+            let occ = r.next_u64() | r.next_u64();
+            let p = occ & r.next_u64();
             let o = occ & !p;
             assert_eq!(moves(p, o), crate::board::moves_portable(p, o));
         }
@@ -212,10 +203,10 @@ mod tests {
 
     #[test]
     fn last_flip_count_matches_portable() {
-        let mut r = Rng(42);
+        let mut r = XorShift(42);
         for _ in 0..20000 {
-            let x = (r.next() % 64) as u8;
-            let p = r.next() & !(1u64 << x);
+            let x = (r.next_u64() % 64) as u8;
+            let p = r.next_u64() & !(1u64 << x);
             let o = !p & !(1u64 << x);
             assert_eq!(
                 last_flip_count(p, x as usize),
