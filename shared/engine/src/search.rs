@@ -474,16 +474,21 @@ mod tests {
         ))
     }
 
+    /// A searcher with default options but a `2^tt_bits`-entry table (small tables keep tests light).
+    fn searcher(e: Arc<Eval>, tt_bits: u32) -> Searcher {
+        Searcher::with_options(
+            e,
+            SearchOptions {
+                tt_bits,
+                ..SearchOptions::default()
+            },
+        )
+    }
+
     #[test]
     fn game_over_pass_and_excluded() {
         let Some(e) = eval() else { return };
-        let mut s = Searcher::with_options(
-            e,
-            SearchOptions {
-                tt_bits: 12,
-                ..SearchOptions::default()
-            },
-        );
+        let mut s = searcher(e, 12);
         let abort = AtomicBool::new(false);
         // Game over: exact score, no move.
         let over = Board::new(0xffff, 0xff00_0000_0000_0000).expect("disjoint");
@@ -531,13 +536,7 @@ mod tests {
         let (Some(e), Some(boards)) = (eval(), golden_boards()) else {
             return;
         };
-        let mut s = Searcher::with_options(
-            e,
-            SearchOptions {
-                tt_bits: 16,
-                ..SearchOptions::default()
-            },
-        );
+        let mut s = searcher(e, 16);
         let abort = AtomicBool::new(false);
         let (mut n_sel, mut n_full, mut diff) = (0u64, 0u64, 0i32);
         let mut used = 0;
@@ -608,13 +607,7 @@ mod tests {
         let (Some(e), Some(boards)) = (eval(), golden_boards()) else {
             return;
         };
-        let mut s = Searcher::with_options(
-            e,
-            SearchOptions {
-                tt_bits: 16,
-                ..SearchOptions::default()
-            },
-        );
+        let mut s = searcher(e, 16);
         let b = *boards
             .iter()
             .find(|b| b.empties() >= 40)
@@ -644,13 +637,7 @@ mod tests {
         let (Some(e), Some(boards)) = (eval(), golden_boards()) else {
             return;
         };
-        let mut s = Searcher::with_options(
-            e,
-            SearchOptions {
-                tt_bits: 16,
-                ..SearchOptions::default()
-            },
-        );
+        let mut s = searcher(e, 16);
         let abort = AtomicBool::new(false);
         let mid = *boards
             .iter()
@@ -669,13 +656,7 @@ mod tests {
             (first.score, first.mv, first.nodes),
             (again.score, again.mv, again.nodes)
         );
-        let mut fresh = Searcher::with_options(
-            Arc::clone(s.eval()),
-            SearchOptions {
-                tt_bits: 16,
-                ..SearchOptions::default()
-            },
-        );
+        let mut fresh = searcher(Arc::clone(s.eval()), 16);
         let third = fresh.search_depth(&mid, 11, 5, 0, &abort);
         assert_eq!((first.score, first.nodes), (third.score, third.nodes));
     }
@@ -683,13 +664,7 @@ mod tests {
     #[test]
     fn pass_root_is_searched_at_same_depth() {
         let Some(e) = eval() else { return };
-        let mut s = Searcher::with_options(
-            e,
-            SearchOptions {
-                tt_bits: 12,
-                ..SearchOptions::default()
-            },
-        );
+        let mut s = searcher(e, 12);
         let abort = AtomicBool::new(false);
         // Side to move (player) has no move but the opponent does.
         let b = Board::new(0b10, 0b01).expect("disjoint");

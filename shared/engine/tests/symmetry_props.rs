@@ -25,23 +25,30 @@ fn any_board() -> impl Strategy<Value = Board> {
 
 /// Boards reached by playing `choices` (each picks among the legal moves) from the start.
 fn reachable_board() -> impl Strategy<Value = Board> {
-    proptest::collection::vec(any::<u8>(), 0..60).prop_map(|choices| {
-        let mut b = Board::start();
-        for c in choices {
-            let m = b.moves();
-            if m == 0 {
-                if b.pass().moves() == 0 {
-                    break;
-                }
-                b = b.pass();
-                continue;
+    proptest::collection::vec(any::<u8>(), 0..60).prop_map(|choices| play_choices(&choices).0)
+}
+
+/// Play from the start, each choice picking among the legal moves (a forced pass uses up a choice);
+/// stops at game over. Returns the final board and the moves played, passes included.
+fn play_choices(choices: &[u8]) -> (Board, Vec<bookfarm_engine::Move>) {
+    let mut b = Board::start();
+    let mut moves = Vec::new();
+    for &c in choices {
+        let m = b.moves();
+        if m == 0 {
+            if b.pass().moves() == 0 {
+                break;
             }
-            let k = usize::from(c) % m.count_ones() as usize;
-            let sq = BitIter(m).nth(k).expect("k < popcount");
-            b = b.play(sq).expect("legal move");
+            b = b.pass();
+            moves.push(bookfarm_engine::Move::Pass);
+            continue;
         }
-        b
-    })
+        let k = usize::from(c) % m.count_ones() as usize;
+        let sq = BitIter(m).nth(k).expect("k < popcount");
+        b = b.play(sq).expect("legal move");
+        moves.push(bookfarm_engine::Move::Square(sq));
+    }
+    (b, moves)
 }
 
 fn boards() -> impl Strategy<Value = Board> {
@@ -194,23 +201,7 @@ proptest! {
 /// Games from random legal move choices (passes included where forced).
 fn reachable_game() -> impl Strategy<Value = bookfarm_engine::formats::Game> {
     proptest::collection::vec(any::<u8>(), 0..70).prop_map(|choices| {
-        let mut b = Board::start();
-        let mut moves = Vec::new();
-        for c in choices {
-            let m = b.moves();
-            if m == 0 {
-                if b.pass().moves() == 0 {
-                    break;
-                }
-                b = b.pass();
-                moves.push(bookfarm_engine::Move::Pass);
-                continue;
-            }
-            let k = usize::from(c) % m.count_ones() as usize;
-            let sq = BitIter(m).nth(k).expect("k < popcount");
-            b = b.play(sq).expect("legal move");
-            moves.push(bookfarm_engine::Move::Square(sq));
-        }
+        let (_, mut moves) = play_choices(&choices);
         // A trailing pass with nothing after it is dropped by the transcript writer and not
         // re-inserted by the reader (a pass is inferred only before a move).
         if moves.last() == Some(&bookfarm_engine::Move::Pass) {
