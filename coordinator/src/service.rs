@@ -261,6 +261,8 @@ struct Round {
     root_value: i32,
     /// Positions expanded so far in this iteration.
     expanded: usize,
+    /// Marking passes run since the service started (any selector or mode).
+    passes_run: u64,
 }
 
 impl Default for Round {
@@ -269,6 +271,7 @@ impl Default for Round {
             pass: DeviatePass::RootSide,
             root_value: 0,
             expanded: 0,
+            passes_run: 0,
         }
     }
 }
@@ -1271,11 +1274,8 @@ impl Inner {
                         .index
                         .id(&self.root)
                         .map_or(0, |id| i32::from(self.index.book().score(id).value));
-                    self.round = Round {
-                        pass: DeviatePass::RootSide,
-                        root_value,
-                        expanded: 0,
-                    };
+                    self.round.root_value = root_value;
+                    self.round.expanded = 0;
                 }
                 Passes::One {
                     pass: self.round.pass,
@@ -1285,6 +1285,7 @@ impl Inner {
                 Passes::Both
             };
             let expanded = self.expand_selected(store, x, passes, high_water)?;
+            self.round.passes_run += 1;
             if !by_pass {
                 if expanded > 0 {
                     // Expansions changed the book (links, values): the next call selects again,
