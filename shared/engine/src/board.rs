@@ -236,28 +236,16 @@ impl Board {
     /// Parse 64 cells (A1..H8; `X`/`x`/`b`/`*` black, `O`/`o`/`w` white, `-`/`.` empty; whitespace
     /// skipped) and a side to move (`X`/`B`/`*` or `O`/`W`), returning the board from the mover's view.
     pub fn from_cells(cells: &str, black_to_move: bool) -> Result<Board, ParseBoardError> {
-        let mut black = 0u64;
-        let mut white = 0u64;
-        let mut i = 0u32;
-        for c in cells.chars() {
-            if c.is_whitespace() {
-                continue;
-            }
-            if i >= 64 {
-                return Err(ParseBoardError::TooLong);
-            }
-            match c {
-                'X' | 'x' | 'b' | 'B' | '*' => black |= 1 << i,
-                'O' | 'o' | 'w' | 'W' => white |= 1 << i,
-                '-' | '.' | 'e' | 'E' => {}
-                _ => return Err(ParseBoardError::BadCell { index: i, ch: c }),
-            }
-            i += 1;
+        let (black, white, rest) = read_cells(cells)?;
+        if rest.chars().any(|c| !c.is_whitespace()) {
+            return Err(ParseBoardError::TooLong);
         }
-        if i != 64 {
-            return Err(ParseBoardError::TooShort { cells: i });
-        }
-        Ok(if black_to_move {
+        Ok(Board::from_colours(black, white, black_to_move))
+    }
+
+    /// The board from the mover's view, given the black and white discs and the side to move.
+    pub(crate) const fn from_colours(black: u64, white: u64, black_to_move: bool) -> Board {
+        if black_to_move {
             Board {
                 player: black,
                 opponent: white,
@@ -267,7 +255,35 @@ impl Board {
                 player: white,
                 opponent: black,
             }
-        })
+        }
+    }
+}
+
+/// Read the first 64 cells of `text` (A1..H8, whitespace skipped; the cell letters of
+/// [`Board::from_cells`]): black and white discs, and the text after the 64th cell.
+/// Errors are [`ParseBoardError::BadCell`] and [`ParseBoardError::TooShort`], never `TooLong`.
+pub(crate) fn read_cells(text: &str) -> Result<(u64, u64, &str), ParseBoardError> {
+    let (mut black, mut white) = (0u64, 0u64);
+    let mut n = 0u32;
+    for (i, c) in text.char_indices() {
+        if n == 64 {
+            return Ok((black, white, &text[i..]));
+        }
+        if c.is_whitespace() {
+            continue;
+        }
+        match c {
+            'X' | 'x' | 'b' | 'B' | '*' => black |= 1 << n,
+            'O' | 'o' | 'w' | 'W' => white |= 1 << n,
+            '-' | '.' | 'e' | 'E' => {}
+            _ => return Err(ParseBoardError::BadCell { index: n, ch: c }),
+        }
+        n += 1;
+    }
+    if n == 64 {
+        Ok((black, white, ""))
+    } else {
+        Err(ParseBoardError::TooShort { cells: n })
     }
 }
 

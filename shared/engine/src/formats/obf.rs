@@ -8,7 +8,7 @@
 //! Every form found in `../shared/data/ffo` is accepted: with or without `;`, with or without
 //! move scores, trailing spaces, comments.
 
-use crate::board::Board;
+use crate::board::{Board, ParseBoardError, read_cells};
 use crate::square::{Move, Square};
 use std::fmt::Write as _;
 
@@ -63,30 +63,14 @@ pub struct ObfError {
     pub kind: ObfErrorKind,
 }
 
-/// Black / white bitboards and the rest of the text after 64 cells.
+/// Black / white bitboards and the rest of the text after 64 cells (the board's own cell reader).
 fn parse_cells(text: &str) -> Result<(u64, u64, &str), ObfErrorKind> {
-    let (mut black, mut white) = (0u64, 0u64);
-    let mut n = 0u32;
-    for (i, c) in text.char_indices() {
-        if n == 64 {
-            return Ok((black, white, &text[i..]));
-        }
-        if c.is_whitespace() {
-            continue;
-        }
-        match c {
-            'X' | 'x' | 'b' | 'B' | '*' => black |= 1 << n,
-            'O' | 'o' | 'w' | 'W' => white |= 1 << n,
-            '-' | '.' | 'e' | 'E' => {}
-            _ => return Err(ObfErrorKind::BadCell(c)),
-        }
-        n += 1;
-    }
-    if n == 64 {
-        Ok((black, white, ""))
-    } else {
-        Err(ObfErrorKind::ShortBoard(n))
-    }
+    read_cells(text).map_err(|e| match e {
+        ParseBoardError::BadCell { ch, .. } => ObfErrorKind::BadCell(ch),
+        ParseBoardError::TooShort { cells } => ObfErrorKind::ShortBoard(cells),
+        // `read_cells` stops after the 64th cell, so it never reports a long board.
+        ParseBoardError::TooLong => ObfErrorKind::ShortBoard(64),
+    })
 }
 
 fn parse_side(s: &str) -> Result<bool, ObfErrorKind> {
@@ -108,20 +92,6 @@ fn parse_score(s: &str) -> Result<i32, ObfErrorKind> {
     Ok(v as i32)
 }
 
-fn board_for(black: u64, white: u64, black_to_move: bool) -> Board {
-    if black_to_move {
-        Board {
-            player: black,
-            opponent: white,
-        }
-    } else {
-        Board {
-            player: white,
-            opponent: black,
-        }
-    }
-}
-
 /// Parse one OBF line (without its line number); `Ok(None)` for blank and comment-only lines.
 pub fn parse_obf_line(line: &str) -> Result<Option<ObfPosition>, ObfErrorKind> {
     let (body, comment) = match line.split_once('%') {
@@ -135,7 +105,7 @@ pub fn parse_obf_line(line: &str) -> Result<Option<ObfPosition>, ObfErrorKind> {
     let mut fields = rest.split(';');
     let side = fields.next().unwrap_or("").trim();
     let black_to_move = parse_side(side)?;
-    let board = board_for(black, white, black_to_move);
+    let board = Board::from_colours(black, white, black_to_move);
     let legal = board.moves();
     let mut scores: Vec<(Move, i32)> = Vec::new();
     let mut explicit_best = None;
@@ -290,7 +260,7 @@ pub fn parse_flippy_line(line: &str) -> Result<FlippyPosition, ObfErrorKind> {
         "White" | "white" | "W" | "O" => false,
         _ => return Err(ObfErrorKind::BadSide(side.to_string())),
     };
-    let board = board_for(black, white, black_to_move);
+    let board = Board::from_colours(black, white, black_to_move);
     let idx = it.next().unwrap_or("");
     let best_move = if idx == "-1" {
         if board.must_pass() {
