@@ -267,3 +267,34 @@ fn maintenance_commands_on_the_golden_book() {
     let show = ok(&["show", "--db", s(&db), "--moves", "f5d6"]);
     assert!(show.contains("Moves: [C5:"), "{show}");
 }
+
+#[test]
+fn wthor_games_are_added_and_checked_by_extension() {
+    let (Some(shared), Some(eval)) = (
+        bookfarm_engine::testdata::shared_dir_or_skip(),
+        golden("eval-seed1.dat"),
+    ) else {
+        return;
+    };
+    let wtb = shared.join("data/wthor/WTH_1977.wtb");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let engine = ["--eval", s(&eval), "--threads", "1", "--quiet"];
+    let mut a = vec!["new", "1", "4", "--db", s(&db)];
+    a.extend_from_slice(&engine);
+    ok(&a);
+    let mut a = vec!["add", s(&wtb), "--db", s(&db)];
+    a.extend_from_slice(&engine);
+    let out = ok(&a);
+    assert!(out.starts_with("added "), "{out}");
+    // Depth 4: every position of the first four plies of those games is now in the book.
+    let check = ok(&["check", s(&wtb), "--db", s(&db)]);
+    assert!(check.contains("Positions : 0 missing"), "{check}");
+    // A transcript file named .wtb is not a WTHOR file: a clear error, the store untouched.
+    let before = store_dump(&db, dir.path());
+    let fake = dir.path().join("fake.wtb");
+    std::fs::write(&fake, "f5d6c3\n").expect("write");
+    let e = fails(&["add", s(&fake), "--db", s(&db), "--quiet"]);
+    assert!(e.contains("fake.wtb"), "{e}");
+    assert_eq!(store_dump(&db, dir.path()), before);
+}
