@@ -416,6 +416,8 @@ impl Solver<'_, $kernel> {
         let (mut alpha, beta) = (-SCORE_INF, SCORE_MAX);
         let mut best = -SCORE_INF;
         let mut best_x = 0u8;
+        // The PVS loop of `pvs` again, on purpose: the root has no beta cut, breaks (not returns)
+        // on abort and handles exclusions; a shared loop would put those branches in the hot `pvs`.
         for i in 0..n {
             let m = self.pick(e, i, n);
             let (np, no) = (o ^ m.flipped, p ^ m.flipped ^ (1u64 << m.x));

@@ -105,7 +105,8 @@ pub fn flips_avx512(player: u64, opponent: u64, x: u8) -> u64 {
     let pp = _mm256_set1_epi64x(player as i64);
     let oo = _mm256_set1_epi64x(opponent as i64);
 
-    // Upward rays: lowest non-opponent square, `b & -b`.
+    // Upward rays: lowest non-opponent square, `b & -b` (the same lines as in `flips_avx2`, kept
+    // inline so each kernel stays one straight-line function under its own target features).
     let mu = load(&RAY_UP[x]);
     let b = _mm256_andnot_si256(oo, mu);
     let out = _mm256_and_si256(_mm256_and_si256(b, _mm256_sub_epi64(zero, b)), pp);

@@ -234,6 +234,8 @@ impl<'a> Ctx<'a> {
         self.nodes += 1;
         let b = self.board;
         let moves = b.moves();
+        // Same pass/game-over block as `eval1`, `nws` and `pvs`, each recursing into itself: kept
+        // inline in these hot leaf searches rather than routed through a shared helper.
         if moves == 0 {
             let pass = b.pass();
             if pass.moves() == 0 {
