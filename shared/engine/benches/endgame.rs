@@ -11,16 +11,10 @@
 use bookfarm_engine::endgame::{self, EndgameContext};
 use bookfarm_engine::formats::obf::{parse_flippy, parse_obf};
 use bookfarm_engine::testdata::shared_dir_or_skip;
+use bookfarm_engine::testutil::thread_cpu_seconds;
 use bookfarm_engine::{Board, Move, Square};
 use std::path::Path;
 use std::time::Instant;
-
-/// CPU time of this thread in seconds (Linux `schedstat`), or `None` elsewhere.
-fn thread_cpu_seconds() -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    let ns: f64 = s.split_whitespace().next()?.parse().ok()?;
-    Some(ns / 1e9)
-}
 
 /// (board, best score, best moves) of every line of an OBF file.
 fn read_obf(path: &Path) -> Vec<(Board, i32, Vec<Square>)> {

@@ -14,16 +14,10 @@ use bookfarm_engine::Board;
 use bookfarm_engine::eval::Eval;
 use bookfarm_engine::search::Searcher;
 use bookfarm_engine::testdata::shared_dir_or_skip;
+use bookfarm_engine::testutil::thread_cpu_seconds;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
-
-/// CPU time of this thread in seconds (Linux `schedstat`), or `None` elsewhere.
-fn thread_cpu_seconds() -> Option<f64> {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    let ns: f64 = s.split_whitespace().next()?.parse().ok()?;
-    Some(ns / 1e9)
-}
 
 fn main() {
     let Some(dir) = shared_dir_or_skip() else {

@@ -1,6 +1,6 @@
-//! Test and bench support: one small deterministic generator and random playouts from the start
-//! position, shared by the unit tests, integration tests and benches so each failure reproduces
-//! from its seed. Not part of the engine's API.
+//! Test and bench support, not part of the engine's API: one small deterministic generator and
+//! random playouts from the start position (shared by the unit tests, integration tests and
+//! benches, so each failure reproduces from its seed), and the benches' thread CPU clock.
 
 use crate::board::{Board, flips_portable};
 
@@ -51,4 +51,12 @@ pub fn random_board(rng: &mut XorShift, plies: u32) -> Board {
         }
     }
     b
+}
+
+/// CPU time of the calling thread in seconds (Linux `/proc/thread-self/schedstat`), or `None`
+/// where that file does not exist; the benches report nodes per CPU second with it.
+pub fn thread_cpu_seconds() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: f64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(ns / 1e9)
 }
