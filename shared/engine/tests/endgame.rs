@@ -46,16 +46,21 @@ fn read_obf(path: &Path) -> Vec<Problem> {
         .collect()
 }
 
+/// The problems of `data/ffo/<file>`, or `None` (test skipped) without `../shared`.
+fn ffo(file: &str) -> Option<Vec<Problem>> {
+    let dir = shared_dir_or_skip()?;
+    Some(read_obf(&dir.join("data/ffo").join(file)))
+}
+
 fn exact(board: &Board, ctx: &mut EndgameContext) -> i32 {
     endgame::solve(board, -64, 64, ctx)
 }
 
 #[test]
 fn ffo_1_to_19_best_scores_and_moves() {
-    let Some(dir) = shared_dir_or_skip() else {
+    let Some(problems) = ffo("fforum-1-19.obf") else {
         return;
     };
-    let problems = read_obf(&dir.join("data/ffo/fforum-1-19.obf"));
     assert_eq!(problems.len(), 19);
     let mut ctx = EndgameContext::new();
     for (i, p) in problems.iter().enumerate() {
@@ -81,10 +86,9 @@ fn ffo_1_to_19_best_scores_and_moves() {
 
 #[test]
 fn ffo_per_move_scores() {
-    let Some(dir) = shared_dir_or_skip() else {
+    let Some(problems) = ffo("fforum-1-19.obf") else {
         return;
     };
-    let problems = read_obf(&dir.join("data/ffo/fforum-1-19.obf"));
     let mut ctx = EndgameContext::new();
     // Every listed move of #1..#7 (14 empties), child positions solved exactly.
     for (i, p) in problems.iter().take(7).enumerate() {
@@ -103,10 +107,9 @@ fn ffo_per_move_scores() {
 
 #[test]
 fn ffo_root_exclusion_finds_second_best() {
-    let Some(dir) = shared_dir_or_skip() else {
+    let Some(problems) = ffo("fforum-1-19.obf") else {
         return;
     };
-    let problems = read_obf(&dir.join("data/ffo/fforum-1-19.obf"));
     let mut ctx = EndgameContext::new();
     for p in problems.iter().take(5) {
         let best = p.best();
@@ -139,10 +142,9 @@ fn ffo_root_exclusion_finds_second_best() {
 
 #[test]
 fn ffo_20_to_39_small_problems() {
-    let Some(dir) = shared_dir_or_skip() else {
+    let Some(problems) = ffo("fforum-20-39.obf") else {
         return;
     };
-    let problems = read_obf(&dir.join("data/ffo/fforum-20-39.obf"));
     assert_eq!(problems.len(), 20);
     let mut ctx = EndgameContext::new();
     // #20..#23 (6 to 18 empties) in the normal run; the rest is in the endgame bench.
@@ -203,10 +205,9 @@ fn flippy_endgame_samples() {
 
 #[test]
 fn scores_invariant_under_symmetries() {
-    let Some(dir) = shared_dir_or_skip() else {
+    let Some(problems) = ffo("fforum-1-19.obf") else {
         return;
     };
-    let problems = read_obf(&dir.join("data/ffo/fforum-1-19.obf"));
     let mut ctx = EndgameContext::new();
     for p in problems.iter().take(3) {
         for s in 0..8 {
@@ -250,10 +251,9 @@ fn root_conventions_pass_and_game_over() {
 
 #[test]
 fn abort_flag_stops_the_search_and_nothing_stale_remains() {
-    let Some(dir) = shared_dir_or_skip() else {
+    let Some(problems) = ffo("fforum-20-39.obf") else {
         return;
     };
-    let problems = read_obf(&dir.join("data/ffo/fforum-20-39.obf"));
     let p = &problems[7]; // FFO #27, 20 empties
     let mut ctx = EndgameContext::new();
     let abort = ctx.abort_handle();
@@ -278,10 +278,9 @@ fn abort_flag_stops_the_search_and_nothing_stale_remains() {
 
 #[test]
 fn node_counts_are_deterministic() {
-    let Some(dir) = shared_dir_or_skip() else {
+    let Some(problems) = ffo("fforum-1-19.obf") else {
         return;
     };
-    let problems = read_obf(&dir.join("data/ffo/fforum-1-19.obf"));
     let mut counts = Vec::new();
     for _ in 0..2 {
         let mut ctx = EndgameContext::new();
@@ -318,10 +317,9 @@ fn degenerate_boards_do_not_panic() {
 
 #[test]
 fn table_is_reused_across_solves() {
-    let Some(dir) = shared_dir_or_skip() else {
+    let Some(problems) = ffo("fforum-1-19.obf") else {
         return;
     };
-    let problems = read_obf(&dir.join("data/ffo/fforum-1-19.obf"));
     let p = &problems[12]; // FFO #13, 16 empties
     let mut ctx = EndgameContext::new();
     let first = endgame::solve_root(&p.board, 0, &mut ctx);
