@@ -197,6 +197,11 @@ fn main() {
         calls.load(Ordering::Relaxed) as f64 / t_run.as_secs_f64(),
         s.positions
     );
+    let heap = c.book_heap_bytes();
+    println!(
+        "in-memory book: {heap} heap bytes = {:.0} bytes/position",
+        heap as f64 / s.positions.max(1) as f64
+    );
     let t = Instant::now();
     assert!(c.verify_negamax(), "incremental state == full recompute");
     println!(

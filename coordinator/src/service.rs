@@ -1038,6 +1038,12 @@ impl Coordinator {
         Ok(added)
     }
 
+    /// Heap bytes of the in-memory book (positions, links, hash table, parent index and the
+    /// scheduling side table), as allocated capacity.
+    pub fn book_heap_bytes(&self) -> usize {
+        self.lock().index.heap_bytes()
+    }
+
     /// Check that the incrementally maintained values equal a full recompute (tests, `--check`).
     pub fn verify_negamax(&self) -> bool {
         let g = self.lock();
