@@ -90,8 +90,9 @@ pub struct ServiceConfig {
     /// Suggested wait for a worker that got no job.
     pub retry_after: Duration,
     /// Round mode (default): select only when no job is outstanding and expand everything
-    /// selected, so that each selection is one Edax iteration and the book depends only on the
-    /// leaf results, not on their timing. Continuous mode (false) keeps workers busier at round
+    /// selected, so that the book depends only on the leaf results, not on their timing. Each
+    /// selection is one Edax marking pass: for deviate, the root-side pass then the opponent
+    /// pass with the same window, as in Edax's `book_deviate` loop. Continuous mode (false) keeps workers busier at round
     /// ends but selects on provisional values (positions whose re-search is in flight), which
     /// can admit positions Edax's rounds would not: books grow larger and depend on timing.
     pub rounds: bool,
