@@ -33,9 +33,14 @@ pub fn to_mem_book(header: BookHeader, positions: &[Position]) -> MemBook {
 }
 
 /// Encode a snapshot (the header date is stamped with the current time, as Edax's save does).
-pub fn encode(mut header: BookHeader, positions: &[Position], format: ExportFormat) -> Vec<u8> {
-    header.date = bookfarm_book::BookDate::now();
-    let book = to_mem_book(header, positions);
+pub fn encode(header: BookHeader, positions: &[Position], format: ExportFormat) -> Vec<u8> {
+    encode_book(to_mem_book(header, positions), format)
+}
+
+/// Encode a book (for example [`crate::service::Coordinator::book_snapshot`]), stamping the
+/// header date with the current time as Edax's save does.
+pub fn encode_book(mut book: MemBook, format: ExportFormat) -> Vec<u8> {
+    book.header_mut().date = bookfarm_book::BookDate::now();
     match format {
         ExportFormat::Edax => book_to_bytes(&book),
         ExportFormat::Csv => csv::export_csv(&book).into_bytes(),

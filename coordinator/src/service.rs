@@ -942,6 +942,14 @@ impl Coordinator {
         (*g.index.header(), g.index.positions().collect())
     }
 
+    /// A consistent copy of the in-memory book (values current, no parent index): cheaper than
+    /// [`Coordinator::snapshot`] for exports, as it copies the compact arrays.
+    pub fn book_snapshot(&self) -> bookfarm_book::MemBook {
+        let mut book = self.lock().index.book().clone();
+        book.drop_parent_index();
+        book
+    }
+
     /// The book position reached by a move list from the start (canonical coordinates).
     pub fn show(&self, moves: &str) -> Result<Option<Position>> {
         let b = canonical(&replay(moves)?).0;

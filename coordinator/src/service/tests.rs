@@ -126,7 +126,10 @@ fn deviate_builds_a_consistent_book_to_completion() {
     assert!(f.c.verify_negamax());
     assert_matches_book_crate(&f.c);
     // Nothing is left pending, every position's leaf excludes its links.
-    let (_, positions) = f.c.snapshot();
+    let (h, positions) = f.c.snapshot();
+    let book = f.c.book_snapshot();
+    assert_eq!(*book.header(), h);
+    assert_eq!(book.positions().collect::<Vec<_>>(), positions);
     for p in &positions {
         for l in &p.links {
             assert_ne!(l.mv, p.leaf.mv);
