@@ -150,6 +150,9 @@ impl Batch {
     }
 }
 
+/// How long [`Store::open`] waits for the store's file lock.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The sled-backed store.
 #[derive(Debug)]
 pub struct Store {
@@ -159,13 +162,29 @@ pub struct Store {
 }
 
 impl Store {
-    /// Open (or create) the store directory. The background flusher is disabled: durability
-    /// points are explicit flushes.
+    /// Open (or create) the store directory (sled flushes in the background every second;
+    /// durability points are explicit flushes).
+    ///
+    /// sled 0.34 releases a dropped database's file lock asynchronously (its flusher thread
+    /// holds it for a moment, spacejam/sled#1234), so a reopen right after a drop in the same
+    /// process can find the lock taken: the lock is retried for up to [`LOCK_WAIT`]. Another
+    /// process holding the store still fails, after that wait.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
-        let db = sled::Config::new()
-            .path(dir)
-            .flush_every_ms(Some(1000))
-            .open()?;
+        let config = sled::Config::new().path(dir).flush_every_ms(Some(1000));
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        let db = loop {
+            match config.open() {
+                // sled reports the failed flock as ErrorKind::Other with this message.
+                Err(sled::Error::Io(e))
+                    if e.kind() == std::io::ErrorKind::Other
+                        && e.to_string().starts_with("could not acquire lock")
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                r => break r?,
+            }
+        };
         let tree = db.open_tree("book")?;
         let positions = tree.scan_prefix([P]).count();
         Ok(Store {

@@ -88,3 +88,19 @@ fn book_store_trait_conformance() {
     assert_eq!(s.remove(&p.board).unwrap(), Some(p));
     assert_eq!(BookStore::len(&s).unwrap(), 0);
 }
+
+#[test]
+fn reopen_right_after_drop_waits_for_the_lock_and_a_held_store_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..20u8 {
+        let s = Store::open(dir.path()).unwrap_or_else(|e| panic!("reopen {i}: {e}"));
+        let mut b = Batch::default();
+        b.put_entry(&sample_entry(), i == 0).unwrap();
+        s.apply(b).unwrap();
+        s.flush().unwrap();
+    }
+    let held = Store::open(dir.path()).unwrap();
+    let e = Store::open(dir.path()).unwrap_err();
+    assert!(e.to_string().contains("lock"), "{e}");
+    drop(held);
+}
