@@ -21,10 +21,6 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-/// Text shown when no evaluation file is given.
-const NO_EVAL: &str = "no evaluation weights: pass --eval FILE (e.g. ../shared/golden/eval-seed1.dat); \
-     the project's own default weights are not trained yet";
-
 /// Engine commands on OBF files.
 #[derive(Debug, Subcommand)]
 pub enum EngineCommand {
@@ -40,7 +36,7 @@ pub enum EngineCommand {
     Search(SearchArgs),
     /// Fixed positions at a fixed depth; the total node count is a determinism signature.
     Bench {
-        /// Edax eval.dat.
+        /// Edax eval.dat [default: the embedded bookfarm weights].
         #[arg(long)]
         eval: Option<PathBuf>,
         /// Search depth (no selectivity).
@@ -53,7 +49,7 @@ pub enum EngineCommand {
     /// Fit the probcut error model on positions from game records (see
     /// `bookfarm_engine::search::calibrate`) and write it as a parameter file.
     Calibrate {
-        /// Edax eval.dat.
+        /// Edax eval.dat [default: the embedded bookfarm weights].
         #[arg(long)]
         eval: Option<PathBuf>,
         /// Game file: one move list per line (e.g. `f5d6c3…`, Logistello `.gam` lines are accepted).
@@ -85,22 +81,27 @@ pub struct SearchArgs {
     /// Probcut confidence in percent with --depth: 73, 87, 95, 98, 99 or 100 (none).
     #[arg(long, requires = "depth", default_value_t = 100)]
     pub selectivity: u32,
-    /// Edax eval.dat.
+    /// Edax eval.dat [default: the embedded bookfarm weights].
     #[arg(long)]
     pub eval: Option<PathBuf>,
     /// Root moves not to consider, e.g. `d3,c4` (applied to every position).
     #[arg(long, default_value = "")]
     pub exclude: String,
-    /// Probcut sigma model: `edax` (Edax's published constants, the default), `seed1` (fitted by
-    /// `calibrate` for eval-seed1.dat, shipped with the engine) or a parameter file written by
-    /// `calibrate`.
-    #[arg(long, default_value = "edax")]
+    /// Probcut sigma model: `auto` (the model calibrated for the embedded default weights when
+    /// they are used, Edax's published constants otherwise), `edax`, `bookfarm` (fitted by
+    /// `calibrate` for the default weights), `seed1` (fitted for eval-seed1.dat) or a parameter
+    /// file written by `calibrate`.
+    #[arg(long, default_value = "auto")]
     pub probcut: String,
 }
 
-fn probcut_model(spec: &str) -> anyhow::Result<ProbcutModel> {
+fn probcut_model(spec: &str, eval: &Arc<Eval>) -> anyhow::Result<ProbcutModel> {
     Ok(match spec {
-        "edax" => ProbcutModel::EDAX,
+        "auto" if bookfarm_engine::eval::is_default_eval(eval) => {
+            ProbcutModel::calibrated_default_weights()?
+        }
+        "auto" | "edax" => ProbcutModel::EDAX,
+        "bookfarm" => ProbcutModel::calibrated_default_weights()?,
         "seed1" => ProbcutModel::calibrated_seed1()?,
         path => {
             let text = std::fs::read_to_string(path)
@@ -126,18 +127,19 @@ pub fn run(cmd: EngineCommand) -> anyhow::Result<()> {
     }
 }
 
+/// The weights of `--eval FILE`, or bookfarm's embedded default weights without it.
 fn load_eval(path: Option<&Path>) -> anyhow::Result<Arc<Eval>> {
-    let Some(path) = path else { bail!(NO_EVAL) };
-    let eval = Eval::load(path)?;
+    let (eval, fingerprint) = bookfarm_worker::exec::load_eval(path)?;
     let h = eval.header();
     tracing::info!(
-        path = %path.display(),
+        path = %path.map_or_else(|| "embedded default".to_string(), |p| p.display().to_string()),
+        fingerprint = %fingerprint,
         "evaluation weights version {}.{}.{} loaded",
         h.version,
         h.release,
         h.build
     );
-    Ok(Arc::new(eval))
+    Ok(eval)
 }
 
 fn read_obf(path: &Path) -> anyhow::Result<Vec<ObfPosition>> {
@@ -264,7 +266,7 @@ fn search(args: &SearchArgs) -> anyhow::Result<()> {
         bail!("--level {level}: expected 0..=60");
     }
     let opts = SearchOptions {
-        probcut: probcut_model(&args.probcut)?,
+        probcut: probcut_model(&args.probcut, &eval)?,
         ..SearchOptions::default()
     };
     let positions = read_obf(&args.file)?;
@@ -434,9 +436,18 @@ mod tests {
 
     #[test]
     fn probcut_models() {
-        assert_eq!(probcut_model("edax").ok(), Some(ProbcutModel::EDAX));
-        assert!(probcut_model("seed1").is_ok());
-        assert!(probcut_model("/nonexistent/params.txt").is_err());
+        let default = bookfarm_engine::eval::default_eval();
+        let other = Arc::new(bookfarm_engine::eval::Eval::default_weights());
+        assert_eq!(
+            probcut_model("edax", &default).ok(),
+            Some(ProbcutModel::EDAX)
+        );
+        assert_eq!(probcut_model("auto", &other).ok(), Some(ProbcutModel::EDAX));
+        let calibrated = ProbcutModel::calibrated_default_weights().ok();
+        assert_eq!(probcut_model("auto", &default).ok(), calibrated);
+        assert_eq!(probcut_model("bookfarm", &other).ok(), calibrated);
+        assert!(probcut_model("seed1", &default).is_ok());
+        assert!(probcut_model("/nonexistent/params.txt", &default).is_err());
     }
 
     #[test]
@@ -448,8 +459,9 @@ mod tests {
     }
 
     #[test]
-    fn missing_eval_is_explained() {
-        let err = load_eval(None).expect_err("no eval");
-        assert!(err.to_string().contains("pass --eval FILE"));
+    fn missing_eval_means_the_default_weights() {
+        let eval = load_eval(None).expect("the embedded weights load");
+        assert!(bookfarm_engine::eval::is_default_eval(&eval));
+        assert!(load_eval(Some(Path::new("/nonexistent/eval.dat"))).is_err());
     }
 }

@@ -10,7 +10,7 @@
 pub mod default;
 pub mod features;
 
-pub use default::{DEFAULT_EVAL_FNV1A64, DEFAULT_EVAL_VERSION, default_eval};
+pub use default::{DEFAULT_EVAL_FNV1A64, DEFAULT_EVAL_VERSION, default_eval, is_default_eval};
 pub use features::{FEATURE_OFFSET, Features, Lanes, N_FEATURES, N_PACKED, N_WEIGHTS};
 
 use crate::board::Board;

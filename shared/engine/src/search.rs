@@ -107,9 +107,16 @@ struct Best {
 }
 
 impl Searcher {
-    /// A searcher with default options (2^20-entry table).
+    /// A searcher with default options (2^20-entry table). With bookfarm's embedded default
+    /// weights ([`crate::eval::default_eval`]) probcut uses the model calibrated for them
+    /// ([`probcut::DEFAULT_WEIGHTS_PARAMS`]); with any other weights, Edax's published model.
     pub fn new(eval: Arc<Eval>) -> Searcher {
-        Searcher::with_options(eval, SearchOptions::default())
+        let mut opts = SearchOptions::default();
+        if crate::eval::default::is_default_eval(&eval) {
+            opts.probcut = probcut::ProbcutModel::calibrated_default_weights()
+                .expect("the shipped probcut file parses (checked by tests)");
+        }
+        Searcher::with_options(eval, opts)
     }
 
     /// A searcher with explicit options.

@@ -46,10 +46,17 @@ impl Eval {
     }
 }
 
+static DEFAULT: OnceLock<Arc<Eval>> = OnceLock::new();
+
 /// The default evaluation, built once and shared.
 pub fn default_eval() -> Arc<Eval> {
-    static DEFAULT: OnceLock<Arc<Eval>> = OnceLock::new();
     Arc::clone(DEFAULT.get_or_init(|| Arc::new(Eval::default_weights())))
+}
+
+/// True when `eval` is the shared instance returned by [`default_eval`] (a cheap pointer check
+/// that never builds the default weights).
+pub fn is_default_eval(eval: &Arc<Eval>) -> bool {
+    DEFAULT.get().is_some_and(|d| Arc::ptr_eq(d, eval))
 }
 
 #[cfg(test)]

@@ -99,10 +99,19 @@ impl ProbcutModel {
 /// records the command, the games, the measured groups and the fit quality.
 pub const SEED1_PARAMS: &str = include_str!("probcut-seed1.txt");
 
+/// The model fitted by `bookfarm-worker calibrate` for bookfarm's embedded default weights
+/// (bookfarm-eval 1.1.0); [`crate::search::Searcher::new`] uses it with those weights.
+pub const DEFAULT_WEIGHTS_PARAMS: &str = include_str!("probcut-bookfarm-eval-1.1.0.txt");
+
 impl ProbcutModel {
     /// The model of [`SEED1_PARAMS`].
     pub fn calibrated_seed1() -> Result<ProbcutModel, ProbcutParseError> {
         ProbcutModel::parse(SEED1_PARAMS)
+    }
+
+    /// The model of [`DEFAULT_WEIGHTS_PARAMS`].
+    pub fn calibrated_default_weights() -> Result<ProbcutModel, ProbcutParseError> {
+        ProbcutModel::parse(DEFAULT_WEIGHTS_PARAMS)
     }
 }
 
@@ -155,6 +164,8 @@ mod tests {
     #[test]
     fn shipped_calibration_parses() {
         let m = ProbcutModel::calibrated_seed1().expect("shipped file parses");
+        let d = ProbcutModel::calibrated_default_weights().expect("shipped file parses");
+        assert_ne!(d, m, "the default weights have their own calibration");
         // A fitted sigma is a positive number of discs over the calibrated range.
         for (n, d, pd) in [(20, 4, 2), (40, 8, 4), (50, 10, 4), (30, 6, 0)] {
             let s = m.sigma(n, d, pd);
