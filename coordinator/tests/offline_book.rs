@@ -298,3 +298,56 @@ fn wthor_games_are_added_and_checked_by_extension() {
     assert!(e.contains("fake.wtb"), "{e}");
     assert_eq!(store_dump(&db, dir.path()), before);
 }
+
+/// Ctrl-C during an expansion: the command stops with one `error: interrupted` line (or
+/// finishes first), the store stays consistent, and running it again reaches the fixed point.
+#[cfg(unix)]
+#[test]
+fn interrupted_deviate_resumes() {
+    let (Some(games), Some(eval)) = (golden("games-seed7.txt"), golden("eval-seed1.dat")) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let engine = ["--eval", s(&eval), "--threads", "2", "--quiet"];
+    // `book ARGS --db DB --eval … --threads 2 --quiet`.
+    let with = |args: &[&str]| -> Vec<String> {
+        args.iter()
+            .chain(&["--db", s(&db)])
+            .chain(&engine)
+            .map(|x| x.to_string())
+            .collect()
+    };
+    let run = |args: Vec<String>| ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    run(with(&["new", "4", "14"]));
+    run(with(&["add", s(&games)]));
+    let deviate = with(&["deviate", "2", "4"]);
+    let child = Command::new(BIN)
+        .arg("book")
+        .args(&deviate)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn deviate");
+    // Interrupt it early (whether it is still running then does not matter for what follows).
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().expect("wait deviate");
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim(), "error: interrupted", "{err}");
+    }
+    let done = run(deviate);
+    assert!(done.starts_with("done: "), "{done}");
+    let dry = ok(&["deviate", "--db", s(&db), "--dry-run"]);
+    assert!(dry.contains(": 0 positions would be expanded"), "{dry}");
+    let dat = dir.path().join("b.dat");
+    ok(&["export", "--db", s(&db), s(&dat)]);
+    let db2 = dir.path().join("db2");
+    ok(&["import", s(&dat), "--db", s(&db2)]);
+    ok(&["negamax", "--db", s(&db2)]);
+    assert_eq!(store_dump(&db2, dir.path()), store_dump(&db, dir.path()));
+}
