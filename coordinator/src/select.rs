@@ -14,17 +14,10 @@ use bookfarm_proto::domain::Selector;
 /// Which of deviate's passes a selection runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Passes {
-    /// Only this pass, with the window centred on `root_value` (Edax's order: each pass is
-    /// expanded before the next is marked, both with the root value of the iteration start).
-    One {
-        /// The pass.
-        pass: DeviatePass,
-        /// Root value at the start of the iteration.
-        root_value: i32,
-    },
-    /// Both passes with the root's current value, their union in marking order, first pass
-    /// first (continuous mode, which does not wait for a pass's searches before selecting
-    /// again).
+    /// Only this pass (Edax's order: each pass is expanded before the next is marked).
+    One(DeviatePass),
+    /// Both passes with one root value, their union in marking order, first pass first
+    /// (continuous mode, which does not wait for a pass's searches before selecting again).
     Both,
 }
 
@@ -35,8 +28,8 @@ pub fn select(index: &BookIndex, root: &Board, selector: Selector) -> Vec<Board>
 }
 
 /// Positions to expand under `selector` from `root`; for deviate, `passes` picks the pass(es)
-/// (other selectors have a single pass and ignore it). Positions without a leaf move are never
-/// returned.
+/// (other selectors have a single pass and ignore it). The deviate window is centred on the
+/// root's current value. Positions without a leaf move are never returned.
 pub fn select_passes(
     index: &BookIndex,
     root: &Board,
@@ -50,10 +43,10 @@ pub fn select_passes(
     let ids = match selector {
         Selector::Deviate { relative, absolute } => {
             let params = Deviate::new(relative, absolute);
+            let s = i32::from(book.score(r).value);
             match passes {
-                Passes::One { pass, root_value } => deviate_pass(book, r, params, root_value, pass),
+                Passes::One(p) => deviate_pass(book, r, params, s, p),
                 Passes::Both => {
-                    let s = i32::from(book.score(r).value);
                     let mut ids = deviate_pass(book, r, params, s, DeviatePass::RootSide);
                     let mut seen: std::collections::HashSet<_> = ids.iter().copied().collect();
                     for id in deviate_pass(book, r, params, s, DeviatePass::OpponentSide) {

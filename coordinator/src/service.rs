@@ -13,10 +13,9 @@
 
 use crate::book_index::{BookIndex, Entry, child_board, to_i8};
 use crate::error::{CoordinatorError, Result};
-use crate::select::{Passes, select_passes};
+use crate::select::select;
 use crate::store::{Batch, ExpansionRecord, ExpansionStateRecord, Store};
 use bookfarm_book::model::{BAD_LINK, BookHeader, Link, Position};
-use bookfarm_book::select::DeviatePass;
 use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::{Board, Move};
 use bookfarm_proto::domain::{Ack, Failure, Identity, Job, JobResult, Selector};
@@ -90,9 +89,8 @@ pub struct ServiceConfig {
     /// Suggested wait for a worker that got no job.
     pub retry_after: Duration,
     /// Round mode (default): select only when no job is outstanding and expand everything
-    /// selected, so that the book depends only on the leaf results, not on their timing. Each
-    /// selection is one Edax marking pass: for deviate, the root-side pass then the opponent
-    /// pass with the same window, as in Edax's `book_deviate` loop. Continuous mode (false) keeps workers busier at round
+    /// selected, so that each selection is one Edax iteration and the book depends only on the
+    /// leaf results, not on their timing. Continuous mode (false) keeps workers busier at round
     /// ends but selects on provisional values (positions whose re-search is in flight), which
     /// can admit positions Edax's rounds would not: books grow larger and depend on timing.
     pub rounds: bool,
@@ -250,33 +248,6 @@ struct Expansion {
     state: State,
 }
 
-/// Where a round-mode deviate is in Edax's iteration (edax-spec §4.6): the root-side pass is
-/// marked and expanded, its searches complete, then the opponent pass is marked with the same
-/// window and expanded; the expansion is done when both passes of an iteration expanded nothing.
-/// Kept in memory only: after a restart the expansion starts a fresh iteration.
-#[derive(Debug, Clone, Copy)]
-struct Round {
-    /// The pass to mark at the next selection.
-    pass: DeviatePass,
-    /// Root value at the start of the iteration (the window centre of both passes).
-    root_value: i32,
-    /// Positions expanded so far in this iteration.
-    expanded: usize,
-    /// Marking passes run since the service started (any selector or mode).
-    passes_run: u64,
-}
-
-impl Default for Round {
-    fn default() -> Round {
-        Round {
-            pass: DeviatePass::RootSide,
-            root_value: 0,
-            expanded: 0,
-            passes_run: 0,
-        }
-    }
-}
-
 /// Window for results-per-second figures.
 const RATE_WINDOW: Duration = Duration::from_secs(10);
 
@@ -292,8 +263,6 @@ struct Inner {
     done: HashSet<Uuid>,
     workers: HashMap<Uuid, WorkerEntry>,
     expansion: Option<Expansion>,
-    /// Round-mode deviate progress.
-    round: Round,
     /// Results landed since the last selection run.
     dirty: bool,
     /// Results accepted since the last selection run (selection walks the whole frontier, so
@@ -416,7 +385,6 @@ impl Coordinator {
             }),
             dirty: true,
             since_select: 0,
-            round: Round::default(),
             quarantined: HashMap::new(),
             counters: Counters::default(),
             recent: VecDeque::new(),
@@ -849,7 +817,6 @@ impl Coordinator {
             state: State::Running,
         };
         g.expansion = Some(x);
-        g.round = Round::default();
         batch.put_expansion(Some(&record(&x)))?;
         self.0.store.apply(batch)?;
         self.0.store.flush()?;
@@ -1085,7 +1052,6 @@ impl Coordinator {
         g.queue.clear();
         g.in_flight = 0;
         g.expansion = None;
-        g.round = Round::default();
         g.quarantined.clear();
         Ok(n)
     }
@@ -1251,13 +1217,6 @@ impl Inner {
     /// Run selection when the expansion runs, the queue is below half the high-water mark and
     /// results landed since the last run; expand the selected positions until the queue reaches
     /// the high-water mark. Marks the expansion done at its fixed point.
-    ///
-    /// Round mode selects only when no job is outstanding. There deviate follows Edax's order
-    /// (see [`Round`]): one pass per selection, each expanded and searched before the next is
-    /// marked. Unlike Edax, values are negamaxed as results land, so the second pass sees the
-    /// first pass's results propagated (Edax sees only `add_link`'s max updates); the window is
-    /// Edax's, centred on the root value of the iteration start. Continuous mode marks both
-    /// passes at once (their union, first pass first) with the current root value.
     fn maybe_select(&mut self, store: &Store, cfg: &ServiceConfig) -> Result<()> {
         let Some(mut x) = self.expansion else {
             return Ok(());
@@ -1281,73 +1240,7 @@ impl Inner {
         }
         self.dirty = false;
         self.since_select = 0;
-        loop {
-            let by_pass = cfg.rounds && matches!(x.selector, Selector::Deviate { .. });
-            let passes = if by_pass {
-                if self.round.pass == DeviatePass::RootSide {
-                    let root_value = self
-                        .index
-                        .id(&self.root)
-                        .map_or(0, |id| i32::from(self.index.book().score(id).value));
-                    self.round.root_value = root_value;
-                    self.round.expanded = 0;
-                }
-                Passes::One {
-                    pass: self.round.pass,
-                    root_value: self.round.root_value,
-                }
-            } else {
-                Passes::Both
-            };
-            let expanded = self.expand_selected(store, x, passes, high_water)?;
-            self.round.passes_run += 1;
-            if !by_pass {
-                if expanded > 0 {
-                    // Expansions changed the book (links, values): the next call selects again,
-                    // even when they queued no job (a transposition linked in).
-                    self.dirty = true;
-                }
-                if expanded == 0 && self.jobs.is_empty() {
-                    break;
-                }
-                return Ok(());
-            }
-            self.round.expanded += expanded;
-            let finished_iteration = self.round.pass == DeviatePass::OpponentSide;
-            self.round.pass = match self.round.pass {
-                DeviatePass::RootSide => DeviatePass::OpponentSide,
-                DeviatePass::OpponentSide => DeviatePass::RootSide,
-            };
-            if finished_iteration && self.round.expanded == 0 && self.jobs.is_empty() {
-                break;
-            }
-            if !self.jobs.is_empty() {
-                // The next pass runs once this pass's searches have all landed.
-                self.dirty = true;
-                return Ok(());
-            }
-            // Nothing to wait for (no expansion, or only transpositions linked in): next pass.
-        }
-        x.state = State::Done;
-        self.expansion = Some(x);
-        let mut b = Batch::default();
-        b.put_expansion(Some(&record(&x)))?;
-        store.apply(b)?;
-        tracing::info!(positions = self.index.len(), "expansion done");
-        Ok(())
-    }
-
-    /// Select under `passes` and expand the selection (skipping positions whose search is in
-    /// flight or quarantined) until the queue reaches `high_water`; returns the positions
-    /// expanded.
-    fn expand_selected(
-        &mut self,
-        store: &Store,
-        x: Expansion,
-        passes: Passes,
-        high_water: usize,
-    ) -> Result<usize> {
-        let todo = select_passes(&self.index, &self.root, x.selector, passes);
+        let todo = select(&self.index, &self.root, x.selector);
         let mut batch = Batch::default();
         let mut expanded = 0usize;
         let mut seeds = Vec::new();
@@ -1373,7 +1266,20 @@ impl Inner {
         }
         self.index.propagate(seeds);
         store.apply(batch)?;
-        Ok(expanded)
+        if expanded > 0 {
+            // Expansions changed the book (links, values): the next call selects again, even
+            // when they queued no job (a transposition linked in, a fully linked position).
+            self.dirty = true;
+        }
+        if expanded == 0 && self.jobs.is_empty() {
+            x.state = State::Done;
+            self.expansion = Some(x);
+            let mut b = Batch::default();
+            b.put_expansion(Some(&record(&x)))?;
+            store.apply(b)?;
+            tracing::info!(positions = self.index.len(), "expansion done");
+        }
+        Ok(())
     }
 
     /// Expand position `a` through its leaf (edax-spec §4.4, design.md "Job model"): link the

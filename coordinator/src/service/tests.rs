@@ -1,5 +1,4 @@
 use super::*;
-use crate::select::select;
 use bookfarm_engine::Square;
 use bookfarm_engine::board::BitIter;
 use bookfarm_proto::ENGINE_VERSION;
@@ -452,79 +451,4 @@ fn replay_parses_move_lists() {
     assert_eq!(b.empties(), 58);
     assert!(replay("f5f5").is_err());
     assert!(replay("f5d").is_err());
-}
-
-/// Round mode runs Edax's deviate order: each selection marks one pass (root side, then
-/// opponent, alternating) with the window of the iteration start, and expands exactly the
-/// positions that pass marks.
-#[test]
-fn round_mode_deviate_expands_one_edax_pass_at_a_time() {
-    use crate::select::{Passes, select_passes};
-    let f = fixture(2, 10, ServiceConfig::default());
-    f.c.start_expansion(deviate24(), 0).unwrap();
-    let id = identity();
-    let w = f.c.register(&id, "t", 1).unwrap();
-    let mut checked = Vec::new();
-    for _ in 0..10_000 {
-        let jobs = f.c.lease(&id, &w, 100_000).unwrap();
-        if jobs.is_empty() {
-            break;
-        }
-        // Land the results with the expansion paused, so that the next selection can be
-        // predicted from the book it will see.
-        f.c.set_paused(true).unwrap();
-        let results: Vec<JobResult> = jobs.iter().map(mock_result).collect();
-        f.c.submit(&id, &w, &results).unwrap();
-        let (pass, expected, before, passes_run) = {
-            let g = f.c.lock();
-            if !g.jobs.is_empty() {
-                drop(g);
-                f.c.set_paused(false).unwrap();
-                continue;
-            }
-            let pass = g.round.pass;
-            let root_value = match pass {
-                DeviatePass::RootSide => i32::from(g.index.get(&g.root).unwrap().pos.value),
-                DeviatePass::OpponentSide => g.round.root_value,
-            };
-            let expected: HashSet<Board> = select_passes(
-                &g.index,
-                &g.root,
-                deviate24(),
-                Passes::One { pass, root_value },
-            )
-            .into_iter()
-            .filter(|b| {
-                g.index
-                    .sched(b)
-                    .is_some_and(|s| !s.pending && !s.quarantined)
-            })
-            .collect();
-            let before: HashMap<Board, usize> = g
-                .index
-                .positions()
-                .map(|p| (p.board, p.links.len()))
-                .collect();
-            (pass, expected, before, g.round.passes_run)
-        };
-        f.c.set_paused(false).unwrap();
-        // This lease runs the selection.
-        let _ = f.c.lease(&id, &w, 0).unwrap();
-        let g = f.c.lock();
-        if g.round.passes_run != passes_run + 1 {
-            // Several passes ran back to back (nothing to search in between).
-            continue;
-        }
-        let linked: HashSet<Board> = before
-            .iter()
-            .filter(|(b, n)| g.index.get(b).unwrap().pos.links.len() > **n)
-            .map(|(b, _)| *b)
-            .collect();
-        assert_eq!(linked, expected, "{pass:?}");
-        checked.push(pass);
-    }
-    assert_eq!(f.c.status().state, State::Done);
-    assert!(checked.contains(&DeviatePass::RootSide), "{checked:?}");
-    assert!(checked.contains(&DeviatePass::OpponentSide), "{checked:?}");
-    assert!(f.c.verify_negamax());
 }
