@@ -682,19 +682,23 @@ impl MemBook {
         self.dead_links = 0;
     }
 
+    /// The child board of each of `id`'s links, with its node when the child is in the book.
+    fn link_children(&self, id: NodeId) -> Vec<(Board, Option<NodeId>)> {
+        let board = self.board(id);
+        self.links(id)
+            .map(|l| {
+                let c = child_board(&board, l.mv);
+                (c, self.find(&c))
+            })
+            .collect()
+    }
+
     /// Add the parent-index edges of `id`'s links (no-op without an index).
     fn index_links(&mut self, id: NodeId) {
         if self.parents.is_none() {
             return;
         }
-        let board = self.board(id);
-        let children: Vec<(Board, Option<NodeId>)> = self
-            .links(id)
-            .map(|l| {
-                let c = child_board(&board, l.mv);
-                (c, self.find(&c))
-            })
-            .collect();
+        let children = self.link_children(id);
         if let Some(pi) = self.parents.as_mut() {
             for (c, cid) in children {
                 match cid {
@@ -710,14 +714,7 @@ impl MemBook {
         if self.parents.is_none() {
             return;
         }
-        let board = self.board(id);
-        let children: Vec<(Board, Option<NodeId>)> = self
-            .links(id)
-            .map(|l| {
-                let c = child_board(&board, l.mv);
-                (c, self.find(&c))
-            })
-            .collect();
+        let children = self.link_children(id);
         if let Some(pi) = self.parents.as_mut() {
             for (c, cid) in children {
                 match cid {
