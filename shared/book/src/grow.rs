@@ -22,12 +22,12 @@
 use crate::edax::bucket_order;
 use crate::mem::{MemBook, NodeId, child_board};
 use crate::model::{BAD_LINK, Link, MAX_LEVEL, Position, SCORE_INF};
-use crate::negamax::{link_position, negamax, negamax_from, sort_links};
-use crate::select::{Deviate, DeviatePass, deviate_pass, enhance_mark};
+use crate::negamax::{link_position, negamax, sort_links};
+use crate::driver::{Driver, Operation};
+use crate::select::Deviate;
 use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::{Board, Move};
-use std::collections::HashSet;
 
 /// Edax's `position_add_link` on a detached position: overwrite the score of an existing link
 /// with the same move (returns `false`), or append the link, raise the value to its score and
@@ -182,12 +182,19 @@ pub struct ExpandPlan {
 /// Plan Edax's `position_expand` of `id`; `None` when its leaf move is NOMOVE (nothing to
 /// expand).
 pub fn plan_expand(book: &MemBook, id: NodeId) -> Option<ExpandPlan> {
+    plan_expand_at(book, id, None)
+}
+
+/// [`plan_expand`] with the child created at `level` instead of the parent's level (`None`:
+/// the parent's, as Edax does).
+pub fn plan_expand_at(book: &MemBook, id: NodeId, level: Option<u8>) -> Option<ExpandPlan> {
     let parent = book.position(id);
     let mv = parent.leaf.mv;
     if mv == Move::None {
         return None;
     }
-    let mut child = Position::new(parent.board.next_unchecked(mv), parent.level);
+    let level = level.unwrap_or(parent.level).min(MAX_LEVEL);
+    let mut child = Position::new(parent.board.next_unchecked(mv), level);
     link_detached(book, &mut child);
     let child_exists = book.probe(&child.board).is_some();
     let child_request = leaf_request(&child);
@@ -344,19 +351,59 @@ pub fn add_board<F>(book: &mut MemBook, board: &Board, search: &mut F) -> Change
 where
     F: FnMut(&LeafRequest) -> LeafResult,
 {
+    let result = add_board_request(book, board).map(|r| search(&r));
+    apply_add_board(book, board, result.as_ref())
+}
+
+/// The leaf search [`add_board`] would run on `board` in the current book, if any.
+pub fn add_board_request(book: &MemBook, board: &Board) -> Option<LeafRequest> {
+    if (board.empties() as i32) < book.header().n_empties - 1 {
+        return None;
+    }
+    match book.probe(board) {
+        Some(id) => {
+            let mut p = book.position(id);
+            link_detached(book, &mut p);
+            (p.leaf.mv == Move::None)
+                .then(|| leaf_request(&p))
+                .flatten()
+        }
+        None => {
+            let mut p = Position::new(*board, book_level(book));
+            link_detached(book, &mut p);
+            leaf_request(&p)
+        }
+    }
+}
+
+/// [`add_board`] with the result of [`add_board_request`] given (`None` exactly when it
+/// returned `None`).
+pub fn apply_add_board(book: &mut MemBook, board: &Board, result: Option<&LeafResult>) -> Changes {
     let mut ch = Changes::default();
     if (board.empties() as i32) < book.header().n_empties - 1 {
         return ch;
     }
+    let searched = |p: &mut Position, ch: &mut Changes| {
+        ch.links += usize::from(promote_leaf(p));
+        if let Some(r) = result {
+            apply_leaf(p, r);
+            ch.searches += 1;
+        }
+    };
     if let Some(id) = book.probe(board) {
         ch.links += link_position(book, id);
         if book.leaf(id).mv == Move::None {
-            ch.add(search_position(book, id, search));
+            let mut p = book.position(id);
+            let before = ch;
+            searched(&mut p, &mut ch);
+            if ch != before {
+                book.put_position(&p);
+            }
         }
     } else {
         let mut p = Position::new(*board, book_level(book));
         ch.links += link_detached(book, &mut p);
-        ch.add(position_search(&mut p, search));
+        searched(&mut p, &mut ch);
         p.normalize();
         book.put_position(&p);
         ch.positions += 1;
@@ -422,6 +469,14 @@ fn replay(moves: &[Move], limit: usize) -> (Vec<Board>, GameReport) {
     (boards, report)
 }
 
+/// The boards Edax's `book_add_game` adds for `moves`, in the order it adds them (deepest
+/// first, the start position excepted), and the replay report (without changes).
+pub fn replay_game(book: &MemBook, moves: &[Move]) -> (Vec<Board>, GameReport) {
+    let limit = usize::try_from(60 - book.header().n_empties).unwrap_or(0);
+    let (boards, report) = replay(moves, limit);
+    (boards[1..].iter().rev().copied().collect(), report)
+}
+
 /// Edax's `book_add_game` for a game from the standard start position (`book add`): replay at
 /// most `60 − n_empties` moves (passes inserted where forced, explicit forced passes accepted
 /// and not counted, stop at the first illegal move), then add the reached boards deepest first,
@@ -431,9 +486,8 @@ pub fn add_game<F>(book: &mut MemBook, moves: &[Move], search: &mut F) -> GameRe
 where
     F: FnMut(&LeafRequest) -> LeafResult,
 {
-    let limit = usize::try_from(60 - book.header().n_empties).unwrap_or(0);
-    let (boards, mut report) = replay(moves, limit);
-    for b in boards[1..].iter().rev() {
+    let (boards, mut report) = replay_game(book, moves);
+    for b in &boards {
         report.changes += add_board(book, b, search);
     }
     report
@@ -458,16 +512,16 @@ where
     I: IntoIterator<Item = &'a [Move]>,
     F: FnMut(&LeafRequest) -> LeafResult,
 {
-    let mut report = AddGamesReport::default();
-    for (g, moves) in games.into_iter().enumerate() {
-        let r = add_game(book, moves, search);
-        if let Some(ill) = r.illegal {
-            report.illegal.push((g, ill));
-        }
-        report.changes += r.changes;
-        report.games += 1;
+    let games: Vec<Vec<Move>> = games.into_iter().map(<[Move]>::to_vec).collect();
+    let n = games.len();
+    let mut driver = Driver::new(Operation::AddGames { games }, None);
+    driver.run_with(book, search);
+    let st = driver.state();
+    AddGamesReport {
+        games: n,
+        illegal: st.illegal.clone(),
+        changes: st.changes,
     }
-    report
 }
 
 /// Edax's `book store` of a game from the start position: replay the legal moves (passes
@@ -746,71 +800,26 @@ where
     report
 }
 
-/// Edax's `book_expand`: expand every position of `todo` ([`expand`]), in Edax's file order
-/// (bucket order) rather than marking order. Positions added meanwhile are not expanded.
-/// Counts as Edax does: links added to the new children and the parents' leaves turned into
-/// links, positions added.
-pub fn expand_marked<F>(book: &mut MemBook, todo: &[NodeId], search: &mut F) -> Changes
-where
-    F: FnMut(&LeafRequest) -> LeafResult,
-{
-    let marked: HashSet<NodeId> = todo.iter().copied().collect();
-    let mut ch = Changes::default();
-    for id in bucket_order(book) {
-        if !marked.contains(&id) {
-            continue;
-        }
-        let Some(plan) = plan_expand(book, id) else {
-            continue;
-        };
-        let c = plan.child_request.as_ref().map(&mut *search);
-        let p = plan.parent_request.as_ref().map(&mut *search);
-        ch.searches += usize::from(c.is_some()) + usize::from(p.is_some());
-        ch.links += plan.child.links.len();
-        if let Ok(out) = finish_expand(book, &plan, c.as_ref(), p.as_ref()) {
-            ch.positions += usize::from(out.child_added);
-            ch.links += usize::from(out.link_added);
-        }
-    }
-    ch
-}
-
 /// Edax's `book deviate <rel> <abs>` from `board` (any orientation; nothing when it is not in
 /// the book): negamax from the root, then repeat until an iteration adds nothing: take the
 /// root value `s`, mark and expand the root side's deviations, then the opponent's (no negamax
-/// between the two passes), re-probe the root and negamax from it.
+/// between the two passes), re-probe the root and negamax from it. Runs [`Driver`] with
+/// `search` answering its requests serially.
 pub fn deviate<F>(book: &mut MemBook, board: &Board, params: Deviate, search: &mut F) -> Changes
 where
     F: FnMut(&LeafRequest) -> LeafResult,
 {
-    let mut total = Changes::default();
-    let Some(mut root) = book.probe(board) else {
-        return total;
+    let op = Operation::Deviate {
+        root: *board,
+        params,
     };
-    negamax_from(book, root);
-    loop {
-        let s = i32::from(book.score(root).value);
-        let todo = deviate_pass(book, root, params, s, DeviatePass::RootSide);
-        let mut ch = expand_marked(book, &todo, search);
-        let todo = deviate_pass(book, root, params, s, DeviatePass::OpponentSide);
-        ch += expand_marked(book, &todo, search);
-        match book.probe(board) {
-            Some(r) => root = r,
-            None => break,
-        }
-        negamax_from(book, root);
-        total += ch;
-        if !ch.changed() {
-            break;
-        }
-    }
-    total
+    run_operation(book, op, search)
 }
 
 /// Edax's `book enhance <mid> <end>` from `board`: store the two errors in the header (each
-/// clamped to 0..=129), negamax from the root, mark ([`enhance_mark`]), expand, negamax.
-/// Edax runs this exactly once (its change counter is read before the expansion, edax-spec
-/// §4.7); `until_stable` repeats it until an iteration adds nothing instead.
+/// clamped to 0..=129), negamax from the root, mark ([`crate::select::enhance_mark`]), expand,
+/// negamax. Edax runs this exactly once (its change counter is read before the expansion,
+/// edax-spec §4.7); `until_stable` repeats it until an iteration adds nothing instead.
 pub fn enhance<F>(
     book: &mut MemBook,
     board: &Board,
@@ -822,28 +831,21 @@ pub fn enhance<F>(
 where
     F: FnMut(&LeafRequest) -> LeafResult,
 {
-    {
-        let h = book.header_mut();
-        h.midgame_error = midgame_error.clamp(0, 129);
-        h.endcut_error = endcut_error.clamp(0, 129);
-    }
-    let mut total = Changes::default();
-    let Some(mut root) = book.probe(board) else {
-        return total;
+    let op = Operation::Enhance {
+        root: *board,
+        midgame_error,
+        endcut_error,
+        until_stable,
     };
-    negamax_from(book, root);
-    loop {
-        let todo = enhance_mark(book, root);
-        let ch = expand_marked(book, &todo, search);
-        match book.probe(board) {
-            Some(r) => root = r,
-            None => break,
-        }
-        negamax_from(book, root);
-        total += ch;
-        if !until_stable || !ch.changed() {
-            break;
-        }
-    }
-    total
+    run_operation(book, op, search)
+}
+
+/// Run a growth program to its end with `search` answering its requests; returns its changes.
+pub fn run_operation<F>(book: &mut MemBook, op: Operation, search: &mut F) -> Changes
+where
+    F: FnMut(&LeafRequest) -> LeafResult,
+{
+    let mut driver = Driver::new(op, None);
+    driver.run_with(book, search);
+    driver.state().changes
 }

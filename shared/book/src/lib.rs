@@ -8,6 +8,8 @@
 //! * [`negamax`]: Edax's negamax, full and incremental, link ordering and linking.
 //! * [`select`]: the selectors deviate, enhance, play and extend as pure marking functions;
 //! * [`maintain`]: prune, subtree and merge;
+//! * [`driver`]: the one definition of book growth, a resumable serial program whose searches
+//!   are requests answered by the caller (offline, threads or a cluster);
 //! * [`grow`]: leaf searches as requests and results, expansion, adding games, `book store`,
 //!   link, fill and fix, with searches run by a caller-supplied callback;
 //! * [`query`]: `book show`, `book problem` and `book check` with Edax's text;
@@ -32,6 +34,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod csv;
+pub mod driver;
 pub mod dump;
 pub mod edax;
 pub mod grow;

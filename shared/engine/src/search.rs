@@ -50,7 +50,7 @@ use std::time::{Duration, Instant};
 use tt::Tt;
 
 /// A leaf search at an Edax level, excluding some root moves (the book's existing links).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LeafRequest {
     /// The position, seen from the side to move.
     pub board: Board,

@@ -1,0 +1,511 @@
+//! The one definition of book growth: Edax's serial book commands (`deviate`, `enhance`, `play`,
+//! `extend`, `add`, `new`) as a resumable program over the book and a table of leaf results.
+//!
+//! Edax grows a book serially: each expansion plans its searches on the book as the previous
+//! expansions left it. A [`Driver`] runs that serial program step by step; a step that needs a
+//! search result the caller does not have yet **blocks**, and the driver returns the requests it
+//! needs: the blocking step's, plus (with a lookahead) those of the following steps planned on
+//! the current book, which are almost always the ones those steps will need. The caller runs
+//! the searches however it likes (a callback, a thread pool, workers on other machines), records
+//! the results, and calls [`Driver::run`] again; the driver resumes exactly where it stopped.
+//!
+//! Invariants:
+//! * the book after a program depends only on the program, the starting book and the results
+//!   of the requests (a leaf search is a pure function of its request and the search signature):
+//!   not on the lookahead, the number of searchers, their speed or the order results arrive in;
+//! * a step is applied only when every result it needs is known, so a blocked step changes
+//!   nothing, and the driver's state ([`DriverState`]) between steps is plain data that can be
+//!   persisted and restored;
+//! * expanding a position whose leaf child is already in the book takes the existing child's
+//!   value instead of searching a fresh copy (Edax searches the copy, then drops it: the
+//!   result only feeds a link score that the next negamax overwrites).
+
+use crate::edax::bucket_order;
+use crate::grow::{
+    Changes, ExpandPlan, IllegalGameMove, add_board_request, apply_add_board, finish_expand,
+    plan_expand_at, replay_game,
+};
+use crate::mem::MemBook;
+use crate::model::MAX_LEVEL;
+use crate::negamax::negamax_from;
+use crate::select::{Deviate, DeviatePass, deviate_pass, enhance_mark, extend_mark, play_mark};
+use bookfarm_engine::search::{LeafRequest, LeafResult};
+use bookfarm_engine::{Board, Move};
+use std::collections::{HashMap, HashSet};
+
+/// Known leaf results, looked up by request.
+pub trait Results {
+    /// The result of `request`, if known.
+    fn result(&self, request: &LeafRequest) -> Option<LeafResult>;
+}
+
+impl<S: std::hash::BuildHasher> Results for HashMap<LeafRequest, LeafResult, S> {
+    fn result(&self, request: &LeafRequest) -> Option<LeafResult> {
+        self.get(request).copied()
+    }
+}
+
+/// A growth program (Edax's book commands that search).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Operation {
+    /// `book new`: add (and search) the start position.
+    New,
+    /// `book deviate REL ABS` from `root`: iterations of the root side's pass then the
+    /// opponent's, each marked on the iteration's root value, until an iteration adds nothing.
+    Deviate {
+        /// The root (any orientation; usually the start position).
+        root: Board,
+        /// Relative and absolute errors.
+        params: Deviate,
+    },
+    /// `book enhance MID END` from `root` (errors stored in the header). Edax runs exactly one
+    /// iteration; `until_stable` repeats until an iteration adds nothing.
+    Enhance {
+        /// The root.
+        root: Board,
+        /// Midgame error.
+        midgame_error: i32,
+        /// Endcut error.
+        endcut_error: i32,
+        /// Repeat until nothing changes (Edax: false).
+        until_stable: bool,
+    },
+    /// `book play` (Edax HEAD) from `root`: expand reachable positions without links, until an
+    /// iteration adds nothing.
+    Play {
+        /// The root.
+        root: Board,
+    },
+    /// `book extend` (Edax HEAD) from `root`: expand reachable leaves that are best moves, until
+    /// an iteration adds nothing.
+    Extend {
+        /// The root.
+        root: Board,
+    },
+    /// `book add`: games from the start position (Edax's `book_add_game` for each).
+    AddGames {
+        /// Move lists.
+        games: Vec<Vec<Move>>,
+    },
+}
+
+impl Operation {
+    /// The short name of the operation (`new`, `deviate 2 4`, …).
+    pub fn describe(&self) -> String {
+        match self {
+            Operation::New => "new".into(),
+            Operation::Deviate { params, .. } => format!("deviate {} {}", params.rel, params.abs),
+            Operation::Enhance {
+                midgame_error,
+                endcut_error,
+                ..
+            } => format!("enhance {midgame_error} {endcut_error}"),
+            Operation::Play { .. } => "play".into(),
+            Operation::Extend { .. } => "extend".into(),
+            Operation::AddGames { games } => format!("add {} games", games.len()),
+        }
+    }
+}
+
+/// Which marking a pass of a selector program uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PassKind {
+    /// Deviate's root-side pass.
+    DeviateRoot,
+    /// Deviate's opponent-side pass.
+    DeviateOpponent,
+    /// Enhance's marking.
+    Enhance,
+    /// Play's marking.
+    Play,
+    /// Extend's marking.
+    Extend,
+}
+
+/// Where a program stands; plain data (boards, counters), so that it can be persisted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// Not started.
+    Start,
+    /// Expanding the positions marked by a pass, in Edax's file order; `cursor` expansions are
+    /// done.
+    Expanding {
+        /// The marking.
+        pass: PassKind,
+        /// The root value the iteration's window is centred on (deviate).
+        root_value: i32,
+        /// The marked positions (canonical boards) in expansion order.
+        todo: Vec<Board>,
+        /// Expansions done.
+        cursor: usize,
+        /// Changes of the current iteration so far.
+        iteration: Changes,
+    },
+    /// Adding the boards of game `game`, deepest first; `cursor` boards are done.
+    Adding {
+        /// Index of the game.
+        game: usize,
+        /// Boards done in this game.
+        cursor: usize,
+    },
+    /// Finished.
+    Done,
+}
+
+/// The persistent state of a [`Driver`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverState {
+    /// The program.
+    pub operation: Operation,
+    /// Level of the positions that expansions create (`None`: the expanded position's level, as
+    /// Edax does).
+    pub level: Option<u8>,
+    /// Where it stands.
+    pub phase: Phase,
+    /// Iterations (selector passes) completed.
+    pub iterations: u32,
+    /// Total changes so far (Edax's counters).
+    pub changes: Changes,
+    /// Games whose replay stopped at an illegal move (game index, move).
+    pub illegal: Vec<(usize, IllegalGameMove)>,
+}
+
+/// What [`Driver::run`] returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// The program is finished.
+    Done,
+    /// A step needs results that are not known: the blocking step's requests first, then the
+    /// lookahead's (deduplicated).
+    Blocked(Vec<LeafRequest>),
+}
+
+/// A resumable growth program (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Driver {
+    state: DriverState,
+}
+
+/// One step's needs: its requests, and which of them are missing.
+enum Step {
+    Applied,
+    Missing(Vec<LeafRequest>),
+}
+
+impl Driver {
+    /// A new program; `level` overrides the level of positions created by expansions.
+    pub fn new(operation: Operation, level: Option<u8>) -> Driver {
+        Driver {
+            state: DriverState {
+                operation,
+                level: level.map(|l| l.min(MAX_LEVEL)),
+                phase: Phase::Start,
+                iterations: 0,
+                changes: Changes::default(),
+                illegal: Vec::new(),
+            },
+        }
+    }
+
+    /// Resume a program from a persisted state.
+    pub fn from_state(state: DriverState) -> Driver {
+        Driver { state }
+    }
+
+    /// The state (to persist, or to report progress).
+    pub fn state(&self) -> &DriverState {
+        &self.state
+    }
+
+    /// Whether the program is finished.
+    pub fn is_done(&self) -> bool {
+        self.state.phase == Phase::Done
+    }
+
+    /// Run as many steps as the known results allow. `lookahead` is how many of the following
+    /// steps of the current pass (or game list) have their requests predicted when blocked
+    /// (`usize::MAX`: the whole pass).
+    pub fn run(
+        &mut self,
+        book: &mut MemBook,
+        results: &dyn Results,
+        lookahead: usize,
+    ) -> Progress {
+        loop {
+            match std::mem::replace(&mut self.state.phase, Phase::Done) {
+                Phase::Done => return Progress::Done,
+                Phase::Start => self.start(book),
+                Phase::Expanding {
+                    pass,
+                    root_value,
+                    todo,
+                    mut cursor,
+                    mut iteration,
+                } => {
+                    while cursor < todo.len() {
+                        match self.expand_step(book, &todo[cursor], results, &mut iteration) {
+                            Step::Applied => cursor += 1,
+                            Step::Missing(mut need) => {
+                                let end = todo.len().min(cursor + 1 + lookahead.min(todo.len()));
+                                for b in &todo[cursor + 1..end] {
+                                    need.extend(self.expand_requests(book, b));
+                                }
+                                self.state.phase = Phase::Expanding {
+                                    pass,
+                                    root_value,
+                                    todo,
+                                    cursor,
+                                    iteration,
+                                };
+                                return Progress::Blocked(dedup_missing(need, results));
+                            }
+                        }
+                    }
+                    self.end_pass(book, pass, root_value, iteration);
+                }
+                Phase::Adding { game, mut cursor } => {
+                    let Some((boards, illegal)) = self.game_boards(book, game) else {
+                        continue; // phase stays Done
+                    };
+                    while cursor < boards.len() {
+                        let b = boards[cursor];
+                        let req = add_board_request(book, &b);
+                        let result = req.and_then(|q| results.result(&q));
+                        if let (Some(req), None) = (req, result) {
+                            let end = boards.len().min(cursor + 1 + lookahead.min(boards.len()));
+                            let mut need = vec![req];
+                            need.extend(
+                                boards[cursor + 1..end]
+                                    .iter()
+                                    .filter_map(|b| add_board_request(book, b)),
+                            );
+                            self.state.phase = Phase::Adding { game, cursor };
+                            return Progress::Blocked(dedup_missing(need, results));
+                        }
+                        self.state.changes += apply_add_board(book, &b, result.as_ref());
+                        cursor += 1;
+                    }
+                    if let Some(ill) = illegal {
+                        self.state.illegal.push((game, ill));
+                    }
+                    self.state.phase = Phase::Adding {
+                        game: game + 1,
+                        cursor: 0,
+                    };
+                }
+            }
+        }
+    }
+
+    /// The boards step `game` of an adding program adds, in order, and the replay's illegal
+    /// move; `None` past the last game. `new` adds the start position alone.
+    fn game_boards(
+        &self,
+        book: &MemBook,
+        game: usize,
+    ) -> Option<(Vec<Board>, Option<IllegalGameMove>)> {
+        match &self.state.operation {
+            Operation::New => (game == 0).then(|| (vec![Board::start()], None)),
+            Operation::AddGames { games } => games.get(game).map(|moves| {
+                let (boards, report) = replay_game(book, moves);
+                (boards, report.illegal)
+            }),
+            _ => None,
+        }
+    }
+
+    /// Run the program to its end, answering requests with `search` (serially, without
+    /// lookahead: nothing is searched that the serial program does not need).
+    pub fn run_with<F>(&mut self, book: &mut MemBook, search: &mut F)
+    where
+        F: FnMut(&LeafRequest) -> LeafResult,
+    {
+        let mut known: HashMap<LeafRequest, LeafResult> = HashMap::new();
+        while let Progress::Blocked(need) = self.run(book, &known, 0) {
+            for r in need {
+                let res = search(&r);
+                known.insert(r, res);
+            }
+        }
+    }
+
+    fn root(&self) -> Option<Board> {
+        match &self.state.operation {
+            Operation::Deviate { root, .. }
+            | Operation::Enhance { root, .. }
+            | Operation::Play { root }
+            | Operation::Extend { root } => Some(*root),
+            Operation::New | Operation::AddGames { .. } => None,
+        }
+    }
+
+    fn first_pass(&self) -> Option<PassKind> {
+        match &self.state.operation {
+            Operation::Deviate { .. } => Some(PassKind::DeviateRoot),
+            Operation::Enhance { .. } => Some(PassKind::Enhance),
+            Operation::Play { .. } => Some(PassKind::Play),
+            Operation::Extend { .. } => Some(PassKind::Extend),
+            Operation::New | Operation::AddGames { .. } => None,
+        }
+    }
+
+    /// Begin the program: negamax from the root and mark the first pass; `new` and `add` start
+    /// adding boards.
+    fn start(&mut self, book: &mut MemBook) {
+        match &self.state.operation {
+            Operation::New | Operation::AddGames { .. } => {
+                self.state.phase = Phase::Adding { game: 0, cursor: 0 };
+                return;
+            }
+            Operation::Enhance {
+                midgame_error,
+                endcut_error,
+                ..
+            } => {
+                let h = book.header_mut();
+                h.midgame_error = (*midgame_error).clamp(0, 129);
+                h.endcut_error = (*endcut_error).clamp(0, 129);
+            }
+            _ => {}
+        }
+        let (Some(root), Some(pass)) = (self.root(), self.first_pass()) else {
+            self.state.phase = Phase::Done;
+            return;
+        };
+        match book.probe(&root) {
+            Some(id) => {
+                negamax_from(book, id);
+                self.mark(book, pass, None);
+            }
+            None => self.state.phase = Phase::Done,
+        }
+    }
+
+    /// Mark a pass from the root; the root value is taken now unless given (deviate's second
+    /// pass reuses the first's).
+    fn mark(&mut self, book: &MemBook, pass: PassKind, root_value: Option<i32>) {
+        let Some(root) = self.root().and_then(|b| book.probe(&b)) else {
+            self.state.phase = Phase::Done;
+            return;
+        };
+        let s = root_value.unwrap_or_else(|| i32::from(book.score(root).value));
+        let params = match &self.state.operation {
+            Operation::Deviate { params, .. } => *params,
+            _ => Deviate::default(),
+        };
+        let marked = match pass {
+            PassKind::DeviateRoot => deviate_pass(book, root, params, s, DeviatePass::RootSide),
+            PassKind::DeviateOpponent => {
+                deviate_pass(book, root, params, s, DeviatePass::OpponentSide)
+            }
+            PassKind::Enhance => enhance_mark(book, root),
+            PassKind::Play => play_mark(book, root),
+            PassKind::Extend => extend_mark(book, root),
+        };
+        // Edax's `book_expand` visits marked positions in file (bucket) order.
+        let marked: HashSet<_> = marked.into_iter().collect();
+        let todo: Vec<Board> = bucket_order(book)
+            .into_iter()
+            .filter(|id| marked.contains(id))
+            .map(|id| book.board(id))
+            .collect();
+        self.state.phase = Phase::Expanding {
+            pass,
+            root_value: s,
+            todo,
+            cursor: 0,
+            iteration: Changes::default(),
+        };
+    }
+
+    /// A pass is expanded: go on to deviate's second pass, or close the iteration (negamax from
+    /// the root) and start the next one unless it added nothing.
+    fn end_pass(&mut self, book: &mut MemBook, pass: PassKind, root_value: i32, it: Changes) {
+        if pass == PassKind::DeviateRoot {
+            self.mark(book, PassKind::DeviateOpponent, Some(root_value));
+            if let Phase::Expanding { iteration, .. } = &mut self.state.phase {
+                *iteration = it;
+            }
+            return;
+        }
+        self.state.changes += it;
+        self.state.iterations += 1;
+        let Some(root) = self.root().and_then(|b| book.probe(&b)) else {
+            self.state.phase = Phase::Done;
+            return;
+        };
+        negamax_from(book, root);
+        let again = match &self.state.operation {
+            Operation::Enhance { until_stable, .. } => *until_stable && it.changed(),
+            _ => it.changed(),
+        };
+        match (again, self.first_pass()) {
+            (true, Some(first)) => self.mark(book, first, None),
+            _ => self.state.phase = Phase::Done,
+        }
+    }
+
+    fn plan(&self, book: &MemBook, board: &Board) -> Option<ExpandPlan> {
+        let id = book.find(board)?;
+        plan_expand_at(book, id, self.state.level)
+    }
+
+    /// The requests the expansion of `board` needs on the current book.
+    fn expand_requests(&self, book: &MemBook, board: &Board) -> Vec<LeafRequest> {
+        self.plan(book, board)
+            .map(|p| plan_requests(&p).collect())
+            .unwrap_or_default()
+    }
+
+    /// Expand `board` if every result it needs is known (Edax's `position_expand`, counted as
+    /// Edax's `book_expand` counts).
+    fn expand_step(
+        &mut self,
+        book: &mut MemBook,
+        board: &Board,
+        results: &dyn Results,
+        ch: &mut Changes,
+    ) -> Step {
+        let Some(plan) = self.plan(book, board) else {
+            return Step::Applied;
+        };
+        let missing: Vec<LeafRequest> = plan_requests(&plan)
+            .filter(|r| results.result(r).is_none())
+            .collect();
+        if !missing.is_empty() {
+            return Step::Missing(missing);
+        }
+        let child = if plan.child_exists {
+            None
+        } else {
+            plan.child_request.and_then(|r| results.result(&r))
+        };
+        let parent = plan.parent_request.and_then(|r| results.result(&r));
+        ch.searches += usize::from(child.is_some()) + usize::from(parent.is_some());
+        ch.links += plan.child.links.len();
+        if let Ok(out) = finish_expand(book, &plan, child.as_ref(), parent.as_ref()) {
+            ch.positions += usize::from(out.child_added);
+            ch.links += usize::from(out.link_added);
+        }
+        Step::Applied
+    }
+}
+
+/// The searches an expansion needs: the child's (unless the child is already in the book) and
+/// the parent's re-search.
+fn plan_requests(plan: &ExpandPlan) -> impl Iterator<Item = LeafRequest> + '_ {
+    let child = if plan.child_exists {
+        None
+    } else {
+        plan.child_request
+    };
+    child.into_iter().chain(plan.parent_request)
+}
+
+/// Keep the first occurrence of each request that has no known result.
+fn dedup_missing(need: Vec<LeafRequest>, results: &dyn Results) -> Vec<LeafRequest> {
+    let mut seen = HashSet::new();
+    need.into_iter()
+        .filter(|r| results.result(r).is_none() && seen.insert(*r))
+        .collect()
+}
