@@ -6,10 +6,12 @@
 
 use anyhow::{Context, anyhow, bail};
 use bookfarm_book::{
-    BookDate, MemBook, csv, dump, edax, grow, info, maintain, negamax, query, select,
+    BookDate, MemBook, csv, dump, edax, grow, info, maintain, negamax, query,
 };
 use bookfarm_coordinator::offline;
-use bookfarm_coordinator::service::{Coordinator, ServiceConfig, StatusReport, new_book};
+use bookfarm_coordinator::service::{
+    Coordinator, ServiceConfig, StatusReport, new_book, operation,
+};
 use bookfarm_coordinator::store::Store;
 use bookfarm_engine::eval::Eval;
 use bookfarm_engine::formats::{transcript, wthor};
@@ -437,8 +439,8 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
         BookCommand::Add { games, db, engine } => {
             let games = read_games(&games)?;
             searches(&db.db, &engine, None, |c| {
-                let added = c.add_games(&games)?;
-                println!("added {} games: {added} new positions", games.len());
+                c.add_games(&games)?;
+                println!("adding {} games", games.len());
                 Ok(())
             })
         }
@@ -683,7 +685,7 @@ fn searches(
 ) -> anyhow::Result<()> {
     let (eval, hash) = bookfarm_worker::exec::load_eval(engine.eval.as_deref())?;
     let n = threads(engine);
-    let c = open_db(db, offline::service_config(&hash, n))?;
+    let c = open_db(db, offline::service_config(&hash))?;
     prepare(&c)?;
     run_searches(&c, engine, selector, eval, hash, n)
 }
@@ -771,7 +773,7 @@ fn book_new(
         .with_context(|| store_context(db))?;
     drop(store);
     let n = threads(engine);
-    let c = open_db(db, offline::service_config(&hash, n))?;
+    let c = open_db(db, offline::service_config(&hash))?;
     println!("new book in {}: level {level}, depth {depth}", db.display());
     run_searches(&c, engine, None, eval, hash, n)
 }
@@ -788,42 +790,22 @@ fn expansion(
         let c = open_db(db, ServiceConfig::default())?;
         let mut book = offline::load_book(&c);
         let n = first_selection(&mut book, sel);
-        println!("{sel}: {n} positions would be expanded in the first round");
+        println!("{sel}: {n} positions would be expanded in the first pass");
         return Ok(());
     }
     searches(db, engine, Some(sel), |_| Ok(()))
 }
 
-/// How many positions the first round of `sel` expands (the book crate's markers).
+/// How many positions the first pass of `sel` marks (the growth driver's first marking, run
+/// on a copy with no search result known).
 fn first_selection(book: &mut MemBook, sel: Selector) -> usize {
-    if let Selector::Enhance { midgame, endcut } = sel {
-        let h = book.header_mut();
-        h.midgame_error = midgame;
-        h.endcut_error = endcut;
+    let mut driver = bookfarm_book::driver::Driver::new(operation(sel), None);
+    let none: std::collections::HashMap<LeafRequest, LeafResult> = std::collections::HashMap::new();
+    let _ = driver.run(book, &none, 0);
+    match &driver.state().phase {
+        bookfarm_book::driver::Phase::Expanding { todo, .. } => todo.len(),
+        _ => 0,
     }
-    let Some((root, value)) = select::prepare_root(book, &Board::start()) else {
-        return 0;
-    };
-    let mut marked = match sel {
-        Selector::Deviate { relative, absolute } => {
-            let p = select::Deviate::new(relative, absolute);
-            let mut m = select::deviate_pass(book, root, p, value, select::DeviatePass::RootSide);
-            m.extend(select::deviate_pass(
-                book,
-                root,
-                p,
-                value,
-                select::DeviatePass::OpponentSide,
-            ));
-            m
-        }
-        Selector::Enhance { .. } => select::enhance_mark(book, root),
-        Selector::Play => select::play_mark(book, root),
-        Selector::Extend => select::extend_mark(book, root),
-    };
-    marked.sort_unstable_by_key(|id| id.0);
-    marked.dedup();
-    marked.len()
 }
 
 #[cfg(test)]

@@ -97,9 +97,9 @@ pub enum ClusterCommand {
         /// round mode at low levels, as workers hoard the last jobs of a round).
         #[arg(long, default_value_t = 1)]
         lookahead: usize,
-        /// Select continuously instead of in Edax-style rounds (busier workers, but the book
-        /// then depends on the order in which results arrive).
-        #[arg(long)]
+        /// Kept for scripts; no effect: growth always runs Edax's serial program, and workers
+        /// stay busy through the whole-pass lookahead instead.
+        #[arg(long, hide = true)]
         continuous: bool,
     },
     /// Start (or replace) an expansion on a running coordinator.
@@ -284,7 +284,7 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
             http,
             quiet,
             lookahead,
-            continuous,
+            continuous: _,
         } => {
             let selector = match enhance {
                 Some((midgame, endcut)) => Selector::Enhance { midgame, endcut },
@@ -307,7 +307,6 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
                 http,
                 quiet,
                 lookahead,
-                continuous,
             })
         }
         ClusterCommand::Expand {
@@ -657,7 +656,6 @@ struct LocalArgs {
     http: Option<String>,
     quiet: bool,
     lookahead: usize,
-    continuous: bool,
 }
 
 /// Create the store when it holds no book yet; returns true when created.
@@ -677,8 +675,6 @@ fn local(a: LocalArgs) -> anyhow::Result<()> {
     let cfg = ServiceConfig {
         eval_hash: Some(hash.clone()),
         engine_version: Some(bookfarm_proto::ENGINE_VERSION.to_string()),
-        high_water: (a.workers * 16).max(64),
-        rounds: !a.continuous,
         ..ServiceConfig::default()
     };
     let c =
@@ -714,8 +710,8 @@ fn local(a: LocalArgs) -> anyhow::Result<()> {
                     .with_context(|| format!("{}:{}", g.display(), i + 1))?,
             );
         }
-        let added = c.add_games(&games)?;
-        println!("added {} games: {added} new positions", games.len());
+        c.add_games(&games)?;
+        println!("adding {} games", games.len());
     }
     c.start_expansion(a.selector, 0)?;
     let factory: SearcherFactory = Arc::new(move || -> Box<dyn LeafSearcher> {

@@ -23,8 +23,6 @@ pub struct CoordinatorFile {
     pub lease_timeout_secs: Option<u64>,
     /// Heartbeat period suggested to workers, seconds (default 10).
     pub heartbeat_interval_secs: Option<u64>,
-    /// Jobs kept queued ahead of the workers (default 512).
-    pub high_water: Option<usize>,
     /// Failures after which a job is quarantined (default 3).
     pub max_failures: Option<u32>,
     /// Shared token workers and admin clients must present (default: none).
@@ -37,9 +35,6 @@ pub struct CoordinatorFile {
     pub tls_cert: Option<PathBuf>,
     /// TLS private key (PEM).
     pub tls_key: Option<PathBuf>,
-    /// Select in Edax-style rounds (default true: the book depends only on the leaf results);
-    /// false selects continuously (busier workers, larger timing-dependent books).
-    pub rounds: Option<bool>,
 }
 
 impl CoordinatorFile {
@@ -59,10 +54,8 @@ impl CoordinatorFile {
             heartbeat_interval: self
                 .heartbeat_interval_secs
                 .map_or(d.heartbeat_interval, Duration::from_secs),
-            high_water: self.high_water.unwrap_or(d.high_water).max(2),
             max_failures: self.max_failures.unwrap_or(d.max_failures).max(1),
             auth_token: self.auth_token.clone().filter(|t| !t.is_empty()),
-            rounds: self.rounds.unwrap_or(true),
             engine_version: if self.check_engine_version.unwrap_or(true) {
                 Some(bookfarm_proto::ENGINE_VERSION.to_string())
             } else {

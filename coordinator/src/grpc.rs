@@ -11,6 +11,9 @@ use bookfarm_proto::status::to_status;
 use futures::Stream;
 use std::pin::Pin;
 use std::time::Instant;
+
+/// How long a lease that found no job waits for a growth run under way to queue some.
+const GROWTH_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
@@ -110,7 +113,11 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         } else {
             self.0.submit(&id, &w, &rs).map_err(st)?
         };
-        let jobs = self.0.lease(&id, &w, r.free_slots).map_err(st)?;
+        let jobs = self
+            .0
+            .lease_waiting(&id, &w, r.free_slots, GROWTH_WAIT)
+            .await
+            .map_err(st)?;
         if !rs.is_empty() {
             // Acknowledge only what is durable.
             self.0.wait_durable().await.map_err(st)?;

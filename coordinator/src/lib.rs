@@ -1,15 +1,12 @@
 //! bookfarm-coordinator library: the book store, scheduler, leases and gRPC service.
 //!
 //! * [`store`]: the sled store (source of truth; atomic batches, explicit flushes);
-//! * [`book_index`]: the in-memory book with full and incremental Edax negamax;
-//! * [`select`]: Edax's deviate/enhance/play/extend selection over the index;
 //! * [`service`]: the domain service (register, lease, submit, fail, expiry, expansions);
 //! * [`grpc`]: thin tonic handlers; [`http`]: `/metrics`, `/healthz`, `/readyz`;
 //! * [`server`]: wiring everything into [`server::run`];
 //! * [`local`]: coordinator plus in-process workers on one machine;
 //! * [`offline`]: the offline book commands on a store directory.
 
-pub mod book_index;
 pub mod config;
 pub mod error;
 pub mod export;
@@ -17,7 +14,6 @@ pub mod grpc;
 pub mod http;
 pub mod local;
 pub mod offline;
-pub mod select;
 pub mod server;
 pub mod service;
 pub mod store;

@@ -81,15 +81,11 @@ pub fn replace_book(c: &Coordinator, book: &MemBook) -> Result<u64, OfflineError
     Ok(c.import(*book.header(), positions)?)
 }
 
-/// The service configuration of an offline run with evaluation fingerprint `eval_hash` and
-/// `threads` in-process workers: Edax-style rounds (the book does not depend on the order in
-/// which results arrive).
-pub fn service_config(eval_hash: &str, threads: usize) -> ServiceConfig {
+/// The service configuration of an offline run with evaluation fingerprint `eval_hash`.
+pub fn service_config(eval_hash: &str) -> ServiceConfig {
     ServiceConfig {
         eval_hash: Some(eval_hash.to_string()),
         engine_version: Some(bookfarm_proto::ENGINE_VERSION.to_string()),
-        high_water: (threads * 16).max(64),
-        rounds: true,
         ..ServiceConfig::default()
     }
 }

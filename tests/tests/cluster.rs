@@ -138,8 +138,7 @@ async fn killed_worker_jobs_are_released_and_the_build_completes() {
     // leased ahead), short enough for a quick test.
     new_store(dir.path(), 5, 10);
     let (port, http) = (free_port(), free_port());
-    // Continuous selection here (the other tests use rounds), so both modes run end to end.
-    let _c = coordinator_with(dir.path(), port, Some(http), 2, &eval, &["--continuous"]);
+    let _c = coordinator_with(dir.path(), port, Some(http), 2, &eval, &[]);
     let mut a = admin(port).await;
     start_deviate(&mut a, 2, 4).await;
     let mut victim = worker(port, "victim", &eval, None);
@@ -226,10 +225,7 @@ async fn local_mode_and_worker_processes_build_the_same_book() {
     // Local mode, in process.
     let dir2 = tempfile::tempdir().unwrap();
     new_store(dir2.path(), 2, 12);
-    let cfg = ServiceConfig {
-        rounds: true,
-        ..ServiceConfig::default()
-    };
+    let cfg = ServiceConfig::default();
     let c = bookfarm_coordinator::server::open(dir2.path(), cfg).unwrap();
     c.start_expansion(
         bookfarm_proto::domain::Selector::Deviate {

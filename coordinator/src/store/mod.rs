@@ -17,12 +17,15 @@
 
 mod record;
 
-pub use record::{ExpansionRecord, ExpansionStateRecord, HeaderRecord, PositionRecord};
+pub use record::{
+    DriverRecord, ExpansionRecord, ExpansionStateRecord, GrowthRecord, HeaderRecord,
+    OperationRecord, PositionRecord, ResultRecord,
+};
 
-use crate::book_index::Entry;
 use bookfarm_book::model::{BookHeader, Position};
 use bookfarm_book::store::{BookStore, StoreError as BookStoreError, ensure_canonical};
 use bookfarm_engine::Board;
+use bookfarm_engine::search::LeafRequest;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use uuid::Uuid;
@@ -53,6 +56,31 @@ pub enum StoreError {
 const P: u8 = b'p';
 const D: u8 = b'd';
 const M: u8 = b'm';
+const R: u8 = b'r';
+
+/// The key of a stored result: its search request (board as searched, excluded moves, level).
+fn result_key(r: &LeafRequest) -> [u8; 26] {
+    let mut k = [0u8; 26];
+    k[0] = R;
+    k[1..9].copy_from_slice(&r.board.player.to_be_bytes());
+    k[9..17].copy_from_slice(&r.board.opponent.to_be_bytes());
+    k[17..25].copy_from_slice(&r.excluded.to_be_bytes());
+    k[25] = r.level;
+    k
+}
+
+fn request_of(k: &[u8]) -> Option<LeafRequest> {
+    let k: &[u8; 26] = k.try_into().ok()?;
+    let u = |i: usize| k[i..i + 8].try_into().ok().map(u64::from_be_bytes);
+    Some(LeafRequest {
+        board: Board {
+            player: u(1)?,
+            opponent: u(9)?,
+        },
+        excluded: u(17)?,
+        level: k[25],
+    })
+}
 
 fn pos_key(b: &Board) -> [u8; 17] {
     let mut k = [0u8; 17];
@@ -90,6 +118,34 @@ fn decode<'a, T: serde::Deserialize<'a>>(k: &[u8], v: &'a [u8]) -> Result<T, Sto
     })
 }
 
+/// One book position plus its scheduling state, as a value (what the store persists).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The Edax position (canonical board, leaf, links, derived values).
+    pub pos: Position,
+    /// A leaf search for this position is queued or in flight; its leaf is provisional.
+    pub pending: bool,
+    /// The links version (see [`Sched::version`]).
+    pub version: u32,
+    /// The leaf search failed too often; the position is no longer scheduled.
+    pub quarantined: bool,
+}
+
+impl Entry {
+    /// A fresh entry for a position.
+    pub fn new(pos: Position) -> Entry {
+        Entry {
+            pos,
+            pending: false,
+            version: 0,
+            quarantined: false,
+        }
+    }
+
+
+}
+
+
 /// What [`Store::load`] returns: everything the service needs to rebuild its state.
 #[derive(Debug)]
 pub struct Loaded {
@@ -99,8 +155,14 @@ pub struct Loaded {
     pub entries: Vec<Entry>,
     /// Ids of accepted jobs.
     pub done: Vec<Uuid>,
-    /// The last expansion request, if any.
+    /// The last expansion request, if any (stores written before growth programs).
     pub expansion: Option<ExpansionRecord>,
+    /// The growth programs and the running one's state.
+    pub growth: Option<GrowthRecord>,
+    /// Every stored leaf result, by request.
+    pub results: Vec<(LeafRequest, ResultRecord)>,
+    /// The search signature the book is pinned to.
+    pub signature: Option<String>,
 }
 
 /// A set of writes applied atomically.
@@ -123,6 +185,11 @@ impl Batch {
         Ok(())
     }
 
+    /// Write a position (its record carries no scheduling state).
+    pub fn put_position(&mut self, p: &Position) -> Result<(), StoreError> {
+        self.put_entry(&Entry::new(p.clone()), false)
+    }
+
     /// Record an accepted job id.
     pub fn put_done(&mut self, id: &Uuid, board: &Board) -> Result<(), StoreError> {
         self.batch
@@ -135,6 +202,27 @@ impl Batch {
     pub fn put_header(&mut self, h: &BookHeader) -> Result<(), StoreError> {
         self.batch
             .insert(meta_key("header"), encode(&HeaderRecord::from(h))?);
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Store a leaf result under its request.
+    pub fn put_result(&mut self, req: &LeafRequest, r: &ResultRecord) -> Result<(), StoreError> {
+        self.batch.insert(&result_key(req)[..], encode(r)?);
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Write the growth state.
+    pub fn put_growth(&mut self, g: &GrowthRecord) -> Result<(), StoreError> {
+        self.batch.insert(meta_key("growth"), encode(g)?);
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Pin the book to a search signature.
+    pub fn put_signature(&mut self, sig: &str) -> Result<(), StoreError> {
+        self.batch.insert(meta_key("signature"), encode(&sig)?);
         self.len += 1;
         Ok(())
     }
@@ -221,11 +309,29 @@ impl Store {
             Some(v) => Some(decode::<ExpansionRecord>(b"mexpansion", &v)?),
             None => None,
         };
+        let growth = match self.tree.get(meta_key("growth"))? {
+            Some(v) => Some(decode::<GrowthRecord>(b"mgrowth", &v)?),
+            None => None,
+        };
+        let signature = match self.tree.get(meta_key("signature"))? {
+            Some(v) => Some(decode::<String>(b"msignature", &v)?),
+            None => None,
+        };
+        let mut results = Vec::new();
+        for kv in self.tree.scan_prefix([R]) {
+            let (k, v) = kv?;
+            if let Some(req) = request_of(&k) {
+                results.push((req, decode::<ResultRecord>(&k, &v)?));
+            }
+        }
         Ok(Loaded {
             header,
             entries,
             done,
             expansion,
+            growth,
+            results,
+            signature,
         })
     }
 

@@ -1,8 +1,12 @@
 //! On-disk records (postcard). Engine and book types do not derive serde; these mirrors do.
 
-use crate::book_index::Entry;
+use crate::store::Entry;
 use bookfarm_book::model::{BAD_LINK, BookDate, BookHeader, Link, Position};
-use bookfarm_engine::Board;
+use bookfarm_book::driver::{DriverState, Operation, PassKind, Phase};
+use bookfarm_book::grow::{Changes, IllegalGameMove};
+use bookfarm_book::select::Deviate;
+use bookfarm_engine::search::LeafResult;
+use bookfarm_engine::{Board, Move};
 use bookfarm_proto::domain::Selector;
 use serde::{Deserialize, Serialize};
 
@@ -187,6 +191,294 @@ impl ExpansionRecord {
             b,
             level,
             state,
+        }
+    }
+}
+
+fn board_of((player, opponent): (u64, u64)) -> Board {
+    Board { player, opponent }
+}
+
+fn pair(b: &Board) -> (u64, u64) {
+    (b.player, b.opponent)
+}
+
+fn move_of(code: u8) -> Move {
+    Move::from_code(code).unwrap_or(Move::None)
+}
+
+/// A persisted growth program ([`Operation`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperationRecord {
+    /// 0 deviate, 1 enhance, 2 play, 3 extend, 4 add games, 5 new.
+    pub kind: u8,
+    /// Root board (selectors).
+    pub root: (u64, u64),
+    /// First parameter (deviate relative / enhance midgame).
+    pub a: i32,
+    /// Second parameter (deviate absolute / enhance endcut).
+    pub b: i32,
+    /// Enhance: repeat until stable.
+    pub until_stable: bool,
+    /// Games as move codes (add).
+    pub games: Vec<Vec<u8>>,
+}
+
+impl OperationRecord {
+    /// The record of an operation.
+    pub fn new(op: &Operation) -> OperationRecord {
+        let mut r = OperationRecord {
+            kind: 0,
+            root: (0, 0),
+            a: 0,
+            b: 0,
+            until_stable: false,
+            games: Vec::new(),
+        };
+        match op {
+            Operation::Deviate { root, params } => {
+                (r.kind, r.root, r.a, r.b) = (0, pair(root), params.rel, params.abs);
+            }
+            Operation::Enhance {
+                root,
+                midgame_error,
+                endcut_error,
+                until_stable,
+            } => {
+                (r.kind, r.root, r.a, r.b) = (1, pair(root), *midgame_error, *endcut_error);
+                r.until_stable = *until_stable;
+            }
+            Operation::Play { root } => (r.kind, r.root) = (2, pair(root)),
+            Operation::Extend { root } => (r.kind, r.root) = (3, pair(root)),
+            Operation::AddGames { games } => {
+                r.kind = 4;
+                r.games = games
+                    .iter()
+                    .map(|g| g.iter().map(|m| m.code()).collect())
+                    .collect();
+            }
+            Operation::New => r.kind = 5,
+        }
+        r
+    }
+
+    /// The operation.
+    pub fn operation(&self) -> Operation {
+        let root = board_of(self.root);
+        match self.kind {
+            0 => Operation::Deviate {
+                root,
+                params: Deviate::new(self.a, self.b),
+            },
+            1 => Operation::Enhance {
+                root,
+                midgame_error: self.a,
+                endcut_error: self.b,
+                until_stable: self.until_stable,
+            },
+            2 => Operation::Play { root },
+            3 => Operation::Extend { root },
+            4 => Operation::AddGames {
+                games: self
+                    .games
+                    .iter()
+                    .map(|g| g.iter().map(|&c| move_of(c)).collect())
+                    .collect(),
+            },
+            _ => Operation::New,
+        }
+    }
+}
+
+fn changes_record(c: &Changes) -> [u64; 3] {
+    [c.positions as u64, c.links as u64, c.searches as u64]
+}
+
+fn changes_of(c: [u64; 3]) -> Changes {
+    let n = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    Changes {
+        positions: n(c[0]),
+        links: n(c[1]),
+        searches: n(c[2]),
+    }
+}
+
+const PASSES: [PassKind; 5] = [
+    PassKind::DeviateRoot,
+    PassKind::DeviateOpponent,
+    PassKind::Enhance,
+    PassKind::Play,
+    PassKind::Extend,
+];
+
+/// A persisted [`DriverState`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriverRecord {
+    /// The program (its games are stored with the queue's copy, not here: see
+    /// [`GrowthRecord`]).
+    pub level: Option<u8>,
+    /// 0 start, 1 expanding, 2 adding, 3 done.
+    pub phase: u8,
+    /// Expanding: index into the pass kinds.
+    pub pass: u8,
+    /// Expanding: the iteration's root value.
+    pub root_value: i32,
+    /// Expanding: marked boards.
+    pub todo: Vec<(u64, u64)>,
+    /// Expanding/adding: steps done.
+    pub cursor: u64,
+    /// Adding: the game index.
+    pub game: u64,
+    /// Expanding: the iteration's changes.
+    pub iteration: [u64; 3],
+    /// Iterations completed.
+    pub iterations: u32,
+    /// Total changes.
+    pub changes: [u64; 3],
+    /// Illegal game moves (game, move index, move code).
+    pub illegal: Vec<(u64, u64, u8)>,
+}
+
+impl DriverRecord {
+    /// The record of a driver state (the operation is stored apart).
+    pub fn new(s: &DriverState) -> DriverRecord {
+        let mut r = DriverRecord {
+            level: s.level,
+            phase: 0,
+            pass: 0,
+            root_value: 0,
+            todo: Vec::new(),
+            cursor: 0,
+            game: 0,
+            iteration: [0; 3],
+            iterations: s.iterations,
+            changes: changes_record(&s.changes),
+            illegal: s
+                .illegal
+                .iter()
+                .map(|(g, m)| (*g as u64, m.index as u64, m.mv.code()))
+                .collect(),
+        };
+        match &s.phase {
+            Phase::Start => {}
+            Phase::Expanding {
+                pass,
+                root_value,
+                todo,
+                cursor,
+                iteration,
+            } => {
+                r.phase = 1;
+                r.pass = PASSES.iter().position(|p| p == pass).unwrap_or(0) as u8;
+                r.root_value = *root_value;
+                r.todo = todo.iter().map(pair).collect();
+                r.cursor = *cursor as u64;
+                r.iteration = changes_record(iteration);
+            }
+            Phase::Adding { game, cursor } => {
+                r.phase = 2;
+                r.game = *game as u64;
+                r.cursor = *cursor as u64;
+            }
+            Phase::Done => r.phase = 3,
+        }
+        r
+    }
+
+    /// The driver state, with its operation.
+    pub fn state(&self, operation: Operation) -> DriverState {
+        let n = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        let phase = match self.phase {
+            0 => Phase::Start,
+            1 => Phase::Expanding {
+                pass: PASSES
+                    .get(usize::from(self.pass))
+                    .copied()
+                    .unwrap_or(PassKind::DeviateRoot),
+                root_value: self.root_value,
+                todo: self.todo.iter().copied().map(board_of).collect(),
+                cursor: n(self.cursor),
+                iteration: changes_of(self.iteration),
+            },
+            2 => Phase::Adding {
+                game: n(self.game),
+                cursor: n(self.cursor),
+            },
+            _ => Phase::Done,
+        };
+        DriverState {
+            operation,
+            level: self.level,
+            phase,
+            iterations: self.iterations,
+            changes: changes_of(self.changes),
+            illegal: self
+                .illegal
+                .iter()
+                .map(|&(g, i, m)| {
+                    (
+                        n(g),
+                        IllegalGameMove {
+                            index: n(i),
+                            mv: move_of(m),
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The persisted growth state: the programs queued (the first one runs), the running
+/// program's state, and whether an operator paused it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct GrowthRecord {
+    /// Programs still to run, the current one first, with the level of positions they create.
+    pub queue: Vec<(OperationRecord, Option<u8>)>,
+    /// The current program's state (`None`: not started).
+    pub driver: Option<DriverRecord>,
+    /// Paused by an operator.
+    pub paused: bool,
+    /// Description of the last program finished (status when idle).
+    pub last: String,
+}
+
+/// A stored leaf result with its provenance, keyed by its search request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResultRecord {
+    /// Move code.
+    pub mv: u8,
+    /// Score.
+    pub score: i32,
+    /// Depth of the last completed iteration.
+    pub depth: u32,
+    /// Selectivity index.
+    pub selectivity: u8,
+    /// Exact.
+    pub exact: bool,
+    /// Nodes.
+    pub nodes: u64,
+    /// Search time in microseconds.
+    pub elapsed_us: u64,
+    /// The worker that sent it.
+    pub worker: [u8; 16],
+    /// The job it answered.
+    pub job: [u8; 16],
+    /// Milliseconds since the Unix epoch when it was accepted.
+    pub accepted_ms: u64,
+}
+
+impl ResultRecord {
+    /// The leaf result.
+    pub fn result(&self) -> LeafResult {
+        LeafResult {
+            mv: move_of(self.mv),
+            score: self.score,
+            depth: self.depth,
+            selectivity: self.selectivity,
+            exact: self.exact,
+            nodes: self.nodes,
+            elapsed: std::time::Duration::from_micros(self.elapsed_us),
         }
     }
 }

@@ -253,6 +253,15 @@ pub struct MemBook {
     live: usize,
     dead_links: usize,
     parents: Option<ParentIndex>,
+    /// Positions changed since the last [`MemBook::take_changed`], when tracking is on.
+    changed: Option<ChangeLog>,
+}
+
+/// The change journal: a bit per node id and the ids in first-change order.
+#[derive(Clone, Default)]
+struct ChangeLog {
+    seen: Vec<u64>,
+    ids: Vec<NodeId>,
 }
 
 impl std::fmt::Debug for MemBook {
@@ -287,6 +296,39 @@ impl MemBook {
             live: 0,
             dead_links: 0,
             parents: None,
+            changed: None,
+        }
+    }
+
+    /// Start recording which positions change (see [`MemBook::take_changed`]).
+    pub fn track_changes(&mut self) {
+        self.changed.get_or_insert_with(ChangeLog::default);
+    }
+
+    /// The positions added or modified since tracking started or since the last call, in
+    /// first-change order (each once). Removals are not journaled (callers that track changes
+    /// never remove). Empty when tracking is off.
+    pub fn take_changed(&mut self) -> Vec<NodeId> {
+        match &mut self.changed {
+            Some(log) => {
+                log.seen.iter_mut().for_each(|w| *w = 0);
+                std::mem::take(&mut log.ids)
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// Record a change of `id` in the journal (no-op when tracking is off).
+    fn touch(&mut self, id: NodeId) {
+        if let Some(log) = &mut self.changed {
+            let (w, b) = (id.index() / 64, 1u64 << (id.index() % 64));
+            if log.seen.len() <= w {
+                log.seen.resize(w + 1, 0);
+            }
+            if log.seen[w] & b == 0 {
+                log.seen[w] |= b;
+                log.ids.push(id);
+            }
         }
     }
 
@@ -475,6 +517,7 @@ impl MemBook {
                 n.upper = position.upper;
                 n.level = position.level.min(DEAD - 1);
                 self.index_links(id);
+                self.touch(id);
                 id
             }
             None => self.push_node(position),
@@ -512,6 +555,7 @@ impl MemBook {
                 table_hash(&nodes[i as usize].board)
             });
         self.live += 1;
+        self.touch(NodeId(id));
         let nid = NodeId(id);
         if let Some(pi) = self.parents.as_mut() {
             pi.ensure_node(id);
@@ -585,16 +629,21 @@ impl MemBook {
 
     /// Set the leaf of `id`.
     pub fn set_leaf(&mut self, id: NodeId, leaf: Link) {
+        self.touch(id);
         self.nodes[id.index()].leaf = RawLink::from_link(leaf);
     }
 
     /// Set the level of `id` (clamped to 60).
     pub fn set_level(&mut self, id: NodeId, level: u8) {
+        self.touch(id);
         self.nodes[id.index()].level = level.min(60);
     }
 
     /// Set the score of `id`.
     pub fn set_score(&mut self, id: NodeId, score: Score) {
+        if self.score(id) != score {
+            self.touch(id);
+        }
         let n = &mut self.nodes[id.index()];
         n.value = score.value;
         n.lower = score.lower;
@@ -603,17 +652,26 @@ impl MemBook {
 
     /// Set the game statistics of `id`.
     pub fn set_counts(&mut self, id: NodeId, c: Counts) {
+        if self.counts(id) != c {
+            self.touch(id);
+        }
         self.nodes[id.index()].counts = [c.n_wins, c.n_draws, c.n_losses, c.n_lines];
     }
 
     /// Set the score of the `i`-th link of `id`.
     pub fn set_link_score(&mut self, id: NodeId, i: usize, score: i8) {
+        if self.link(id, i).score != score {
+            self.touch(id);
+        }
         let at = self.nodes[id.index()].links_at as usize;
         self.links[at + i].score = score;
     }
 
     /// Swap the `i`-th and `j`-th links of `id`.
     pub fn swap_links(&mut self, id: NodeId, i: usize, j: usize) {
+        if i != j {
+            self.touch(id);
+        }
         let at = self.nodes[id.index()].links_at as usize;
         self.links.swap(at + i, at + j);
     }
@@ -627,6 +685,7 @@ impl MemBook {
             self.set_link_score(id, i, link.score);
             return false;
         }
+        self.touch(id);
         let mut all: Vec<Link> = self.links(id).collect();
         all.push(link);
         self.unindex_links(id);
@@ -642,6 +701,7 @@ impl MemBook {
 
     /// Replace the whole link list of `id` (the parent index follows).
     pub fn set_links(&mut self, id: NodeId, links: &[Link]) {
+        self.touch(id);
         self.unindex_links(id);
         self.write_links(id, links);
         self.index_links(id);

@@ -22,9 +22,6 @@ struct Args {
     eval_hash: Option<String>,
     #[arg(long)]
     token: Option<String>,
-    /// Continuous selection instead of rounds.
-    #[arg(long)]
-    continuous: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -42,7 +39,6 @@ fn main() -> anyhow::Result<()> {
         eval_hash: a.eval_hash,
         auth_token: a.token,
         engine_version: Some(bookfarm_proto::ENGINE_VERSION.into()),
-        rounds: !a.continuous,
         ..ServiceConfig::default()
     };
     let c = server::open(&a.db, cfg).context("opening the store")?;

@@ -1,0 +1,975 @@
+//! The coordinator's domain service: workers, leases, result validation, growth scheduling.
+//! No tonic types here; `crate::grpc` is a thin translation layer over [`Coordinator`].
+//!
+//! * [`jobs`]: the job table (jobs keyed by search request, queue, leases, workers);
+//! * [`growth`]: the book, the growth programs (the book crate's driver) and known results.
+//!
+//! Concurrency: RPC handlers lock only the job table, briefly. Accepted results are stored
+//! (with their provenance) and handed to the **growth runner**, one background thread at a time
+//! that feeds them to the driver, persists the book's changes and refreshes the job table with
+//! the searches the driver waits for. Store flushes (fsync) happen outside every lock, grouped:
+//! one flush makes every batch applied before it durable ([`Coordinator::wait_durable`]).
+//!
+//! Invariants:
+//! * a result is acknowledged only after the batch storing it was flushed; it is applied to the
+//!   book afterwards (and again after a crash, from the result store), so nothing acknowledged
+//!   is lost;
+//! * the book depends only on the growth programs and the results of their requests (see
+//!   `bookfarm_book::driver`), not on the workers or on arrival order;
+//! * lock order: growth, then jobs.
+
+mod growth;
+mod jobs;
+
+pub use jobs::Counters;
+
+use crate::store::Entry;
+use crate::error::{CoordinatorError, Result};
+use crate::store::{Batch, ResultRecord, Store};
+use bookfarm_book::driver::Operation;
+use bookfarm_book::model::{BookHeader, Position};
+use bookfarm_book::select::Deviate;
+use bookfarm_engine::search::{LeafRequest, LeafResult};
+use bookfarm_engine::symmetry::canonical;
+use bookfarm_engine::{Board, Move};
+use bookfarm_proto::domain::{Ack, Failure, Identity, Job, JobResult, Selector};
+use bookfarm_proto::{MAX_LEASE_SLOTS, MAX_RESULTS_PER_CALL, PROTOCOL_VERSION};
+use growth::Growth;
+use jobs::{Jobs, WorkerEntry};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+/// A source of monotonic time, injected so that lease expiry can be tested without sleeping.
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// Time elapsed since an arbitrary fixed origin.
+    fn now(&self) -> Duration;
+}
+
+/// The real clock.
+#[derive(Debug)]
+pub struct SystemClock(Instant);
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        SystemClock(Instant::now())
+    }
+}
+
+impl Clock for SystemClock {
+    fn now(&self) -> Duration {
+        self.0.elapsed()
+    }
+}
+
+/// A clock moved by hand (tests).
+#[derive(Debug, Default)]
+pub struct ManualClock(AtomicU64);
+
+impl ManualClock {
+    /// Move time forward.
+    pub fn advance(&self, d: Duration) {
+        self.0.fetch_add(
+            u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
+            Ordering::SeqCst,
+        );
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Duration {
+        Duration::from_millis(self.0.load(Ordering::SeqCst))
+    }
+}
+
+/// Service settings (validated library config; see `crate::config` for the file/CLI layers).
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// A worker silent for this long loses its leases (the jobs are re-queued).
+    pub lease_timeout: Duration,
+    /// Heartbeat period suggested to workers.
+    pub heartbeat_interval: Duration,
+    /// Failures after which a job is quarantined.
+    pub max_failures: u32,
+    /// Required token (None: no authentication).
+    pub auth_token: Option<String>,
+    /// Required engine version (None: accept any).
+    pub engine_version: Option<String>,
+    /// Required eval hash (None: accept any).
+    pub eval_hash: Option<String>,
+    /// Suggested wait for a worker that got no job.
+    pub retry_after: Duration,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        ServiceConfig {
+            lease_timeout: Duration::from_secs(60),
+            heartbeat_interval: Duration::from_secs(10),
+            max_failures: 3,
+            auth_token: None,
+            engine_version: None,
+            eval_hash: None,
+            retry_after: Duration::from_millis(200),
+        }
+    }
+}
+
+/// The expansion state shown to operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// No expansion requested.
+    Idle,
+    /// Selecting and leasing.
+    Running,
+    /// Paused: no new leases.
+    Paused,
+    /// The expansion reached its fixed point.
+    Done,
+}
+
+impl State {
+    /// Lowercase name (`idle|running|paused|done`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Idle => "idle",
+            State::Running => "running",
+            State::Paused => "paused",
+            State::Done => "done",
+        }
+    }
+}
+
+/// Per-worker figures for the status report.
+#[derive(Debug, Clone)]
+pub struct WorkerReport {
+    /// Worker id.
+    pub id: Uuid,
+    /// Name given at registration.
+    pub name: String,
+    /// Search threads.
+    pub threads: u32,
+    /// Jobs leased now.
+    pub in_flight: usize,
+    /// Results accepted.
+    pub completed: u64,
+    /// Failures reported.
+    pub failed: u64,
+    /// Accepted results per second over the last window.
+    pub results_per_second: f64,
+    /// Time since the worker's last call.
+    pub last_seen: Duration,
+}
+
+/// A quarantined search.
+#[derive(Debug, Clone)]
+pub struct QuarantineReport {
+    /// The last job id.
+    pub job_id: Uuid,
+    /// The position searched.
+    pub board: Board,
+    /// The last failure reason.
+    pub reason: String,
+}
+
+/// The status report.
+#[derive(Debug, Clone)]
+pub struct StatusReport {
+    /// Positions in the book.
+    pub positions: u64,
+    /// Jobs waiting for a worker.
+    pub queued: u64,
+    /// Jobs leased.
+    pub in_flight: u64,
+    /// Registered workers.
+    pub workers: Vec<WorkerReport>,
+    /// Accepted results per second (recent window).
+    pub results_per_second: f64,
+    /// Expansion state.
+    pub state: State,
+    /// Description of the expansion.
+    pub expansion: String,
+    /// Results accepted since start.
+    pub completed: u64,
+    /// Quarantined positions.
+    pub quarantined: Vec<QuarantineReport>,
+    /// Value of the root position (-127 when unknown).
+    pub root_value: i32,
+}
+
+/// Window for results-per-second figures.
+const RATE_WINDOW: Duration = Duration::from_secs(10);
+
+#[derive(Debug)]
+struct Shared {
+    jobs: Mutex<Jobs>,
+    growth: Mutex<Growth>,
+    /// Results accepted but not yet applied to the book.
+    inbox: Mutex<Vec<(LeafRequest, LeafResult)>>,
+    /// A growth run is under way (the runner thread exists).
+    running: AtomicBool,
+    /// Work arrived for the runner since its last pass.
+    pending: AtomicBool,
+    /// Growth runs completed (waiters watch it).
+    runs: tokio::sync::watch::Sender<u64>,
+    store: Store,
+    cfg: ServiceConfig,
+    clock: Arc<dyn Clock>,
+    written: AtomicU64,
+    flushed: AtomicU64,
+    flush_lock: tokio::sync::Mutex<()>,
+}
+
+/// The coordinator service: a cheap-clone handle.
+#[derive(Debug, Clone)]
+pub struct Coordinator(Arc<Shared>);
+
+/// The positions of a new book (`book new LEVEL DEPTH`): the start position, not searched yet
+/// (opening the store queues its search).
+pub fn new_book(level: u8, depth: u8) -> (BookHeader, Vec<Entry>) {
+    let header = BookHeader::new(i32::from(level), i32::from(depth));
+    let start = Position::new(Board::start(), level.min(60));
+    (header, vec![Entry::new(start)])
+}
+
+/// Replay a move list from the start position; returns the final board.
+pub fn replay(moves: &str) -> Result<Board> {
+    let s: String = moves.chars().filter(|c| !c.is_whitespace()).collect();
+    let mut b = Board::start();
+    let bytes = s.as_bytes();
+    if !bytes.len().is_multiple_of(2) {
+        return Err(CoordinatorError::InvalidArgument(format!(
+            "move list {s:?} has an odd length"
+        )));
+    }
+    for ch in bytes.chunks(2) {
+        let t = String::from_utf8_lossy(ch);
+        let mv = Move::parse(&t)
+            .map_err(|e| CoordinatorError::InvalidArgument(format!("move list: {e}")))?;
+        if b.must_pass() {
+            b = b.pass();
+        }
+        b = b
+            .play_move(mv)
+            .map_err(|e| CoordinatorError::InvalidArgument(format!("move list: {e}")))?;
+    }
+    Ok(b)
+}
+
+/// The growth program of a selector, from the start position.
+pub fn operation(selector: Selector) -> Operation {
+    let root = Board::start();
+    match selector {
+        Selector::Deviate { relative, absolute } => Operation::Deviate {
+            root,
+            params: Deviate::new(relative, absolute),
+        },
+        // The cluster repeats enhance until it adds nothing (Edax's runs it once, edax-spec §4.7).
+        Selector::Enhance { midgame, endcut } => Operation::Enhance {
+            root,
+            midgame_error: midgame,
+            endcut_error: endcut,
+            until_stable: true,
+        },
+        Selector::Play => Operation::Play { root },
+        Selector::Extend => Operation::Extend { root },
+    }
+}
+
+/// Whether the start position still lacks its first search (a book just created).
+fn start_unsearched(book: &bookfarm_book::MemBook) -> bool {
+    book.find(&Board::start()).is_some_and(|id| {
+        book.leaf(id).mv == Move::None && book.n_link(id) == 0 && book.score(id).value <= -127
+    })
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Coordinator {
+    /// Open the service over a store: load the book, the growth state and the stored results,
+    /// resume the growth programs (queueing the searches they wait for).
+    pub fn open(
+        store: Store,
+        dir: &Path,
+        cfg: ServiceConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Coordinator> {
+        let loaded = store.load(dir)?;
+        let results: HashMap<LeafRequest, LeafResult> = loaded
+            .results
+            .iter()
+            .map(|(k, r)| (*k, r.result()))
+            .collect();
+        let positions: Vec<Position> = loaded.entries.into_iter().map(|e| e.pos).collect();
+        let mut growth = Growth::load(loaded.header, positions, loaded.growth, results);
+        if !growth.is_running() && start_unsearched(&growth.book) {
+            growth.push(Operation::New, None);
+        }
+        let mut jobs = Jobs::default();
+        jobs.done = loaded.done.into_iter().collect();
+        let (runs, _) = tokio::sync::watch::channel(0);
+        let c = Coordinator(Arc::new(Shared {
+            jobs: Mutex::new(jobs),
+            growth: Mutex::new(growth),
+            inbox: Mutex::new(Vec::new()),
+            running: AtomicBool::new(false),
+            pending: AtomicBool::new(false),
+            runs,
+            store,
+            cfg,
+            clock,
+            written: AtomicU64::new(0),
+            flushed: AtomicU64::new(0),
+            flush_lock: tokio::sync::Mutex::new(()),
+        }));
+        c.run_growth()?;
+        c.0.store.flush()?;
+        Ok(c)
+    }
+
+    /// Replace whatever the store holds by an imported book and open the service on it.
+    pub fn open_for_import(
+        store: Store,
+        dir: &Path,
+        header: BookHeader,
+        positions: Vec<Position>,
+    ) -> Result<Coordinator> {
+        let entries: Vec<Entry> = positions.into_iter().map(Entry::new).collect();
+        store.create(&header, &entries)?;
+        Coordinator::open(
+            store,
+            dir,
+            ServiceConfig::default(),
+            Arc::new(SystemClock::default()),
+        )
+    }
+
+    fn jobs(&self) -> MutexGuard<'_, Jobs> {
+        // A panic while holding the lock leaves consistent-enough state (every mutation is
+        // applied to memory before the store); keep serving rather than poisoning forever.
+        self.0.jobs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn growth(&self) -> MutexGuard<'_, Growth> {
+        self.0.growth.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The service configuration.
+    pub fn config(&self) -> &ServiceConfig {
+        &self.0.cfg
+    }
+
+    fn now(&self) -> Duration {
+        self.0.clock.now()
+    }
+
+    /// Check a worker's identity: token, then protocol, engine and evaluation.
+    pub fn check_identity(&self, id: &Identity) -> Result<()> {
+        let cfg = &self.0.cfg;
+        if let Some(t) = &cfg.auth_token
+            && !constant_time_eq(t.as_bytes(), id.auth_token.as_bytes())
+        {
+            return Err(CoordinatorError::Unauthenticated);
+        }
+        if id.protocol_version != PROTOCOL_VERSION {
+            return Err(CoordinatorError::ProtocolVersion {
+                got: id.protocol_version,
+                want: PROTOCOL_VERSION,
+            });
+        }
+        if let Some(v) = &cfg.engine_version
+            && *v != id.engine_version
+        {
+            return Err(CoordinatorError::EngineVersion {
+                got: id.engine_version.clone(),
+                want: v.clone(),
+            });
+        }
+        if let Some(h) = &cfg.eval_hash
+            && *h != id.eval_hash
+        {
+            return Err(CoordinatorError::EvalHash {
+                got: id.eval_hash.clone(),
+                want: h.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Check an admin token.
+    pub fn check_admin(&self, token: &str) -> Result<()> {
+        match &self.0.cfg.auth_token {
+            Some(t) if !constant_time_eq(t.as_bytes(), token.as_bytes()) => {
+                Err(CoordinatorError::Unauthenticated)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Register a worker; returns its id.
+    pub fn register(&self, id: &Identity, name: &str, threads: u32) -> Result<Uuid> {
+        self.check_identity(id)?;
+        let wid = Uuid::new_v4();
+        let now = self.now();
+        let mut g = self.jobs();
+        g.workers.insert(
+            wid,
+            WorkerEntry {
+                name: name.chars().take(128).collect(),
+                threads,
+                last_seen: now,
+                jobs: HashSet::new(),
+                completed: 0,
+                failed: 0,
+                recent: VecDeque::new(),
+            },
+        );
+        g.update_gauges();
+        tracing::info!(worker_id = %wid, name, threads, "worker registered");
+        Ok(wid)
+    }
+
+    fn touch(g: &mut Jobs, worker: &Uuid, now: Duration) -> Result<()> {
+        match g.workers.get_mut(worker) {
+            Some(w) => {
+                w.last_seen = now;
+                Ok(())
+            }
+            None => Err(CoordinatorError::UnknownWorker(worker.to_string())),
+        }
+    }
+
+    /// Heartbeat: extends the worker's leases; returns the listed jobs it no longer holds.
+    pub fn heartbeat(&self, id: &Identity, worker: &Uuid, held: &[Uuid]) -> Result<Vec<Uuid>> {
+        self.check_identity(id)?;
+        let now = self.now();
+        let mut g = self.jobs();
+        Self::touch(&mut g, worker, now)?;
+        Ok(held
+            .iter()
+            .filter(|j| g.jobs.get(j).is_none_or(|e| e.lease != Some(*worker)))
+            .copied()
+            .collect())
+    }
+
+    /// Lease up to `slots` jobs to a worker (none while paused).
+    pub fn lease(&self, id: &Identity, worker: &Uuid, slots: u32) -> Result<Vec<Job>> {
+        self.check_identity(id)?;
+        let paused = self.growth().paused;
+        let now = self.now();
+        let mut g = self.jobs();
+        Self::touch(&mut g, worker, now)?;
+        if paused {
+            return Ok(Vec::new());
+        }
+        Ok(g.lease(worker, slots.min(MAX_LEASE_SLOTS) as usize))
+    }
+
+    /// [`Coordinator::lease`]; when it finds no job while a growth run is under way (results
+    /// just landed), wait up to `wait` for the run to queue the next searches and lease again,
+    /// so that workers do not sleep through the end of every pass.
+    pub async fn lease_waiting(
+        &self,
+        id: &Identity,
+        worker: &Uuid,
+        slots: u32,
+        wait: Duration,
+    ) -> Result<Vec<Job>> {
+        let mut runs = self.growth_runs();
+        let jobs = self.lease(id, worker, slots)?;
+        if !jobs.is_empty() || slots == 0 || !(self.growth_busy() || runs.has_changed().unwrap_or(false)) {
+            return Ok(jobs);
+        }
+        let _ = tokio::time::timeout(wait, runs.changed()).await;
+        self.lease(id, worker, slots)
+    }
+
+    /// Whether the growth runner has work under way (a worker that got no job may wait for it
+    /// instead of sleeping: new jobs appear when it finishes).
+    pub fn growth_busy(&self) -> bool {
+        self.0.running.load(Ordering::SeqCst) || self.0.pending.load(Ordering::SeqCst)
+    }
+
+    /// A receiver that changes whenever a growth run finishes.
+    pub fn growth_runs(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.0.runs.subscribe()
+    }
+
+    /// Validate and store results from a worker. Either every result is valid (then valid ones
+    /// are stored with their provenance and handed to growth, duplicates ignored) or the call
+    /// fails and nothing changes. The results are stored but not yet durable: callers must
+    /// [`Coordinator::wait_durable`] before acknowledging.
+    pub fn submit(&self, id: &Identity, worker: &Uuid, results: &[JobResult]) -> Result<Vec<Ack>> {
+        self.check_identity(id)?;
+        if results.len() > MAX_RESULTS_PER_CALL {
+            return Err(CoordinatorError::TooMany {
+                got: results.len(),
+                max: MAX_RESULTS_PER_CALL,
+            });
+        }
+        let now = self.now();
+        let mut g = self.jobs();
+        Self::touch(&mut g, worker, now)?;
+        // Pass 1: validate everything without changing anything.
+        let mut acks = Vec::with_capacity(results.len());
+        let mut seen = HashSet::new();
+        for r in results {
+            if !seen.insert(r.job_id) {
+                g.counters.rejected += 1;
+                return Err(CoordinatorError::InvalidArgument(format!(
+                    "job {} appears twice in one call",
+                    r.job_id
+                )));
+            }
+            if g.done.contains(&r.job_id) {
+                acks.push(Ack::Duplicate);
+                continue;
+            }
+            let Some(j) = g.jobs.get(&r.job_id) else {
+                g.counters.rejected += 1;
+                return Err(CoordinatorError::UnknownJob(r.job_id));
+            };
+            let leased_here =
+                j.lease == Some(*worker) || (j.lease.is_none() && j.lessees.contains(worker));
+            if !leased_here {
+                g.counters.rejected += 1;
+                return Err(CoordinatorError::NotLeased {
+                    job: r.job_id,
+                    worker: *worker,
+                });
+            }
+            if let Err(e) = validate(&j.key, r) {
+                g.counters.rejected += 1;
+                return Err(e);
+            }
+            acks.push(Ack::Accepted);
+        }
+        // Pass 2: store.
+        let mut batch = Batch::default();
+        let mut landed = Vec::new();
+        let at = now_ms();
+        for (r, ack) in results.iter().zip(&acks) {
+            if *ack == Ack::Duplicate {
+                g.counters.duplicates += 1;
+                continue;
+            }
+            let Some(j) = g.remove(r.job_id) else {
+                continue;
+            };
+            let result = LeafResult {
+                mv: r.mv,
+                score: r.score,
+                depth: r.depth,
+                selectivity: r.selectivity,
+                exact: r.exact,
+                nodes: r.nodes,
+                elapsed: r.elapsed,
+            };
+            let rec = ResultRecord {
+                mv: r.mv.code(),
+                score: r.score,
+                depth: r.depth,
+                selectivity: r.selectivity,
+                exact: r.exact,
+                nodes: r.nodes,
+                elapsed_us: u64::try_from(r.elapsed.as_micros()).unwrap_or(u64::MAX),
+                worker: *worker.as_bytes(),
+                job: *r.job_id.as_bytes(),
+                accepted_ms: at,
+            };
+            batch.put_result(&j.key, &rec)?;
+            batch.put_done(&r.job_id, &j.key.board)?;
+            landed.push((j.key, result));
+            g.done.insert(r.job_id);
+            g.counters.completed += 1;
+            g.recent.push_back(now);
+            if let Some(w) = g.workers.get_mut(worker) {
+                w.completed += 1;
+                w.recent.push_back(now);
+            }
+        }
+        self.0.store.apply(batch)?;
+        self.0.written.fetch_add(1, Ordering::SeqCst);
+        g.trim_rates(now);
+        g.update_gauges();
+        drop(g);
+        if !landed.is_empty() {
+            metrics::counter!("bookfarm_jobs_completed_total").increment(landed.len() as u64);
+            self.0
+                .inbox
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(landed);
+            self.kick();
+        }
+        Ok(acks)
+    }
+
+    /// Have the growth runner apply what landed (one runner thread at a time; a kick while it
+    /// runs makes it run once more).
+    fn kick(&self) {
+        self.0.pending.store(true, Ordering::SeqCst);
+        if self.0.running.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let me = self.clone();
+        std::thread::spawn(move || {
+            loop {
+                me.0.pending.store(false, Ordering::SeqCst);
+                if let Err(e) = me.run_growth() {
+                    tracing::error!(error = %e, "growth run failed");
+                }
+                me.0.running.store(false, Ordering::SeqCst);
+                if !me.0.pending.load(Ordering::SeqCst)
+                    || me.0.running.swap(true, Ordering::SeqCst)
+                {
+                    break;
+                }
+            }
+        });
+    }
+
+    /// One growth run: apply the landed results, advance the programs, persist, and refresh the
+    /// job table with what they wait for.
+    fn run_growth(&self) -> Result<()> {
+        let landed = std::mem::take(&mut *self.0.inbox.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut growth = self.growth();
+        growth.results.extend(landed);
+        let needed = growth.advance(&self.0.store)?;
+        let positions = growth.book.len();
+        {
+            let mut jobs = self.jobs();
+            jobs.sync(&needed);
+        }
+        drop(growth);
+        metrics::gauge!("bookfarm_positions").set(positions as f64);
+        self.0.runs.send_modify(|n| *n += 1);
+        Ok(())
+    }
+
+    /// Wait until every result handed to growth so far is applied (tests, commands that read
+    /// the book right after their searches).
+    pub fn settle(&self) -> Result<()> {
+        while self.growth_busy() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let pending = !self
+            .0
+            .inbox
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty();
+        if pending {
+            self.run_growth()?;
+        }
+        Ok(())
+    }
+
+    /// Wait until every store write applied before this call is durable (group commit: one
+    /// fsync serves every caller waiting at that moment).
+    pub async fn wait_durable(&self) -> Result<()> {
+        let ticket = self.0.written.fetch_add(1, Ordering::SeqCst) + 1;
+        let _g = self.0.flush_lock.lock().await;
+        if self.0.flushed.load(Ordering::SeqCst) >= ticket {
+            return Ok(());
+        }
+        let target = self.0.written.load(Ordering::SeqCst);
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.0.store.flush())
+            .await
+            .map_err(|e| CoordinatorError::Internal(format!("flush task: {e}")))??;
+        self.0.flushed.fetch_max(target, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Blocking flush (shutdown, tests).
+    pub fn flush(&self) -> Result<()> {
+        Ok(self.0.store.flush()?)
+    }
+
+    /// A worker reports that a job failed; after `max_failures` (or a non-retryable failure) the
+    /// search is quarantined. Returns true when quarantined.
+    pub fn fail(&self, id: &Identity, worker: &Uuid, f: &Failure) -> Result<bool> {
+        self.check_identity(id)?;
+        let now = self.now();
+        let mut g = self.jobs();
+        Self::touch(&mut g, worker, now)?;
+        let Some(j) = g.jobs.get_mut(&f.job_id) else {
+            if g.done.contains(&f.job_id) {
+                return Ok(false);
+            }
+            return Err(CoordinatorError::UnknownJob(f.job_id));
+        };
+        if j.lease != Some(*worker) {
+            return Err(CoordinatorError::NotLeased {
+                job: f.job_id,
+                worker: *worker,
+            });
+        }
+        j.failures += 1;
+        let quarantine = !f.retryable || j.failures >= self.0.cfg.max_failures;
+        g.counters.failed += 1;
+        metrics::counter!("bookfarm_jobs_failed_total").increment(1);
+        if let Some(w) = g.workers.get_mut(worker) {
+            w.failed += 1;
+        }
+        tracing::warn!(job_id = %f.job_id, worker_id = %worker, reason = %f.reason, quarantine, "job failed");
+        if quarantine {
+            if let Some(j) = g.remove(f.job_id) {
+                g.quarantined.insert(
+                    j.key,
+                    QuarantineReport {
+                        job_id: f.job_id,
+                        board: j.key.board,
+                        reason: f.reason.clone(),
+                    },
+                );
+            }
+        } else {
+            g.release(f.job_id);
+        }
+        g.update_gauges();
+        Ok(quarantine)
+    }
+
+    /// Re-queue the jobs of workers silent for longer than the lease timeout; returns how many
+    /// jobs went back to the queue. Called periodically by the server.
+    pub fn expire_leases(&self) -> usize {
+        let now = self.now();
+        let timeout = self.0.cfg.lease_timeout;
+        let mut g = self.jobs();
+        let silent: Vec<Uuid> = g
+            .workers
+            .iter()
+            .filter(|(_, w)| now.saturating_sub(w.last_seen) > timeout)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut n = 0;
+        for wid in silent {
+            let Some(w) = g.workers.remove(&wid) else {
+                continue;
+            };
+            for jid in w.jobs {
+                if g.jobs.get(&jid).is_some_and(|j| j.lease == Some(wid)) {
+                    g.release(jid);
+                    n += 1;
+                }
+            }
+            tracing::warn!(worker_id = %wid, name = %w.name, "worker silent: leases expired");
+        }
+        g.counters.expired += n as u64;
+        metrics::counter!("bookfarm_jobs_expired_total").increment(n as u64);
+        g.update_gauges();
+        n
+    }
+
+    /// Queue a growth program (run after the programs already queued) and start it; `level`
+    /// sets the level of the positions it creates (`None`: the expanded position's). Returns
+    /// the number of searches queued.
+    pub fn start(&self, op: Operation, level: Option<u8>) -> Result<u64> {
+        tracing::info!(program = %op.describe(), ?level, "growth program queued");
+        self.growth().push(op, level);
+        self.run_growth()?;
+        self.0.store.flush()?;
+        Ok(self.jobs().queued() as u64)
+    }
+
+    /// Start an expansion by a selector from the start position (`level` 0: the expanded
+    /// position's level). Returns the number of searches queued.
+    pub fn start_expansion(&self, selector: Selector, level: u8) -> Result<u64> {
+        self.start(operation(selector), (level > 0).then_some(level))
+    }
+
+    /// Queue `book add` of games (move lists from the start position).
+    pub fn add_games(&self, games: &[Vec<Move>]) -> Result<u64> {
+        self.start(
+            Operation::AddGames {
+                games: games.to_vec(),
+            },
+            None,
+        )
+    }
+
+    /// Pause (true) or resume (false) the growth programs.
+    pub fn set_paused(&self, paused: bool) -> Result<()> {
+        let mut g = self.growth();
+        if !g.is_running() {
+            return Err(CoordinatorError::FailedPrecondition(
+                "no expansion to pause or resume".into(),
+            ));
+        }
+        g.paused = paused;
+        g.persist(&self.0.store)?;
+        drop(g);
+        self.0.store.flush()?;
+        Ok(())
+    }
+
+    /// The status report.
+    pub fn status(&self) -> StatusReport {
+        let (positions, state, expansion, root_value) = {
+            let g = self.growth();
+            let state = match (g.is_running(), g.paused, g.is_done()) {
+                (true, true, _) => State::Paused,
+                (true, false, _) => State::Running,
+                (false, _, true) => State::Done,
+                _ => State::Idle,
+            };
+            let root = canonical(&Board::start()).0;
+            let root_value = g
+                .book
+                .find(&root)
+                .map_or(-127, |id| i32::from(g.book.score(id).value));
+            (g.book.len() as u64, state, g.describe(), root_value)
+        };
+        let now = self.now();
+        let mut g = self.jobs();
+        g.trim_rates(now);
+        let rate = |v: &VecDeque<Duration>| {
+            v.len() as f64 / RATE_WINDOW.as_secs_f64().min(now.as_secs_f64().max(1.0))
+        };
+        let workers = g
+            .workers
+            .iter()
+            .map(|(id, w)| WorkerReport {
+                id: *id,
+                name: w.name.clone(),
+                threads: w.threads,
+                in_flight: w.jobs.len(),
+                completed: w.completed,
+                failed: w.failed,
+                results_per_second: rate(&w.recent),
+                last_seen: now.saturating_sub(w.last_seen),
+            })
+            .collect();
+        StatusReport {
+            positions,
+            queued: g.queued() as u64,
+            in_flight: g.in_flight as u64,
+            workers,
+            results_per_second: rate(&g.recent),
+            state,
+            expansion,
+            completed: g.counters.completed,
+            quarantined: g.quarantined.values().cloned().collect(),
+            root_value,
+        }
+    }
+
+    /// Counters since start.
+    pub fn counters(&self) -> Counters {
+        self.jobs().counters
+    }
+
+    /// A consistent snapshot of the book: header and every position.
+    pub fn snapshot(&self) -> (BookHeader, Vec<Position>) {
+        let g = self.growth();
+        (*g.book.header(), g.book.positions().collect())
+    }
+
+    /// A copy of the book (export, offline commands).
+    pub fn book_snapshot(&self) -> bookfarm_book::MemBook {
+        let mut book = self.growth().book.clone();
+        book.drop_parent_index();
+        book
+    }
+
+    /// The book position reached by a move list from the start (canonical coordinates).
+    pub fn show(&self, moves: &str) -> Result<Option<Position>> {
+        let b = canonical(&replay(moves)?).0;
+        Ok(self.growth().book.get(&b))
+    }
+
+    /// Header plus counts: (header, positions, links, leaves).
+    pub fn info(&self) -> (BookHeader, u64, u64, u64) {
+        let g = self.growth();
+        let book = &g.book;
+        let leaves = book
+            .ids()
+            .filter(|&id| book.leaf(id).mv != Move::None)
+            .count();
+        (
+            *book.header(),
+            book.len() as u64,
+            book.n_links() as u64,
+            leaves as u64,
+        )
+    }
+
+    /// Heap bytes of the in-memory book (positions, links, hash table, parent index).
+    pub fn book_heap_bytes(&self) -> usize {
+        self.growth().book.heap_bytes()
+    }
+
+    /// Number of known leaf results (the result store).
+    pub fn stored_results(&self) -> usize {
+        self.growth().results.len()
+    }
+
+    /// Replace the book by imported positions (refused while an expansion runs or jobs are out).
+    pub fn import(&self, header: BookHeader, positions: Vec<Position>) -> Result<u64> {
+        let mut growth = self.growth();
+        let mut jobs = self.jobs();
+        if (growth.is_running() && !growth.paused) || jobs.in_flight > 0 {
+            return Err(CoordinatorError::FailedPrecondition(
+                "cannot import while an expansion is running (pause it and let workers drain)"
+                    .into(),
+            ));
+        }
+        let entries: Vec<Entry> = positions.iter().cloned().map(Entry::new).collect();
+        self.0.store.create(&header, &entries)?;
+        *growth = Growth::load(header, positions, None, HashMap::new());
+        growth.clear();
+        let n = growth.book.len() as u64;
+        jobs.clear_jobs();
+        Ok(n)
+    }
+}
+
+/// Validate one result against its search: the move must be legal and not excluded (a pass only
+/// when forced; "no move" only when nothing is left to search), the score within [-64, 64], an
+/// exact score even (Edax's final scores give the empties to the winner), and the depth and
+/// selectivity those of the level table for the position (an exact solve reports the empties
+/// at full selectivity).
+fn validate(key: &LeafRequest, r: &JobResult) -> Result<()> {
+    let b = &key.board;
+    let open = b.moves() & !key.excluded;
+    let ok = match r.mv {
+        Move::Square(s) => open & s.bit() != 0,
+        Move::Pass => b.must_pass(),
+        Move::None => open == 0 && !b.must_pass(),
+    };
+    if !ok {
+        return Err(CoordinatorError::IllegalMove {
+            job: r.job_id,
+            mv: r.mv,
+        });
+    }
+    if !(-64..=64).contains(&r.score) {
+        return Err(CoordinatorError::ScoreOutOfRange {
+            job: r.job_id,
+            score: r.score,
+        });
+    }
+    if r.exact && r.score % 2 != 0 {
+        return Err(CoordinatorError::ExactParity {
+            job: r.job_id,
+            score: r.score,
+        });
+    }
+    Ok(())
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests;
