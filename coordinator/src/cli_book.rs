@@ -24,7 +24,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Offline book commands: on book files (dump, convert, info, stats) and, with `--db DIR`, on
 /// a store directory (Edax's `book …` command set).
@@ -440,7 +440,6 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
             let games = read_games(&games)?;
             searches(&db.db, &engine, None, |c| {
                 c.add_games(&games)?;
-                println!("adding {} games", games.len());
                 Ok(())
             })
         }
@@ -683,11 +682,13 @@ fn searches(
     selector: Option<Selector>,
     prepare: impl FnOnce(&Coordinator) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
+    // Catch Ctrl-C before anything touches the store.
+    let interrupt = interrupt_flag()?;
     let (eval, hash) = bookfarm_worker::exec::load_eval(engine.eval.as_deref())?;
     let n = threads(engine);
     let c = open_db(db, offline::service_config(&hash))?;
     prepare(&c)?;
-    run_searches(&c, engine, selector, eval, hash, n)
+    run_searches(&c, engine, selector, eval, hash, n, interrupt)
 }
 
 fn run_searches(
@@ -697,6 +698,7 @@ fn run_searches(
     eval: Arc<Eval>,
     hash: String,
     n: usize,
+    (flag, rt): (Arc<AtomicBool>, tokio::runtime::Runtime),
 ) -> anyhow::Result<()> {
     let bar = if engine.quiet {
         ProgressBar::hidden()
@@ -712,13 +714,18 @@ fn run_searches(
     };
     let before = c.status().completed;
     let t0 = Instant::now();
-    let out = runtime()?.block_on(offline::run_local(
+    let interrupted = async move {
+        while !flag.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let out = rt.block_on(offline::run_local(
         c,
         selector,
         n,
         eval,
         hash,
-        shutdown_signal(),
+        interrupted,
         |s: &StatusReport| {
             let done = s.completed - before;
             bar.set_length(done + s.queued + s.in_flight);
@@ -730,6 +737,9 @@ fn run_searches(
         },
     ))?;
     bar.finish_and_clear();
+    for line in c.reports() {
+        println!("{line}");
+    }
     let s = c.status();
     let verb = if out.interrupted {
         "interrupted (run again to resume)"
@@ -765,6 +775,7 @@ fn book_new(
             db.display()
         );
     }
+    let interrupt = interrupt_flag()?;
     let (eval, hash) = bookfarm_worker::exec::load_eval(engine.eval.as_deref())?;
     let store = Store::open(db).with_context(|| store_context(db))?;
     let (h, entries) = new_book(level, depth);
@@ -775,7 +786,7 @@ fn book_new(
     let n = threads(engine);
     let c = open_db(db, offline::service_config(&hash))?;
     println!("new book in {}: level {level}, depth {depth}", db.display());
-    run_searches(&c, engine, None, eval, hash, n)
+    run_searches(&c, engine, None, eval, hash, n, interrupt)
 }
 
 /// A selector command: `--dry-run` counts the first selection on a copy; otherwise run the

@@ -711,7 +711,6 @@ fn local(a: LocalArgs) -> anyhow::Result<()> {
             );
         }
         c.add_games(&games)?;
-        println!("adding {} games", games.len());
     }
     c.start_expansion(a.selector, 0)?;
     let factory: SearcherFactory = Arc::new(move || -> Box<dyn LeafSearcher> {
@@ -749,6 +748,9 @@ fn local(a: LocalArgs) -> anyhow::Result<()> {
         },
     ))?;
     bar.finish_and_clear();
+    for line in c.reports() {
+        println!("{line}");
+    }
     let s = c.status();
     let (h, positions) = c.snapshot();
     let format = ExportFormat::from_path(&a.out);

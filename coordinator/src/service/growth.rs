@@ -35,8 +35,10 @@ pub(crate) struct Growth {
     last: String,
     /// What the current program waits for.
     pub(crate) needed: Vec<LeafRequest>,
-    /// Results applied since start (counter for status).
+    /// Selector iterations completed since start.
     pub(crate) iterations: u32,
+    /// One line per program finished since start (what it added).
+    pub(crate) reports: Vec<String>,
 }
 
 impl Growth {
@@ -78,6 +80,7 @@ impl Growth {
             last: record.last,
             needed: Vec::new(),
             iterations: 0,
+            reports: Vec::new(),
         }
     }
 
@@ -138,6 +141,22 @@ impl Growth {
                         "growth program done"
                     );
                     self.iterations += st.iterations;
+                    self.reports.push(match op {
+                        Operation::AddGames { games } => format!(
+                            "added {} games: {} new positions, {} links",
+                            games.len(),
+                            st.changes.positions,
+                            st.changes.links
+                        ),
+                        _ => format!(
+                            "{}: {} new positions, {} links, {} searches in {} iterations",
+                            op.describe(),
+                            st.changes.positions,
+                            st.changes.links,
+                            st.changes.searches,
+                            st.iterations
+                        ),
+                    });
                     self.last = self.describe();
                     self.queue.pop_front();
                     self.driver = None;

@@ -908,6 +908,11 @@ impl Coordinator {
         self.growth().book.heap_bytes()
     }
 
+    /// What each growth program finished since the service opened added, one line each.
+    pub fn reports(&self) -> Vec<String> {
+        self.growth().reports.clone()
+    }
+
     /// Number of known leaf results (the result store).
     pub fn stored_results(&self) -> usize {
         self.growth().results.len()

@@ -22,14 +22,15 @@
 
 use crate::edax::bucket_order;
 use crate::grow::{
-    Changes, ExpandPlan, IllegalGameMove, add_board_request, apply_add_board, finish_expand,
-    plan_expand_at, replay_game,
+    Changes, ExpandPlan, IllegalGameMove, add_board_request, add_board_request_assuming,
+    apply_add_board, finish_expand, plan_expand_at, replay_game,
 };
 use crate::mem::MemBook;
 use crate::model::MAX_LEVEL;
 use crate::negamax::negamax_from;
 use crate::select::{Deviate, DeviatePass, deviate_pass, enhance_mark, extend_mark, play_mark};
 use bookfarm_engine::search::{LeafRequest, LeafResult};
+use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::{Board, Move};
 use std::collections::{HashMap, HashSet};
 
@@ -273,12 +274,15 @@ impl Driver {
                         let result = req.and_then(|q| results.result(&q));
                         if let (Some(req), None) = (req, result) {
                             let end = boards.len().min(cursor + 1 + lookahead.min(boards.len()));
+                            // Predict each later board's request with the boards before it in
+                            // the game added (each links to its child there).
                             let mut need = vec![req];
-                            need.extend(
-                                boards[cursor + 1..end]
-                                    .iter()
-                                    .filter_map(|b| add_board_request(book, b)),
-                            );
+                            let mut also: HashSet<Board> =
+                                std::iter::once(canonical(&b).0).collect();
+                            for later in &boards[cursor + 1..end] {
+                                need.extend(add_board_request_assuming(book, later, &also));
+                                also.insert(canonical(later).0);
+                            }
                             self.state.phase = Phase::Adding { game, cursor };
                             return Progress::Blocked(dedup_missing(need, results));
                         }

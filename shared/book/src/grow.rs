@@ -28,6 +28,7 @@ use crate::select::Deviate;
 use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::{Board, Move};
+use std::collections::HashSet;
 
 /// Edax's `position_add_link` on a detached position: overwrite the score of an existing link
 /// with the same move (returns `false`), or append the link, raise the value to its score and
@@ -374,6 +375,35 @@ pub fn add_board_request(book: &MemBook, board: &Board) -> Option<LeafRequest> {
             leaf_request(&p)
         }
     }
+}
+
+/// The request [`add_board`] would make on `board` once the positions of `also` (canonical
+/// boards) are in the book too: a prediction for a board added later in the same game (only the
+/// link squares matter to a request, so the assumed links get a placeholder score).
+pub fn add_board_request_assuming(
+    book: &MemBook,
+    board: &Board,
+    also: &HashSet<Board>,
+) -> Option<LeafRequest> {
+    if (board.empties() as i32) < book.header().n_empties - 1 {
+        return None;
+    }
+    let existing = book.probe(board);
+    let mut p = match existing {
+        Some(id) => book.position(id),
+        None => Position::new(*board, book_level(book)),
+    };
+    link_detached(book, &mut p);
+    if existing.is_some() && p.leaf.mv != Move::None {
+        return None;
+    }
+    for sq in bookfarm_engine::board::BitIter(p.board.moves()) {
+        let mv = Move::Square(sq);
+        if also.contains(&canonical(&child_board(&p.board, mv)).0) {
+            add_link_to(&mut p, Link::new(0, mv));
+        }
+    }
+    leaf_request(&p)
 }
 
 /// [`add_board`] with the result of [`add_board_request`] given (`None` exactly when it
