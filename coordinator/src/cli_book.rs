@@ -686,7 +686,7 @@ fn searches(
     let interrupt = interrupt_flag()?;
     let (eval, hash) = bookfarm_worker::exec::load_eval(engine.eval.as_deref())?;
     let n = threads(engine);
-    let c = open_db(db, offline::service_config(&hash))?;
+    let c = open_db(db, offline::service_config(&eval, &hash))?;
     prepare(&c)?;
     run_searches(&c, engine, selector, eval, hash, n, interrupt)
 }
@@ -784,7 +784,7 @@ fn book_new(
         .with_context(|| store_context(db))?;
     drop(store);
     let n = threads(engine);
-    let c = open_db(db, offline::service_config(&hash))?;
+    let c = open_db(db, offline::service_config(&eval, &hash))?;
     println!("new book in {}: level {level}, depth {depth}", db.display());
     run_searches(&c, engine, None, eval, hash, n, interrupt)
 }

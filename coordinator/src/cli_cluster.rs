@@ -561,8 +561,13 @@ fn service_config(
     if let Some(p) = eval.or(file.eval.as_deref()) {
         let bytes =
             std::fs::read(p).with_context(|| format!("reading evaluation {}", p.display()))?;
-        Eval::from_bytes(&bytes).with_context(|| format!("loading evaluation {}", p.display()))?;
-        cfg.eval_hash = Some(bookfarm_proto::eval_fingerprint(&bytes));
+        let eval = Arc::new(
+            Eval::from_bytes(&bytes)
+                .with_context(|| format!("loading evaluation {}", p.display()))?,
+        );
+        let hash = bookfarm_proto::eval_fingerprint(&bytes);
+        cfg.signature = Some(bookfarm_worker::exec::signature(&eval, &hash));
+        cfg.eval_hash = Some(hash);
     }
     if let Some(s) = lease_timeout {
         cfg.lease_timeout = Duration::from_secs(s.max(1));
@@ -672,8 +677,10 @@ fn ensure_book(db: &Path, level: u8, depth: u8) -> anyhow::Result<bool> {
 fn local(a: LocalArgs) -> anyhow::Result<()> {
     let (weights, hash) = bookfarm_worker::exec::load_eval(a.eval.as_deref())?;
     let created = ensure_book(&a.db, a.level, a.depth)?;
+    let search_signature = bookfarm_worker::exec::signature(&weights, &hash);
     let cfg = ServiceConfig {
         eval_hash: Some(hash.clone()),
+        signature: Some(search_signature.clone()),
         engine_version: Some(bookfarm_proto::ENGINE_VERSION.to_string()),
         ..ServiceConfig::default()
     };
@@ -720,6 +727,7 @@ fn local(a: LocalArgs) -> anyhow::Result<()> {
     let opts = bookfarm_coordinator::local::LocalOptions {
         workers: a.workers,
         eval_hash: hash,
+        search_signature,
         http: a.http.clone(),
         lookahead: a.lookahead,
     };

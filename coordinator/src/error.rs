@@ -39,6 +39,25 @@ pub enum CoordinatorError {
         /// Expected eval hash.
         want: String,
     },
+    /// The search signature differs from the book's (or is missing).
+    #[error("search signature: {0}")]
+    Signature(String),
+    /// A result's depth or selectivity is not what the level table gives for its search.
+    #[error(
+        "job {job}: depth {depth} at selectivity {selectivity} does not match level {level} at {empties} empties"
+    )]
+    BadDepth {
+        /// The job.
+        job: uuid::Uuid,
+        /// Reported depth.
+        depth: u32,
+        /// Reported selectivity index.
+        selectivity: u8,
+        /// The job's level.
+        level: u8,
+        /// Empties of the searched position.
+        empties: u32,
+    },
     /// Unknown worker id (e.g. after a coordinator restart): register again.
     #[error("unknown worker {0} (register again)")]
     UnknownWorker(String),
@@ -107,12 +126,14 @@ impl ServiceError for CoordinatorError {
             E::ProtocolVersion { .. }
             | E::EngineVersion { .. }
             | E::EvalHash { .. }
+            | E::Signature(_)
             | E::NotLeased { .. }
             | E::FailedPrecondition(_) => ErrorCode::FailedPrecondition,
             E::UnknownWorker(_) | E::UnknownJob(_) => ErrorCode::NotFound,
             E::IllegalMove { .. }
             | E::ScoreOutOfRange { .. }
             | E::ExactParity { .. }
+            | E::BadDepth { .. }
             | E::InvalidArgument(_) => ErrorCode::InvalidArgument,
             E::TooMany { .. } => ErrorCode::ResourceExhausted,
             E::Store(_) | E::Internal(_) => ErrorCode::Internal,

@@ -19,6 +19,8 @@ pub struct LocalOptions {
     pub workers: usize,
     /// Fingerprint of the evaluation the workers load.
     pub eval_hash: String,
+    /// The workers' search signature.
+    pub search_signature: String,
     /// Optional HTTP listener address for metrics.
     pub http: Option<String>,
     /// Jobs each worker leases beyond its free thread (hides the result round trip; more
@@ -84,6 +86,7 @@ pub async fn run(
             lookahead: opts.lookahead,
             name: format!("local-{i}"),
             eval_hash: opts.eval_hash.clone(),
+            search_signature: opts.search_signature.clone(),
             ..WorkerConfig::default()
         };
         let mut rx = workers_rx.clone();

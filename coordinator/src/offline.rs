@@ -81,10 +81,11 @@ pub fn replace_book(c: &Coordinator, book: &MemBook) -> Result<u64, OfflineError
     Ok(c.import(*book.header(), positions)?)
 }
 
-/// The service configuration of an offline run with evaluation fingerprint `eval_hash`.
-pub fn service_config(eval_hash: &str) -> ServiceConfig {
+/// The service configuration of an offline run over `eval` (fingerprint `eval_hash`).
+pub fn service_config(eval: &Arc<Eval>, eval_hash: &str) -> ServiceConfig {
     ServiceConfig {
         eval_hash: Some(eval_hash.to_string()),
+        signature: Some(bookfarm_worker::exec::signature(eval, eval_hash)),
         engine_version: Some(bookfarm_proto::ENGINE_VERSION.to_string()),
         ..ServiceConfig::default()
     }
@@ -115,11 +116,13 @@ pub async fn run_local(
     if let Some(sel) = selector {
         c.start_expansion(sel, 0)?;
     }
+    let search_signature = bookfarm_worker::exec::signature(&eval, &eval_hash);
     let factory: SearcherFactory =
         Arc::new(move || -> Box<dyn LeafSearcher> { Box::new(EngineSearcher::new(eval.clone())) });
     let opts = LocalOptions {
         workers: threads.max(1),
         eval_hash,
+        search_signature,
         http: None,
         lookahead: 1,
     };

@@ -100,6 +100,7 @@ impl From<pb::WorkerIdentity> for Identity {
             engine_version: i.engine_version,
             eval_hash: i.eval_hash,
             auth_token: i.auth_token,
+            search_signature: i.search_signature,
         }
     }
 }
@@ -111,6 +112,7 @@ impl From<&Identity> for pb::WorkerIdentity {
             engine_version: i.engine_version.clone(),
             eval_hash: i.eval_hash.clone(),
             auth_token: i.auth_token.clone(),
+            search_signature: i.search_signature.clone(),
         }
     }
 }

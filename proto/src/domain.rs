@@ -15,6 +15,8 @@ pub struct Identity {
     pub eval_hash: String,
     /// Authentication token (empty when none).
     pub auth_token: String,
+    /// The worker's search signature (`bookfarm_engine::search::SearchSignature` as text).
+    pub search_signature: String,
 }
 
 /// One leaf-search job as handed to a worker.

@@ -23,7 +23,7 @@ pub mod pb {
 /// The wire protocol version carried by every worker RPC. 0 means "unset" and is always rejected.
 ///
 /// Bump it on any change that an older peer would misinterpret (field meaning, job semantics).
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Largest gRPC message either side accepts or sends (bytes). Set explicitly on every server and
 /// client so that an oversize message is refused with `OutOfRange`/`ResourceExhausted` rather than

@@ -236,6 +236,7 @@ async fn local_mode_and_worker_processes_build_the_same_book() {
     )
     .unwrap();
     let weights = std::sync::Arc::new(bookfarm_engine::eval::Eval::load(&eval).unwrap());
+    let search_signature = bookfarm_worker::exec::signature(&weights, &eval_hash(&eval));
     let factory: bookfarm_worker::pull_loop::SearcherFactory =
         std::sync::Arc::new(move || -> Box<dyn LeafSearcher> {
             Box::new(EngineSearcher::new(weights.clone()))
@@ -243,6 +244,7 @@ async fn local_mode_and_worker_processes_build_the_same_book() {
     let opts = LocalOptions {
         workers: 2,
         eval_hash: eval_hash(&eval),
+        search_signature,
         http: None,
         lookahead: 2,
     };

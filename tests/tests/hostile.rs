@@ -18,7 +18,16 @@ fn ident() -> pb::WorkerIdentity {
         engine_version: ENGINE_VERSION.into(),
         eval_hash: "e".into(),
         auth_token: TOKEN.into(),
+        search_signature: signature("e"),
     }
+}
+
+fn signature(eval: &str) -> String {
+    bookfarm_engine::search::SearchSignature::new(
+        &bookfarm_engine::search::SearchOptions::default(),
+        eval,
+    )
+    .to_string()
 }
 
 fn result(job: &pb::Job, mv: u32, score: i32) -> pb::LeafResult {
@@ -131,6 +140,20 @@ async fn hostile_rpcs_are_rejected_and_change_nothing() {
         (
             Some(pb::WorkerIdentity {
                 eval_hash: "other".into(),
+                ..ident()
+            }),
+            Code::FailedPrecondition,
+        ),
+        (
+            Some(pb::WorkerIdentity {
+                search_signature: signature("other"),
+                ..ident()
+            }),
+            Code::FailedPrecondition,
+        ),
+        (
+            Some(pb::WorkerIdentity {
+                search_signature: String::new(),
                 ..ident()
             }),
             Code::FailedPrecondition,

@@ -122,6 +122,7 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         lookahead: lookahead.or(file.lookahead).unwrap_or(d.lookahead),
         name: name.or(file.name).unwrap_or_else(host_name),
         token: token.or(file.token).unwrap_or_default(),
+        search_signature: bookfarm_worker::exec::signature(&weights, &eval_hash),
         eval_hash,
         max_backoff: file
             .max_backoff_secs

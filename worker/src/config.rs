@@ -20,6 +20,8 @@ pub struct WorkerConfig {
     pub token: String,
     /// Fingerprint of the evaluation weights (sent with every RPC).
     pub eval_hash: String,
+    /// The search signature of the searchers ([`crate::exec::signature`]; sent with every RPC).
+    pub search_signature: String,
     /// Longest wait between reconnection attempts.
     pub max_backoff: Duration,
     /// Per-RPC timeout.
@@ -57,6 +59,7 @@ impl Default for WorkerConfig {
             name: "worker".into(),
             token: String::new(),
             eval_hash: String::new(),
+            search_signature: String::new(),
             max_backoff: Duration::from_secs(30),
             rpc_timeout: Duration::from_secs(30),
             give_up_after: None,

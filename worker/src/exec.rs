@@ -55,6 +55,9 @@ pub enum Outcome {
     Done(JobResult),
     /// The search panicked (an engine bug); reported to the coordinator as a failure.
     Panicked(Job, String),
+    /// The search was aborted (lease cancelled, shutdown): its partial result is never
+    /// submitted, since the coordinator compares results exactly.
+    Aborted(Job),
 }
 
 /// A job handed to the pool with its abort flag.
@@ -102,6 +105,9 @@ impl Pool {
                                 s.search(&job, &task.abort)
                             }));
                             let o = match r {
+                                Ok(_) if task.abort.load(std::sync::atomic::Ordering::SeqCst) => {
+                                    Outcome::Aborted(job)
+                                }
                                 Ok(r) => Outcome::Done(r),
                                 Err(p) => {
                                     let msg = p
@@ -169,6 +175,13 @@ pub enum LoadEvalError {
         #[source]
         source: bookfarm_engine::eval::EvalError,
     },
+}
+
+/// The search signature of the engine searchers ([`EngineSearcher`]) over `eval`, whose
+/// fingerprint is `eval_hash`, as the text workers send.
+pub fn signature(eval: &Arc<Eval>, eval_hash: &str) -> String {
+    use bookfarm_engine::search::{SearchOptions, SearchSignature};
+    SearchSignature::new(&SearchOptions::for_eval(eval), eval_hash).to_string()
 }
 
 /// Load evaluation weights from `path`, or bookfarm's embedded default weights when `None`;

@@ -140,6 +140,10 @@ impl Loop {
                     self.finished.push(r);
                 }
             }
+            Outcome::Aborted(job) => {
+                self.outstanding.remove(&job.id);
+                tracing::debug!(job_id = %job.id, "search aborted; its partial result is dropped");
+            }
             Outcome::Panicked(job, msg) => {
                 self.outstanding.remove(&job.id);
                 tracing::error!(job_id = %job.id, %msg, "search panicked");
@@ -217,6 +221,7 @@ pub async fn run(
         engine_version: ENGINE_VERSION.to_string(),
         eval_hash: cfg.eval_hash.clone(),
         auth_token: cfg.token.clone(),
+        search_signature: cfg.search_signature.clone(),
     };
     let client = Client::with_tls(
         &cfg.coordinator,

@@ -29,7 +29,7 @@ use crate::store::{Batch, ResultRecord, Store};
 use bookfarm_book::driver::Operation;
 use bookfarm_book::model::{BookHeader, Position};
 use bookfarm_book::select::Deviate;
-use bookfarm_engine::search::{LeafRequest, LeafResult};
+use bookfarm_engine::search::{LeafRequest, LeafResult, SearchSignature};
 use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::{Board, Move};
 use bookfarm_proto::domain::{Ack, Failure, Identity, Job, JobResult, Selector};
@@ -100,6 +100,10 @@ pub struct ServiceConfig {
     pub engine_version: Option<String>,
     /// Required eval hash (None: accept any).
     pub eval_hash: Option<String>,
+    /// The search signature of this run's searches (`SearchSignature` text). The store pins the
+    /// first signature it sees (this one, or the first worker's); workers with another are
+    /// refused, and a run whose signature differs from the pinned one does not open.
+    pub signature: Option<String>,
     /// Suggested wait for a worker that got no job.
     pub retry_after: Duration,
 }
@@ -113,6 +117,7 @@ impl Default for ServiceConfig {
             auth_token: None,
             engine_version: None,
             eval_hash: None,
+            signature: None,
             retry_after: Duration::from_millis(200),
         }
     }
@@ -215,6 +220,8 @@ struct Shared {
     pending: AtomicBool,
     /// Growth runs completed (waiters watch it).
     runs: tokio::sync::watch::Sender<u64>,
+    /// The search signature the book is pinned to (None until the first run or worker).
+    signature: Mutex<Option<SearchSignature>>,
     store: Store,
     cfg: ServiceConfig,
     clock: Arc<dyn Clock>,
@@ -286,6 +293,35 @@ fn start_unsearched(book: &bookfarm_book::MemBook) -> bool {
     })
 }
 
+/// The signature a store opens with: the pinned one, which a run's own signature must equal;
+/// a run's signature pins an unpinned store.
+fn pin_signature(
+    store: &Store,
+    stored: Option<&str>,
+    run: Option<&str>,
+) -> Result<Option<SearchSignature>> {
+    let parse = |t: &str| {
+        SearchSignature::parse(t)
+            .ok_or_else(|| CoordinatorError::Signature(format!("cannot parse {t:?}")))
+    };
+    let stored = stored.map(parse).transpose()?;
+    let run = run.map(parse).transpose()?;
+    match (stored, run) {
+        (Some(s), Some(r)) if s != r => Err(CoordinatorError::Signature(format!(
+            "this book was built under another search signature; {} (this run vs the book)",
+            r.differences(&s).join("; ")
+        ))),
+        (Some(s), _) => Ok(Some(s)),
+        (None, Some(r)) => {
+            let mut b = Batch::default();
+            b.put_signature(&r.to_string())?;
+            store.apply(b)?;
+            Ok(Some(r))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -312,6 +348,7 @@ impl Coordinator {
         if !growth.is_running() && start_unsearched(&growth.book) {
             growth.push(Operation::New, None);
         }
+        let pinned = pin_signature(&store, loaded.signature.as_deref(), cfg.signature.as_deref())?;
         let mut jobs = Jobs::default();
         jobs.done = loaded.done.into_iter().collect();
         let (runs, _) = tokio::sync::watch::channel(0);
@@ -322,6 +359,7 @@ impl Coordinator {
             running: AtomicBool::new(false),
             pending: AtomicBool::new(false),
             runs,
+            signature: Mutex::new(pinned),
             store,
             cfg,
             clock,
@@ -400,7 +438,36 @@ impl Coordinator {
                 want: h.clone(),
             });
         }
-        Ok(())
+        self.check_signature(&id.search_signature)
+    }
+
+    /// A worker's search signature must be the book's; the first one seen pins the book when
+    /// nothing did before.
+    fn check_signature(&self, text: &str) -> Result<()> {
+        let Some(theirs) = SearchSignature::parse(text) else {
+            return Err(CoordinatorError::Signature(if text.is_empty() {
+                "the worker sent none (upgrade the worker)".into()
+            } else {
+                format!("cannot parse {text:?}")
+            }));
+        };
+        let mut pinned = self.0.signature.lock().unwrap_or_else(|p| p.into_inner());
+        match &*pinned {
+            Some(ours) if *ours != theirs => Err(CoordinatorError::Signature(format!(
+                "the worker's differs from the book's: {} (worker vs book)",
+                theirs.differences(ours).join("; ")
+            ))),
+            Some(_) => Ok(()),
+            None => {
+                let mut b = Batch::default();
+                b.put_signature(&theirs.to_string())?;
+                self.0.store.apply(b)?;
+                self.0.store.flush()?;
+                tracing::info!(signature = %theirs, "book pinned to the first worker's search signature");
+                *pinned = Some(theirs);
+                Ok(())
+            }
+        }
     }
 
     /// Check an admin token.
@@ -941,8 +1008,9 @@ impl Coordinator {
 /// Validate one result against its search: the move must be legal and not excluded (a pass only
 /// when forced; "no move" only when nothing is left to search), the score within [-64, 64], an
 /// exact score even (Edax's final scores give the empties to the winner), and the depth and
-/// selectivity those of the level table for the position (an exact solve reports the empties
-/// at full selectivity).
+/// selectivity those of the level table for the position (a finished game reports its empties
+/// at full selectivity). Workers never submit aborted searches, so a completed search always
+/// reports the level table's depth and selectivity.
 fn validate(key: &LeafRequest, r: &JobResult) -> Result<()> {
     let b = &key.board;
     let open = b.moves() & !key.excluded;
@@ -967,6 +1035,22 @@ fn validate(key: &LeafRequest, r: &JobResult) -> Result<()> {
         return Err(CoordinatorError::ExactParity {
             job: r.job_id,
             score: r.score,
+        });
+    }
+    // A finished game is scored, not searched: every empty is "searched", at full selectivity.
+    let empties = b.empties();
+    let want = if b.is_game_over() {
+        (empties, bookfarm_engine::level::NO_SELECTIVITY)
+    } else {
+        bookfarm_engine::level::level_params(key.level, empties)
+    };
+    if (r.depth, r.selectivity) != want {
+        return Err(CoordinatorError::BadDepth {
+            job: r.job_id,
+            depth: r.depth,
+            selectivity: r.selectivity,
+            level: key.level,
+            empties,
         });
     }
     Ok(())

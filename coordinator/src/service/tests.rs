@@ -22,11 +22,20 @@ pub(crate) fn mock_result(job: &Job) -> JobResult {
         job_id: job.id,
         mv,
         score,
-        depth: u32::from(job.level),
-        selectivity: 5,
+        depth: expected(job).0,
+        selectivity: expected(job).1,
         exact: false,
         nodes: 1,
         elapsed: Duration::from_micros(1),
+    }
+}
+
+/// The depth and selectivity a search of `job` reports (the level table's).
+pub(crate) fn expected(job: &Job) -> (u32, u8) {
+    if job.board.is_game_over() {
+        (job.board.empties(), 5)
+    } else {
+        bookfarm_engine::level::level_params(job.level, job.board.empties())
     }
 }
 
@@ -36,7 +45,16 @@ pub(crate) fn identity() -> Identity {
         engine_version: ENGINE_VERSION.into(),
         eval_hash: "00".into(),
         auth_token: String::new(),
+        search_signature: test_signature("00"),
     }
+}
+
+pub(crate) fn test_signature(eval: &str) -> String {
+    bookfarm_engine::search::SearchSignature::new(
+        &bookfarm_engine::search::SearchOptions::default(),
+        eval,
+    )
+    .to_string()
 }
 
 struct Fixture {
@@ -557,4 +575,76 @@ fn replay_parses_move_lists() {
     assert_eq!(b.empties(), 58);
     assert!(replay("f5f5").is_err());
     assert!(replay("f5d").is_err());
+}
+
+#[test]
+fn workers_with_another_search_signature_are_refused_naming_the_difference() {
+    let f = fixture(2, 10, ServiceConfig::default());
+    let id = identity();
+    // The first worker pins the book's signature.
+    f.c.register(&id, "first", 1).unwrap();
+    let small_tt = bookfarm_engine::search::SearchOptions {
+        tt_bits: 14,
+        ..bookfarm_engine::search::SearchOptions::default()
+    };
+    let other_options = Identity {
+        search_signature: bookfarm_engine::search::SearchSignature::new(&small_tt, "00")
+            .to_string(),
+        ..identity()
+    };
+    let e = f.c.register(&other_options, "tt14", 1).unwrap_err().to_string();
+    assert!(e.contains("search options: tt=14"), "{e}");
+    let other_weights = Identity {
+        search_signature: test_signature("77"),
+        ..identity()
+    };
+    let e = f.c.register(&other_weights, "w77", 1).unwrap_err().to_string();
+    assert!(e.contains("evaluation: 77 vs 00"), "{e}");
+    let none = Identity {
+        search_signature: String::new(),
+        ..identity()
+    };
+    assert!(matches!(
+        f.c.register(&none, "old", 1),
+        Err(CoordinatorError::Signature(_))
+    ));
+    // The pin survives a restart, and a run with another signature does not open the book.
+    let f = reopen(f, ServiceConfig::default());
+    assert!(f.c.register(&other_weights, "w77", 1).is_err());
+    let Fixture { dir, c, .. } = f;
+    c.flush().unwrap();
+    drop(c);
+    let store = Store::open(dir.path()).unwrap();
+    let cfg = ServiceConfig {
+        signature: Some(test_signature("77")),
+        ..ServiceConfig::default()
+    };
+    let e = Coordinator::open(store, dir.path(), cfg, Arc::new(ManualClock::default()))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("evaluation: 77 vs 00"), "{e}");
+}
+
+#[test]
+fn a_result_whose_depth_is_not_the_level_tables_is_refused() {
+    let f = fixture(4, 10, ServiceConfig::default());
+    let id = identity();
+    let w = f.c.register(&id, "t", 1).unwrap();
+    let job = f.c.lease(&id, &w, 1).unwrap()[0];
+    for (depth, selectivity) in [(3, 5), (4, 0), (60, 5)] {
+        let r = JobResult {
+            depth,
+            selectivity,
+            ..mock_result(&job)
+        };
+        assert!(matches!(
+            f.c.submit(&id, &w, &[r]),
+            Err(CoordinatorError::BadDepth { .. })
+        ));
+    }
+    assert_eq!(f.c.stored_results(), 0);
+    assert_eq!(
+        f.c.submit(&id, &w, &[mock_result(&job)]).unwrap(),
+        vec![Ack::Accepted]
+    );
 }

@@ -35,7 +35,7 @@ pub mod tt;
 pub use midgame::{
     NWS_STABILITY_THRESHOLD, SCORE_INF, SCORE_MAX, stability_lower, stability_upper,
 };
-pub use options::SearchOptions;
+pub use options::{SEARCH_REVISION, SearchOptions, SearchSignature};
 
 use crate::board::Board;
 use crate::eval::Eval;
@@ -111,13 +111,10 @@ impl Searcher {
     /// weights ([`crate::eval::default_eval`]) probcut uses the model calibrated for them
     /// ([`probcut::DEFAULT_WEIGHTS_PARAMS`]); with any other weights, Edax's published model.
     pub fn new(eval: Arc<Eval>) -> Searcher {
-        let mut opts = SearchOptions::default();
-        if crate::eval::default::is_default_eval(&eval) {
-            opts.probcut = probcut::ProbcutModel::calibrated_default_weights()
-                .expect("the shipped probcut file parses (checked by tests)");
-        }
+        let opts = SearchOptions::for_eval(&eval);
         Searcher::with_options(eval, opts)
     }
+
 
     /// A searcher with explicit options.
     pub fn with_options(eval: Arc<Eval>, opts: SearchOptions) -> Searcher {

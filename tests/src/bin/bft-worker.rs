@@ -62,6 +62,10 @@ fn main() -> anyhow::Result<()> {
         threads: a.threads,
         name: a.name,
         eval_hash: bookfarm_proto::eval_fingerprint(&bytes),
+        search_signature: bookfarm_worker::exec::signature(
+            &eval,
+            &bookfarm_proto::eval_fingerprint(&bytes),
+        ),
         token: a.token,
         max_backoff: std::time::Duration::from_millis(500),
         on_ack,
