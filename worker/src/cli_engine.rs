@@ -348,8 +348,9 @@ fn thread_cpu_seconds() -> Option<f64> {
     Some(ns as f64 * 1e-9)
 }
 
-fn bench(eval: Option<&Path>, depth: u32, obf: Option<&Path>) -> anyhow::Result<()> {
-    let eval = load_eval(eval)?;
+fn bench(eval_path: Option<&Path>, depth: u32, obf: Option<&Path>) -> anyhow::Result<()> {
+    let (eval, fingerprint) = bookfarm_worker::exec::load_eval(eval_path)?;
+    let signature = bookfarm_worker::exec::signature(&eval, &fingerprint);
     let boards: Vec<Board> = match obf {
         Some(p) => read_obf(p)?.into_iter().map(|p| p.board).collect(),
         None => bench_positions(),
@@ -372,6 +373,13 @@ fn bench(eval: Option<&Path>, depth: u32, obf: Option<&Path>) -> anyhow::Result<
         _ => secs,
     };
     writeln!(out, "total\t{total_nodes}\t{secs:.3}")?;
+    writeln!(
+        out,
+        "search signature: {signature} (hash {})",
+        bookfarm_engine::search::SearchSignature::parse(&signature)
+            .map(|s| s.hash())
+            .unwrap_or_default()
+    )?;
     writeln!(
         out,
         "bench: {} positions, depth {depth}, {total_nodes} nodes, {secs:.3} s wall, {cpu:.3} s cpu, {:.0} nodes/cpu-s",
