@@ -6,7 +6,8 @@
 
 use anyhow::{Context, anyhow, bail};
 use bookfarm_book::{
-    BookDate, MemBook, csv, dump, edax, grow, info, maintain, negamax, query, select,
+    BookDate, MemBook, accuracy, csv, dump, edax, grow, info, line, maintain, negamax, query,
+    select,
 };
 use bookfarm_coordinator::offline;
 use bookfarm_coordinator::service::{Coordinator, ServiceConfig, StatusReport, new_book};
@@ -225,6 +226,30 @@ pub enum BookCommand {
         #[command(flatten)]
         db: Db,
     },
+    /// Egaroucid's accuracy grade (A–F, AA–AF) of a position and of its book moves.
+    Accuracy {
+        /// Moves from the start position (e.g. f5d6c3; empty = the start).
+        #[arg(default_value = "")]
+        moves: String,
+        /// The book file (.dat, .csv or .egbk3); or use --db.
+        #[arg(long, required_unless_present = "db", conflicts_with = "db")]
+        file: Option<PathBuf>,
+        /// Store directory.
+        #[arg(long)]
+        db: Option<PathBuf>,
+    },
+    /// Every position of a line as the book holds it: value, bounds, level, lines, accuracy,
+    /// leaf and links.
+    Line {
+        /// Moves from the start position (e.g. f5d6c3).
+        moves: String,
+        /// The book file (.dat, .csv or .egbk3); or use --db.
+        #[arg(long, required_unless_present = "db", conflicts_with = "db")]
+        file: Option<PathBuf>,
+        /// Store directory.
+        #[arg(long)]
+        db: Option<PathBuf>,
+    },
 }
 
 /// The store directory.
@@ -430,7 +455,12 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
             let c = open_db(&db.db, ServiceConfig::default())?;
             let book = offline::load_book(&c);
             match query::show(&book, &board) {
-                Some(text) => print(&text),
+                Some(text) => {
+                    // Edax's text, then the position's accuracy grade.
+                    let grade = accuracy::accuracy(&book, &board)
+                        .map_or_else(|| "?".to_string(), |a| a.to_string());
+                    print(&format!("{text}Accuracy: {grade}\n"))
+                }
                 None => bail!("the position after {moves:?} is not in the book"),
             }
         }
@@ -510,6 +540,31 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
                 println!("game {}: illegal move at ply {}", g + 1, i + 1);
             }
             print(&format!("{}\n", r.summary()))
+        }
+        BookCommand::Accuracy { moves, file, db } => {
+            let book = load_file_or_db(file.as_deref(), db.as_deref())?;
+            let board = replay(&moves)?;
+            let mut grader = accuracy::Grader::new(&book);
+            let Some(a) = grader.accuracy(&board) else {
+                bail!("the position after {moves:?} is not in the book");
+            };
+            let mut text = format!("accuracy: {a}\n");
+            if let Some((_, list)) = query::book_moves(&book, &board) {
+                for m in list.iter().filter(|m| !m.leaf) {
+                    let child = board.next_unchecked(m.mv);
+                    if let Some(c) = grader.accuracy(&child) {
+                        text.push_str(&format!("  {}:{:+} {c}\n", m.mv, m.score));
+                    }
+                }
+            }
+            print(&text)
+        }
+        BookCommand::Line { moves, file, db } => {
+            let book = load_file_or_db(file.as_deref(), db.as_deref())?;
+            let list =
+                transcript::parse_moves(&moves).with_context(|| format!("moves {moves:?}"))?;
+            let steps = line::inspect(&book, &list).map_err(|e| anyhow!("moves {moves:?}: {e}"))?;
+            print(&line::render(&steps))
         }
         BookCommand::Problem { empties, count, db } => {
             let c = open_db(&db.db, ServiceConfig::default())?;

@@ -11,7 +11,9 @@
 //! * [`grow`]: leaf searches as requests and results, expansion, adding games, `book store`,
 //!   link, fill and fix, with searches run by a caller-supplied callback;
 //! * [`query`]: `book show`, `book problem` and `book check` with Edax's text;
-//! * [`synth`]: deterministic synthetic books for tests and benchmarks.
+//! * [`synth`]: deterministic synthetic books for tests and benchmarks;
+//! * [`accuracy`]: Egaroucid's accuracy grades (A–F, AA–AF);
+//! * [`line`]: `book line`, every position of a line as the book holds it.
 //!
 //! The crate does no IO beyond what callers hand it (byte slices and strings) and has no
 //! async or logging dependency.
@@ -31,11 +33,13 @@
 //! ```
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod accuracy;
 pub mod csv;
 pub mod dump;
 pub mod edax;
 pub mod grow;
 pub mod info;
+pub mod line;
 pub mod maintain;
 pub mod mem;
 pub mod model;

@@ -1,0 +1,123 @@
+//! Book quality tools on Edax's golden books: accuracy grades (computed by hand on book-tiny),
+//! `book line`, `.egbk3` round trips, merging by level, better leaves.
+
+use bookfarm_book::accuracy::{Grade, Grader};
+use bookfarm_book::line;
+use bookfarm_book::{MemBook, edax};
+use bookfarm_engine::Board;
+use bookfarm_engine::formats::transcript::parse_moves;
+use std::path::PathBuf;
+
+fn golden(name: &str) -> Option<PathBuf> {
+    bookfarm_engine::testdata::shared_dir_or_skip().map(|d| d.join("golden").join(name))
+}
+
+fn golden_book(name: &str) -> Option<MemBook> {
+    let path = golden(name)?;
+    let bytes = std::fs::read(&path).expect("read golden book");
+    Some(edax::read_book(&bytes).expect("golden book parses"))
+}
+
+fn board_after(moves: &str) -> Board {
+    let mut b = Board::start();
+    for mv in parse_moves(moves).expect("moves") {
+        if b.must_pass() {
+            b = b.pass();
+        }
+        b = b.play_move(mv).expect("legal");
+    }
+    b
+}
+
+fn set_level(book: &mut MemBook, moves: &str, level: u8) {
+    let id = book.probe(&board_after(moves)).expect("in book");
+    book.set_level(id, level);
+}
+
+fn grade_of(book: &MemBook, moves: &str) -> String {
+    Grader::new(book)
+        .accuracy(&board_after(moves))
+        .expect("in book")
+        .to_string()
+}
+
+/// book-tiny around the line f5 f4 e3 f6 d3 (see `book line` below for its values):
+///
+/// * P1 = f5 (59 empties): links f6 +3, f4 +1, d6 +0, no leaf;
+/// * P2 = f5f4 (58): link e3 −1 (to P3), leaf d3 −16;
+/// * P3 = f5f4e3 (57): link f6 −7 (to P4), leaf d2 +1;
+/// * P4 = f5f4e3f6 (56): links d3 +7 (to P5), e6 −3, leaf g5 −3;
+/// * P5 = f5f4e3f6d3 (55): no link, leaf c3 −7.
+///
+/// Level 2 searches 55–60 empties at depth 2 (midgame), level 60 solves them (perfect), level 50
+/// reads 57–59 empties as a depth = empties search at 73% (endgame).
+#[test]
+fn accuracy_grades_by_hand_on_book_tiny() {
+    let Some(book) = golden_book("book-tiny.dat") else {
+        return;
+    };
+    // As built (level 2 everywhere): every line ends in a midgame search.
+    let mut g = Grader::new(&book);
+    for id in book.ids().collect::<Vec<_>>() {
+        assert_eq!(g.of(id).grade, Grade::F);
+    }
+
+    // P5 solved: P4's only link within 1 (and 2) disc of its best (+7) is P5 → AA. P3's best
+    // link (−7, to P4) is AA; its leaf d2 (+1) is within the tolerance but a midgame search,
+    // which Egaroucid's rule ignores → AA; P2 follows its only link → AA. P1's best link f6 (+3)
+    // leads to midgame lines → F.
+    let mut b = book.clone();
+    set_level(&mut b, "f5f4e3f6d3", 60);
+    assert_eq!(grade_of(&b, "f5f4e3f6d3"), "AA");
+    assert_eq!(grade_of(&b, "f5f4e3f6"), "AA");
+    assert_eq!(grade_of(&b, "f5f4e3"), "AA");
+    assert_eq!(grade_of(&b, "f5f4"), "AA");
+    assert_eq!(grade_of(&b, "f5"), "F");
+
+    // Everything solved: every position is AA.
+    let mut all = book.clone();
+    for id in all.ids().collect::<Vec<_>>() {
+        all.set_level(id, 60);
+    }
+    let mut g = Grader::new(&all);
+    for id in all.ids().collect::<Vec<_>>() {
+        assert_eq!(g.of(id).to_string(), "AA");
+    }
+
+    // Everything solved but P3 at level 50: P3's link to P4 is A and its leaf d2 (+1, within
+    // the tolerance of the best link −7) is an endgame read → B; P2 → B. P1 at 1 disc only
+    // follows f6 (+3, all perfect) → A; at 2 discs also f4 (+1) → P2 = B → AB; the root's four
+    // links all lead to P1 → AB. P4 does not see P3 → AA.
+    set_level(&mut all, "f5f4e3", 50);
+    assert_eq!(grade_of(&all, "f5f4e3"), "B");
+    assert_eq!(grade_of(&all, "f5f4"), "B");
+    assert_eq!(grade_of(&all, "f5"), "AB");
+    assert_eq!(grade_of(&all, ""), "AB");
+    assert_eq!(grade_of(&all, "f5f4e3f6"), "AA");
+}
+
+/// `book line` on a line of book-tiny: the values, bounds, levels, lines, leaves and links of
+/// every position, in the line's orientation (the first positions agree with Edax's `book show`
+/// in book-tiny.console.txt: `Best score: -3 [-5, -1]`, `Moves: [D3:-3] [C4:-3] [F5:-3]
+/// [E6:-3]`, then `+3 [+1, +5]`, `[f6:+3] [f4:+1] [d6:+0]`), and a move past the book.
+#[test]
+fn book_line_on_a_known_line() {
+    let Some(book) = golden_book("book-tiny.dat") else {
+        return;
+    };
+    let steps = line::inspect(&book, &parse_moves("f5f4e3f6d3c3").expect("moves")).expect("legal");
+    let want = "\
+ply mv value [lower, upper] level, lines, accuracy, leaf, links
+  0 --   -3 [  -5,   -1] level  2 lines        132 accuracy F  leaf     -- links D3:-3 C4:-3 F5:-3 E6:-3
+  1 F5   +3 [  +1,   +5] level  2 lines         33 accuracy F  leaf     -- links f6:+3 f4:+1 d6:+0
+  2 f4   -1 [  -4,   +0] level  2 lines          9 accuracy F  leaf D3:-16 links E3:-1
+  3 E3   +1 [  +0,   +4] level  2 lines          8 accuracy F  leaf  d2:+1 links f6:-7
+  4 f6   +7 [  +4,   +8] level  2 lines          7 accuracy F  leaf  G5:-3 links D3:+7 E6:-3
+  5 D3   -7 [  -8,   -4] level  2 lines          1 accuracy F  leaf  c3:-7 links --
+  6 c3  not in the book
+";
+    assert_eq!(line::render(&steps), want);
+    let e = steps[4].entry.as_ref().expect("in book");
+    assert_eq!((e.value, e.lower, e.upper, e.level), (7, 4, 8, 2));
+    assert!(line::inspect(&book, &parse_moves("f5f5").expect("moves")).is_err());
+}
