@@ -6,8 +6,8 @@
 
 use anyhow::{Context, anyhow, bail};
 use bookfarm_book::{
-    BookDate, MemBook, accuracy, csv, dump, edax, grow, info, line, maintain, negamax, query,
-    select,
+    BookDate, MemBook, accuracy, csv, dump, edax, egbk3, grow, info, line, maintain, negamax,
+    query, select,
 };
 use bookfarm_coordinator::offline;
 use bookfarm_coordinator::service::{Coordinator, ServiceConfig, StatusReport, new_book};
@@ -37,20 +37,23 @@ pub enum BookCommand {
         #[arg(long)]
         no_header: bool,
     },
-    /// Convert between Edax's book.dat and CSV, chosen by the file extensions (.dat, .csv).
+    /// Convert between Edax's book.dat, CSV and Egaroucid's .egbk3, chosen by the file
+    /// extensions (.dat, .csv, .egbk3).
     ///
     /// dat→dat rewrites the records in Edax 4.6 bucket order keeping the header (date included);
     /// csv→dat links the positions, negamaxes and sorts them as Edax's `book import` does
-    /// (without re-searching leaves: that needs the engine), stamping the current UTC time.
+    /// (without re-searching leaves: that needs the engine), stamping the current UTC time;
+    /// .egbk3 is read and written with Egaroucid's layout and levels (see
+    /// `bookfarm_book::egbk3`), linked and negamaxed like a CSV.
     Convert {
-        /// Input file (.dat or .csv).
+        /// Input file (.dat, .csv or .egbk3).
         input: PathBuf,
-        /// Output file (.dat or .csv).
+        /// Output file (.dat, .csv or .egbk3).
         output: PathBuf,
     },
     /// Print Edax's `book info` facts: positions, links, leaves, levels, depth.
     Info {
-        /// The book file (.dat or .csv); or use --db.
+        /// The book file (.dat, .csv or .egbk3); or use --db.
         #[arg(required_unless_present = "db", conflicts_with = "db")]
         file: Option<PathBuf>,
         /// Store directory.
@@ -59,7 +62,7 @@ pub enum BookCommand {
     },
     /// Print Edax's `book stats`: hash, stage and best-score distributions.
     Stats {
-        /// The book file (.dat or .csv); or use --db.
+        /// The book file (.dat, .csv or .egbk3); or use --db.
         #[arg(required_unless_present = "db", conflicts_with = "db")]
         file: Option<PathBuf>,
         /// Store directory.
@@ -84,7 +87,7 @@ pub enum BookCommand {
     },
     /// Edax `book import FILE`: replace the store's book by a book.dat or CSV.
     Import {
-        /// The book (.dat or .csv).
+        /// The book (.dat, .csv or .egbk3).
         file: PathBuf,
         #[command(flatten)]
         db: Db,
@@ -93,7 +96,7 @@ pub enum BookCommand {
     Export {
         #[command(flatten)]
         db: Db,
-        /// Output file (.dat or .csv).
+        /// Output file (.dat, .csv or .egbk3).
         file: PathBuf,
     },
     /// Edax `book negamax`: recompute every value and sort the links.
@@ -201,7 +204,7 @@ pub enum BookCommand {
     },
     /// Edax `book merge FILE`: merge another book.dat into the store's book.
     Merge {
-        /// The other book (.dat or .csv).
+        /// The other book (.dat, .csv or .egbk3).
         other: PathBuf,
         #[command(flatten)]
         db: Db,
@@ -286,6 +289,7 @@ pub struct SelectArgs {
 enum Format {
     Dat,
     Csv,
+    Egbk3,
 }
 
 fn format_of(path: &Path) -> anyhow::Result<Format> {
@@ -297,8 +301,9 @@ fn format_of(path: &Path) -> anyhow::Result<Format> {
     {
         Some("dat") => Ok(Format::Dat),
         Some("csv") => Ok(Format::Csv),
+        Some("egbk3") => Ok(Format::Egbk3),
         _ => Err(anyhow!(
-            "{}: unknown book format (expected a .dat or .csv extension)",
+            "{}: unknown book format (expected a .dat, .csv or .egbk3 extension)",
             path.display()
         )),
     }
@@ -325,6 +330,28 @@ fn load(path: &Path) -> anyhow::Result<MemBook> {
             book.header_mut().date = BookDate::now();
             Ok(book)
         }
+        Format::Egbk3 => {
+            let records = egbk3::read(&bytes).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            let (mut book, report) = egbk3::to_book(&records);
+            book.header_mut().date = BookDate::now();
+            tracing::info!(
+                records = report.records,
+                dropped = report.dropped,
+                duplicates = report.duplicates,
+                pass_positions = report.pass_positions,
+                "{}: Egaroucid book read",
+                path.display()
+            );
+            if !report.need_search.is_empty() || report.bad_leaves > 0 {
+                tracing::warn!(
+                    need_search = report.need_search.len(),
+                    bad_leaves = report.bad_leaves,
+                    "{}: positions without a usable leaf; run `book fix` to search them",
+                    path.display()
+                );
+            }
+            Ok(book)
+        }
     }
 }
 
@@ -332,6 +359,7 @@ fn save(book: &MemBook, path: &Path) -> anyhow::Result<()> {
     let bytes = match format_of(path)? {
         Format::Dat => edax::book_to_bytes(book),
         Format::Csv => csv::export_csv(book).into_bytes(),
+        Format::Egbk3 => egbk3::write(&egbk3::from_book(book)),
     };
     // Write to a temporary sibling, then rename: a failed write never leaves a half file.
     let tmp = path.with_extension("tmp-bookfarm");

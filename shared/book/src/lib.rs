@@ -5,6 +5,7 @@
 //! * [`mem`]: [`MemBook`], the compact in-memory book the algorithms run on;
 //! * [`edax`]: the `book.dat` reader (strict, never panics) and writer (Edax 4.6 bucket order);
 //! * [`csv`], [`dump`], [`info`]: Edax's CSV, the canonical text dump, `book info`;
+//! * [`egbk3`]: Egaroucid's `.egbk3` book format and its mapping to the Edax model;
 //! * [`negamax`]: Edax's negamax, full and incremental, link ordering and linking.
 //! * [`select`]: the selectors deviate, enhance, play and extend as pure marking functions;
 //! * [`maintain`]: prune, subtree and merge;
@@ -37,6 +38,7 @@ pub mod accuracy;
 pub mod csv;
 pub mod dump;
 pub mod edax;
+pub mod egbk3;
 pub mod grow;
 pub mod info;
 pub mod line;
