@@ -6,8 +6,8 @@
 
 use anyhow::{Context, anyhow, bail};
 use bookfarm_book::{
-    BookDate, MemBook, accuracy, csv, dump, edax, egbk3, grow, info, line, maintain, negamax,
-    query, select,
+    BookDate, MemBook, accuracy, csv, dump, edax, egbk3, grow, info, line, maintain, merge,
+    negamax, query, select,
 };
 use bookfarm_coordinator::offline;
 use bookfarm_coordinator::service::{Coordinator, ServiceConfig, StatusReport, new_book};
@@ -202,7 +202,9 @@ pub enum BookCommand {
         #[command(flatten)]
         engine: EngineArgs,
     },
-    /// Edax `book merge FILE`: merge another book.dat into the store's book.
+    /// Merge another book into the store's book: for a position in both, the higher level's
+    /// leaf wins, at equal levels the newer book's (by header date; the merged book on a tie);
+    /// then link, search cleared leaves, negamax (Edax's own `book merge` is broken).
     Merge {
         /// The other book (.dat, .csv or .egbk3).
         other: PathBuf,
@@ -546,14 +548,22 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
             let src = load(&other)?;
             transform(&db.db, Some(&engine), move |book, search| {
                 let mut search = search.context("merge needs the engine")?;
-                let r = maintain::merge(book, &src);
+                let newer = merge::Newer::by_date(&book.header().date, &src.header().date);
+                let r = merge::merge_by_level(book, &src, newer);
                 let linked = grow::link_book(book, &mut search);
                 negamax::negamax(book);
                 negamax::sort_links(book);
                 Ok(format!(
-                    "merge: {} positions added, {} upgraded, {} links added, {} searches",
+                    "merge (higher level wins, equal level: the {} book): {} positions added, \
+                     {} upgraded, {} replaced, {} kept, {} links added, {} searches",
+                    match newer {
+                        merge::Newer::Incoming => "merged",
+                        merge::Newer::Existing => "stored",
+                    },
                     r.added,
                     r.upgraded,
+                    r.replaced,
+                    r.kept,
                     r.links_added + linked.links,
                     linked.searches
                 ))

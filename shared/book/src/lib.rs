@@ -9,6 +9,7 @@
 //! * [`negamax`]: Edax's negamax, full and incremental, link ordering and linking.
 //! * [`select`]: the selectors deviate, enhance, play and extend as pure marking functions;
 //! * [`maintain`]: prune, subtree and merge;
+//! * [`merge`]: merging by level (higher level wins, equal level → the newer book);
 //! * [`grow`]: leaf searches as requests and results, expansion, adding games, `book store`,
 //!   link, fill and fix, with searches run by a caller-supplied callback;
 //! * [`query`]: `book show`, `book problem` and `book check` with Edax's text;
@@ -44,6 +45,7 @@ pub mod info;
 pub mod line;
 pub mod maintain;
 pub mod mem;
+pub mod merge;
 pub mod model;
 pub mod negamax;
 pub mod query;

@@ -3,10 +3,15 @@
 
 use bookfarm_book::accuracy::{Grade, Grader};
 use bookfarm_book::line;
-use bookfarm_book::{MemBook, edax, egbk3};
+use bookfarm_book::merge::{Newer, merge_by_level};
+use bookfarm_book::model::BookHeader;
+use bookfarm_book::{Link, MemBook, edax, egbk3, grow, negamax};
 use bookfarm_engine::Board;
 use bookfarm_engine::formats::transcript::parse_moves;
+use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 fn golden(name: &str) -> Option<PathBuf> {
     bookfarm_engine::testdata::shared_dir_or_skip().map(|d| d.join("golden").join(name))
@@ -163,4 +168,87 @@ fn egbk3_round_trips_on_golden_books() {
         // Byte-exact: the egbk3 written from the re-imported book is the one read.
         assert_eq!(egbk3::write(&egbk3::from_book(&back)), bytes, "{name}");
     }
+}
+
+/// A searcher on Edax's golden evaluation (eval-seed1.dat), as a leaf-search callback.
+fn engine() -> Option<impl FnMut(&LeafRequest) -> LeafResult> {
+    let eval = golden("eval-seed1.dat")?;
+    let eval = Arc::new(bookfarm_engine::eval::Eval::load(eval).expect("eval"));
+    let mut searcher = Searcher::with_options(
+        eval,
+        SearchOptions {
+            tt_bits: 14,
+            ..SearchOptions::default()
+        },
+    );
+    let abort = AtomicBool::new(false);
+    Some(move |r: &LeafRequest| searcher.leaf_search(r, &abort))
+}
+
+/// The games of book-tiny (golden/book-tiny.edax) stored in a new book at `level`.
+fn tiny_games_at(level: i32, search: &mut impl FnMut(&LeafRequest) -> LeafResult) -> MemBook {
+    let mut book = MemBook::new(BookHeader::new(level, 12));
+    grow::add_board(&mut book, &Board::start(), search);
+    for g in [
+        "f5d6c3d3c4f4f6f3e6e7d7c6",
+        "f5f6e6f4e3c5c4e7c6",
+        "f5f4e3f6d3",
+    ] {
+        grow::store_game(&mut book, &parse_moves(g).expect("moves"), search);
+    }
+    grow::fix_command(&mut book, search);
+    book
+}
+
+/// Merging book-tiny (level 2) with the same games stored at level 4, in both directions and
+/// whichever is newer: every common position ends at level 4 with the level-4 book's leaf (or a
+/// leaf re-searched at level 4 when its move became a link); positions of one book keep theirs.
+#[test]
+fn merge_keeps_the_higher_level_everywhere() {
+    let (Some(low), Some(mut search)) = (golden_book("book-tiny.dat"), engine()) else {
+        return;
+    };
+    let high = tiny_games_at(4, &mut search);
+    assert!(high.positions().all(|p| p.level == 4));
+    for (dst, src) in [(&low, &high), (&high, &low)] {
+        for newer in [Newer::Incoming, Newer::Existing] {
+            let mut m = dst.clone();
+            let r = merge_by_level(&mut m, src, newer);
+            let common = low
+                .positions()
+                .filter(|p| high.get(&p.board).is_some())
+                .count();
+            assert_eq!(r.upgraded + r.kept + r.replaced, common);
+            assert_eq!(r.replaced, 0, "no position at equal levels");
+            grow::link_book(&mut m, &mut search);
+            negamax::negamax(&mut m);
+            for p in m.positions() {
+                let (a, b) = (low.get(&p.board), high.get(&p.board));
+                match (a, b) {
+                    (_, Some(h)) => {
+                        assert_eq!(p.level, 4, "{}", p.board);
+                        if !r.need_search.contains(&p.board) {
+                            assert_eq!(p.leaf, h.leaf, "{}", p.board);
+                        }
+                    }
+                    (Some(l), None) => assert_eq!((p.level, p.leaf), (l.level, l.leaf)),
+                    (None, None) => panic!("merge invented {}", p.board),
+                }
+            }
+        }
+    }
+    // Equal levels: the newer book's leaf wins.
+    let mut other = low.clone();
+    let id = other.probe(&board_after("f5f4e3f6d3")).expect("in book");
+    let changed = Link::new(5, other.leaf(id).mv);
+    other.set_leaf(id, changed);
+    let mut m = low.clone();
+    let r = merge_by_level(&mut m, &other, Newer::Incoming);
+    // Every position is at level 2 in both: all take the incoming leaf (one differs).
+    assert_eq!((r.replaced, r.kept, r.added), (low.len(), 0, 0));
+    assert_eq!(m.get(&other.board(id)).expect("kept").leaf, changed);
+    let mut m = low.clone();
+    let r = merge_by_level(&mut m, &other, Newer::Existing);
+    assert_eq!((r.replaced, r.kept), (0, low.len()));
+    assert_eq!(m.get(&other.board(id)).expect("kept").leaf, low.leaf(id));
 }
