@@ -6,7 +6,7 @@
 
 use anyhow::{Context, anyhow, bail};
 use bookfarm_book::{
-    BookDate, MemBook, accuracy, csv, dump, edax, egbk3, grow, info, line, maintain, merge,
+    BookDate, MemBook, accuracy, csv, dump, edax, egbk3, grow, info, leaves, line, maintain, merge,
     negamax, query, select,
 };
 use bookfarm_coordinator::offline;
@@ -104,7 +104,8 @@ pub enum BookCommand {
         #[command(flatten)]
         db: Db,
     },
-    /// Edax `book fix`: rebuild broken positions, link, search missing leaves, negamax, sort.
+    /// Edax `book fix`: rebuild broken positions, link, search missing leaves, negamax; then
+    /// expand the better leaves (a leaf scoring above every link) once; sort.
     Fix {
         #[command(flatten)]
         db: Db,
@@ -213,10 +214,11 @@ pub enum BookCommand {
         #[command(flatten)]
         engine: EngineArgs,
     },
-    /// Edax `book check GAMES`: count the games' moves missing, good and bad in the book.
+    /// Edax `book check [GAMES]`: count the games' moves missing, good and bad in the book;
+    /// then report the better leaves (a leaf scoring above every link; `book fix` expands them).
     Check {
         /// Games file (transcripts one per line, or .wtb).
-        games: PathBuf,
+        games: Option<PathBuf>,
         #[command(flatten)]
         db: Db,
     },
@@ -447,12 +449,16 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
         BookCommand::Fix { db, engine } => transform(&db.db, Some(&engine), |book, search| {
             let mut search = search.context("fix needs the engine")?;
             let r = grow::fix_command(book, &mut search);
+            let (better, up) = leaves::upgrade_better_leaves(book, &mut search);
+            negamax::sort_links(book);
             Ok(format!(
-                "fix: {} broken positions ({} removed), {} links added, {} searches",
+                "fix: {} broken positions ({} removed), {} links added, {} searches; \
+                 {better} better leaves expanded ({} positions added)",
                 r.problems.len(),
                 r.removed.len(),
                 r.changes.links,
-                r.changes.searches
+                r.changes.searches + up.searches,
+                up.positions
             ))
         }),
         BookCommand::Prune { db, engine } => transform(&db.db, Some(&engine), |book, search| {
@@ -570,14 +576,34 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
             })
         }
         BookCommand::Check { games, db } => {
-            let games = read_games(&games)?;
+            let games = games.as_deref().map(read_games).transpose()?;
             let c = open_db(&db.db, ServiceConfig::default())?;
             let book = offline::load_book(&c);
-            let r = query::check_games(&book, games.iter().map(Vec::as_slice));
-            for (g, i) in &r.illegal {
-                println!("game {}: illegal move at ply {}", g + 1, i + 1);
+            let mut text = String::new();
+            if let Some(games) = games {
+                let r = query::check_games(&book, games.iter().map(Vec::as_slice));
+                for (g, i) in &r.illegal {
+                    println!("game {}: illegal move at ply {}", g + 1, i + 1);
+                }
+                text = format!("{}\n", r.summary());
             }
-            print(&format!("{}\n", r.summary()))
+            let better = leaves::better_leaves(&book);
+            text.push_str(&format!(
+                "Better leaves: {} positions whose leaf scores above every link\n",
+                better.len()
+            ));
+            for &id in better.iter().take(20) {
+                let b = book.board(id);
+                let black = b.empties().is_multiple_of(2);
+                let leaf = book.leaf(id);
+                text.push_str(&format!(
+                    "  {} leaf {}:{:+}\n",
+                    query::board_text(&b, black),
+                    query::move_text(leaf.mv, black),
+                    leaf.score
+                ));
+            }
+            print(&text)
         }
         BookCommand::Accuracy { moves, file, db } => {
             let book = load_file_or_db(file.as_deref(), db.as_deref())?;

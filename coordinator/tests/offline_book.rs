@@ -354,3 +354,57 @@ fn interrupted_deviate_resumes() {
     ok(&["negamax", "--db", s(&db2)]);
     assert_eq!(store_dump(&db2, dir.path()), store_dump(&db, dir.path()));
 }
+
+/// Issue 21's tools on book-tiny: `book line`, `book accuracy`, the grade in `book show`, the
+/// better leaves of `book check` and their expansion by `book fix`, and `.egbk3` export and
+/// import through a store.
+#[test]
+fn quality_tools_on_the_golden_tiny_book() {
+    let (Some(dat), Some(eval)) = (golden("book-tiny.dat"), golden("eval-seed1.dat")) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    ok(&["import", s(&dat), "--db", s(&db)]);
+    let line = ok(&["line", "f5f4e3", "--db", s(&db)]);
+    assert!(
+        line.contains(
+            "  3 E3   +1 [  +0,   +4] level  2 lines          8 accuracy F  leaf  d2:+1 links f6:-7"
+        ),
+        "{line}"
+    );
+    assert_eq!(line, ok(&["line", "f5f4e3", "--file", s(&dat)]));
+    let acc = ok(&["accuracy", "f5", "--db", s(&db)]);
+    assert!(acc.starts_with("accuracy: F\n"), "{acc}");
+    let show = ok(&["show", "--db", s(&db), "--moves", "f5"]);
+    assert!(
+        show.ends_with("incomplete lines.\n\nAccuracy: F\n"),
+        "{show}"
+    );
+    let check = ok(&["check", "--db", s(&db)]);
+    let better: usize = check
+        .strip_prefix("Better leaves: ")
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .expect("better leaves line");
+    assert!(better > 0, "{check}");
+    // egbk3 out of the store and into another: the same book.
+    let egb = dir.path().join("tiny.egbk3");
+    ok(&["export", "--db", s(&db), s(&egb)]);
+    let db2 = dir.path().join("db2");
+    ok(&["import", s(&egb), "--db", s(&db2)]);
+    let strip_header = |t: String| t.lines().skip(1).map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(
+        strip_header(ok(&["info", "--db", s(&db2)]))[..2],
+        strip_header(ok(&["info", "--db", s(&db)]))[..2]
+    );
+    assert_eq!(store_dump(&db2, dir.path()).lines().count(), 25 + 1);
+    // fix expands the better leaves once.
+    let fix = ok(&["fix", "--db", s(&db), "--eval", s(&eval), "--threads", "1"]);
+    assert!(
+        fix.contains(&format!(
+            "{better} better leaves expanded ({better} positions added)"
+        )),
+        "{fix}"
+    );
+}

@@ -12,6 +12,7 @@
 //! * [`merge`]: merging by level (higher level wins, equal level → the newer book);
 //! * [`grow`]: leaf searches as requests and results, expansion, adding games, `book store`,
 //!   link, fill and fix, with searches run by a caller-supplied callback;
+//! * [`leaves`]: better leaves (a leaf scoring above every link), found and expanded;
 //! * [`query`]: `book show`, `book problem` and `book check` with Edax's text;
 //! * [`synth`]: deterministic synthetic books for tests and benchmarks;
 //! * [`accuracy`]: Egaroucid's accuracy grades (A–F, AA–AF);
@@ -42,6 +43,7 @@ pub mod edax;
 pub mod egbk3;
 pub mod grow;
 pub mod info;
+pub mod leaves;
 pub mod line;
 pub mod maintain;
 pub mod mem;

@@ -2,13 +2,13 @@
 //! `book line`, `.egbk3` round trips, merging by level, better leaves.
 
 use bookfarm_book::accuracy::{Grade, Grader};
-use bookfarm_book::line;
 use bookfarm_book::merge::{Newer, merge_by_level};
 use bookfarm_book::model::BookHeader;
 use bookfarm_book::{Link, MemBook, edax, egbk3, grow, negamax};
-use bookfarm_engine::Board;
+use bookfarm_book::{leaves, line};
 use bookfarm_engine::formats::transcript::parse_moves;
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
+use bookfarm_engine::{Board, Move};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -251,4 +251,49 @@ fn merge_keeps_the_higher_level_everywhere() {
     let r = merge_by_level(&mut m, &other, Newer::Existing);
     assert_eq!((r.replaced, r.kept), (0, low.len()));
     assert_eq!(m.get(&other.board(id)).expect("kept").leaf, low.leaf(id));
+}
+
+/// Better leaves on book-tiny: f5f4e3 (leaf d2 +1 against its only link f6 −7) is one, f5f4e3f6
+/// (leaf g5 −3 below its link d3 +7) is not. Expanding them with the engine turns each leaf into
+/// a link to a new position, and the book grows by one position per leaf.
+#[test]
+fn better_leaves_are_found_and_expanded() {
+    let (Some(mut book), Some(mut search)) = (golden_book("book-tiny.dat"), engine()) else {
+        return;
+    };
+    let id = |book: &MemBook, m: &str| book.probe(&board_after(m)).expect("in book");
+    let better = leaves::better_leaves(&book);
+    assert!(better.contains(&id(&book, "f5f4e3")));
+    assert!(!better.contains(&id(&book, "f5f4e3f6")));
+    // Brute force: a leaf above the best link score (links are negamaxed in the golden book).
+    let brute: Vec<_> = book
+        .ids()
+        .filter(|&i| {
+            let leaf = book.leaf(i);
+            leaf.mv != Move::None
+                && book.n_link(i) > 0
+                && book.links(i).all(|l| leaf.score > l.score)
+        })
+        .collect();
+    assert_eq!(better.len(), brute.len());
+    let before: Vec<(Board, Move)> = better
+        .iter()
+        .map(|&i| (book.board(i), book.leaf(i).mv))
+        .collect();
+    let n = book.len();
+    let (expanded, changes) = leaves::upgrade_better_leaves(&mut book, &mut search);
+    assert_eq!(expanded, before.len());
+    assert_eq!(changes.positions, book.len() - n);
+    assert_eq!(
+        book.len(),
+        n + before.len(),
+        "each leaf led to a new position"
+    );
+    for (b, mv) in before {
+        let p = book.get(&b).expect("kept");
+        assert!(
+            p.links.iter().any(|l| l.mv == mv),
+            "{b}: leaf {mv} is a link"
+        );
+    }
 }
