@@ -14,6 +14,7 @@
 //!   link, fill and fix, with searches run by a caller-supplied callback;
 //! * [`leaves`]: better leaves (a leaf scoring above every link), found and expanded;
 //! * [`query`]: `book show`, `book problem` and `book check` with Edax's text;
+//! * [`research`]: re-searching leaves in place: `book correct` and `book upgrade`;
 //! * [`synth`]: deterministic synthetic books for tests and benchmarks;
 //! * [`accuracy`]: Egaroucid's accuracy grades (A–F, AA–AF);
 //! * [`line`]: `book line`, every position of a line as the book holds it.
@@ -51,6 +52,7 @@ pub mod merge;
 pub mod model;
 pub mod negamax;
 pub mod query;
+pub mod research;
 pub mod select;
 pub mod store;
 pub mod synth;
