@@ -13,6 +13,8 @@
 //! * [`grow`]: leaf searches as requests and results, expansion, adding games, `book store`,
 //!   link, fill and fix, with searches run by a caller-supplied callback;
 //! * [`leaves`]: better leaves (a leaf scoring above every link), found and expanded;
+//! * [`extract`]: `book extract` (best-play lines) and the line audit;
+//! * [`play`]: the book during play: the random book move and `book analyze`;
 //! * [`query`]: `book show`, `book problem` and `book check` with Edax's text;
 //! * [`research`]: re-searching leaves in place: `book correct` and `book upgrade`;
 //! * [`synth`]: deterministic synthetic books for tests and benchmarks;
@@ -42,6 +44,7 @@ pub mod csv;
 pub mod dump;
 pub mod edax;
 pub mod egbk3;
+pub mod extract;
 pub mod grow;
 pub mod info;
 pub mod leaves;
@@ -51,6 +54,7 @@ pub mod mem;
 pub mod merge;
 pub mod model;
 pub mod negamax;
+pub mod play;
 pub mod query;
 pub mod research;
 pub mod select;

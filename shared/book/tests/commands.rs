@@ -3,10 +3,11 @@
 
 use bookfarm_book::model::BookHeader;
 use bookfarm_book::research::{self, Upgrade};
-use bookfarm_book::{Link, MemBook, edax, grow};
-use bookfarm_engine::Board;
+use bookfarm_book::{Link, MemBook, Score, edax, extract, grow, play};
+use bookfarm_engine::formats::Game;
 use bookfarm_engine::formats::transcript::parse_moves;
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
+use bookfarm_engine::{Board, Move};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -139,4 +140,123 @@ fn upgrade_raises_levels_and_never_lowers_one() {
         &mut search,
     );
     assert_eq!((r.raised, r.searches), (0, 0));
+}
+
+/// `book analyze` of book-tiny's second game, last 4 moves, in Edax's format. By hand from the
+/// book (`book line f5f6e6f4e3c5c4e7c6`): after f5f6e6f4e3 White's c5 (+3) against d7 (−10);
+/// Black's C4 (−3) ties B6 (−3); White's e7 (−2) is 5 below the leaf f2 (+3): "strongly";
+/// Black's C6 (+2) against B5 (−16).
+#[test]
+fn analyze_follows_edax_format_on_book_tiny() {
+    let Some(book) = golden_book("book-tiny.dat") else {
+        return;
+    };
+    let game = parse_moves("f5f6e6f4e3c5c4e7c6").expect("moves");
+    let v = play::analyze_game(&book, &game, 4).expect("legal");
+    let want = "
+              N     played        alternative
+ply  level   alt. move  score     score   move
+---+-------+-----+-----------+--+---------------
+  9   book    1    C6     +2   >   -16     B5 
+  8   book    1    e7     -2   <    +3     f2 <- Edax disagrees strongly
+  7   book    1    C4     -3   =    -3     B6 
+  6   book    1    c5     +3   >   -10     d7 
+";
+    assert_eq!(play::render_analysis(&v), want);
+    // The whole first game: the first move has no alternative (D3, C4 and E6 reach the same
+    // position as F5), White's d6 (+0) has two, the best being f6 (+3).
+    let game = parse_moves("f5d6c3d3c4f4f6f3e6e7d7c6").expect("moves");
+    let text = play::render_analysis(&play::analyze_game(&book, &game, 60).expect("legal"));
+    assert!(text.ends_with("  1   book    0    F5     -3  \n"), "{text}");
+    assert!(text.contains("\n  2   book    2    d6     +0   <    +3     f6 <- Edax disagrees\n"));
+    assert_eq!(text.lines().count(), 4 + 12);
+    assert_eq!(
+        play::analyze_game(&book, &parse_moves("f5f5").expect("moves"), 2),
+        Err(1)
+    );
+}
+
+/// `book extract` on book-tiny: from F5, the best moves f6, e6, then f4 (d6 ties but reaches the
+/// same position by symmetry, so it is skipped), e3, c5, where c4 and b6 tie (−3); after c4 the
+/// best move is the leaf f2 (+3), which leaves the book. Two lines.
+#[test]
+fn extract_best_lines_of_book_tiny() {
+    let Some(book) = golden_book("book-tiny.dat") else {
+        return;
+    };
+    let lines: Vec<String> = extract::best_lines(&book)
+        .iter()
+        .map(|l| {
+            Game::from_moves(l.iter().copied())
+                .expect("legal")
+                .to_transcript()
+        })
+        .collect();
+    assert_eq!(lines, ["f5f6e6f4e3c5c4f2", "f5f6e6f4e3c5b6"]);
+    assert!(extract::best_lines(&MemBook::default()).is_empty());
+}
+
+/// Edax's random book move: after f5 (value +3; f6 +3, f4 +1, d6 +0) randomness 0 allows f6
+/// only, 2 allows f6 and f4, 3 all three; a stale value above every move gives NOMOVE.
+#[test]
+fn random_move_follows_edax_randomness() {
+    let Some(mut book) = golden_book("book-tiny.dat") else {
+        return;
+    };
+    let after_f5 = board_after("f5");
+    let draws = |book: &MemBook, r: i32| -> Vec<String> {
+        let mut k = 0u64;
+        let mut next = || {
+            k += 1;
+            k - 1
+        };
+        (0..4)
+            .map(|_| {
+                play::random_move(book, &after_f5, r, &mut next)
+                    .expect("in book")
+                    .to_string()
+            })
+            .collect()
+    };
+    assert_eq!(draws(&book, 0), ["f6", "f6", "f6", "f6"]);
+    assert_eq!(draws(&book, 2), ["f6", "f4", "f6", "f4"]);
+    assert_eq!(draws(&book, 3), ["f6", "f4", "d6", "f6"]);
+    assert!(play::random_move(&book, &board_after("f5d6c5"), 0, &mut || 0).is_none());
+    let id = book.probe(&after_f5).expect("in book");
+    book.set_score(
+        id,
+        Score {
+            value: 10,
+            lower: 10,
+            upper: 10,
+        },
+    );
+    assert_eq!(
+        play::random_move(&book, &after_f5, 0, &mut || 0),
+        Some(Move::None)
+    );
+}
+
+/// The line audit on book-tiny's best lines at level 6: every line is played to the end of the
+/// game, the result is the replayed final score, and a contradiction is a different outcome.
+#[test]
+fn audit_plays_best_lines_to_the_end() {
+    let (Some(book), Some(mut search)) = (golden_book("book-tiny.dat"), engine()) else {
+        return;
+    };
+    let lines = extract::best_lines(&book);
+    let audit = extract::audit(&book, &lines, 6, &mut search);
+    assert_eq!(audit.len(), lines.len());
+    for a in &audit {
+        assert_eq!(a.book_value, -3);
+        let all: Vec<Move> = a.line.iter().chain(&a.continuation).copied().collect();
+        let (end, black) = Game::from_moves(all)
+            .expect("legal")
+            .final_position()
+            .expect("replay");
+        assert!(end.is_game_over());
+        let score = end.final_score();
+        assert_eq!(a.result, if black { score } else { -score });
+        assert_eq!(a.contradicts(), a.result.signum() != -1);
+    }
 }
