@@ -186,7 +186,8 @@ pub fn parse_ggf(text: &str) -> Result<Vec<GgfGame>, GgfError> {
 
 /// The `BO` value of the standard start: size, the 8 rows (`*` Black, `O` White, `-` empty),
 /// Black to move.
-const START_BO: &str = "8 -------- -------- -------- ---O*--- ---*O--- -------- -------- -------- *";
+const START_BO: &str =
+    "8 -------- -------- -------- ---O*--- ---*O--- -------- -------- -------- *";
 
 /// Write one game as a GGF game: `(;GM[Othello]PC[..]DT[..]PB[..]PW[..]RE[..]TY[8]BO[start]`
 /// then the moves as `B[f5]W[d6]…` (a pass is `PA`), then `;)`. Absent names, date and result
