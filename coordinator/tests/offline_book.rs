@@ -408,3 +408,120 @@ fn quality_tools_on_the_golden_tiny_book() {
         "{fix}"
     );
 }
+
+/// Issue 22's offline commands on book-tiny: analyze, extract in the three formats, the random
+/// book move, deepen (a no-op), depth, store, correct, upgrade and the line audit.
+#[test]
+fn remaining_edax_commands_on_the_golden_tiny_book() {
+    let (Some(dat), Some(eval)) = (golden("book-tiny.dat"), golden("eval-seed1.dat")) else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let engine = ["--eval", s(&eval), "--threads", "1", "--quiet"];
+    let with = |args: &[&str]| -> String {
+        let mut a = args.to_vec();
+        a.extend_from_slice(&engine);
+        ok(&a)
+    };
+    ok(&["import", s(&dat), "--db", s(&db)]);
+    let before = store_dump(&db, dir.path());
+
+    let a = ok(&["analyze", "f5f6e6f4e3c5c4e7c6", "4", "--db", s(&db)]);
+    assert!(
+        a.contains("  8   book    1    e7     -2   <    +3     f2 <- Edax disagrees strongly\n"),
+        "{a}"
+    );
+    assert_eq!(a.lines().count(), 4 + 4);
+
+    let txt = dir.path().join("lines.txt");
+    ok(&["extract", s(&txt), "--db", s(&db)]);
+    assert_eq!(
+        std::fs::read_to_string(&txt).expect("lines"),
+        "f5f6e6f4e3c5c4f2\nf5f6e6f4e3c5b6\n"
+    );
+    let ggf = dir.path().join("lines.ggf");
+    ok(&["extract", s(&ggf), "--db", s(&db)]);
+    let games =
+        bookfarm_engine::formats::ggf::parse_ggf(&std::fs::read_to_string(&ggf).expect("ggf"))
+            .expect("our GGF parses");
+    assert_eq!(games.len(), 2);
+    assert_eq!(games[1].game.to_transcript(), "f5f6e6f4e3c5b6");
+    let wtb = dir.path().join("lines.wtb");
+    ok(&["extract", s(&wtb), "--db", s(&db)]);
+    let (_, games) =
+        bookfarm_engine::formats::wthor::read_wtb(&std::fs::read(&wtb).expect("wtb")).expect("wtb");
+    assert_eq!(games[0].game.to_transcript(), "f5f6e6f4e3c5c4f2");
+    // The root value −3 for Black: 30.5 → 30 discs.
+    assert_eq!(games[0].theoretical_black_score, 30);
+
+    // Randomness 0 after f5 (f6 +3, f4 +1, d6 +0): always f6; 3: any of them.
+    for seed in ["1", "2", "3"] {
+        assert_eq!(ok(&["move", "f5", "--db", s(&db), "--seed", seed]), "f6\n");
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for seed in 0..20 {
+        let seed = seed.to_string();
+        let args = [
+            "move",
+            "f5",
+            "--file",
+            s(&dat),
+            "--randomness",
+            "3",
+            "--seed",
+            &seed,
+        ];
+        seen.insert(ok(&args));
+    }
+    assert_eq!(seen.len(), 3, "{seen:?}");
+
+    let d = ok(&["deepen", "--db", s(&db)]);
+    assert!(d.starts_with("deepen: nothing to do"), "{d}");
+    assert_eq!(
+        store_dump(&db, dir.path()),
+        before,
+        "deepen changes nothing"
+    );
+
+    ok(&["depth", "20", "--db", s(&db)]);
+    assert!(ok(&["info", "--db", s(&db)]).contains("Depth: 20\n"));
+    let e = fails(&["depth", "0", "--db", s(&db)]);
+    assert!(e.contains("depth must be"), "{e}");
+
+    let st = with(&["store", "f5d6c5f4e3", "--db", s(&db)]);
+    assert!(
+        st.starts_with("store: 5 moves replayed, 3 positions"),
+        "{st}"
+    );
+    let show = ok(&["show", "--db", s(&db), "--moves", "f5d6c5f4"]);
+    assert!(show.contains("Level: 2"), "{show}");
+
+    let c = with(&["correct", "--db", s(&db)]);
+    assert!(c.starts_with("correct: 0 solved positions"), "{c}");
+
+    let up = with(&["upgrade", "4", "--error", "4", "--db", s(&db)]);
+    assert!(up.starts_with("upgrade to level 4 (error 4): "), "{up}");
+    let info = ok(&["info", "--db", s(&db)]);
+    assert!(info.contains("Level 4 : "), "{info}");
+    let again = with(&["upgrade", "4", "--error", "4", "--db", s(&db)]);
+    assert!(
+        again.contains(": 0 positions raised, 0 searches"),
+        "{again}"
+    );
+
+    let bad = dir.path().join("bad.txt");
+    let au = with(&["audit", "6", "--db", s(&db), "--contradictions", s(&bad)]);
+    assert!(au.contains("best lines played to the end"), "{au}");
+    let n_bad = au
+        .lines()
+        .filter(|l| l.starts_with("contradiction: "))
+        .count();
+    assert_eq!(
+        std::fs::read_to_string(&bad)
+            .expect("contradictions")
+            .lines()
+            .count(),
+        n_bad
+    );
+}

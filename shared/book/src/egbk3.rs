@@ -480,6 +480,54 @@ mod tests {
         assert_eq!(read(&overlap), Err(Egbk3Error::Overlap(14)));
     }
 
+    /// Egaroucid stores no pass position: it is left out of the records and recreated, with a
+    /// PASS link and the level of the position after the pass, when read back.
+    #[test]
+    fn pass_positions_are_dropped_and_recreated() {
+        use bookfarm_engine::formats::transcript::parse_moves;
+        // After these 8 moves Black has no move and White has.
+        let moves = parse_moves("d3c3b3b2f5a3a1").expect("moves");
+        let mut x = Board::start();
+        for mv in moves {
+            x = x.play_move(mv).expect("legal");
+        }
+        let c1 = Move::Square(Square::parse("c1").expect("c1"));
+        let y = x.play_move(c1).expect("legal");
+        assert!(y.must_pass());
+        let z = y.pass();
+        let first_other = |b: &Board, not: Move| {
+            b.legal_squares()
+                .map(Move::Square)
+                .find(|&m| m != not)
+                .expect("a move")
+        };
+        let mut book = MemBook::new(BookHeader::new(5, 60));
+        for (b, leaf) in [
+            (x, Link::new(3, first_other(&x, c1))),
+            (y, BAD_LINK),
+            (z, Link::new(-2, first_other(&z, Move::None))),
+        ] {
+            let mut p = Position::new(b, 5);
+            p.leaf = leaf;
+            p.normalize();
+            book.put_position(&p);
+        }
+        link_all(&mut book);
+        let root = book.probe(&x).expect("x");
+        crate::negamax::negamax_from(&mut book, root);
+        let records = from_book(&book);
+        assert_eq!(records.len(), 2);
+        let (back, report) = to_book(&records);
+        assert_eq!(report.pass_positions, 1);
+        assert_eq!(back.len(), 3);
+        let yp = back.get(&canonical(&y).0).expect("pass position recreated");
+        assert_eq!(yp.links.len(), 1);
+        assert_eq!(yp.links[0].mv, Move::Pass);
+        assert_eq!(yp.level, 5);
+        let xp = back.get(&canonical(&x).0).expect("kept");
+        assert_eq!(xp.links.len(), 1, "linked to the pass position");
+    }
+
     #[test]
     fn levels_map_by_number() {
         assert_eq!(edax_level(21), 21);
