@@ -38,11 +38,27 @@
 //!   searches it at the book level.
 //!
 //! Levels: Egaroucid's level N and Edax's level N both search the midgame at depth N and solve
-//! exactly from 2N empties for N ≤ 10; above, their endgame horizons are close (level 21: exact
-//! from 24 empties, probcut endgame from 30, in both programs). Egaroucid's own Edax import and
-//! export keep the level number unchanged, and so do we: Edax level = Egaroucid level for 0..=60.
-//! Levels outside that range (undefined −1, or Egaroucid's `LEVEL_HUMAN` 70 for hand-entered
-//! values) are clamped to 0..=60.
+//! exactly from 2N empties for N ≤ 10; above, their endgame horizons are close. Egaroucid's own
+//! Edax import and export keep the level number unchanged, and so do we: **Edax level =
+//! Egaroucid level** for 0..=60. Levels outside that range (undefined −1, or Egaroucid's
+//! `LEVEL_HUMAN` 70 for hand-entered values) are clamped to 0..=60. The horizons, as empties
+//! (exact solve / any depth = empties search), from Egaroucid's `level.hpp` and Edax's level
+//! table (edax-spec §6):
+//!
+//! | level | Egaroucid exact / endgame | Edax exact / endgame |
+//! |---|---|---|
+//! | 1..=10 | ≤ 2N / ≤ 2N | ≤ 2N / ≤ 2N |
+//! | 11 | ≤ 21 / ≤ 25 | ≤ 21 / ≤ 24 |
+//! | 15 | ≤ 22 / ≤ 27 | ≤ 21 / ≤ 27 |
+//! | 21 | ≤ 24 / ≤ 30 | ≤ 24 / ≤ 30 |
+//! | 25 | ≤ 26 / ≤ 34 | ≤ 27 / ≤ 33 |
+//! | 30 | ≤ 30 / ≤ 36 | ≤ 30 / ≤ 36 |
+//! | 40 | ≤ 34 / ≤ 42 | ≤ 34 / ≤ 49 |
+//! | 60 | all / all | all / all |
+//!
+//! So an accuracy grade ([`crate::accuracy`]) read after a conversion can differ from
+//! Egaroucid's for a leaf at the edge of a horizon (e.g. a level-11 leaf at 25 empties is an
+//! endgame read for Egaroucid and a midgame search for Edax).
 
 use crate::mem::MemBook;
 use crate::model::{BAD_LINK, BookHeader, Link, MAX_LEVEL, Position};
