@@ -8,7 +8,7 @@
 //! * [`egbk3`]: Egaroucid's `.egbk3` book format and its mapping to the Edax model;
 //! * [`negamax`]: Edax's negamax, full and incremental, link ordering and linking.
 //! * [`select`]: the selectors deviate, enhance, play and extend as pure marking functions;
-//! * [`maintain`]: prune, subtree and merge;
+//! * [`maintain`]: prune and subtree;
 //! * [`merge`]: merging by level (higher level wins, equal level → the newer book);
 //! * [`grow`]: leaf searches as requests and results, expansion, adding games, `book store`,
 //!   link, fill and fix, with searches run by a caller-supplied callback;
@@ -19,7 +19,7 @@
 //! * [`research`]: re-searching leaves in place: `book correct` and `book upgrade`;
 //! * [`synth`]: deterministic synthetic books for tests and benchmarks;
 //! * [`accuracy`]: Egaroucid's accuracy grades (A–F, AA–AF);
-//! * [`line`]: `book line`, every position of a line as the book holds it.
+//! * [`line`](mod@line): `book line`, every position of a line as the book holds it.
 //!
 //! The crate does no IO beyond what callers hand it (byte slices and strings) and has no
 //! async or logging dependency.
