@@ -51,6 +51,13 @@ fn fails(args: &[&str]) -> String {
     lines[0].to_string()
 }
 
+/// [`ok`] with the engine options appended.
+fn ok_with(args: &[&str], engine: &[&str]) -> String {
+    let mut a = args.to_vec();
+    a.extend_from_slice(engine);
+    ok(&a)
+}
+
 fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
 }
@@ -118,11 +125,7 @@ fn real_run_new_add_deviate_survives_export_and_reimport() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("db");
     let engine = ["--eval", s(&eval), "--threads", "2", "--quiet"];
-    let with = |args: &[&str]| -> String {
-        let mut a = args.to_vec();
-        a.extend_from_slice(&engine);
-        ok(&a)
-    };
+    let with = |args: &[&str]| ok_with(args, &engine);
     let out = with(&["new", "4", "14", "--db", s(&db)]);
     assert!(out.contains("done: 1 positions, 1 searches"), "{out}");
     let out = with(&["add", s(&games), "--db", s(&db)]);
@@ -339,7 +342,11 @@ fn interrupted_deviate_resumes() {
         .args(["-INT", &child.id().to_string()])
         .status();
     let out = child.wait_with_output().expect("wait deviate");
-    if !out.status.success() {
+    // A SIGINT that arrives before the command installed its handler (a slow start on a loaded
+    // machine: the handler comes after loading the evaluation and opening the store) ends the
+    // process the default way, silently; what follows checks that the store is still usable.
+    let killed_early = std::os::unix::process::ExitStatusExt::signal(&out.status) == Some(2);
+    if !out.status.success() && !killed_early {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(err.trim(), "error: interrupted", "{err}");
     }
@@ -419,11 +426,7 @@ fn remaining_edax_commands_on_the_golden_tiny_book() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("db");
     let engine = ["--eval", s(&eval), "--threads", "1", "--quiet"];
-    let with = |args: &[&str]| -> String {
-        let mut a = args.to_vec();
-        a.extend_from_slice(&engine);
-        ok(&a)
-    };
+    let with = |args: &[&str]| ok_with(args, &engine);
     ok(&["import", s(&dat), "--db", s(&db)]);
     let before = store_dump(&db, dir.path());
 

@@ -120,19 +120,7 @@ pub fn subtree(book: &mut MemBook, board: &Board) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::negamax::negamax;
-    use crate::synth::{SynthParams, random_book};
-
-    fn synth(seed: u64) -> MemBook {
-        let mut b = random_book(SynthParams {
-            seed,
-            positions: 300,
-            plies: 10,
-            level: Some(4),
-        });
-        negamax(&mut b);
-        b
-    }
+    use crate::synth::test_book as synth;
 
     #[test]
     fn subtree_keeps_exactly_the_reachable_positions() {

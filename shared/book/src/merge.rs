@@ -99,19 +99,8 @@ pub fn merge_by_level(dst: &mut MemBook, src: &MemBook, newer: Newer) -> MergeRe
 mod tests {
     use super::*;
     use crate::negamax::negamax;
-    use crate::synth::{SynthParams, random_book};
+    use crate::synth::test_book as synth;
     use std::collections::HashSet;
-
-    fn synth(seed: u64) -> MemBook {
-        let mut b = random_book(SynthParams {
-            seed,
-            positions: 300,
-            plies: 10,
-            level: Some(4),
-        });
-        negamax(&mut b);
-        b
-    }
 
     #[test]
     fn merge_unites_positions_and_links() {

@@ -1,51 +1,15 @@
 //! The rest of Edax's book commands on the golden books: `book correct`, `book upgrade`,
 //! `book analyze`, `book extract` and the book's random move choice.
 
+mod common;
 use bookfarm_book::model::BookHeader;
 use bookfarm_book::research::{self, Upgrade};
-use bookfarm_book::{Link, MemBook, Score, edax, extract, grow, play};
+use bookfarm_book::{Link, MemBook, Score, extract, grow, play};
 use bookfarm_engine::formats::Game;
 use bookfarm_engine::formats::transcript::parse_moves;
-use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
+use bookfarm_engine::search::LeafRequest;
 use bookfarm_engine::{Board, Move};
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-
-fn golden(name: &str) -> Option<PathBuf> {
-    bookfarm_engine::testdata::shared_dir_or_skip().map(|d| d.join("golden").join(name))
-}
-
-fn golden_book(name: &str) -> Option<MemBook> {
-    let bytes = std::fs::read(golden(name)?).expect("read golden book");
-    Some(edax::read_book(&bytes).expect("golden book parses"))
-}
-
-fn board_after(moves: &str) -> Board {
-    let mut b = Board::start();
-    for mv in parse_moves(moves).expect("moves") {
-        if b.must_pass() {
-            b = b.pass();
-        }
-        b = b.play_move(mv).expect("legal");
-    }
-    b
-}
-
-/// A searcher on Edax's golden evaluation (eval-seed1.dat), as a leaf-search callback.
-fn engine() -> Option<impl FnMut(&LeafRequest) -> LeafResult> {
-    let eval = golden("eval-seed1.dat")?;
-    let eval = Arc::new(bookfarm_engine::eval::Eval::load(eval).expect("eval"));
-    let mut searcher = Searcher::with_options(
-        eval,
-        SearchOptions {
-            tt_bits: 14,
-            ..SearchOptions::default()
-        },
-    );
-    let abort = AtomicBool::new(false);
-    Some(move |r: &LeafRequest| searcher.leaf_search(r, &abort))
-}
+use common::{board_after, engine, golden, golden_book};
 
 /// The first game of games-seed7.txt.
 fn first_game() -> Option<String> {

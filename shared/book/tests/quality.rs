@@ -1,38 +1,16 @@
 //! Book quality tools on Edax's golden books: accuracy grades (computed by hand on book-tiny),
 //! `book line`, `.egbk3` round trips, merging by level, better leaves.
 
+mod common;
 use bookfarm_book::accuracy::{Grade, Grader};
 use bookfarm_book::merge::{Newer, merge_by_level};
 use bookfarm_book::model::BookHeader;
-use bookfarm_book::{Link, MemBook, edax, egbk3, grow, negamax};
+use bookfarm_book::{Link, MemBook, egbk3, grow, negamax};
 use bookfarm_book::{leaves, line};
 use bookfarm_engine::formats::transcript::parse_moves;
-use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
+use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::{Board, Move};
-use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-
-fn golden(name: &str) -> Option<PathBuf> {
-    bookfarm_engine::testdata::shared_dir_or_skip().map(|d| d.join("golden").join(name))
-}
-
-fn golden_book(name: &str) -> Option<MemBook> {
-    let path = golden(name)?;
-    let bytes = std::fs::read(&path).expect("read golden book");
-    Some(edax::read_book(&bytes).expect("golden book parses"))
-}
-
-fn board_after(moves: &str) -> Board {
-    let mut b = Board::start();
-    for mv in parse_moves(moves).expect("moves") {
-        if b.must_pass() {
-            b = b.pass();
-        }
-        b = b.play_move(mv).expect("legal");
-    }
-    b
-}
+use common::{board_after, engine, golden_book};
 
 fn set_level(book: &mut MemBook, moves: &str, level: u8) {
     let id = book.probe(&board_after(moves)).expect("in book");
@@ -168,21 +146,6 @@ fn egbk3_round_trips_on_golden_books() {
         // Byte-exact: the egbk3 written from the re-imported book is the one read.
         assert_eq!(egbk3::write(&egbk3::from_book(&back)), bytes, "{name}");
     }
-}
-
-/// A searcher on Edax's golden evaluation (eval-seed1.dat), as a leaf-search callback.
-fn engine() -> Option<impl FnMut(&LeafRequest) -> LeafResult> {
-    let eval = golden("eval-seed1.dat")?;
-    let eval = Arc::new(bookfarm_engine::eval::Eval::load(eval).expect("eval"));
-    let mut searcher = Searcher::with_options(
-        eval,
-        SearchOptions {
-            tt_bits: 14,
-            ..SearchOptions::default()
-        },
-    );
-    let abort = AtomicBool::new(false);
-    Some(move |r: &LeafRequest| searcher.leaf_search(r, &abort))
 }
 
 /// The games of book-tiny (golden/book-tiny.edax) stored in a new book at `level`.
