@@ -6,7 +6,8 @@
 
 use anyhow::{Context, anyhow, bail};
 use bookfarm_book::{
-    BookDate, MemBook, csv, dump, edax, grow, info, maintain, negamax, query,
+    BookDate, MemBook, accuracy, csv, dump, edax, egbk3, extract, grow, info, leaves, line,
+    maintain, merge, negamax, play, query, research,
 };
 use bookfarm_coordinator::offline;
 use bookfarm_coordinator::service::{
@@ -14,12 +15,13 @@ use bookfarm_coordinator::service::{
 };
 use bookfarm_coordinator::store::Store;
 use bookfarm_engine::eval::Eval;
-use bookfarm_engine::formats::{transcript, wthor};
+use bookfarm_engine::formats::{ggf, transcript, wthor};
 use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::{Board, Move};
 use bookfarm_proto::domain::Selector;
 use clap::Subcommand;
 use indicatif::{ProgressBar, ProgressStyle};
+use rand::{RngCore, SeedableRng};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -38,20 +40,23 @@ pub enum BookCommand {
         #[arg(long)]
         no_header: bool,
     },
-    /// Convert between Edax's book.dat and CSV, chosen by the file extensions (.dat, .csv).
+    /// Convert between Edax's book.dat, CSV and Egaroucid's .egbk3, chosen by the file
+    /// extensions (.dat, .csv, .egbk3).
     ///
     /// dat→dat rewrites the records in Edax 4.6 bucket order keeping the header (date included);
     /// csv→dat links the positions, negamaxes and sorts them as Edax's `book import` does
-    /// (without re-searching leaves: that needs the engine), stamping the current UTC time.
+    /// (without re-searching leaves: that needs the engine), stamping the current UTC time;
+    /// .egbk3 is read and written with Egaroucid's layout and levels (see
+    /// `bookfarm_book::egbk3`), linked and negamaxed like a CSV.
     Convert {
-        /// Input file (.dat or .csv).
+        /// Input file (.dat, .csv or .egbk3).
         input: PathBuf,
-        /// Output file (.dat or .csv).
+        /// Output file (.dat, .csv or .egbk3).
         output: PathBuf,
     },
     /// Print Edax's `book info` facts: positions, links, leaves, levels, depth.
     Info {
-        /// The book file (.dat or .csv); or use --db.
+        /// The book file (.dat, .csv or .egbk3); or use --db.
         #[arg(required_unless_present = "db", conflicts_with = "db")]
         file: Option<PathBuf>,
         /// Store directory.
@@ -60,7 +65,7 @@ pub enum BookCommand {
     },
     /// Print Edax's `book stats`: hash, stage and best-score distributions.
     Stats {
-        /// The book file (.dat or .csv); or use --db.
+        /// The book file (.dat, .csv or .egbk3); or use --db.
         #[arg(required_unless_present = "db", conflicts_with = "db")]
         file: Option<PathBuf>,
         /// Store directory.
@@ -85,7 +90,7 @@ pub enum BookCommand {
     },
     /// Edax `book import FILE`: replace the store's book by a book.dat or CSV.
     Import {
-        /// The book (.dat or .csv).
+        /// The book (.dat, .csv or .egbk3).
         file: PathBuf,
         #[command(flatten)]
         db: Db,
@@ -94,7 +99,7 @@ pub enum BookCommand {
     Export {
         #[command(flatten)]
         db: Db,
-        /// Output file (.dat or .csv).
+        /// Output file (.dat, .csv or .egbk3).
         file: PathBuf,
     },
     /// Edax `book negamax`: recompute every value and sort the links.
@@ -102,7 +107,8 @@ pub enum BookCommand {
         #[command(flatten)]
         db: Db,
     },
-    /// Edax `book fix`: rebuild broken positions, link, search missing leaves, negamax, sort.
+    /// Edax `book fix`: rebuild broken positions, link, search missing leaves, negamax; then
+    /// expand the better leaves (a leaf scoring above every link) once; sort.
     Fix {
         #[command(flatten)]
         db: Db,
@@ -200,19 +206,22 @@ pub enum BookCommand {
         #[command(flatten)]
         engine: EngineArgs,
     },
-    /// Edax `book merge FILE`: merge another book.dat into the store's book.
+    /// Merge another book into the store's book: for a position in both, the higher level's
+    /// leaf wins, at equal levels the newer book's (by header date; the merged book on a tie);
+    /// then link, search cleared leaves, negamax (Edax's own `book merge` is broken).
     Merge {
-        /// The other book (.dat or .csv).
+        /// The other book (.dat, .csv or .egbk3).
         other: PathBuf,
         #[command(flatten)]
         db: Db,
         #[command(flatten)]
         engine: EngineArgs,
     },
-    /// Edax `book check GAMES`: count the games' moves missing, good and bad in the book.
+    /// Edax `book check [GAMES]`: count the games' moves missing, good and bad in the book;
+    /// then report the better leaves (a leaf scoring above every link; `book fix` expands them).
     Check {
         /// Games file (transcripts one per line, or .wtb).
-        games: PathBuf,
+        games: Option<PathBuf>,
         #[command(flatten)]
         db: Db,
     },
@@ -226,6 +235,130 @@ pub enum BookCommand {
         count: usize,
         #[command(flatten)]
         db: Db,
+    },
+    /// Egaroucid's accuracy grade (A–F, AA–AF) of a position and of its book moves.
+    Accuracy {
+        /// Moves from the start position (e.g. f5d6c3; empty = the start).
+        #[arg(default_value = "")]
+        moves: String,
+        /// The book file (.dat, .csv or .egbk3); or use --db.
+        #[arg(long, required_unless_present = "db", conflicts_with = "db")]
+        file: Option<PathBuf>,
+        /// Store directory.
+        #[arg(long)]
+        db: Option<PathBuf>,
+    },
+    /// Every position of a line as the book holds it: value, bounds, level, lines, accuracy,
+    /// leaf and links.
+    Line {
+        /// Moves from the start position (e.g. f5d6c3).
+        moves: String,
+        /// The book file (.dat, .csv or .egbk3); or use --db.
+        #[arg(long, required_unless_present = "db", conflicts_with = "db")]
+        file: Option<PathBuf>,
+        /// Store directory.
+        #[arg(long)]
+        db: Option<PathBuf>,
+    },
+    /// Edax `book depth [DEPTH=36]`: set the book depth (positions are added down to
+    /// 61 − DEPTH empties).
+    Depth {
+        /// Book depth in plies (1..=60).
+        #[arg(default_value_t = 36)]
+        depth: i32,
+        #[command(flatten)]
+        db: Db,
+    },
+    /// Edax `book correct`: re-solve every leaf whose level solves it exactly, report the
+    /// changed ones, then fix, link, negamax and sort.
+    Correct {
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        engine: EngineArgs,
+    },
+    /// Edax `book analyze GAME [N]`: the book's verdict on each of the last N moves of a game.
+    Analyze {
+        /// The game's moves from the start position (e.g. f5d6c3d3c4).
+        game: String,
+        /// Number of moves to analyze, from the last one [default: all].
+        n: Option<usize>,
+        #[command(flatten)]
+        db: Db,
+    },
+    /// Edax `book extract FILE`: the book's best-play lines from the start position (first move
+    /// F5, transpositions once), written as transcripts, GGF (.ggf) or WTHOR (.wtb).
+    Extract {
+        /// Output file: .ggf, .wtb, or anything else for transcripts one per line.
+        file: PathBuf,
+        #[command(flatten)]
+        db: Db,
+    },
+    /// Edax `book store GAME`: add a game's positions (searching new leaves), link, negamax.
+    Store {
+        /// The game's moves from the start position (e.g. f5d6c3d3c4).
+        game: String,
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        engine: EngineArgs,
+    },
+    /// Edax `book deepen`: a no-op in Edax 4.4+ (it re-searches leaves at their own level);
+    /// use `book upgrade LEVEL` instead.
+    Deepen {
+        #[command(flatten)]
+        db: Db,
+    },
+    /// A book move chosen as Edax plays from its book with `book randomness R`: uniformly among
+    /// the best-sorted moves scoring at least the position's value minus R.
+    Move {
+        /// Moves from the start position (e.g. f5d6; empty = the start).
+        #[arg(default_value = "")]
+        moves: String,
+        /// Edax's book randomness, in discs.
+        #[arg(long, default_value_t = 0)]
+        randomness: i32,
+        /// Keep choosing book moves until the line leaves the book, and print the line.
+        #[arg(long)]
+        line: bool,
+        /// Seed of the random choice [default: from the clock, as Edax].
+        #[arg(long)]
+        seed: Option<u64>,
+        /// The book file (.dat, .csv or .egbk3); or use --db.
+        #[arg(long, required_unless_present = "db", conflicts_with = "db")]
+        file: Option<PathBuf>,
+        /// Store directory.
+        #[arg(long)]
+        db: Option<PathBuf>,
+    },
+    /// Re-search, at LEVEL, the leaves of positions below LEVEL that can still change a value
+    /// inside the error window around the root's value, closest to the root first, until none
+    /// is left; a value is never replaced by one from a lower level (what Edax's deepen should
+    /// have been).
+    Upgrade {
+        /// The level to re-search at (1..=60).
+        level: u8,
+        /// Half-width of the window around the root's value, in discs.
+        #[arg(long, default_value_t = 4)]
+        error: i32,
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        engine: EngineArgs,
+    },
+    /// Line audit: play the book's best lines to the end with a search at LEVEL and report the
+    /// lines whose result contradicts the book's value (win, draw or loss).
+    Audit {
+        /// The level of the search that plays the lines out.
+        level: u8,
+        /// Write the contradicting lines (book line and continuation) as transcripts to FILE,
+        /// ready for `book add`.
+        #[arg(long)]
+        contradictions: Option<PathBuf>,
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        engine: EngineArgs,
     },
 }
 
@@ -263,6 +396,7 @@ pub struct SelectArgs {
 enum Format {
     Dat,
     Csv,
+    Egbk3,
 }
 
 fn format_of(path: &Path) -> anyhow::Result<Format> {
@@ -274,8 +408,9 @@ fn format_of(path: &Path) -> anyhow::Result<Format> {
     {
         Some("dat") => Ok(Format::Dat),
         Some("csv") => Ok(Format::Csv),
+        Some("egbk3") => Ok(Format::Egbk3),
         _ => Err(anyhow!(
-            "{}: unknown book format (expected a .dat or .csv extension)",
+            "{}: unknown book format (expected a .dat, .csv or .egbk3 extension)",
             path.display()
         )),
     }
@@ -302,6 +437,28 @@ fn load(path: &Path) -> anyhow::Result<MemBook> {
             book.header_mut().date = BookDate::now();
             Ok(book)
         }
+        Format::Egbk3 => {
+            let records = egbk3::read(&bytes).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            let (mut book, report) = egbk3::to_book(&records);
+            book.header_mut().date = BookDate::now();
+            tracing::info!(
+                records = report.records,
+                dropped = report.dropped,
+                duplicates = report.duplicates,
+                pass_positions = report.pass_positions,
+                "{}: Egaroucid book read",
+                path.display()
+            );
+            if !report.need_search.is_empty() || report.bad_leaves > 0 {
+                tracing::warn!(
+                    need_search = report.need_search.len(),
+                    bad_leaves = report.bad_leaves,
+                    "{}: positions without a usable leaf; run `book fix` to search them",
+                    path.display()
+                );
+            }
+            Ok(book)
+        }
     }
 }
 
@@ -309,12 +466,88 @@ fn save(book: &MemBook, path: &Path) -> anyhow::Result<()> {
     let bytes = match format_of(path)? {
         Format::Dat => edax::book_to_bytes(book),
         Format::Csv => csv::export_csv(book).into_bytes(),
+        Format::Egbk3 => egbk3::write(&egbk3::from_book(book)),
     };
-    // Write to a temporary sibling, then rename: a failed write never leaves a half file.
+    write_file(path, &bytes)
+}
+
+/// Moves as a transcript (passes omitted).
+fn game_text(moves: &[Move]) -> String {
+    moves
+        .iter()
+        .filter(|m| matches!(m, Move::Square(_)))
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// Write `bytes` through a temporary sibling and a rename (never a half-written file).
+fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let tmp = path.with_extension("tmp-bookfarm");
-    std::fs::write(&tmp, &bytes).with_context(|| tmp.display().to_string())?;
+    std::fs::write(&tmp, bytes).with_context(|| tmp.display().to_string())?;
     std::fs::rename(&tmp, path).with_context(|| path.display().to_string())?;
     Ok(())
+}
+
+/// The extracted lines in the format of `path`'s extension: WTHOR (.wtb; both scores are Black's
+/// discs under the book's value of the start position), GGF (.ggf) or transcripts.
+fn lines_file(book: &MemBook, lines: &[Vec<Move>], path: &Path) -> anyhow::Result<Vec<u8>> {
+    let games = lines
+        .iter()
+        .map(|l| bookfarm_engine::formats::Game::from_moves(l.iter().copied()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow!("a book line does not replay: {e}"))?;
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    let value = extract::root_value(book).unwrap_or(0);
+    Ok(match ext.as_deref() {
+        Some("wtb") => {
+            let black = u8::try_from((64 + value) / 2).unwrap_or(32);
+            let date = BookDate::now();
+            let header = wthor::WthorHeader {
+                century: (date.year / 100) as u8,
+                year_in_century: (date.year % 100) as u8,
+                month: date.month,
+                day: date.day,
+                games_year: date.year as u16,
+                board_size: 8,
+                ..wthor::WthorHeader::default()
+            };
+            let records: Vec<_> = games
+                .into_iter()
+                .map(|game| wthor::WthorGame {
+                    tournament: 0,
+                    black_player: 0,
+                    white_player: 0,
+                    black_score: black,
+                    theoretical_black_score: black,
+                    game,
+                })
+                .collect();
+            wthor::write_wtb(&header, &records)
+        }
+        Some("ggf") => {
+            let mut text = String::new();
+            for game in games {
+                let g = ggf::GgfGame {
+                    black: Some("book".into()),
+                    white: Some("book".into()),
+                    date: None,
+                    result: Some(format!("{value:+}")),
+                    game,
+                };
+                text.push_str(&ggf::write_ggf(&g, "bookfarm"));
+                text.push('\n');
+            }
+            text.into_bytes()
+        }
+        _ => games
+            .iter()
+            .map(|g| format!("{}\n", g.to_transcript()))
+            .collect::<String>()
+            .into_bytes(),
+    })
 }
 
 fn print(text: &str) -> anyhow::Result<()> {
@@ -394,12 +627,16 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
         BookCommand::Fix { db, engine } => transform(&db.db, Some(&engine), |book, search| {
             let mut search = search.context("fix needs the engine")?;
             let r = grow::fix_command(book, &mut search);
+            let (better, up) = leaves::upgrade_better_leaves(book, &mut search);
+            negamax::sort_links(book);
             Ok(format!(
-                "fix: {} broken positions ({} removed), {} links added, {} searches",
+                "fix: {} broken positions ({} removed), {} links added, {} searches; \
+                 {better} better leaves expanded ({} positions added)",
                 r.problems.len(),
                 r.removed.len(),
                 r.changes.links,
-                r.changes.searches
+                r.changes.searches + up.searches,
+                up.positions
             ))
         }),
         BookCommand::Prune { db, engine } => transform(&db.db, Some(&engine), |book, search| {
@@ -432,7 +669,12 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
             let c = open_db(&db.db, ServiceConfig::default())?;
             let book = offline::load_book(&c);
             match query::show(&book, &board) {
-                Some(text) => print(&text),
+                Some(text) => {
+                    // Edax's text, then the position's accuracy grade.
+                    let grade = accuracy::accuracy(&book, &board)
+                        .map_or_else(|| "?".to_string(), |a| a.to_string());
+                    print(&format!("{text}Accuracy: {grade}\n"))
+                }
                 None => bail!("the position after {moves:?} is not in the book"),
             }
         }
@@ -489,28 +731,261 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
             let src = load(&other)?;
             transform(&db.db, Some(&engine), move |book, search| {
                 let mut search = search.context("merge needs the engine")?;
-                let r = maintain::merge(book, &src);
+                let newer = merge::Newer::by_date(&book.header().date, &src.header().date);
+                let r = merge::merge_by_level(book, &src, newer);
                 let linked = grow::link_book(book, &mut search);
                 negamax::negamax(book);
                 negamax::sort_links(book);
                 Ok(format!(
-                    "merge: {} positions added, {} upgraded, {} links added, {} searches",
+                    "merge (higher level wins, equal level: the {} book): {} positions added, \
+                     {} upgraded, {} replaced, {} kept, {} links added, {} searches",
+                    match newer {
+                        merge::Newer::Incoming => "merged",
+                        merge::Newer::Existing => "stored",
+                    },
                     r.added,
                     r.upgraded,
+                    r.replaced,
+                    r.kept,
                     r.links_added + linked.links,
                     linked.searches
                 ))
             })
         }
         BookCommand::Check { games, db } => {
-            let games = read_games(&games)?;
+            let games = games.as_deref().map(read_games).transpose()?;
             let c = open_db(&db.db, ServiceConfig::default())?;
             let book = offline::load_book(&c);
-            let r = query::check_games(&book, games.iter().map(Vec::as_slice));
-            for (g, i) in &r.illegal {
-                println!("game {}: illegal move at ply {}", g + 1, i + 1);
+            let mut text = String::new();
+            if let Some(games) = games {
+                let r = query::check_games(&book, games.iter().map(Vec::as_slice));
+                for (g, i) in &r.illegal {
+                    println!("game {}: illegal move at ply {}", g + 1, i + 1);
+                }
+                text = format!("{}\n", r.summary());
             }
-            print(&format!("{}\n", r.summary()))
+            let better = leaves::better_leaves(&book);
+            text.push_str(&format!(
+                "Better leaves: {} positions whose leaf scores above every link\n",
+                better.len()
+            ));
+            for &id in better.iter().take(20) {
+                let b = book.board(id);
+                let black = b.empties().is_multiple_of(2);
+                let leaf = book.leaf(id);
+                text.push_str(&format!(
+                    "  {} leaf {}:{:+}\n",
+                    query::board_text(&b, black),
+                    query::move_text(leaf.mv, black),
+                    leaf.score
+                ));
+            }
+            print(&text)
+        }
+        BookCommand::Accuracy { moves, file, db } => {
+            let book = load_file_or_db(file.as_deref(), db.as_deref())?;
+            let board = replay(&moves)?;
+            let mut grader = accuracy::Grader::new(&book);
+            let Some(a) = grader.accuracy(&board) else {
+                bail!("the position after {moves:?} is not in the book");
+            };
+            let mut text = format!("accuracy: {a}\n");
+            if let Some((_, list)) = query::book_moves(&book, &board) {
+                for m in list.iter().filter(|m| !m.leaf) {
+                    let child = board.next_unchecked(m.mv);
+                    if let Some(c) = grader.accuracy(&child) {
+                        text.push_str(&format!("  {}:{:+} {c}\n", m.mv, m.score));
+                    }
+                }
+            }
+            print(&text)
+        }
+        BookCommand::Line { moves, file, db } => {
+            let book = load_file_or_db(file.as_deref(), db.as_deref())?;
+            let list =
+                transcript::parse_moves(&moves).with_context(|| format!("moves {moves:?}"))?;
+            let steps = line::inspect(&book, &list).map_err(|e| anyhow!("moves {moves:?}: {e}"))?;
+            print(&line::render(&steps))
+        }
+        BookCommand::Depth { depth, db } => {
+            if !(1..=60).contains(&depth) {
+                bail!("depth must be 1..=60 (got {depth})");
+            }
+            transform(&db.db, None, move |book, _| {
+                book.header_mut().n_empties = 61 - depth;
+                Ok(format!(
+                    "depth: book depth {depth} (n_empties {})",
+                    61 - depth
+                ))
+            })
+        }
+        BookCommand::Correct { db, engine } => transform(&db.db, Some(&engine), |book, search| {
+            let mut search = search.context("correct needs the engine")?;
+            let (r, fixed) = research::correct_command(book, &mut search);
+            for c in &r.corrections {
+                let black = c.board.empties().is_multiple_of(2);
+                println!(
+                    "error found: {} leaf {}:{:+} instead of {}:{:+}",
+                    query::board_text(&c.board, black),
+                    query::move_text(c.new.mv, black),
+                    c.new.score,
+                    query::move_text(c.old.mv, black),
+                    c.old.score
+                );
+            }
+            Ok(format!(
+                "correct: {} solved positions, {} searches, {} errors found; fix: {} searches",
+                r.solved,
+                r.searches,
+                r.corrections.len(),
+                fixed.changes.searches
+            ))
+        }),
+        BookCommand::Analyze { game, n, db } => {
+            let moves = transcript::parse_moves(&game).with_context(|| format!("game {game:?}"))?;
+            let c = open_db(&db.db, ServiceConfig::default())?;
+            let book = offline::load_book(&c);
+            let n = n.unwrap_or(moves.len()).clamp(1, moves.len().max(1));
+            let verdicts = play::analyze_game(&book, &moves, n)
+                .map_err(|i| anyhow!("game {game:?}: move {} is illegal", i + 1))?;
+            print(&play::render_analysis(&verdicts))
+        }
+        BookCommand::Extract { file, db } => {
+            let c = open_db(&db.db, ServiceConfig::default())?;
+            let book = offline::load_book(&c);
+            let lines = extract::best_lines(&book);
+            let bytes = lines_file(&book, &lines, &file)?;
+            write_file(&file, &bytes)?;
+            println!("{} games extracted to {}", lines.len(), file.display());
+            Ok(())
+        }
+        BookCommand::Store { game, db, engine } => {
+            let moves = transcript::parse_moves(&game).with_context(|| format!("game {game:?}"))?;
+            transform(&db.db, Some(&engine), move |book, search| {
+                let mut search = search.context("store needs the engine")?;
+                let r = grow::store_game(book, &moves, &mut search);
+                if let Some(ill) = r.illegal {
+                    println!("illegal move {} at ply {}", ill.mv, ill.index + 1);
+                }
+                Ok(format!(
+                    "store: {} moves replayed, {} positions and {} links added, {} searches",
+                    r.replayed, r.changes.positions, r.changes.links, r.changes.searches
+                ))
+            })
+        }
+        BookCommand::Deepen { db } => {
+            open_db(&db.db, ServiceConfig::default())?;
+            println!(
+                "deepen: nothing to do. Edax 4.4+ re-searches the selected leaves at their own \
+                 level, so its deepen changes nothing (edax-spec 4.11); use `book upgrade LEVEL` \
+                 to re-search leaves at a higher level"
+            );
+            Ok(())
+        }
+        BookCommand::Move {
+            moves,
+            randomness,
+            line,
+            seed,
+            file,
+            db,
+        } => {
+            let book = load_file_or_db(file.as_deref(), db.as_deref())?;
+            let mut rng = match seed {
+                Some(s) => rand::rngs::StdRng::seed_from_u64(s),
+                None => rand::rngs::StdRng::from_os_rng(),
+            };
+            let mut random = || rng.next_u64();
+            let mut board = replay(&moves)?;
+            let mut chosen = Vec::new();
+            loop {
+                if board.must_pass() {
+                    board = board.pass();
+                }
+                match play::random_move(&book, &board, randomness, &mut random) {
+                    None if chosen.is_empty() => {
+                        bail!("the position after {moves:?} is not in the book")
+                    }
+                    Some(Move::None) if chosen.is_empty() => {
+                        bail!("no book move within the randomness (stale value?)")
+                    }
+                    Some(mv) if mv != Move::None => {
+                        chosen.push(mv);
+                        board = board.next_unchecked(mv);
+                        if !line {
+                            break;
+                        }
+                    }
+                    _ => break,
+                }
+            }
+            let text: String = chosen.iter().map(ToString::to_string).collect();
+            print(&format!("{text}\n"))
+        }
+        BookCommand::Upgrade {
+            level,
+            error,
+            db,
+            engine,
+        } => {
+            if !(1..=60).contains(&level) {
+                bail!("level must be 1..=60 (got {level})");
+            }
+            transform(&db.db, Some(&engine), move |book, search| {
+                let mut search = search.context("upgrade needs the engine")?;
+                let params = research::Upgrade { level, error };
+                let r = research::upgrade(book, params, &mut search);
+                negamax::sort_links(book);
+                Ok(format!(
+                    "upgrade to level {level} (error {error}): {} positions raised, {} searches \
+                     in {} rounds; root value {}",
+                    r.raised,
+                    r.searches,
+                    r.rounds,
+                    root_value(book)
+                ))
+            })
+        }
+        BookCommand::Audit {
+            level,
+            contradictions,
+            db,
+            engine,
+        } => {
+            let (eval, _) = bookfarm_worker::exec::load_eval(engine.eval.as_deref())?;
+            let c = open_db(&db.db, ServiceConfig::default())?;
+            let book = offline::load_book(&c);
+            let (abort, _rt) = interrupt_flag()?;
+            let mut search = offline::engine_search(eval, abort.clone());
+            let lines = extract::best_lines(&book);
+            let audit = extract::audit(&book, &lines, level.min(60), &mut search);
+            if abort.load(Ordering::SeqCst) {
+                bail!("interrupted");
+            }
+            let bad: Vec<_> = audit.iter().filter(|a| a.contradicts()).collect();
+            let mut text = String::new();
+            for a in &bad {
+                text.push_str(&format!(
+                    "contradiction: {} book {:+} played out {:+} ({})\n",
+                    game_text(&a.line),
+                    a.book_value,
+                    a.result,
+                    game_text(&a.continuation)
+                ));
+            }
+            text.push_str(&format!(
+                "audit at level {level}: {} best lines played to the end, {} contradict the book\n",
+                audit.len(),
+                bad.len()
+            ));
+            if let Some(path) = contradictions {
+                let games: String = bad
+                    .iter()
+                    .map(|a| format!("{}{}\n", game_text(&a.line), game_text(&a.continuation)))
+                    .collect();
+                write_file(&path, games.as_bytes())?;
+            }
+            print(&text)
         }
         BookCommand::Problem { empties, count, db } => {
             let c = open_db(&db.db, ServiceConfig::default())?;

@@ -210,7 +210,7 @@ fn move_of(code: u8) -> Move {
 /// A persisted growth program ([`Operation`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperationRecord {
-    /// 0 deviate, 1 enhance, 2 play, 3 extend, 4 add games, 5 new.
+    /// 0 deviate, 1 enhance, 2 play, 3 extend, 4 add games, 5 new, 6 expand.
     pub kind: u8,
     /// Root board (selectors).
     pub root: (u64, u64),
@@ -222,6 +222,8 @@ pub struct OperationRecord {
     pub until_stable: bool,
     /// Games as move codes (add).
     pub games: Vec<Vec<u8>>,
+    /// Positions to expand (expand).
+    pub boards: Vec<(u64, u64)>,
 }
 
 impl OperationRecord {
@@ -234,6 +236,7 @@ impl OperationRecord {
             b: 0,
             until_stable: false,
             games: Vec::new(),
+            boards: Vec::new(),
         };
         match op {
             Operation::Deviate { root, params } => {
@@ -258,6 +261,10 @@ impl OperationRecord {
                     .collect();
             }
             Operation::New => r.kind = 5,
+            Operation::Expand { boards } => {
+                r.kind = 6;
+                r.boards = boards.iter().map(pair).collect();
+            }
         }
         r
     }
@@ -285,6 +292,9 @@ impl OperationRecord {
                     .map(|g| g.iter().map(|&c| move_of(c)).collect())
                     .collect(),
             },
+            6 => Operation::Expand {
+                boards: self.boards.iter().copied().map(board_of).collect(),
+            },
             _ => Operation::New,
         }
     }
@@ -303,12 +313,13 @@ fn changes_of(c: [u64; 3]) -> Changes {
     }
 }
 
-const PASSES: [PassKind; 5] = [
+const PASSES: [PassKind; 6] = [
     PassKind::DeviateRoot,
     PassKind::DeviateOpponent,
     PassKind::Enhance,
     PassKind::Play,
     PassKind::Extend,
+    PassKind::Given,
 ];
 
 /// A persisted [`DriverState`].

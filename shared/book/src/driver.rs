@@ -83,6 +83,11 @@ pub enum Operation {
         /// The root.
         root: Board,
     },
+    /// Edax's `book_expand` of given positions (canonical boards), in the given order, once.
+    Expand {
+        /// The positions to expand.
+        boards: Vec<Board>,
+    },
     /// `book add`: games from the start position (Edax's `book_add_game` for each).
     AddGames {
         /// Move lists.
@@ -104,6 +109,7 @@ impl Operation {
             Operation::Play { .. } => "play".into(),
             Operation::Extend { .. } => "extend".into(),
             Operation::AddGames { games } => format!("add {} games", games.len()),
+            Operation::Expand { boards } => format!("expand {} positions", boards.len()),
         }
     }
 }
@@ -121,6 +127,8 @@ pub enum PassKind {
     Play,
     /// Extend's marking.
     Extend,
+    /// The positions an [`Operation::Expand`] names.
+    Given,
 }
 
 /// Where a program stands; plain data (boards, counters), so that it can be persisted.
@@ -339,7 +347,7 @@ impl Driver {
             | Operation::Enhance { root, .. }
             | Operation::Play { root }
             | Operation::Extend { root } => Some(*root),
-            Operation::New | Operation::AddGames { .. } => None,
+            Operation::New | Operation::AddGames { .. } | Operation::Expand { .. } => None,
         }
     }
 
@@ -349,6 +357,7 @@ impl Driver {
             Operation::Enhance { .. } => Some(PassKind::Enhance),
             Operation::Play { .. } => Some(PassKind::Play),
             Operation::Extend { .. } => Some(PassKind::Extend),
+            Operation::Expand { .. } => Some(PassKind::Given),
             Operation::New | Operation::AddGames { .. } => None,
         }
     }
@@ -359,6 +368,16 @@ impl Driver {
         match &self.state.operation {
             Operation::New | Operation::AddGames { .. } => {
                 self.state.phase = Phase::Adding { game: 0, cursor: 0 };
+                return;
+            }
+            Operation::Expand { boards } => {
+                self.state.phase = Phase::Expanding {
+                    pass: PassKind::Given,
+                    root_value: 0,
+                    todo: boards.clone(),
+                    cursor: 0,
+                    iteration: Changes::default(),
+                };
                 return;
             }
             Operation::Enhance {
@@ -398,6 +417,11 @@ impl Driver {
             _ => Deviate::default(),
         };
         let marked = match pass {
+            PassKind::Given => {
+                // Given positions are expanded once, never re-marked.
+                self.state.phase = Phase::Done;
+                return;
+            }
             PassKind::DeviateRoot => deviate_pass(book, root, params, s, DeviatePass::RootSide),
             PassKind::DeviateOpponent => {
                 deviate_pass(book, root, params, s, DeviatePass::OpponentSide)
@@ -439,6 +463,10 @@ impl Driver {
             return;
         };
         negamax_from(book, root);
+        if pass == PassKind::Given {
+            self.state.phase = Phase::Done;
+            return;
+        }
         let again = match &self.state.operation {
             Operation::Enhance { until_stable, .. } => *until_stable && it.changed(),
             _ => it.changed(),

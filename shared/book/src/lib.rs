@@ -5,15 +5,23 @@
 //! * [`mem`]: [`MemBook`], the compact in-memory book the algorithms run on;
 //! * [`edax`]: the `book.dat` reader (strict, never panics) and writer (Edax 4.6 bucket order);
 //! * [`csv`], [`dump`], [`info`]: Edax's CSV, the canonical text dump, `book info`;
+//! * [`egbk3`]: Egaroucid's `.egbk3` book format and its mapping to the Edax model;
 //! * [`negamax`]: Edax's negamax, full and incremental, link ordering and linking.
 //! * [`select`]: the selectors deviate, enhance, play and extend as pure marking functions;
-//! * [`maintain`]: prune, subtree and merge;
+//! * [`maintain`]: prune and subtree;
+//! * [`merge`]: merging by level (higher level wins, equal level → the newer book);
 //! * [`driver`]: the one definition of book growth, a resumable serial program whose searches
 //!   are requests answered by the caller (offline, threads or a cluster);
 //! * [`grow`]: leaf searches as requests and results, expansion, adding games, `book store`,
 //!   link, fill and fix, with searches run by a caller-supplied callback;
+//! * [`leaves`]: better leaves (a leaf scoring above every link), found and expanded;
+//! * [`extract`]: `book extract` (best-play lines) and the line audit;
+//! * [`play`]: the book during play: the random book move and `book analyze`;
 //! * [`query`]: `book show`, `book problem` and `book check` with Edax's text;
-//! * [`synth`]: deterministic synthetic books for tests and benchmarks.
+//! * [`research`]: re-searching leaves in place: `book correct` and `book upgrade`;
+//! * [`synth`]: deterministic synthetic books for tests and benchmarks;
+//! * [`accuracy`]: Egaroucid's accuracy grades (A–F, AA–AF);
+//! * [`line`](mod@line): `book line`, every position of a line as the book holds it.
 //!
 //! The crate does no IO beyond what callers hand it (byte slices and strings) and has no
 //! async or logging dependency.
@@ -33,17 +41,25 @@
 //! ```
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod accuracy;
 pub mod csv;
 pub mod driver;
 pub mod dump;
 pub mod edax;
+pub mod egbk3;
+pub mod extract;
 pub mod grow;
 pub mod info;
+pub mod leaves;
+pub mod line;
 pub mod maintain;
 pub mod mem;
+pub mod merge;
 pub mod model;
 pub mod negamax;
+pub mod play;
 pub mod query;
+pub mod research;
 pub mod select;
 pub mod store;
 pub mod synth;

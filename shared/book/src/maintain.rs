@@ -1,9 +1,9 @@
-//! Book maintenance as pure book transformations: Edax's `prune` and `subtree` (edax-spec §4.10)
-//! and a working `merge` (Edax's is broken, §4.11; ours unites positions and links).
+//! Book maintenance as pure book transformations: Edax's `prune` and `subtree` (edax-spec §4.10).
+//! Merging (Edax's is broken, §4.11) is [`crate::merge`].
 //! Commands that also need leaf searches (fix, the re-search of cleared leaves) are the caller's.
 
 use crate::mem::{MemBook, NodeId, child_board};
-use crate::model::{BAD_LINK, Link};
+use crate::model::Link;
 use crate::negamax::negamax_from;
 use bookfarm_engine::Board;
 use std::collections::HashSet;
@@ -117,73 +117,10 @@ pub fn subtree(book: &mut MemBook, board: &Board) -> usize {
     remove_except(book, &keep)
 }
 
-/// What [`merge`] did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MergeReport {
-    /// Positions copied from the source.
-    pub added: usize,
-    /// Positions whose leaf and level were taken from a higher-level source position.
-    pub upgraded: usize,
-    /// Links added to existing positions.
-    pub links_added: usize,
-    /// Positions whose leaf had to be cleared because its move became a link; their leaf needs
-    /// a new search (with the links excluded).
-    pub need_search: Vec<Board>,
-}
-
-/// Merge `src` into `dst`: every source position and link. A position only in `src` is copied.
-/// For a position in both, the higher level's leaf and level win (equal levels keep `dst`'s),
-/// and the source's links are added (Edax `add_link`: a link on the leaf's move clears the
-/// leaf). Values are stale afterwards: negamax the result.
-pub fn merge(dst: &mut MemBook, src: &MemBook) -> MergeReport {
-    let mut report = MergeReport::default();
-    for sid in src.ids() {
-        let p = src.position(sid);
-        match dst.find(&p.board) {
-            None => {
-                dst.put_position(&p);
-                report.added += 1;
-            }
-            Some(did) => {
-                if p.level > dst.level(did) {
-                    let linked = dst.links(did).any(|l| l.mv == p.leaf.mv);
-                    dst.set_leaf(did, if linked { BAD_LINK } else { p.leaf });
-                    dst.set_level(did, p.level);
-                    report.upgraded += 1;
-                }
-                for &l in &p.links {
-                    let had_leaf = dst.leaf(did).mv == l.mv;
-                    if dst.add_link(did, l) {
-                        report.links_added += 1;
-                        if had_leaf {
-                            report.need_search.push(p.board);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    report.need_search.sort();
-    report.need_search.dedup();
-    report
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::negamax::negamax;
-    use crate::synth::{SynthParams, random_book};
-
-    fn synth(seed: u64) -> MemBook {
-        let mut b = random_book(SynthParams {
-            seed,
-            positions: 300,
-            plies: 10,
-            level: Some(4),
-        });
-        negamax(&mut b);
-        b
-    }
+    use crate::synth::test_book as synth;
 
     #[test]
     fn subtree_keeps_exactly_the_reachable_positions() {
@@ -234,31 +171,5 @@ mod tests {
                 .find(&child_board(&book.board(id), best.mv))
                 .expect("best child kept");
         }
-    }
-
-    #[test]
-    fn merge_unites_positions_and_links() {
-        let a = synth(1);
-        let b = synth(2);
-        let mut m = a.clone();
-        let report = merge(&mut m, &b);
-        let boards: HashSet<Board> = a
-            .positions()
-            .chain(b.positions())
-            .map(|p| p.board)
-            .collect();
-        assert_eq!(m.len(), boards.len());
-        assert_eq!(report.added, boards.len() - a.len());
-        // Every link of either book is in the merge, and no leaf sits on a link.
-        for p in a.positions().chain(b.positions()) {
-            let id = m.find(&p.board).expect("merged");
-            for l in &p.links {
-                assert!(m.links(id).any(|k| k.mv == l.mv));
-            }
-            let leaf = m.leaf(id);
-            assert!(leaf.mv == bookfarm_engine::Move::None || m.links(id).all(|k| k.mv != leaf.mv));
-        }
-        let stats = negamax(&mut m);
-        assert_eq!(stats.missing_children, 0);
     }
 }

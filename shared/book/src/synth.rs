@@ -136,3 +136,16 @@ pub fn random_book(p: SynthParams) -> MemBook {
     }
     book
 }
+
+/// A negamaxed synthetic book of 300 positions over 10 plies at level 4, for unit tests.
+#[cfg(test)]
+pub(crate) fn test_book(seed: u64) -> MemBook {
+    let mut b = random_book(SynthParams {
+        seed,
+        positions: 300,
+        plies: 10,
+        level: Some(4),
+    });
+    crate::negamax::negamax(&mut b);
+    b
+}

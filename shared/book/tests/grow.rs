@@ -2,6 +2,7 @@
 //! fix, fill, `book show` against Edax's console transcripts, `book check`, `book problem`,
 //! and the golden tiny book rebuilt with the real engine.
 
+mod common;
 use bookfarm_book::grow::{
     self, Changes, PositionProblem, add_game, apply_leaf, check_position, expand, finish_expand,
     leaf_request, plan_expand, store_game,
@@ -10,32 +11,16 @@ use bookfarm_book::model::BookHeader;
 use bookfarm_book::query::{self, check_games, problems, show};
 use bookfarm_book::{BAD_LINK, Link, MemBook, Position, dump, edax, negamax};
 use bookfarm_engine::formats::transcript::parse_moves;
-use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
+use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::{Board, Move, Square};
+use common::{board_after, golden};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 fn sq(s: &str) -> Move {
     Move::Square(Square::parse(s).expect("square"))
-}
-
-fn golden(name: &str) -> Option<PathBuf> {
-    bookfarm_engine::testdata::shared_dir_or_skip().map(|d| d.join("golden").join(name))
-}
-
-fn board_after(moves: &str) -> Board {
-    let mut b = Board::start();
-    for mv in parse_moves(moves).expect("moves") {
-        if b.must_pass() {
-            b = b.pass();
-        }
-        b = b.play_move(mv).expect("legal");
-    }
-    b
 }
 
 /// A deterministic stand-in for the engine: the lowest non-excluded legal square, scored by a
@@ -412,17 +397,10 @@ fn check_and_problem_on_the_small_book() {
 /// `book fix`, `book negamax`) using the real engine at level 2 on eval-seed1.dat.
 #[test]
 fn tiny_book_rebuilt_with_the_engine() {
-    let (Some(eval), Some(dat)) = (golden("eval-seed1.dat"), golden("book-tiny.dat")) else {
+    let (Some(_), Some(dat)) = (golden("eval-seed1.dat"), golden("book-tiny.dat")) else {
         return;
     };
-    let eval = Arc::new(bookfarm_engine::eval::Eval::load(eval).expect("eval"));
-    let mut searcher = Searcher::with_options(
-        eval,
-        SearchOptions {
-            tt_bits: 14,
-            ..SearchOptions::default()
-        },
-    );
+    let mut searcher = common::searcher().expect("eval");
     let abort = AtomicBool::new(false);
     let mut search = |r: &LeafRequest| searcher.leaf_search(r, &abort);
     let mut book = MemBook::new(BookHeader::new(2, 12));
@@ -475,21 +453,14 @@ fn tiny_book_rebuilt_with_the_engine() {
 /// the real engine on eval-seed1.dat.
 #[test]
 fn small_book_rebuilt_with_the_engine() {
-    let (Some(eval), Some(dat), Some(games)) = (
+    let (Some(_), Some(dat), Some(games)) = (
         golden("eval-seed1.dat"),
         golden("book-small.dat"),
         golden("games-seed7.txt"),
     ) else {
         return;
     };
-    let eval = Arc::new(bookfarm_engine::eval::Eval::load(eval).expect("eval"));
-    let mut searcher = Searcher::with_options(
-        eval,
-        SearchOptions {
-            tt_bits: 14,
-            ..SearchOptions::default()
-        },
-    );
+    let mut searcher = common::searcher().expect("eval");
     let abort = AtomicBool::new(false);
     let mut searches = 0usize;
     let mut search = |r: &LeafRequest| {
@@ -569,17 +540,10 @@ fn small_book_rebuilt_with_the_engine() {
 /// excluded must give the same move and score whenever the leaf is not beaten by a later link.
 #[test]
 fn engine_reproduces_the_small_book_leaves() {
-    let (Some(eval), Some(dat)) = (golden("eval-seed1.dat"), golden("book-small.dat")) else {
+    let (Some(_), Some(dat)) = (golden("eval-seed1.dat"), golden("book-small.dat")) else {
         return;
     };
-    let eval = Arc::new(bookfarm_engine::eval::Eval::load(eval).expect("eval"));
-    let mut searcher = Searcher::with_options(
-        eval,
-        SearchOptions {
-            tt_bits: 14,
-            ..SearchOptions::default()
-        },
-    );
+    let mut searcher = common::searcher().expect("eval");
     let abort = AtomicBool::new(false);
     let book = edax::read_book(&std::fs::read(dat).expect("dat")).expect("golden");
     let (mut n, mut same_score, mut same) = (0, 0, 0);

@@ -184,12 +184,61 @@ pub fn parse_ggf(text: &str) -> Result<Vec<GgfGame>, GgfError> {
     Ok(games)
 }
 
+/// The `BO` value of the standard start: size, the 8 rows (`*` Black, `O` White, `-` empty),
+/// Black to move.
+const START_BO: &str =
+    "8 -------- -------- -------- ---O*--- ---*O--- -------- -------- -------- *";
+
+/// Write one game as a GGF game: `(;GM[Othello]PC[..]DT[..]PB[..]PW[..]RE[..]TY[8]BO[start]`
+/// then the moves as `B[f5]W[d6]…` (a pass is `PA`), then `;)`. Absent names, date and result
+/// are omitted; `place` is the `PC` value. [`parse_ggf`] reads it back.
+pub fn write_ggf(game: &GgfGame, place: &str) -> String {
+    let mut out = format!("(;GM[Othello]PC[{place}]");
+    let props = [
+        ("DT", &game.date),
+        ("PB", &game.black),
+        ("PW", &game.white),
+        ("RE", &game.result),
+    ];
+    for (key, value) in props {
+        if let Some(v) = value {
+            out.push_str(&format!("{key}[{v}]"));
+        }
+    }
+    out.push_str(&format!("TY[8]BO[{START_BO}]"));
+    for (i, mv) in game.game.moves.iter().enumerate() {
+        let side = if i % 2 == 0 { 'B' } else { 'W' };
+        let text = match mv {
+            Move::Square(sq) => sq.to_string(),
+            _ => "PA".to_string(),
+        };
+        out.push_str(&format!("{side}[{text}]"));
+    }
+    out.push_str(";)");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const START: &str =
-        "8 -------- -------- -------- ---O*--- ---*O--- -------- -------- -------- *";
+    #[test]
+    fn written_games_read_back() {
+        let moves = crate::formats::transcript::parse_moves("f5d6c3d3c4").expect("moves");
+        let g = GgfGame {
+            black: Some("book".into()),
+            white: None,
+            date: None,
+            result: Some("+2".into()),
+            game: Game::from_moves(moves).expect("legal"),
+        };
+        let text = write_ggf(&g, "bookfarm");
+        assert!(text.starts_with("(;GM[Othello]PC[bookfarm]PB[book]RE[+2]TY[8]BO[8 "));
+        assert!(text.ends_with("B[f5]W[d6]B[c3]W[d3]B[c4];)"));
+        assert_eq!(parse_ggf(&text), Ok(vec![g]));
+    }
+
+    const START: &str = START_BO;
 
     fn game(moves: &str) -> String {
         format!(
