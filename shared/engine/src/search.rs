@@ -8,8 +8,9 @@
 //! from a small depth of the same parity, aspiration windows around the previous score (or, for
 //! `d ≤ 10`, an exact value for every root move), then the selectivity ramp at the final depth.
 //! Root scores are clamped to the root's stability bounds. A root that must pass is searched at the
-//! same depth and reports [`Move::Pass`]; a finished game reports its exact score and
-//! [`Move::None`]. With `d ≥ empties` the search is an endgame search: exact (through the exact
+//! same depth and reports [`Move::Pass`] (at depth 0, as in Edax, its score is the static
+//! evaluation of the position itself, not of the pass); a finished game reports its exact score
+//! and [`Move::None`]. With `d ≥ empties` the search is an endgame search: exact (through the exact
 //! solver) at selectivity 5, or the midgame routines with probcut down to
 //! [`SearchOptions::midgame_to_endgame`] empties otherwise.
 //!
@@ -177,6 +178,22 @@ impl Searcher {
                     depth: n,
                     selectivity: NO_SELECTIVITY,
                     exact: true,
+                    nodes: 1,
+                    elapsed: Duration::ZERO,
+                }
+            } else if depth == 0 {
+                // Edax's depth 0 (level 0) never plays the pass: it reports the static evaluation
+                // of the position as it stands, clamped to the root's stability bounds, with the
+                // move PASS (`iterative_deepening` returns before any search when `end == 0`).
+                LeafResult {
+                    mv: Move::Pass,
+                    score: self
+                        .eval
+                        .eval0(board)
+                        .clamp(stability_lower(board), stability_upper(board)),
+                    depth: 0,
+                    selectivity: NO_SELECTIVITY,
+                    exact: false,
                     nodes: 1,
                     elapsed: Duration::ZERO,
                 }
@@ -666,6 +683,53 @@ mod tests {
         let mut fresh = searcher(Arc::clone(s.eval()), 16);
         let third = fresh.search_depth(&mid, 11, 5, 0, &abort);
         assert_eq!((first.score, first.nodes), (third.score, third.nodes));
+    }
+
+    /// Edax's depth 0 at a root that must pass (issue 19): the static evaluation of the position
+    /// as it stands, clamped to its stability bounds, with the move PASS; not the negated
+    /// evaluation of the position after the pass.
+    #[test]
+    fn depth0_at_a_must_pass_root_scores_the_position_itself() {
+        let Some(e) = eval() else { return };
+        let mut s = searcher(Arc::clone(&e), 12);
+        let abort = AtomicBool::new(false);
+        let mut rng = crate::testutil::XorShift(0x5eed_0019);
+        let (mut roots, mut not_negated_pass, mut clamped) = (0, 0, 0);
+        for _game in 0..3000 {
+            let mut b = Board::start();
+            while let Some(next) = crate::testutil::random_ply(&mut rng, &b) {
+                if b.must_pass() {
+                    let (lower, upper) = (stability_lower(&b), stability_upper(&b));
+                    let expected = e.eval0(&b).clamp(lower, upper);
+                    let r = s.search_depth(&b, 0, 5, 0, &abort);
+                    assert_eq!(
+                        (r.mv, r.score, r.depth, r.exact),
+                        (Move::Pass, expected, 0, false)
+                    );
+                    // Level 0 is depth 0 at every number of empties.
+                    let req = LeafRequest {
+                        board: b,
+                        level: 0,
+                        excluded: 0,
+                    };
+                    assert_eq!(s.leaf_search(&req, &abort).score, expected);
+                    roots += 1;
+                    if expected != (-e.eval0(&b.pass())).clamp(lower, upper) {
+                        not_negated_pass += 1;
+                    }
+                    if expected != e.eval0(&b) {
+                        clamped += 1;
+                    }
+                }
+                b = next;
+            }
+        }
+        // The sample must tell the rule apart from the pass-first rule and exercise the clamp.
+        assert!(roots >= 100, "{roots} must-pass positions");
+        assert!(
+            not_negated_pass > 0 && clamped > 0,
+            "{not_negated_pass} {clamped}"
+        );
     }
 
     #[test]
