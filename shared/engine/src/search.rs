@@ -144,6 +144,13 @@ impl Searcher {
         &self.eval
     }
 
+    /// Make the exact solver run its baseline code generation even where the CPU supports
+    /// x86-64-v3 (with [`crate::flip::set_active`], this reproduces on one machine what a CPU
+    /// without AVX2 computes). Results never change, only speed; `tests/backends.rs` checks it.
+    pub fn set_portable_endgame(&mut self, on: bool) {
+        self.exact.set_portable_only(on);
+    }
+
     /// Full transposition-table clear.
     pub fn clear(&mut self) {
         self.tt.clear();
