@@ -324,8 +324,9 @@ const fn build_feature_offsets() -> [u32; N_FEATURES] {
     o
 }
 
-/// Unpacked offset of each feature's family in the per-ply weight table.
-pub static FEATURE_OFFSET: [u32; N_FEATURES] = build_feature_offsets();
+/// Unpacked offset of each feature's family in the per-ply weight table (a `const`, so that the
+/// evaluation's unrolled look-ups use them as address displacements).
+pub const FEATURE_OFFSET: [u32; N_FEATURES] = build_feature_offsets();
 
 /// Sum of the power vectors of the flipped squares.
 #[inline(always)]

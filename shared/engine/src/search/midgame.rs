@@ -175,7 +175,8 @@ impl<'a> Ctx<'a> {
     }
 
     /// Depth-1 search (Edax `search_eval_1`): a move that wipes the opponent out scores +64 at
-    /// once; otherwise the best rounded static score of the children, clamped to ±63.
+    /// once (when it comes before a cutoff); otherwise the best rounded static score of the
+    /// children, clamped to ±63.
     pub fn eval1(&mut self, alpha: i32, beta: i32) -> i32 {
         self.nodes += 1;
         let b = self.board;
@@ -194,24 +195,16 @@ impl<'a> Ctx<'a> {
         let child_empties = b.empties() - 1;
         let mut best = -SCORE_INF;
         let mut m = moves;
-        // Wipe-outs first: Edax returns +64 as soon as it meets one.
-        let mut flips = [0u64; 32];
-        let mut xs = [0u8; 32];
-        let mut n = 0;
-        while m != 0 && n < 32 {
+        while m != 0 {
             let x = m.trailing_zeros() as u8;
             m &= m - 1;
             let f = crate::flip::flips(b.player, b.opponent, x);
+            // A wipe-out met before a cutoff scores +64 at once, as in Edax's move loop.
             if f == b.opponent {
                 return SCORE_MAX;
             }
-            xs[n] = x;
-            flips[n] = f;
-            n += 1;
-        }
-        for i in 0..n {
             self.nodes += 1;
-            let child = self.features.child_indices(xs[i], flips[i]);
+            let child = self.features.child_indices(x, f);
             let raw = self.eval.raw_indices(&child, child_empties);
             let s = -(if raw > 0 {
                 (raw + 64) / 128
