@@ -111,9 +111,10 @@ pub struct BenchArgs {
     /// fastest this CPU has]. The node counts must not change.
     #[arg(long)]
     pub backend: Option<String>,
-    /// Run the exact solver's baseline code generation even where x86-64-v3 is available.
+    /// Run the baseline code generation of the search and the exact solver even where the CPU
+    /// runs x86-64-v3.
     #[arg(long)]
-    pub portable_endgame: bool,
+    pub portable_codegen: bool,
 }
 
 fn probcut_model(spec: &str, eval: &Arc<Eval>) -> anyhow::Result<ProbcutModel> {
@@ -391,15 +392,15 @@ fn bench(args: &BenchArgs) -> anyhow::Result<()> {
         None => bench_positions(),
     };
     let mut searcher = Searcher::new(eval);
-    searcher.set_portable_endgame(args.portable_endgame);
+    searcher.set_portable_codegen(args.portable_codegen);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     writeln!(
         out,
-        "backend: flips {}, mobility {}, exact solver {}",
+        "backend: flips {}, mobility {}, search code generation {}",
         kernels.flips_backend(),
         kernels.moves_backend(),
-        if args.portable_endgame {
+        if args.portable_codegen {
             "baseline"
         } else {
             "run-time selected"

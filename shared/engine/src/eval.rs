@@ -263,13 +263,14 @@ impl Eval {
     }
 
     /// Raw weight sum of a position with `empties` empty squares (0..=60) and its features.
-    #[inline]
+    #[inline(always)]
     pub fn raw(&self, features: &Features, empties: u32) -> i32 {
         self.raw_indices(features.indices(), empties)
     }
 
-    /// Raw weight sum for explicit feature indices (see [`Features::child_indices`]).
-    #[inline]
+    /// Raw weight sum for explicit feature indices (see [`Features::child_indices`]). Always
+    /// inlined, so that the search's x86-64-v3 copy gets it compiled with its features.
+    #[inline(always)]
     pub fn raw_indices(&self, indices: &Lanes, empties: u32) -> i32 {
         let base = 60usize.saturating_sub(empties as usize) * STRIDE;
         let w: &[i16; WINDOW] = self.weights[base..base + WINDOW]

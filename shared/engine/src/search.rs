@@ -43,7 +43,7 @@ use crate::eval::Eval;
 use crate::level::{NO_SELECTIVITY, level_params};
 use crate::square::{Move, Square};
 use exact::ExactSolvers;
-use midgame::{Ctx, NO_MOVE};
+use midgame::{Ctx, NO_MOVE, Nodes, Portable};
 use ordering::MoveList;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -88,6 +88,8 @@ pub struct Searcher {
     tt: Tt,
     exact: ExactSolvers,
     opts: SearchOptions,
+    /// Baseline code generation even where the CPU runs x86-64-v3.
+    portable: bool,
 }
 
 /// One root move with its last score (for ordering the next iteration).
@@ -131,6 +133,7 @@ impl Searcher {
             tt,
             exact,
             opts,
+            portable: false,
         }
     }
 
@@ -144,10 +147,12 @@ impl Searcher {
         &self.eval
     }
 
-    /// Make the exact solver run its baseline code generation even where the CPU supports
-    /// x86-64-v3 (with [`crate::flip::set_active`], this reproduces on one machine what a CPU
-    /// without AVX2 computes). Results never change, only speed; `tests/backends.rs` checks it.
-    pub fn set_portable_endgame(&mut self, on: bool) {
+    /// Run the baseline code generation of the node routines and of the exact solver even where
+    /// the CPU supports x86-64-v3 (with [`crate::flip::set_active`], this reproduces on one machine
+    /// what a CPU without AVX2 computes). Results never change, only speed; `tests/backends.rs`
+    /// checks it.
+    pub fn set_portable_codegen(&mut self, on: bool) {
+        self.portable = on;
         self.exact.set_portable_only(on);
     }
 
@@ -220,7 +225,8 @@ impl Searcher {
         r
     }
 
-    /// Search a position that has at least one legal move.
+    /// Search a position that has at least one legal move, with the node routines compiled for
+    /// x86-64-v3 when the CPU runs them.
     fn run(
         &mut self,
         board: &Board,
@@ -229,13 +235,32 @@ impl Searcher {
         excluded: u64,
         abort: &AtomicBool,
     ) -> LeafResult {
+        #[cfg(target_arch = "x86_64")]
+        if !self.portable && crate::endgame::has_x86_v3() {
+            return self.run_with::<midgame::X86V3>(board, depth, target_sel, excluded, abort);
+        }
+        self.run_with::<Portable>(board, depth, target_sel, excluded, abort)
+    }
+
+    /// [`Searcher::run`] with the node routines of code generation `K`.
+    fn run_with<K>(
+        &mut self,
+        board: &Board,
+        depth: u32,
+        target_sel: u8,
+        excluded: u64,
+        abort: &AtomicBool,
+    ) -> LeafResult
+    where
+        for<'c> Ctx<'c, K>: Nodes,
+    {
         let n = board.empties();
         let root_mask = board.moves() & !excluded;
         // Exact solves can happen in any search (endgame, PV extension): start from empty
         // solver tables so that node counts never depend on earlier searches.
         self.exact.prepare();
         let eval = Arc::clone(&self.eval);
-        let mut ctx = Ctx::new(
+        let mut ctx = Ctx::<K>::new(
             &eval,
             &mut self.tt,
             &mut self.exact,
@@ -271,7 +296,7 @@ impl Searcher {
         let upper = stability_upper(board);
         // Initial root order: the node ordering heuristic at the final depth.
         let mut list = MoveList::new(board, root_mask);
-        ctx.order(&mut list, NO_MOVE, depth.clamp(1, 8));
+        ctx.order_moves(&mut list, NO_MOVE, depth.clamp(1, 8));
         let mut roots: Vec<RootMove> = std::iter::from_fn(|| list.next_best())
             .map(|c| RootMove {
                 x: c.x,
@@ -378,15 +403,18 @@ impl Searcher {
 }
 
 /// One aspiration search at `depth` (edax-spec §7); `None` when aborted.
-fn aspiration(
-    ctx: &mut Ctx<'_>,
+fn aspiration<'a, K>(
+    ctx: &mut Ctx<'a, K>,
     roots: &mut [RootMove],
     depth: u32,
     sel: u8,
     prev: i32,
     (lower, upper): (i32, i32),
     solving: bool,
-) -> Option<(i32, u8)> {
+) -> Option<(i32, u8)>
+where
+    Ctx<'a, K>: Nodes,
+{
     ctx.selectivity = sel;
     ctx.pv_extension = midgame::pv_extension(depth, ctx.board.empties());
     if depth <= ctx.opts.multipv_depth {
@@ -431,15 +459,18 @@ fn aspiration(
 }
 
 /// Edax's `PVS_root`; with `multipv` every move gets an exact value. Reorders `roots` by score.
-fn root_search(
-    ctx: &mut Ctx<'_>,
+fn root_search<'a, K>(
+    ctx: &mut Ctx<'a, K>,
     roots: &mut [RootMove],
     mut alpha: i32,
     beta: i32,
     depth: u32,
     multipv: bool,
     (lower, upper): (i32, i32),
-) -> Option<(i32, u8)> {
+) -> Option<(i32, u8)>
+where
+    Ctx<'a, K>: Nodes,
+{
     let mut best = -SCORE_INF;
     let mut best_x = NO_MOVE;
     let child_depth = depth - 1;
@@ -447,18 +478,18 @@ fn root_search(
         let rm = roots[i];
         let prev = ctx.make(rm.x, rm.flipped);
         let s = if i == 0 {
-            -ctx.search(-beta, -alpha, child_depth, true)
+            -ctx.child(-beta, -alpha, child_depth, true)
         } else if multipv {
-            let s = -ctx.search(SCORE_MAX - 1, SCORE_MAX, child_depth, false);
+            let s = -ctx.child(SCORE_MAX - 1, SCORE_MAX, child_depth, false);
             if !ctx.stopped && s > -SCORE_MAX {
-                -ctx.search(-SCORE_MAX, SCORE_MAX, child_depth, true)
+                -ctx.child(-SCORE_MAX, SCORE_MAX, child_depth, true)
             } else {
                 s
             }
         } else {
-            let s = -ctx.search(-alpha - 1, -alpha, child_depth, false);
+            let s = -ctx.child(-alpha - 1, -alpha, child_depth, false);
             if !ctx.stopped && alpha < s && s < beta {
-                -ctx.search(-beta, -alpha, child_depth, true)
+                -ctx.child(-beta, -alpha, child_depth, true)
             } else {
                 s
             }

@@ -103,7 +103,7 @@ fn every_backend_gives_identical_leaf_searches() {
     let mut reference: Option<Vec<(Move, i32, u32, u8, bool, u64)>> = None;
     let configs = configurations();
     assert!(configs.len() >= 4, "at least reference and portable, twice");
-    for (kernels, portable_endgame) in configs {
+    for (kernels, portable_codegen) in configs {
         flip::set_active(kernels);
         let mut searcher = Searcher::with_options(
             Arc::clone(&eval),
@@ -113,7 +113,7 @@ fn every_backend_gives_identical_leaf_searches() {
                 ..SearchOptions::default()
             },
         );
-        searcher.set_portable_endgame(portable_endgame);
+        searcher.set_portable_codegen(portable_codegen);
         let results: Vec<_> = jobs
             .iter()
             .map(|&(b, depth, sel)| key(&searcher.search_depth(&b, depth, sel, 0, &abort)))
@@ -125,7 +125,7 @@ fn every_backend_gives_identical_leaf_searches() {
                     assert_eq!(
                         got,
                         want,
-                        "search {i} with flips {} / moves {} / portable endgame {portable_endgame}",
+                        "search {i} with flips {} / moves {} / portable code generation {portable_codegen}",
                         kernels.flips_backend(),
                         kernels.moves_backend()
                     );
