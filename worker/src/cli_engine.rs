@@ -8,6 +8,7 @@ use anyhow::{Context, bail};
 use bookfarm_engine::Board;
 use bookfarm_engine::endgame::{self, EndgameContext};
 use bookfarm_engine::eval::Eval;
+use bookfarm_engine::flip::{self, Backend, Kernels};
 use bookfarm_engine::formats::obf::{ObfPosition, parse_obf};
 use bookfarm_engine::level::{selectivity_from_percent, selectivity_percent};
 use bookfarm_engine::search::calibrate::{self, CalibrationConfig};
@@ -34,18 +35,9 @@ pub enum EngineCommand {
     },
     /// Search every position of an OBF file at an Edax level or a fixed depth.
     Search(SearchArgs),
-    /// Fixed positions at a fixed depth; the total node count is a determinism signature.
-    Bench {
-        /// Edax eval.dat [default: the embedded bookfarm weights].
-        #[arg(long)]
-        eval: Option<PathBuf>,
-        /// Search depth (no selectivity).
-        #[arg(long, default_value_t = 8)]
-        depth: u32,
-        /// Use the positions of this OBF file instead of the built-in ones.
-        #[arg(long)]
-        obf: Option<PathBuf>,
-    },
+    /// Fixed positions at a fixed depth, or leaf searches at Edax levels with `--levels`; the
+    /// total node count is a determinism signature.
+    Bench(BenchArgs),
     /// Fit the probcut error model on positions from game records (see
     /// `bookfarm_engine::search::calibrate`) and write it as a parameter file.
     Calibrate {
@@ -95,6 +87,36 @@ pub struct SearchArgs {
     pub probcut: String,
 }
 
+/// Options of `bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Edax eval.dat [default: the embedded bookfarm weights].
+    #[arg(long)]
+    pub eval: Option<PathBuf>,
+    /// Search depth (no selectivity) of the fixed-depth bench.
+    #[arg(long, default_value_t = 8)]
+    pub depth: u32,
+    /// Use the positions of this OBF file instead of the built-in ones (required with --levels).
+    #[arg(long)]
+    pub obf: Option<PathBuf>,
+    /// Run leaf searches at these Edax levels (e.g. `12,16`) instead of the fixed depth, one
+    /// thread, reporting nodes and thread CPU seconds per level.
+    #[arg(long, value_delimiter = ',', requires = "obf")]
+    pub levels: Vec<u8>,
+    /// Edax's results on the same positions (`edax-levels.txt`: `level index depth@sel score move
+    /// nodes m:ss.sss` lines) to print next to ours, with the CPU ratio.
+    #[arg(long, requires = "levels")]
+    pub edax: Option<PathBuf>,
+    /// Flip and mobility backend: reference, portable, bmi2, avx2 or avx512 [default: the
+    /// fastest this CPU has]. The node counts must not change.
+    #[arg(long)]
+    pub backend: Option<String>,
+    /// Run the baseline code generation of the search and the exact solver even where the CPU
+    /// runs x86-64-v3.
+    #[arg(long)]
+    pub portable_codegen: bool,
+}
+
 fn probcut_model(spec: &str, eval: &Arc<Eval>) -> anyhow::Result<ProbcutModel> {
     Ok(match spec {
         "auto" if bookfarm_engine::eval::is_default_eval(eval) => {
@@ -116,7 +138,7 @@ pub fn run(cmd: EngineCommand) -> anyhow::Result<()> {
     match cmd {
         EngineCommand::Solve { file, eval } => solve(&file, eval.as_deref()),
         EngineCommand::Search(args) => search(&args),
-        EngineCommand::Bench { eval, depth, obf } => bench(eval.as_deref(), depth, obf.as_deref()),
+        EngineCommand::Bench(args) => bench(&args),
         EngineCommand::Calibrate {
             eval,
             games,
@@ -129,6 +151,11 @@ pub fn run(cmd: EngineCommand) -> anyhow::Result<()> {
 
 /// The weights of `--eval FILE`, or bookfarm's embedded default weights without it.
 fn load_eval(path: Option<&Path>) -> anyhow::Result<Arc<Eval>> {
+    Ok(load_eval_with_fingerprint(path)?.0)
+}
+
+/// [`load_eval`] with the weights' fingerprint.
+fn load_eval_with_fingerprint(path: Option<&Path>) -> anyhow::Result<(Arc<Eval>, String)> {
     let (eval, fingerprint) = bookfarm_worker::exec::load_eval(path)?;
     let h = eval.header();
     tracing::info!(
@@ -139,7 +166,7 @@ fn load_eval(path: Option<&Path>) -> anyhow::Result<Arc<Eval>> {
         h.release,
         h.build
     );
-    Ok(eval)
+    Ok((eval, fingerprint))
 }
 
 fn read_obf(path: &Path) -> anyhow::Result<Vec<ObfPosition>> {
@@ -348,31 +375,32 @@ fn thread_cpu_seconds() -> Option<f64> {
     Some(ns as f64 * 1e-9)
 }
 
-fn bench(eval_path: Option<&Path>, depth: u32, obf: Option<&Path>) -> anyhow::Result<()> {
-    let (eval, fingerprint) = bookfarm_worker::exec::load_eval(eval_path)?;
+/// The process-wide flip/mobility kernels of `--backend NAME` (flips and mobility from that
+/// backend), or the detected ones.
+fn select_backend(name: Option<&str>) -> anyhow::Result<Kernels> {
+    let Some(name) = name else {
+        return Ok(flip::active());
+    };
+    let backend = Backend::from_name(name).with_context(|| {
+        format!("--backend {name}: expected reference, portable, bmi2, avx2 or avx512")
+    })?;
+    let kernels = Kernels::new(backend, backend).with_context(|| format!("--backend {name}"))?;
+    flip::set_active(kernels);
+    Ok(kernels)
+}
+
+fn bench(args: &BenchArgs) -> anyhow::Result<()> {
+    let kernels = select_backend(args.backend.as_deref())?;
+    let (eval, fingerprint) = load_eval_with_fingerprint(args.eval.as_deref())?;
     let signature = bookfarm_worker::exec::signature(&eval, &fingerprint);
-    let boards: Vec<Board> = match obf {
+    let boards: Vec<Board> = match &args.obf {
         Some(p) => read_obf(p)?.into_iter().map(|p| p.board).collect(),
         None => bench_positions(),
     };
     let mut searcher = Searcher::new(eval);
-    let abort = AtomicBool::new(false);
+    searcher.set_portable_codegen(args.portable_codegen);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    writeln!(out, "{HEADER}")?;
-    let (mut total_nodes, start) = (0u64, Instant::now());
-    let cpu_start = thread_cpu_seconds();
-    for (i, b) in boards.iter().enumerate() {
-        let r = searcher.search_depth(b, depth, 5, 0, &abort);
-        total_nodes += r.nodes;
-        print_line(&mut out, i + 1, b, &r)?;
-    }
-    let secs = start.elapsed().as_secs_f64();
-    let cpu = match (cpu_start, thread_cpu_seconds()) {
-        (Some(a), Some(b)) => b - a,
-        _ => secs,
-    };
-    writeln!(out, "total\t{total_nodes}\t{secs:.3}")?;
     writeln!(
         out,
         "search signature: {signature} (hash {})",
@@ -382,9 +410,186 @@ fn bench(eval_path: Option<&Path>, depth: u32, obf: Option<&Path>) -> anyhow::Re
     )?;
     writeln!(
         out,
+        "backend: flips {}, mobility {}, search code generation {}",
+        kernels.flips_backend(),
+        kernels.moves_backend(),
+        if args.portable_codegen {
+            "baseline"
+        } else {
+            "run-time selected"
+        }
+    )?;
+    if args.levels.is_empty() {
+        bench_depth(&mut out, &mut searcher, &boards, args.depth)
+    } else {
+        let edax = match &args.edax {
+            Some(path) => read_edax_levels(path)?,
+            None => Vec::new(),
+        };
+        bench_levels(&mut out, &mut searcher, &boards, &args.levels, &edax)
+    }
+}
+
+/// The fixed-depth bench: every board at `depth`, no selectivity.
+fn bench_depth(
+    out: &mut impl Write,
+    searcher: &mut Searcher,
+    boards: &[Board],
+    depth: u32,
+) -> anyhow::Result<()> {
+    let abort = AtomicBool::new(false);
+    writeln!(out, "{HEADER}")?;
+    let (mut total_nodes, start) = (0u64, Instant::now());
+    let cpu_start = thread_cpu_seconds();
+    for (i, b) in boards.iter().enumerate() {
+        let r = searcher.search_depth(b, depth, 5, 0, &abort);
+        total_nodes += r.nodes;
+        print_line(out, i + 1, b, &r)?;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let cpu = match (cpu_start, thread_cpu_seconds()) {
+        (Some(a), Some(b)) => b - a,
+        _ => secs,
+    };
+    writeln!(out, "total\t{total_nodes}\t{secs:.3}")?;
+    writeln!(
+        out,
         "bench: {} positions, depth {depth}, {total_nodes} nodes, {secs:.3} s wall, {cpu:.3} s cpu, {:.0} nodes/cpu-s",
         boards.len(),
         total_nodes as f64 / cpu.max(1e-9)
+    )?;
+    Ok(())
+}
+
+/// One line of Edax's level results (`edax-levels.txt`).
+#[derive(Debug, Clone, PartialEq)]
+struct EdaxLevelLine {
+    level: u8,
+    /// 1-based position index in the OBF file.
+    index: usize,
+    score: i32,
+    mv: String,
+    nodes: u64,
+    seconds: f64,
+}
+
+/// Parse `level index depth@sel score move nodes m:ss.sss` lines (`#` lines are comments).
+fn parse_edax_levels(text: &str) -> anyhow::Result<Vec<EdaxLevelLine>> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let parse = || -> Option<EdaxLevelLine> {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let [level, index, _, score, mv, nodes, time] = f.as_slice() else {
+                return None;
+            };
+            let (min, sec) = time.split_once(':')?;
+            Some(EdaxLevelLine {
+                level: level.parse().ok()?,
+                index: index.parse().ok()?,
+                score: score.parse().ok()?,
+                mv: mv.to_lowercase(),
+                nodes: nodes.parse().ok()?,
+                seconds: min.parse::<f64>().ok()? * 60.0 + sec.parse::<f64>().ok()?,
+            })
+        };
+        out.push(parse().with_context(|| format!("line {}: cannot read {line:?}", n + 1))?);
+    }
+    Ok(out)
+}
+
+fn read_edax_levels(path: &Path) -> anyhow::Result<Vec<EdaxLevelLine>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    parse_edax_levels(&text).with_context(|| format!("{}", path.display()))
+}
+
+/// Leaf searches of every board at each level, one thread, with Edax's figures next to ours.
+fn bench_levels(
+    out: &mut impl Write,
+    searcher: &mut Searcher,
+    boards: &[Board],
+    levels: &[u8],
+    edax: &[EdaxLevelLine],
+) -> anyhow::Result<()> {
+    let abort = AtomicBool::new(false);
+    writeln!(
+        out,
+        "level\tindex\tempties\tscore\tmove\tnodes\tcpu_s\tedax_score\tedax_move\tedax_nodes\tedax_s"
+    )?;
+    let mut signature = 0u64;
+    let mut summaries = Vec::new();
+    for &level in levels {
+        if level > 60 {
+            bail!("--levels {level}: expected 0..=60");
+        }
+        let (mut nodes, mut cpu, mut edax_nodes, mut edax_s) = (0u64, 0f64, 0u64, 0f64);
+        let (mut compared, mut score_diff, mut same_move) = (0usize, 0i64, 0usize);
+        for (i, b) in boards.iter().enumerate() {
+            let req = bookfarm_engine::search::LeafRequest {
+                board: *b,
+                level,
+                excluded: 0,
+            };
+            let cpu0 = thread_cpu_seconds();
+            let r = searcher.leaf_search(&req, &abort);
+            let secs = match (cpu0, thread_cpu_seconds()) {
+                (Some(a), Some(c)) => c - a,
+                _ => r.elapsed.as_secs_f64(),
+            };
+            nodes += r.nodes;
+            cpu += secs;
+            let ours = format!(
+                "{level}\t{}\t{}\t{:+}\t{}\t{}\t{secs:.3}",
+                i + 1,
+                b.empties(),
+                r.score,
+                r.mv,
+                r.nodes
+            );
+            match edax.iter().find(|e| e.level == level && e.index == i + 1) {
+                Some(e) => {
+                    compared += 1;
+                    edax_nodes += e.nodes;
+                    edax_s += e.seconds;
+                    score_diff += i64::from((r.score - e.score).abs());
+                    if r.mv.to_string() == e.mv {
+                        same_move += 1;
+                    }
+                    writeln!(
+                        out,
+                        "{ours}\t{:+}\t{}\t{}\t{:.3}",
+                        e.score, e.mv, e.nodes, e.seconds
+                    )?;
+                }
+                None => writeln!(out, "{ours}\t-\t-\t-\t-")?,
+            }
+        }
+        signature += nodes;
+        let mut line = format!(
+            "level {level}: {} positions, {nodes} nodes, {cpu:.3} s cpu",
+            boards.len()
+        );
+        if compared > 0 {
+            line += &format!(
+                "; Edax ({compared} positions) {edax_nodes} nodes, {edax_s:.3} s; cpu ratio {:.2}x, nodes ratio {:.2}x; mean |score - Edax| {:.2}, same move {same_move}/{compared}",
+                cpu / edax_s.max(1e-9),
+                nodes as f64 / (edax_nodes as f64).max(1.0),
+                score_diff as f64 / compared as f64
+            );
+        }
+        summaries.push(line);
+    }
+    for line in &summaries {
+        writeln!(out, "{line}")?;
+    }
+    writeln!(
+        out,
+        "bench: {} positions, levels {levels:?}, {signature} nodes",
+        boards.len()
     )?;
     Ok(())
 }
@@ -464,6 +669,29 @@ mod tests {
         assert_eq!(a, bench_positions());
         assert_eq!(a.len(), 24);
         assert!(a.iter().all(|b| b.moves() != 0));
+    }
+
+    #[test]
+    fn edax_level_lines() {
+        let lines = parse_edax_levels(
+            "# comment\n12 3 12@73% -4 B6 6084985 0:00.235\n\n16 1 16@73% +1 f5 7 1:02.5\n",
+        )
+        .expect("valid");
+        assert_eq!(lines.len(), 2);
+        assert_eq!(
+            lines[0],
+            EdaxLevelLine {
+                level: 12,
+                index: 3,
+                score: -4,
+                mv: "b6".to_string(),
+                nodes: 6084985,
+                seconds: 0.235
+            }
+        );
+        assert!((lines[1].seconds - 62.5).abs() < 1e-9);
+        assert!(parse_edax_levels("12 3 12@73% -4 b6 6084985").is_err());
+        assert!(parse_edax_levels("12 3 12@73% x b6 1 0:00.1").is_err());
     }
 
     #[test]

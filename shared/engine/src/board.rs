@@ -118,13 +118,13 @@ impl Board {
     }
 
     /// Number of empty squares.
-    #[inline]
+    #[inline(always)]
     pub const fn empties(&self) -> u32 {
         self.empty().count_ones()
     }
 
     /// Legal-move mask of the side to move (fastest backend of [`crate::flip`]).
-    #[inline]
+    #[inline(always)]
     pub fn moves(&self) -> u64 {
         crate::flip::moves(self.player, self.opponent)
     }

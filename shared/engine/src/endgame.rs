@@ -236,7 +236,7 @@ pub fn solve_with_abort(
 /// True when the x86-64-v3 routines can run on this CPU.
 #[cfg(target_arch = "x86_64")]
 #[inline]
-fn has_x86_v3() -> bool {
+pub(crate) fn has_x86_v3() -> bool {
     std::arch::is_x86_feature_detected!("popcnt")
         && std::arch::is_x86_feature_detected!("lzcnt")
         && std::arch::is_x86_feature_detected!("bmi1")

@@ -36,6 +36,17 @@ pub const EVAL_MAGIC_SWAPPED: u32 = 0x4C41_5645;
 /// Stride of one ply in the unpacked table (one padding weight keeps it even).
 const STRIDE: usize = N_WEIGHTS + 1;
 
+/// The weights an evaluation may address from the start of its ply: any `u16` index past the
+/// largest feature offset. Reading through a `&[i16; WINDOW]` lets the compiler drop the 47
+/// per-look-up bounds checks (an in-family index is below `3^10`, so only real weights are read).
+const WINDOW: usize = FEATURE_OFFSET[N_FEATURES - 1] as usize + u16::MAX as usize + 1;
+
+/// Zero weights after the last ply, so that the last ply's window is inside the table.
+const PAD: usize = WINDOW - STRIDE;
+
+/// Length of the unpacked table.
+const TABLE_LEN: usize = N_PLY * STRIDE + PAD;
+
 /// Largest static score (a static evaluation is never ±64).
 pub const EVAL_MAX: i32 = 63;
 
@@ -86,7 +97,7 @@ pub struct EvalHeader {
 /// Unpacked evaluation weights for plies 0..=60.
 pub struct Eval {
     header: EvalHeader,
-    /// `N_PLY * STRIDE` weights; ply `p` starts at `p * STRIDE`.
+    /// `TABLE_LEN` weights; ply `p` starts at `p * STRIDE` (the last [`PAD`] are zeros).
     weights: Vec<i16>,
 }
 
@@ -163,7 +174,7 @@ impl Eval {
             date: f64::from_le_bytes(date),
         };
         let packs: Vec<Vec<u32>> = FAMILIES.iter().map(|f| pack_table(f.len, f.sym)).collect();
-        let mut weights = vec![0i16; N_PLY * STRIDE];
+        let mut weights = vec![0i16; TABLE_LEN];
         let mut packed = vec![0i16; N_PACKED];
         for ply in 0..N_PLY {
             let base = HEADER_SIZE + ply * N_PACKED * 2;
@@ -188,7 +199,7 @@ impl Eval {
     /// unpacked index 0..[`N_WEIGHTS`]. Indices folded together by the packing must agree; the
     /// smallest unpacked index of each class wins.
     pub fn from_fn(header: EvalHeader, mut weights: impl FnMut(usize, usize) -> i16) -> Eval {
-        let mut w = vec![0i16; N_PLY * STRIDE];
+        let mut w = vec![0i16; TABLE_LEN];
         for ply in 0..N_PLY {
             for i in 0..N_WEIGHTS {
                 w[ply * STRIDE + i] = weights(ply, i);
@@ -252,21 +263,28 @@ impl Eval {
     }
 
     /// Raw weight sum of a position with `empties` empty squares (0..=60) and its features.
-    #[inline]
+    #[inline(always)]
     pub fn raw(&self, features: &Features, empties: u32) -> i32 {
         self.raw_indices(features.indices(), empties)
     }
 
-    /// Raw weight sum for explicit feature indices (see [`Features::child_indices`]).
-    #[inline]
+    /// Raw weight sum for explicit feature indices (see [`Features::child_indices`]). Always
+    /// inlined, so that the search's x86-64-v3 copy gets it compiled with its features.
+    #[inline(always)]
     pub fn raw_indices(&self, indices: &Lanes, empties: u32) -> i32 {
-        let ply = 60usize.saturating_sub(empties as usize);
-        let w = &self.weights[ply * STRIDE..ply * STRIDE + STRIDE];
-        let mut sum = 0i32;
-        for k in 0..N_FEATURES {
-            sum += i32::from(w[FEATURE_OFFSET[k] as usize + usize::from(indices.0[k])]);
+        let base = 60usize.saturating_sub(empties as usize) * STRIDE;
+        let w: &[i16; WINDOW] = self.weights[base..base + WINDOW]
+            .try_into()
+            .expect("a window of WINDOW weights");
+        let i = &indices.0;
+        // Unrolled with constant offsets: one index load, one weight load and one add per feature.
+        macro_rules! sum {
+            ($($k:literal)*) => {
+                0 $(+ i32::from(w[FEATURE_OFFSET[$k] as usize + usize::from(i[$k])]))*
+            };
         }
-        sum
+        sum!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32
+            33 34 35 36 37 38 39 40 41 42 43 44 45 46)
     }
 
     /// Raw weight sum of a board, encoded from scratch.

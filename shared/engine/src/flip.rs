@@ -206,7 +206,7 @@ impl Kernels {
     }
 
     /// Discs flipped when `player` plays square `x` (`x` is taken modulo 64).
-    #[inline]
+    #[inline(always)]
     pub fn flips(self, player: u64, opponent: u64, x: u8) -> u64 {
         match self.flips {
             Backend::Reference => flips_portable(player, opponent, x & 63),
@@ -227,7 +227,7 @@ impl Kernels {
     }
 
     /// Legal-move mask of `player` against `opponent`.
-    #[inline]
+    #[inline(always)]
     pub fn moves(self, player: u64, opponent: u64) -> u64 {
         match self.moves {
             Backend::Reference => moves_portable(player, opponent),
@@ -259,7 +259,7 @@ const UNSET: u8 = 0xff;
 static ACTIVE: AtomicU8 = AtomicU8::new(UNSET);
 
 /// The kernels [`flips`] and [`moves`] use: detected on first use, or set by [`set_active`].
-#[inline]
+#[inline(always)]
 pub fn active() -> Kernels {
     let c = ACTIVE.load(Ordering::Relaxed);
     if c != UNSET {
@@ -278,13 +278,13 @@ pub fn set_active(kernels: Kernels) {
 }
 
 /// Discs flipped when `player` plays square `x`, with the active backend.
-#[inline]
+#[inline(always)]
 pub fn flips(player: u64, opponent: u64, x: u8) -> u64 {
     active().flips(player, opponent, x)
 }
 
 /// Legal-move mask of `player` against `opponent`, with the active backend.
-#[inline]
+#[inline(always)]
 pub fn moves(player: u64, opponent: u64) -> u64 {
     active().moves(player, opponent)
 }

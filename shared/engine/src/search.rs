@@ -8,8 +8,9 @@
 //! from a small depth of the same parity, aspiration windows around the previous score (or, for
 //! `d ≤ 10`, an exact value for every root move), then the selectivity ramp at the final depth.
 //! Root scores are clamped to the root's stability bounds. A root that must pass is searched at the
-//! same depth and reports [`Move::Pass`]; a finished game reports its exact score and
-//! [`Move::None`]. With `d ≥ empties` the search is an endgame search: exact (through the exact
+//! same depth and reports [`Move::Pass`] (at depth 0, as in Edax, its score is the static
+//! evaluation of the position itself, not of the pass); a finished game reports its exact score
+//! and [`Move::None`]. With `d ≥ empties` the search is an endgame search: exact (through the exact
 //! solver) at selectivity 5, or the midgame routines with probcut down to
 //! [`SearchOptions::midgame_to_endgame`] empties otherwise.
 //!
@@ -42,7 +43,7 @@ use crate::eval::Eval;
 use crate::level::{NO_SELECTIVITY, level_params};
 use crate::square::{Move, Square};
 use exact::ExactSolvers;
-use midgame::{Ctx, NO_MOVE};
+use midgame::{Ctx, NO_MOVE, Nodes, Portable};
 use ordering::MoveList;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -87,6 +88,8 @@ pub struct Searcher {
     tt: Tt,
     exact: ExactSolvers,
     opts: SearchOptions,
+    /// Baseline code generation even where the CPU runs x86-64-v3.
+    portable: bool,
 }
 
 /// One root move with its last score (for ordering the next iteration).
@@ -127,6 +130,7 @@ impl Searcher {
             tt,
             exact,
             opts,
+            portable: false,
         }
     }
 
@@ -138,6 +142,15 @@ impl Searcher {
     /// The evaluation in use.
     pub fn eval(&self) -> &Arc<Eval> {
         &self.eval
+    }
+
+    /// Run the baseline code generation of the node routines and of the exact solver even where
+    /// the CPU supports x86-64-v3 (with [`crate::flip::set_active`], this reproduces on one machine
+    /// what a CPU without AVX2 computes). Results never change, only speed; `tests/backends.rs`
+    /// checks it.
+    pub fn set_portable_codegen(&mut self, on: bool) {
+        self.portable = on;
+        self.exact.set_portable_only(on);
     }
 
     /// Full transposition-table clear.
@@ -177,6 +190,22 @@ impl Searcher {
                     nodes: 1,
                     elapsed: Duration::ZERO,
                 }
+            } else if depth == 0 {
+                // Edax's depth 0 (level 0) never plays the pass: it reports the static evaluation
+                // of the position as it stands, clamped to the root's stability bounds, with the
+                // move PASS (`iterative_deepening` returns before any search when `end == 0`).
+                LeafResult {
+                    mv: Move::Pass,
+                    score: self
+                        .eval
+                        .eval0(board)
+                        .clamp(stability_lower(board), stability_upper(board)),
+                    depth: 0,
+                    selectivity: NO_SELECTIVITY,
+                    exact: false,
+                    nodes: 1,
+                    elapsed: Duration::ZERO,
+                }
             } else {
                 // The pass is searched at the same depth; the opponent's stability bounds are the
                 // negation of ours, so the root clamp is unchanged.
@@ -193,7 +222,8 @@ impl Searcher {
         r
     }
 
-    /// Search a position that has at least one legal move.
+    /// Search a position that has at least one legal move, with the node routines compiled for
+    /// x86-64-v3 when the CPU runs them.
     fn run(
         &mut self,
         board: &Board,
@@ -202,13 +232,32 @@ impl Searcher {
         excluded: u64,
         abort: &AtomicBool,
     ) -> LeafResult {
+        #[cfg(target_arch = "x86_64")]
+        if !self.portable && crate::endgame::has_x86_v3() {
+            return self.run_with::<midgame::X86V3>(board, depth, target_sel, excluded, abort);
+        }
+        self.run_with::<Portable>(board, depth, target_sel, excluded, abort)
+    }
+
+    /// [`Searcher::run`] with the node routines of code generation `K`.
+    fn run_with<K>(
+        &mut self,
+        board: &Board,
+        depth: u32,
+        target_sel: u8,
+        excluded: u64,
+        abort: &AtomicBool,
+    ) -> LeafResult
+    where
+        for<'c> Ctx<'c, K>: Nodes,
+    {
         let n = board.empties();
         let root_mask = board.moves() & !excluded;
         // Exact solves can happen in any search (endgame, PV extension): start from empty
         // solver tables so that node counts never depend on earlier searches.
         self.exact.prepare();
         let eval = Arc::clone(&self.eval);
-        let mut ctx = Ctx::new(
+        let mut ctx = Ctx::<K>::new(
             &eval,
             &mut self.tt,
             &mut self.exact,
@@ -244,7 +293,7 @@ impl Searcher {
         let upper = stability_upper(board);
         // Initial root order: the node ordering heuristic at the final depth.
         let mut list = MoveList::new(board, root_mask);
-        ctx.order(&mut list, NO_MOVE, depth.clamp(1, 8));
+        ctx.order_moves(&mut list, NO_MOVE, depth.clamp(1, 8));
         let mut roots: Vec<RootMove> = std::iter::from_fn(|| list.next_best())
             .map(|c| RootMove {
                 x: c.x,
@@ -351,15 +400,18 @@ impl Searcher {
 }
 
 /// One aspiration search at `depth` (edax-spec §7); `None` when aborted.
-fn aspiration(
-    ctx: &mut Ctx<'_>,
+fn aspiration<'a, K>(
+    ctx: &mut Ctx<'a, K>,
     roots: &mut [RootMove],
     depth: u32,
     sel: u8,
     prev: i32,
     (lower, upper): (i32, i32),
     solving: bool,
-) -> Option<(i32, u8)> {
+) -> Option<(i32, u8)>
+where
+    Ctx<'a, K>: Nodes,
+{
     ctx.selectivity = sel;
     ctx.pv_extension = midgame::pv_extension(depth, ctx.board.empties());
     if depth <= ctx.opts.multipv_depth {
@@ -404,15 +456,18 @@ fn aspiration(
 }
 
 /// Edax's `PVS_root`; with `multipv` every move gets an exact value. Reorders `roots` by score.
-fn root_search(
-    ctx: &mut Ctx<'_>,
+fn root_search<'a, K>(
+    ctx: &mut Ctx<'a, K>,
     roots: &mut [RootMove],
     mut alpha: i32,
     beta: i32,
     depth: u32,
     multipv: bool,
     (lower, upper): (i32, i32),
-) -> Option<(i32, u8)> {
+) -> Option<(i32, u8)>
+where
+    Ctx<'a, K>: Nodes,
+{
     let mut best = -SCORE_INF;
     let mut best_x = NO_MOVE;
     let child_depth = depth - 1;
@@ -420,18 +475,18 @@ fn root_search(
         let rm = roots[i];
         let prev = ctx.make(rm.x, rm.flipped);
         let s = if i == 0 {
-            -ctx.search(-beta, -alpha, child_depth, true)
+            -ctx.child(-beta, -alpha, child_depth, true)
         } else if multipv {
-            let s = -ctx.search(SCORE_MAX - 1, SCORE_MAX, child_depth, false);
+            let s = -ctx.child(SCORE_MAX - 1, SCORE_MAX, child_depth, false);
             if !ctx.stopped && s > -SCORE_MAX {
-                -ctx.search(-SCORE_MAX, SCORE_MAX, child_depth, true)
+                -ctx.child(-SCORE_MAX, SCORE_MAX, child_depth, true)
             } else {
                 s
             }
         } else {
-            let s = -ctx.search(-alpha - 1, -alpha, child_depth, false);
+            let s = -ctx.child(-alpha - 1, -alpha, child_depth, false);
             if !ctx.stopped && alpha < s && s < beta {
-                -ctx.search(-beta, -alpha, child_depth, true)
+                -ctx.child(-beta, -alpha, child_depth, true)
             } else {
                 s
             }
@@ -663,6 +718,53 @@ mod tests {
         let mut fresh = searcher(Arc::clone(s.eval()), 16);
         let third = fresh.search_depth(&mid, 11, 5, 0, &abort);
         assert_eq!((first.score, first.nodes), (third.score, third.nodes));
+    }
+
+    /// Edax's depth 0 at a root that must pass (issue 19): the static evaluation of the position
+    /// as it stands, clamped to its stability bounds, with the move PASS; not the negated
+    /// evaluation of the position after the pass.
+    #[test]
+    fn depth0_at_a_must_pass_root_scores_the_position_itself() {
+        let Some(e) = eval() else { return };
+        let mut s = searcher(Arc::clone(&e), 12);
+        let abort = AtomicBool::new(false);
+        let mut rng = crate::testutil::XorShift(0x5eed_0019);
+        let (mut roots, mut not_negated_pass, mut clamped) = (0, 0, 0);
+        for _game in 0..3000 {
+            let mut b = Board::start();
+            while let Some(next) = crate::testutil::random_ply(&mut rng, &b) {
+                if b.must_pass() {
+                    let (lower, upper) = (stability_lower(&b), stability_upper(&b));
+                    let expected = e.eval0(&b).clamp(lower, upper);
+                    let r = s.search_depth(&b, 0, 5, 0, &abort);
+                    assert_eq!(
+                        (r.mv, r.score, r.depth, r.exact),
+                        (Move::Pass, expected, 0, false)
+                    );
+                    // Level 0 is depth 0 at every number of empties.
+                    let req = LeafRequest {
+                        board: b,
+                        level: 0,
+                        excluded: 0,
+                    };
+                    assert_eq!(s.leaf_search(&req, &abort).score, expected);
+                    roots += 1;
+                    if expected != (-e.eval0(&b.pass())).clamp(lower, upper) {
+                        not_negated_pass += 1;
+                    }
+                    if expected != e.eval0(&b) {
+                        clamped += 1;
+                    }
+                }
+                b = next;
+            }
+        }
+        // The sample must tell the rule apart from the pass-first rule and exercise the clamp.
+        assert!(roots >= 100, "{roots} must-pass positions");
+        assert!(
+            not_negated_pass > 0 && clamped > 0,
+            "{not_negated_pass} {clamped}"
+        );
     }
 
     #[test]

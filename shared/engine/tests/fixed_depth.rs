@@ -109,14 +109,12 @@ fn edax_children_negamax() {
         let v = (-child_score).clamp(stability_lower(&pboard), stability_upper(&pboard));
         let e = best.entry((id, depth)).or_insert(-127);
         *e = (*e).max(v);
-        // Our search of the child at the child depth agrees with Edax (depths ≥ 1 only: Edax's
-        // depth-0 child value is its static score, covered by the parents' depth-1 lines).
-        if child_depth >= 1 {
-            let r = searcher.search_depth(&child, child_depth, 5, 0, &abort);
-            checked += 1;
-            if r.score != child_score {
-                mismatches.push(format!("{l}: ours {}", r.score));
-            }
+        // Our search of the child at the child depth agrees with Edax, depth 0 included (a
+        // child that must pass at depth 0 is scored as it stands, Edax's rule).
+        let r = searcher.search_depth(&child, child_depth, 5, 0, &abort);
+        checked += 1;
+        if r.score != child_score {
+            mismatches.push(format!("{l}: ours {}", r.score));
         }
     }
     assert!(checked > 1000, "checked {checked} child searches");

@@ -324,8 +324,9 @@ const fn build_feature_offsets() -> [u32; N_FEATURES] {
     o
 }
 
-/// Unpacked offset of each feature's family in the per-ply weight table.
-pub static FEATURE_OFFSET: [u32; N_FEATURES] = build_feature_offsets();
+/// Unpacked offset of each feature's family in the per-ply weight table (a `const`, so that the
+/// evaluation's unrolled look-ups use them as address displacements).
+pub const FEATURE_OFFSET: [u32; N_FEATURES] = build_feature_offsets();
 
 /// Sum of the power vectors of the flipped squares.
 #[inline(always)]
@@ -363,13 +364,13 @@ impl Features {
     }
 
     /// The indices from the side to move's view.
-    #[inline]
+    #[inline(always)]
     pub fn indices(&self) -> &Lanes {
         &self.view[self.side]
     }
 
     /// Update after the side to move plays `x`, flipping `flipped`.
-    #[inline]
+    #[inline(always)]
     pub fn play(&mut self, x: u8, flipped: u64) {
         let f = flipped_powers(flipped);
         let p = &POWERS[usize::from(x)];
@@ -385,7 +386,7 @@ impl Features {
     }
 
     /// Undo [`Features::play`] with the same arguments.
-    #[inline]
+    #[inline(always)]
     pub fn undo(&mut self, x: u8, flipped: u64) {
         self.side ^= 1;
         let f = flipped_powers(flipped);
@@ -401,22 +402,26 @@ impl Features {
     /// The indices of the position after the side to move plays `x` flipping `flipped`, from
     /// the new side to move's view (what [`Features::play`] then [`Features::indices`] would
     /// give), without changing `self`. Cheaper than play + undo for leaf evaluations.
-    #[inline]
+    #[inline(always)]
     pub fn child_indices(&self, x: u8, flipped: u64) -> Lanes {
         let mut out = self.view[self.side ^ 1];
         out.sub(&POWERS[usize::from(x)]);
-        out.add(&flipped_powers(flipped));
+        let mut fl = flipped;
+        while fl != 0 {
+            out.add(&POWERS[fl.trailing_zeros() as usize]);
+            fl &= fl - 1;
+        }
         out
     }
 
     /// Update after a pass (also its own undo).
-    #[inline]
+    #[inline(always)]
     pub fn pass(&mut self) {
         self.side ^= 1;
     }
 
     /// (mover view, opponent view).
-    #[inline]
+    #[inline(always)]
     fn split(&mut self) -> (&mut Lanes, &mut Lanes) {
         let [a, b] = &mut self.view;
         if self.side == 0 { (a, b) } else { (b, a) }

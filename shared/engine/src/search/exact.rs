@@ -21,6 +21,7 @@ pub struct ExactSolvers {
     large_allocated: bool,
     large_dirty: bool,
     small_dirty: bool,
+    portable_only: bool,
 }
 
 impl ExactSolvers {
@@ -34,7 +35,16 @@ impl ExactSolvers {
             large_allocated: false,
             large_dirty: false,
             small_dirty: false,
+            portable_only: false,
         }
+    }
+
+    /// Run the solver's baseline code generation even where the CPU supports x86-64-v3 (see
+    /// [`EndgameContext::set_portable_only`]); results never change, only speed.
+    pub fn set_portable_only(&mut self, on: bool) {
+        self.portable_only = on;
+        self.small.set_portable_only(on);
+        self.large.set_portable_only(on);
     }
 
     /// Start a search from empty tables: clears the contexts used since the last call (cheap
@@ -65,6 +75,7 @@ impl ExactSolvers {
         } else {
             if !self.large_allocated {
                 self.large = EndgameContext::with_tt_bits(self.large_bits);
+                self.large.set_portable_only(self.portable_only);
                 self.large_allocated = true;
             }
             self.large_dirty = true;

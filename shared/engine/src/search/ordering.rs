@@ -33,7 +33,7 @@ pub struct MoveList {
 
 impl MoveList {
     /// The legal moves of `board` restricted to `mask`, with their flips, unscored.
-    #[inline]
+    #[inline(always)]
     pub fn new(board: &Board, moves: u64) -> MoveList {
         let mut list = MoveList {
             moves: [Candidate::default(); MAX_MOVES],
@@ -80,7 +80,7 @@ impl MoveList {
     }
 
     /// The next best candidate (selection sort step; ties keep square order).
-    #[inline]
+    #[inline(always)]
     pub fn next_best(&mut self) -> Option<Candidate> {
         if self.next >= self.len {
             return None;
@@ -103,13 +103,13 @@ impl MoveList {
 const CORNERS: u64 = 0x8100_0000_0000_0081;
 
 /// Mobility with corners counted twice.
-#[inline]
+#[inline(always)]
 pub fn weighted_mobility(moves: u64) -> i32 {
     (moves.count_ones() + (moves & CORNERS).count_ones()) as i32
 }
 
 /// Empty squares next to `opponent` discs (potential mobility of the side facing them).
-#[inline]
+#[inline(always)]
 pub fn potential_mobility(player: u64, opponent: u64) -> i32 {
     let e = !(player | opponent);
     let o = opponent;
@@ -125,7 +125,7 @@ pub fn potential_mobility(player: u64, opponent: u64) -> i32 {
 }
 
 /// Corner discs of `p` and the edge discs next to an owned corner (a cheap stability estimate).
-#[inline]
+#[inline(always)]
 pub fn corner_stability(p: u64) -> i32 {
     let c = p & CORNERS;
     let near = ((c << 1) & 0x0200_0000_0000_0002)
@@ -151,7 +151,7 @@ pub const TT_MOVE: i32 = 1 << 29;
 pub const WIPEOUT: i32 = 1 << 30;
 
 /// Heuristic part of a move's score from the child board (seen from the opponent's side).
-#[inline]
+#[inline(always)]
 pub fn heuristic(child: &Board) -> i32 {
     let opp_moves = child.moves();
     (36 - potential_mobility(child.player, child.opponent)) * W_POTENTIAL_MOBILITY
