@@ -23,8 +23,8 @@ mod jobs;
 
 pub use jobs::Counters;
 
-use crate::store::Entry;
 use crate::error::{CoordinatorError, Result};
+use crate::store::Entry;
 use crate::store::{Batch, ResultRecord, Store};
 use bookfarm_book::driver::Operation;
 use bookfarm_book::model::{BookHeader, Position};
@@ -216,6 +216,8 @@ struct Shared {
     inbox: Mutex<Vec<(LeafRequest, LeafResult)>>,
     /// A growth run is under way (the runner thread exists).
     running: AtomicBool,
+    /// Leasing is paused (mirrors the growth state's flag, so that leases need no growth lock).
+    paused: AtomicBool,
     /// Work arrived for the runner since its last pass.
     pending: AtomicBool,
     /// Growth runs completed (waiters watch it).
@@ -348,15 +350,21 @@ impl Coordinator {
         if !growth.is_running() && start_unsearched(&growth.book) {
             growth.push(Operation::New, None);
         }
-        let pinned = pin_signature(&store, loaded.signature.as_deref(), cfg.signature.as_deref())?;
+        let pinned = pin_signature(
+            &store,
+            loaded.signature.as_deref(),
+            cfg.signature.as_deref(),
+        )?;
         let mut jobs = Jobs::default();
         jobs.done = loaded.done.into_iter().collect();
         let (runs, _) = tokio::sync::watch::channel(0);
+        let paused = growth.paused;
         let c = Coordinator(Arc::new(Shared {
             jobs: Mutex::new(jobs),
             growth: Mutex::new(growth),
             inbox: Mutex::new(Vec::new()),
             running: AtomicBool::new(false),
+            paused: AtomicBool::new(paused),
             pending: AtomicBool::new(false),
             runs,
             signature: Mutex::new(pinned),
@@ -529,7 +537,7 @@ impl Coordinator {
     /// Lease up to `slots` jobs to a worker (none while paused).
     pub fn lease(&self, id: &Identity, worker: &Uuid, slots: u32) -> Result<Vec<Job>> {
         self.check_identity(id)?;
-        let paused = self.growth().paused;
+        let paused = self.0.paused.load(Ordering::SeqCst);
         let now = self.now();
         let mut g = self.jobs();
         Self::touch(&mut g, worker, now)?;
@@ -551,7 +559,10 @@ impl Coordinator {
     ) -> Result<Vec<Job>> {
         let mut runs = self.growth_runs();
         let jobs = self.lease(id, worker, slots)?;
-        if !jobs.is_empty() || slots == 0 || !(self.growth_busy() || runs.has_changed().unwrap_or(false)) {
+        if !jobs.is_empty()
+            || slots == 0
+            || !(self.growth_busy() || runs.has_changed().unwrap_or(false))
+        {
             return Ok(jobs);
         }
         let _ = tokio::time::timeout(wait, runs.changed()).await;
@@ -630,15 +641,7 @@ impl Coordinator {
             let Some(j) = g.remove(r.job_id) else {
                 continue;
             };
-            let result = LeafResult {
-                mv: r.mv,
-                score: r.score,
-                depth: r.depth,
-                selectivity: r.selectivity,
-                exact: r.exact,
-                nodes: r.nodes,
-                elapsed: r.elapsed,
-            };
+            let result = r.leaf();
             let rec = ResultRecord {
                 mv: r.mv.code(),
                 score: r.score,
@@ -694,8 +697,7 @@ impl Coordinator {
                     tracing::error!(error = %e, "growth run failed");
                 }
                 me.0.running.store(false, Ordering::SeqCst);
-                if !me.0.pending.load(Ordering::SeqCst)
-                    || me.0.running.swap(true, Ordering::SeqCst)
+                if !me.0.pending.load(Ordering::SeqCst) || me.0.running.swap(true, Ordering::SeqCst)
                 {
                     break;
                 }
@@ -873,6 +875,7 @@ impl Coordinator {
             ));
         }
         g.paused = paused;
+        self.0.paused.store(paused, Ordering::SeqCst);
         g.persist(&self.0.store)?;
         drop(g);
         self.0.store.flush()?;
@@ -999,6 +1002,7 @@ impl Coordinator {
         self.0.store.create(&header, &entries)?;
         *growth = Growth::load(header, positions, None, HashMap::new());
         growth.clear();
+        self.0.paused.store(false, Ordering::SeqCst);
         let n = growth.book.len() as u64;
         jobs.clear_jobs();
         Ok(n)

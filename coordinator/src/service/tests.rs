@@ -141,16 +141,7 @@ fn mock_search(r: &LeafRequest) -> LeafResult {
         level: r.level,
         attempt: 0,
     };
-    let x = mock_result(&j);
-    LeafResult {
-        mv: x.mv,
-        score: x.score,
-        depth: x.depth,
-        selectivity: x.selectivity,
-        exact: x.exact,
-        nodes: x.nodes,
-        elapsed: x.elapsed,
-    }
+    mock_result(&j).leaf()
 }
 
 /// The book the book crate's driver grows serially from a new book with the same searches.
@@ -592,13 +583,19 @@ fn workers_with_another_search_signature_are_refused_naming_the_difference() {
             .to_string(),
         ..identity()
     };
-    let e = f.c.register(&other_options, "tt14", 1).unwrap_err().to_string();
+    let e =
+        f.c.register(&other_options, "tt14", 1)
+            .unwrap_err()
+            .to_string();
     assert!(e.contains("search options: tt=14"), "{e}");
     let other_weights = Identity {
         search_signature: test_signature("77"),
         ..identity()
     };
-    let e = f.c.register(&other_weights, "w77", 1).unwrap_err().to_string();
+    let e =
+        f.c.register(&other_weights, "w77", 1)
+            .unwrap_err()
+            .to_string();
     assert!(e.contains("evaluation: 77 vs 00"), "{e}");
     let none = Identity {
         search_signature: String::new(),

@@ -141,10 +141,7 @@ impl Entry {
             quarantined: false,
         }
     }
-
-
 }
-
 
 /// What [`Store::load`] returns: everything the service needs to rebuild its state.
 #[derive(Debug)]
