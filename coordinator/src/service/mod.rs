@@ -1,8 +1,8 @@
 //! The coordinator's domain service: workers, leases, result validation, growth scheduling.
 //! No tonic types here; `crate::grpc` is a thin translation layer over [`Coordinator`].
 //!
-//! * [`jobs`]: the job table (jobs keyed by search request, queue, leases, workers);
-//! * [`growth`]: the book, the growth programs (the book crate's driver) and known results.
+//! * `jobs`: the job table (jobs keyed by search request, queue, leases, workers);
+//! * `growth`: the book, the growth programs (the book crate's driver) and known results.
 //!
 //! Concurrency: RPC handlers lock only the job table, briefly. Accepted results are stored
 //! (with their provenance) and handed to the **growth runner**, one background thread at a time
