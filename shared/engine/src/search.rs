@@ -92,6 +92,9 @@ pub struct Searcher {
     portable: bool,
 }
 
+/// [`Searcher::run`] instantiated for one code generation.
+type Runner = fn(&mut Searcher, &Board, u32, u8, u64, &AtomicBool) -> LeafResult;
+
 /// One root move with its last score (for ordering the next iteration).
 #[derive(Debug, Clone, Copy)]
 struct RootMove {
@@ -208,38 +211,32 @@ impl Searcher {
             } else {
                 // The pass is searched at the same depth; the opponent's stability bounds are the
                 // negation of ours, so the root clamp is unchanged.
-                let mut r = self.run(&pass, depth, selectivity, 0, abort);
+                let mut r = self.runner()(self, &pass, depth, selectivity, 0, abort);
                 r.score = -r.score;
                 r.mv = Move::Pass;
                 r.nodes += 1;
                 r
             }
         } else {
-            self.run(board, depth, selectivity, excluded, abort)
+            self.runner()(self, board, depth, selectivity, excluded, abort)
         };
         r.elapsed = start.elapsed();
         r
     }
 
-    /// Search a position that has at least one legal move, with the node routines compiled for
-    /// x86-64-v3 when the CPU runs them.
-    fn run(
-        &mut self,
-        board: &Board,
-        depth: u32,
-        target_sel: u8,
-        excluded: u64,
-        abort: &AtomicBool,
-    ) -> LeafResult {
+    /// [`Searcher::run`] with the node routines compiled for x86-64-v3 when the CPU runs them,
+    /// else the baseline ones.
+    fn runner(&self) -> Runner {
         #[cfg(target_arch = "x86_64")]
         if !self.portable && crate::endgame::has_x86_v3() {
-            return self.run_with::<midgame::X86V3>(board, depth, target_sel, excluded, abort);
+            return Searcher::run::<midgame::X86V3>;
         }
-        self.run_with::<Portable>(board, depth, target_sel, excluded, abort)
+        Searcher::run::<Portable>
     }
 
-    /// [`Searcher::run`] with the node routines of code generation `K`.
-    fn run_with<K>(
+    /// Search a position that has at least one legal move, with the node routines of code
+    /// generation `K`.
+    fn run<K>(
         &mut self,
         board: &Board,
         depth: u32,

@@ -86,13 +86,13 @@ fn configurations() -> Vec<(Kernels, bool)> {
     out
 }
 
-/// The results that must not depend on the CPU (wall time excluded).
-fn key(r: &LeafResult) -> (Move, i32, u32, u8, bool, u64) {
+/// The results that must not depend on the CPU: move, score, depth, selectivity, exact, nodes.
+type Key = (Move, i32, u32, u8, bool, u64);
+
+/// The [`Key`] of a result (wall time excluded).
+fn key(r: &LeafResult) -> Key {
     (r.mv, r.score, r.depth, r.selectivity, r.exact, r.nodes)
 }
-
-/// What must be identical across backends: move, score, depth, selectivity, exactness, nodes.
-type Outcome = (Move, i32, u32, u8, bool, u64);
 
 #[test]
 fn every_backend_gives_identical_leaf_searches() {
@@ -103,7 +103,7 @@ fn every_backend_gives_identical_leaf_searches() {
     let jobs = jobs(&dir);
     let abort = AtomicBool::new(false);
     let saved = flip::active();
-    let mut reference: Option<Vec<Outcome>> = None;
+    let mut reference: Option<Vec<Key>> = None;
     let configs = configurations();
     assert!(configs.len() >= 4, "at least reference and portable, twice");
     for (kernels, portable_codegen) in configs {
