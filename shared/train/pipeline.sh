@@ -107,10 +107,12 @@ boot() {
   # static MAE), so training-game positions get depth-6 labels too.
   step train-SG-14-18 "$C/train-SG-14-18.bin" "$B" label --from "$C/train.bin" --empties 14-18 \
     --count 3000 --seed 8 --depth 6 --eval "$C/v12s1/eval.dat" --out "$C/train-SG-14-18.bin" --chunk 2048
+  step train-G-8-13 "$C/train-G-8-13.bin" "$B" label --from "$C/train.bin" --empties 8-13 \
+    --count 1000 --seed 10 --out "$C/train-G-8-13.bin" --chunk 2048
   step train-SG-19-24 "$C/train-SG-19-24.bin" "$B" label --from "$C/train.bin" --empties 19-24 \
     --count 5000 --seed 9 --depth 6 --eval "$C/v12s1/eval.dat" --out "$C/train-SG-19-24.bin" --chunk 2048
   step fit2 "$C/v12/eval.dat" "$B" fit --train "$C/train.bin" \
-    $(for f in R-8-13 R-14-16 R-17-18 G-14-16 SG-14-18 S-19-24 SG-19-24 B-19-24 BG-19-24; do
+    $(for f in R-8-13 G-8-13 R-14-16 R-17-18 G-14-16 SG-14-18 S-19-24 SG-19-24 B-19-24 BG-19-24; do
         echo --train "$C/train-$f.bin"; done) \
     "${FIT[@]}" --l2 "$L2" --out "$C/v12" --checkpoint "$C/v12.ckpt" --version 1.2.0
 }

@@ -286,6 +286,19 @@ fn keys_of(caches: &[PathBuf]) -> Result<HashSet<(u64, u64)>> {
     Ok(keys)
 }
 
+/// One result line of a match, after `prefix`.
+fn print_match(prefix: &str, r: &play::MatchResult, secs: f32) {
+    println!(
+        "{prefix}games {} wins {} draws {} losses {} score rate {:.1}% mean disc diff {:+.2} ({secs:.0} s)",
+        r.games,
+        r.wins,
+        r.draws,
+        r.losses,
+        100.0 * r.win_rate(),
+        r.mean_discs(),
+    );
+}
+
 /// Weights from a file, or the embedded default evaluation.
 fn eval_or_default(path: Option<&PathBuf>) -> Result<Arc<Eval>> {
     Ok(match path {
@@ -641,16 +654,7 @@ fn main() -> Result<()> {
             let b = eval_or_default(opponent.as_ref())?;
             let t = Instant::now();
             let r = play::play_engine_match(&a, &b, pairs, level, plies, seed);
-            println!(
-                "level {level}: games {} wins {} draws {} losses {} score rate {:.1}% mean disc diff {:+.2} ({:.0} s)",
-                r.games,
-                r.wins,
-                r.draws,
-                r.losses,
-                100.0 * r.win_rate(),
-                r.mean_discs(),
-                t.elapsed().as_secs_f32()
-            );
+            print_match(&format!("level {level}: "), &r, t.elapsed().as_secs_f32());
         }
         Cmd::Match {
             weights,
@@ -666,16 +670,7 @@ fn main() -> Result<()> {
                 Some(o) => play::play_match(&w, &weights::load(&o)?, pairs, depth, plies, seed),
                 None => play::play_match(&w, &MobilityCorners, pairs, depth, plies, seed),
             };
-            println!(
-                "games {} wins {} draws {} losses {} score rate {:.1}% mean disc diff {:+.2} ({:.0} s)",
-                r.games,
-                r.wins,
-                r.draws,
-                r.losses,
-                100.0 * r.win_rate(),
-                r.mean_discs(),
-                t.elapsed().as_secs_f32()
-            );
+            print_match("", &r, t.elapsed().as_secs_f32());
         }
         Cmd::Flippy { dir, train, out } => {
             let train = dataset::read_samples(&train)?;

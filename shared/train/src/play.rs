@@ -206,6 +206,14 @@ pub fn random_opening(rng: &mut StdRng, plies: usize) -> Board {
     }
 }
 
+/// `pairs` seeded random openings of `plies` plies (the starts of every match).
+fn openings(pairs: usize, plies: usize, seed: u64) -> Vec<Board> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..pairs)
+        .map(|_| random_opening(&mut rng, plies))
+        .collect()
+}
+
 /// Play `pairs` openings twice each (colours swapped) between `a` and `b` at `depth`, in parallel.
 pub fn play_match(
     a: &dyn Evaluator,
@@ -216,10 +224,7 @@ pub fn play_match(
     seed: u64,
 ) -> MatchResult {
     use rayon::prelude::*;
-    let mut rng = StdRng::seed_from_u64(seed);
-    let openings: Vec<Board> = (0..pairs)
-        .map(|_| random_opening(&mut rng, plies))
-        .collect();
+    let openings = openings(pairs, plies, seed);
     let choose = |board: &Board, a_to_move: bool| {
         let ev = if a_to_move { a } else { b };
         best_move(board, depth, ev)
@@ -246,10 +251,7 @@ pub fn play_engine_match(
     seed: u64,
 ) -> MatchResult {
     use rayon::prelude::*;
-    let mut rng = StdRng::seed_from_u64(seed);
-    let openings: Vec<Board> = (0..pairs)
-        .map(|_| random_opening(&mut rng, plies))
-        .collect();
+    let openings = openings(pairs, plies, seed);
     let never = AtomicBool::new(false);
     let scores: Vec<i32> = openings
         .par_iter()
