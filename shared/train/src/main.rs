@@ -653,7 +653,15 @@ fn main() -> Result<()> {
             let a = Arc::new(weights::load(&weights)?);
             let b = eval_or_default(opponent.as_ref())?;
             let t = Instant::now();
-            let r = play::play_engine_match(&a, &b, pairs, level, plies, seed);
+            let pb = ProgressBar::new(pairs as u64);
+            pb.set_style(
+                ProgressStyle::with_template(
+                    "{elapsed_precise} [{bar:40}] {pos}/{len} opening pairs (eta {eta})",
+                )
+                .expect("static template"),
+            );
+            let r = play::play_engine_match(&a, &b, pairs, level, plies, seed, || pb.inc(1));
+            pb.finish();
             print_match(&format!("level {level}: "), &r, t.elapsed().as_secs_f32());
         }
         Cmd::Match {

@@ -242,6 +242,7 @@ pub fn play_match(
 /// [`Searcher`] with evaluation `a` and with evaluation `b`, both at Edax `level` (depth and
 /// endgame solve from [`bookfarm_engine::level::level_params`]; each side keeps one searcher per
 /// worker thread), in parallel. Deterministic: every search starts from a logically empty table.
+/// `on_pair` is called after every finished opening pair (progress).
 pub fn play_engine_match(
     a: &Arc<Eval>,
     b: &Arc<Eval>,
@@ -249,6 +250,7 @@ pub fn play_engine_match(
     level: u8,
     plies: usize,
     seed: u64,
+    on_pair: impl Fn() + Sync,
 ) -> MatchResult {
     use rayon::prelude::*;
     let openings = openings(pairs, plies, seed);
@@ -270,10 +272,12 @@ pub fn play_engine_match(
                         other => panic!("searcher returned {other:?} on a board with moves"),
                     }
                 };
-                [
+                let pair = [
                     play_game(o, true, &mut choose),
                     play_game(o, false, &mut choose),
-                ]
+                ];
+                on_pair();
+                pair
             },
         )
         .flatten_iter()
@@ -336,13 +340,13 @@ mod tests {
     #[test]
     fn engine_self_match_is_colour_symmetric_and_differs_from_a_weaker_eval() {
         let d = bookfarm_engine::eval::default_eval();
-        let r = play_engine_match(&d, &d, 3, 2, 8, 1);
+        let r = play_engine_match(&d, &d, 3, 2, 8, 1, || {});
         assert_eq!(r.games, 6);
         assert_eq!(r.disc_sum, 0);
         assert_eq!(r.wins, r.losses);
         // All-zero weights make every move look equal: the default weights must beat them.
         let zero = Arc::new(Eval::from_fn(d.header(), |_, _| 0));
-        let r = play_engine_match(&d, &zero, 3, 2, 8, 1);
+        let r = play_engine_match(&d, &zero, 3, 2, 8, 1, || {});
         assert!(r.disc_sum > 0, "{r:?}");
     }
 }
