@@ -123,6 +123,9 @@ measure() {
               --samples "$C/heldout-W-18-20.bin" --samples "$C/heldout-W-20-22.bin"
               --samples "$C/heldout-W-24-30.bin")
   [ -e "$C/heldout-R-24-30.bin" ] && sets+=(--samples "$C/heldout-R-24-30.bin")
+  [ -e "$C/flippy.bin" ] || $NICE "$B" flippy --dir ../shared/data/ffo/flippy_endgame \
+    --train "$C/train.bin" --out "$C/flippy.bin"
+  sets+=(--samples "$C/flippy.bin")
   for w in "$OLD" "$C/v12/eval.dat"; do
     log "measure $w"
     $NICE "$B" measure --weights "$w" "${sets[@]}" --depths 4 --bands 14-16,18-20,20-22,24-24,25-30,24-30 \
