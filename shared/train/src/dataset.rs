@@ -33,6 +33,8 @@ pub enum LabelKind {
     Theoretical = 1,
     /// Exact minimax value (solver, or the WTHOR theoretical score at exactly 24 empties).
     Exact = 2,
+    /// Score of a fixed-depth search of the engine (see [`crate::label`]).
+    Search = 3,
 }
 
 impl LabelKind {
@@ -41,6 +43,7 @@ impl LabelKind {
             0 => Some(LabelKind::GameResult),
             1 => Some(LabelKind::Theoretical),
             2 => Some(LabelKind::Exact),
+            3 => Some(LabelKind::Search),
             _ => None,
         }
     }

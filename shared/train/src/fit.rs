@@ -142,6 +142,27 @@ impl Checkpoint {
         })
     }
 
+    /// The checkpoint of an existing evaluation (e.g. a shipped release, as a fine-tune prior): each
+    /// bucket takes the weights of its first ply, in discs. Exact for evaluations fitted with the
+    /// same bucket width (their plies repeat within a bucket); for any other file the bucket's
+    /// later plies are approximated by its first one.
+    pub fn from_eval(eval: &Eval, bucket_width: usize) -> Checkpoint {
+        let map = &Layout::get().packed_of_unpacked;
+        let buckets = (0..n_buckets(bucket_width))
+            .map(|b| {
+                let mut w = vec![0f32; PACKED_PER_PLY];
+                for (i, &x) in eval.ply_weights(b * bucket_width).iter().enumerate() {
+                    w[map[i] as usize] = f32::from(x) / 128.0;
+                }
+                Some(w)
+            })
+            .collect();
+        Checkpoint {
+            bucket_width,
+            buckets,
+        }
+    }
+
     /// Write atomically (temp file + rename).
     pub fn save(&self, path: &Path) -> Result<(), FitError> {
         let tmp = path.with_extension("tmp");
@@ -473,6 +494,23 @@ pub(crate) mod tests {
             ..params
         };
         assert!(fit(&[], &bad, &mut wrong, None, Some(&prior), false).is_err());
+    }
+
+    #[test]
+    fn checkpoint_of_an_eval_rebuilds_the_same_eval() {
+        let mut ck = Checkpoint::new(2);
+        for (b, w) in ck.buckets.iter_mut().enumerate() {
+            *w = Some(
+                (0..PACKED_PER_PLY)
+                    .map(|i| ((i * 7 + b * 13) % 301) as f32 / 128.0 - 1.0)
+                    .collect(),
+            );
+        }
+        let h = FitParams::default().version;
+        let eval = ck.to_eval(h);
+        let back = Checkpoint::from_eval(&eval, 2);
+        assert_eq!(back.to_packed(), ck.to_packed());
+        assert_eq!(back.to_eval(h).to_bytes(), eval.to_bytes());
     }
 
     #[test]

@@ -11,7 +11,10 @@
 //! * [`fit`] fits the packed weights per phase bucket by regularised least squares (Adam);
 //! * [`weights`] turns fitted packed weights into an engine [`bookfarm_engine::eval::Eval`] and
 //!   loads/writes plain or gzip `eval.dat` files;
-//! * [`solve`] labels positions exactly with the engine solver; [`play`] plays evaluation matches;
+//! * [`positions`] draws positions to label (real openings followed by random moves, samples);
+//! * [`label`] labels them with the engine's searcher (exact or fixed depth), resumably;
+//! * [`solve`] labels positions exactly with the engine solver; [`play`] plays evaluation matches
+//!   (the trainer's alpha-beta, or the engine's searcher at an Edax level);
 //! * [`measure`] reports MAE / RMSE per empties bucket.
 #![warn(missing_docs, missing_debug_implementations)]
 
@@ -19,7 +22,9 @@ pub mod dataset;
 pub mod features;
 pub mod fit;
 pub mod games;
+pub mod label;
 pub mod measure;
 pub mod play;
+pub mod positions;
 pub mod solve;
 pub mod weights;

@@ -3,20 +3,24 @@
 use anyhow::{Context, Result, bail};
 use bookfarm_engine::endgame::EndgameContext;
 use bookfarm_engine::eval::EvalHeader;
+use bookfarm_engine::eval::{Eval, default_eval};
 use bookfarm_engine::formats::obf::{parse_flippy, parse_obf};
 use bookfarm_train::dataset::{self, LabelKind, Sample, Split};
 use bookfarm_train::fit::{self, Checkpoint, FitParams};
+use bookfarm_train::label::{self, LabelSpec};
 use bookfarm_train::play::{self, MobilityCorners};
 use bookfarm_train::solve::solve_exact;
 use bookfarm_train::weights::{self, fnv1a64, version_string};
-use bookfarm_train::{games, measure};
+use bookfarm_train::{games, measure, positions};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rayon::prelude::*;
+use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 use tracing::info;
 
@@ -65,6 +69,70 @@ enum Cmd {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// Label positions with the engine's searcher (exact, or a fixed-depth search), resumable: real
+    /// openings followed by random moves (--openings), or a seeded sample of a cache's positions.
+    Label {
+        /// Sample cache holding the openings (with --openings) or the positions to sample.
+        #[arg(long)]
+        from: PathBuf,
+        /// Empties band of the openings taken from --from, e.g. 40-50; the labelled positions
+        /// continue them with random moves. Without it, positions of --from are sampled.
+        #[arg(long, value_parser = parse_band)]
+        openings: Option<(u32, u32)>,
+        /// Empties band of the labelled positions, e.g. 20-22.
+        #[arg(long, value_parser = parse_band)]
+        empties: (u32, u32),
+        /// Positions in total (with --openings) or per empties value (sampling).
+        #[arg(long)]
+        count: usize,
+        /// Seed of the position draw.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Search depth; at or above the empties the label is exact.
+        #[arg(long, default_value_t = 60)]
+        depth: u32,
+        /// Selectivity index 0..=5 (5 = no probcut).
+        #[arg(long, default_value_t = 5)]
+        selectivity: u8,
+        /// Weights of the labelling search (default: the embedded default evaluation).
+        #[arg(long)]
+        eval: Option<PathBuf>,
+        /// Caches whose positions are never labelled (e.g. the training caches for a held-out set).
+        #[arg(long)]
+        exclude: Vec<PathBuf>,
+        /// Output cache (resumed when it exists).
+        #[arg(long)]
+        out: PathBuf,
+        /// Positions per checkpoint.
+        #[arg(long, default_value_t = 64)]
+        chunk: usize,
+        /// Keep the labels of --from instead of searching (sampling only, e.g. the WTHOR
+        /// theoretical scores of held-out games).
+        #[arg(long, conflicts_with_all = ["openings", "eval"])]
+        keep_labels: bool,
+    },
+    /// Match of the engine's own searcher at an Edax level: weights vs other weights, from random
+    /// openings, colours swapped.
+    EngineMatch {
+        /// Weights (eval.dat or .gz).
+        #[arg(long)]
+        weights: PathBuf,
+        /// Opponent weights (default: the embedded default evaluation).
+        #[arg(long)]
+        opponent: Option<PathBuf>,
+        /// Opening pairs (each is played twice).
+        #[arg(long, default_value_t = 200)]
+        pairs: usize,
+        /// Edax level of both sides.
+        #[arg(long)]
+        level: u8,
+        /// Random plies of each opening.
+        #[arg(long, default_value_t = 8)]
+        plies: usize,
+        /// Opening seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// Fit the weights (resumable through --checkpoint) and write eval.dat and eval.dat.gz.
     Fit {
         /// Training caches (several allowed; later files override labels of earlier ones).
@@ -91,13 +159,20 @@ enum Cmd {
         /// L2 strength (zero pseudo-observations per weight).
         #[arg(long, default_value_t = 2.0)]
         l2: f32,
-        /// Fine-tune from this checkpoint (same bucket width): start from its weights, L2 towards
-        /// them; buckets without samples keep them.
+        /// Fine-tune from this checkpoint (same bucket width) or weight file (eval.dat or .gz, see
+        /// `Checkpoint::from_eval`): start from its weights, L2 towards them; buckets without
+        /// samples keep them.
         #[arg(long)]
         prior: Option<PathBuf>,
         /// Train only on exactly labelled samples (solver labels and the WTHOR 24-empties scores).
         #[arg(long)]
         only_exact: bool,
+        /// Train only on exact and search labels (no game results, no WTHOR theoretical scores).
+        #[arg(long, conflicts_with = "only_exact")]
+        only_search_labels: bool,
+        /// Never train on positions of these caches (the held-out sets).
+        #[arg(long)]
+        exclude: Vec<PathBuf>,
         /// Fit only these buckets (for parameter experiments; the others stay zero).
         #[arg(long, value_delimiter = ',')]
         only_buckets: Vec<usize>,
@@ -116,6 +191,9 @@ enum Cmd {
         /// Also measure fixed-depth searches at these depths (exact-labelled samples only).
         #[arg(long, value_delimiter = ',')]
         depths: Vec<u32>,
+        /// Empties bands to report, e.g. 14-16,18-20 (default: the fixed buckets of `measure`).
+        #[arg(long, value_delimiter = ',', value_parser = parse_band)]
+        bands: Vec<(u32, u32)>,
     },
     /// Match: weights vs the mobility+corner evaluation, from random openings, colours swapped.
     Match {
@@ -185,6 +263,47 @@ fn parse_version(s: &str) -> Result<EvalHeader> {
         release,
         build,
         date: 0.0,
+    })
+}
+
+/// `lo-hi` or a single value, as an inclusive empties band.
+fn parse_band(s: &str) -> Result<(u32, u32)> {
+    let (lo, hi) = s.split_once('-').unwrap_or((s, s));
+    let (lo, hi) = (lo.trim().parse::<u32>()?, hi.trim().parse::<u32>()?);
+    if lo > hi || hi > 60 {
+        bail!("bad empties band {s}");
+    }
+    Ok((lo, hi))
+}
+
+/// Canonical keys of every position in `caches`.
+fn keys_of(caches: &[PathBuf]) -> Result<HashSet<(u64, u64)>> {
+    let mut keys = HashSet::new();
+    for p in caches {
+        let s = dataset::read_samples(p).with_context(|| format!("reading {}", p.display()))?;
+        keys.extend(s.iter().map(|x| (x.board.player, x.board.opponent)));
+    }
+    Ok(keys)
+}
+
+/// One result line of a match, after `prefix`.
+fn print_match(prefix: &str, r: &play::MatchResult, secs: f32) {
+    println!(
+        "{prefix}games {} wins {} draws {} losses {} score rate {:.1}% mean disc diff {:+.2} ({secs:.0} s)",
+        r.games,
+        r.wins,
+        r.draws,
+        r.losses,
+        100.0 * r.win_rate(),
+        r.mean_discs(),
+    );
+}
+
+/// Weights from a file, or the embedded default evaluation.
+fn eval_or_default(path: Option<&PathBuf>) -> Result<Arc<Eval>> {
+    Ok(match path {
+        Some(p) => Arc::new(weights::load(p)?),
+        None => default_eval(),
     })
 }
 
@@ -328,8 +447,11 @@ fn main() -> Result<()> {
             only_buckets,
             prior,
             only_exact,
+            only_search_labels,
+            exclude,
             version,
         } => {
+            let held_out = keys_of(&exclude)?;
             std::fs::create_dir_all(&out)?;
             let mut samples: Vec<Sample> = Vec::new();
             for p in &train {
@@ -352,6 +474,10 @@ fn main() -> Result<()> {
                 .into_iter()
                 .map(|i| samples[i])
                 .filter(|s| !only_exact || s.kind == LabelKind::Exact)
+                .filter(|s| {
+                    !only_search_labels || matches!(s.kind, LabelKind::Exact | LabelKind::Search)
+                })
+                .filter(|s| !held_out.contains(&(s.board.player, s.board.opponent)))
                 .collect();
             info!(n = samples.len(), "training samples after merging");
             let params = FitParams {
@@ -364,7 +490,14 @@ fn main() -> Result<()> {
                 only_buckets,
             };
             let prior_ck = match &prior {
-                Some(p) => Some(Checkpoint::from_bytes(&std::fs::read(p)?)?),
+                Some(p) => {
+                    let bytes = std::fs::read(p)?;
+                    Some(if bytes.starts_with(b"BFCKPT") {
+                        Checkpoint::from_bytes(&bytes)?
+                    } else {
+                        Checkpoint::from_eval(&weights::from_bytes(&bytes)?, bucket_width)
+                    })
+                }
                 None => None,
             };
             let mut ck = match &checkpoint {
@@ -409,13 +542,127 @@ fn main() -> Result<()> {
             weights,
             samples,
             depths,
+            bands,
         } => {
             let w = weights::load(&weights)?;
+            let bands = if bands.is_empty() {
+                measure::BUCKETS.to_vec()
+            } else {
+                bands
+            };
             for p in &samples {
                 let s = dataset::read_samples(p)?;
                 println!("{}: {} samples", p.display(), s.len());
-                print!("{}", measure::table(&w, &s, &depths));
+                print!("{}", measure::table(&w, &s, &depths, &bands));
             }
+        }
+        Cmd::Label {
+            from,
+            openings,
+            empties,
+            count,
+            seed,
+            depth,
+            selectivity,
+            eval,
+            exclude,
+            out,
+            chunk,
+            keep_labels,
+        } => {
+            let t = Instant::now();
+            let from_samples = dataset::read_samples(&from)
+                .with_context(|| format!("reading {}", from.display()))?;
+            let pool: Vec<bookfarm_engine::Board> = from_samples.iter().map(|s| s.board).collect();
+            let excluded = keys_of(&exclude)?;
+            let band = empties.0..=empties.1;
+            let boards = match openings {
+                Some((lo, hi)) => {
+                    let starts: Vec<_> = pool
+                        .into_iter()
+                        .filter(|b| (lo..=hi).contains(&b.empties()))
+                        .collect();
+                    positions::random_continuations(&starts, band, count, seed, &excluded)
+                }
+                None => positions::sample_by_empties(&pool, band, count, seed, &excluded),
+            };
+            info!(
+                positions = boards.len(),
+                secs = t.elapsed().as_secs_f32(),
+                "positions drawn"
+            );
+            if let Some(dir) = out.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            if keep_labels {
+                let mut by_key: Vec<&Sample> = from_samples.iter().collect();
+                by_key.sort_unstable_by_key(|s| (s.board.player, s.board.opponent));
+                let kept: Vec<Sample> = boards
+                    .iter()
+                    .filter_map(|b| {
+                        by_key
+                            .binary_search_by_key(&(b.player, b.opponent), |s| {
+                                (s.board.player, s.board.opponent)
+                            })
+                            .ok()
+                            .map(|i| *by_key[i])
+                    })
+                    .collect();
+                dataset::write_samples(&out, &kept)?;
+                println!("{} samples kept with their labels", kept.len());
+                return Ok(());
+            }
+            let ev = eval_or_default(eval.as_ref())?;
+            let pb = ProgressBar::new(boards.len() as u64);
+            pb.set_style(
+                ProgressStyle::with_template(
+                    "{elapsed_precise} [{bar:40}] {pos}/{len} labelled (eta {eta})",
+                )
+                .expect("static template"),
+            );
+            let spec = LabelSpec { depth, selectivity };
+            let samples = label::label_resumable(&boards, spec, &ev, &out, chunk, |done, _| {
+                pb.set_position(done as u64)
+            })?;
+            pb.finish();
+            for e in empties.0..=empties.1 {
+                let rows: Vec<&Sample> =
+                    samples.iter().filter(|s| s.board.empties() == e).collect();
+                let n = rows.len().max(1) as f64;
+                println!(
+                    "empties {e}: {} positions ({} exact), mean |label| {:.1}",
+                    rows.len(),
+                    rows.iter().filter(|s| s.kind == LabelKind::Exact).count(),
+                    rows.iter().map(|s| f64::from(s.label.abs())).sum::<f64>() / n
+                );
+            }
+            info!(
+                n = samples.len(),
+                secs = t.elapsed().as_secs_f32(),
+                "labels written"
+            );
+        }
+        Cmd::EngineMatch {
+            weights,
+            opponent,
+            pairs,
+            level,
+            plies,
+            seed,
+        } => {
+            let a = Arc::new(weights::load(&weights)?);
+            let b = eval_or_default(opponent.as_ref())?;
+            let t = Instant::now();
+            let pb = ProgressBar::new(pairs as u64);
+            pb.set_style(
+                ProgressStyle::with_template(
+                    "{elapsed_precise} [{bar:40}] {pos}/{len} opening pairs (eta {eta})",
+                )
+                .expect("static template"),
+            );
+            let r = play::play_engine_match(&a, &b, pairs, level, plies, seed, || pb.inc(1));
+            pb.finish();
+            print_match(&format!("level {level}: "), &r, t.elapsed().as_secs_f32());
         }
         Cmd::Match {
             weights,
@@ -431,16 +678,7 @@ fn main() -> Result<()> {
                 Some(o) => play::play_match(&w, &weights::load(&o)?, pairs, depth, plies, seed),
                 None => play::play_match(&w, &MobilityCorners, pairs, depth, plies, seed),
             };
-            println!(
-                "games {} wins {} draws {} losses {} score rate {:.1}% mean disc diff {:+.2} ({:.0} s)",
-                r.games,
-                r.wins,
-                r.draws,
-                r.losses,
-                100.0 * r.win_rate(),
-                r.mean_discs(),
-                t.elapsed().as_secs_f32()
-            );
+            print_match("", &r, t.elapsed().as_secs_f32());
         }
         Cmd::Flippy { dir, train, out } => {
             let train = dataset::read_samples(&train)?;
@@ -484,7 +722,6 @@ fn main() -> Result<()> {
             weights,
         } => {
             use bookfarm_engine::search::Searcher;
-            use std::sync::Arc;
             use std::sync::atomic::AtomicBool;
             let positions = parse_obf(&std::fs::read_to_string(&obf)?)
                 .with_context(|| format!("reading {}", obf.display()))?;

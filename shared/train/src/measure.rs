@@ -53,12 +53,13 @@ fn kind_name(k: LabelKind) -> &'static str {
         LabelKind::GameResult => "game result",
         LabelKind::Theoretical => "wthor theoretical",
         LabelKind::Exact => "exact",
+        LabelKind::Search => "search",
     }
 }
 
-/// A markdown table: label kind, empties bucket, n, then MAE / RMSE of the static evaluation and of
-/// a fixed-depth search at each of `depths`.
-pub fn table(w: &Eval, samples: &[Sample], depths: &[u32]) -> String {
+/// A markdown table: label kind, empties band (inclusive; bands may overlap), n, then MAE / RMSE
+/// of the static evaluation and of a fixed-depth search at each of `depths`.
+pub fn table(w: &Eval, samples: &[Sample], depths: &[u32], bands: &[(u32, u32)]) -> String {
     let mut out = String::new();
     let mut head = String::from("| labels | empties | n | static MAE | static RMSE |");
     let mut sep = String::from("|---|---|---|---|---|");
@@ -69,10 +70,11 @@ pub fn table(w: &Eval, samples: &[Sample], depths: &[u32]) -> String {
     let _ = writeln!(out, "{head}\n{sep}");
     for kind in [
         LabelKind::Exact,
+        LabelKind::Search,
         LabelKind::Theoretical,
         LabelKind::GameResult,
     ] {
-        for (lo, hi) in BUCKETS {
+        for &(lo, hi) in bands {
             let rows: Vec<&Sample> = samples
                 .iter()
                 .filter(|s| s.kind == kind && (lo..=hi).contains(&s.board.empties()))

@@ -1,13 +1,19 @@
-//! Evaluation matches: fixed-depth alpha-beta players with pluggable evaluations.
+//! Evaluation matches: fixed-depth alpha-beta players with pluggable evaluations, and matches of
+//! the engine's own [`Searcher`] at an Edax level under two weight files.
 //!
-//! The searcher is deliberately simple (fail-soft negamax alpha-beta, no hash table, mobility move
+//! The trainer's searcher is deliberately simple (fail-soft negamax alpha-beta, no hash table, mobility move
 //! ordering, exact play once the depth reaches the empties) so that a match measures the
 //! evaluation, not search tricks. Both sides use the same searcher at the same depth.
 
 use bookfarm_engine::Board;
 use bookfarm_engine::board::{BitIter, flips_portable, moves_portable};
+use bookfarm_engine::eval::Eval;
+use bookfarm_engine::search::{LeafRequest, Searcher};
+use bookfarm_engine::square::Move;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 /// A static evaluation in discs for the side to move.
 pub trait Evaluator: Sync {
@@ -132,14 +138,10 @@ pub fn search_score(b: &Board, depth: u32, ev: &dyn Evaluator) -> i32 {
     search(b, d, -64, 64, ev, false, &mut nodes)
 }
 
-/// Outcome of one game: final disc difference for the first player (empties to the winner).
-fn play_game(
-    start: Board,
-    first_to_move: bool,
-    depth: u32,
-    a: &dyn Evaluator,
-    b: &dyn Evaluator,
-) -> i32 {
+/// Outcome of one game from `start`: final disc difference (empties to the winner) for player a,
+/// who moves first when `first_to_move`. `choose(board, a_to_move)` picks the square to play on a
+/// board with a legal move.
+fn play_game(start: Board, first_to_move: bool, mut choose: impl FnMut(&Board, bool) -> u8) -> i32 {
     // `a_to_move` tracks whose turn it is; the score is returned from a's point of view.
     let mut board = start;
     let mut a_to_move = first_to_move;
@@ -153,8 +155,7 @@ fn play_game(
             a_to_move = !a_to_move;
             continue;
         }
-        let ev = if a_to_move { a } else { b };
-        let (sq, _) = best_move(&board, depth, ev).expect("side to move has a legal move");
+        let sq = choose(&board, a_to_move);
         board = board.play_flips(sq, flips_portable(board.player, board.opponent, sq));
         a_to_move = !a_to_move;
     }
@@ -205,6 +206,14 @@ pub fn random_opening(rng: &mut StdRng, plies: usize) -> Board {
     }
 }
 
+/// `pairs` seeded random openings of `plies` plies (the starts of every match).
+fn openings(pairs: usize, plies: usize, seed: u64) -> Vec<Board> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..pairs)
+        .map(|_| random_opening(&mut rng, plies))
+        .collect()
+}
+
 /// Play `pairs` openings twice each (colours swapped) between `a` and `b` at `depth`, in parallel.
 pub fn play_match(
     a: &dyn Evaluator,
@@ -215,24 +224,74 @@ pub fn play_match(
     seed: u64,
 ) -> MatchResult {
     use rayon::prelude::*;
-    let mut rng = StdRng::seed_from_u64(seed);
-    let openings: Vec<Board> = (0..pairs)
-        .map(|_| random_opening(&mut rng, plies))
-        .collect();
+    let openings = openings(pairs, plies, seed);
+    let choose = |board: &Board, a_to_move: bool| {
+        let ev = if a_to_move { a } else { b };
+        best_move(board, depth, ev)
+            .expect("side to move has a legal move")
+            .0
+    };
     let scores: Vec<i32> = openings
         .par_iter()
-        .flat_map_iter(|&o| {
-            [
-                play_game(o, true, depth, a, b),
-                play_game(o, false, depth, a, b),
-            ]
-        })
+        .flat_map_iter(|&o| [play_game(o, true, choose), play_game(o, false, choose)])
         .collect();
+    tally(&scores)
+}
+
+/// Play `pairs` random `plies`-ply openings twice each (colours swapped) between the engine's own
+/// [`Searcher`] with evaluation `a` and with evaluation `b`, both at Edax `level` (depth and
+/// endgame solve from [`bookfarm_engine::level::level_params`]; each side keeps one searcher per
+/// worker thread), in parallel. Deterministic: every search starts from a logically empty table.
+/// `on_pair` is called after every finished opening pair (progress).
+pub fn play_engine_match(
+    a: &Arc<Eval>,
+    b: &Arc<Eval>,
+    pairs: usize,
+    level: u8,
+    plies: usize,
+    seed: u64,
+    on_pair: impl Fn() + Sync,
+) -> MatchResult {
+    use rayon::prelude::*;
+    let openings = openings(pairs, plies, seed);
+    let never = AtomicBool::new(false);
+    let scores: Vec<i32> = openings
+        .par_iter()
+        .map_init(
+            || (Searcher::new(Arc::clone(a)), Searcher::new(Arc::clone(b))),
+            |(sa, sb), &o| {
+                let mut choose = |board: &Board, a_to_move: bool| {
+                    let s = if a_to_move { &mut *sa } else { &mut *sb };
+                    let req = LeafRequest {
+                        board: *board,
+                        level,
+                        excluded: 0,
+                    };
+                    match s.leaf_search(&req, &never).mv {
+                        Move::Square(sq) => sq.index(),
+                        other => panic!("searcher returned {other:?} on a board with moves"),
+                    }
+                };
+                let pair = [
+                    play_game(o, true, &mut choose),
+                    play_game(o, false, &mut choose),
+                ];
+                on_pair();
+                pair
+            },
+        )
+        .flatten_iter()
+        .collect();
+    tally(&scores)
+}
+
+/// Wins, draws, losses and disc sum of per-game scores (first player's view).
+fn tally(scores: &[i32]) -> MatchResult {
     let mut r = MatchResult {
         games: scores.len(),
         ..MatchResult::default()
     };
-    for s in scores {
+    for &s in scores {
         r.disc_sum += i64::from(s);
         match s.cmp(&0) {
             std::cmp::Ordering::Greater => r.wins += 1,
@@ -276,5 +335,18 @@ mod tests {
         assert_eq!(r.games, 8);
         assert_eq!(r.disc_sum, 0);
         assert_eq!(r.wins, r.losses);
+    }
+
+    #[test]
+    fn engine_self_match_is_colour_symmetric_and_differs_from_a_weaker_eval() {
+        let d = bookfarm_engine::eval::default_eval();
+        let r = play_engine_match(&d, &d, 3, 2, 8, 1, || {});
+        assert_eq!(r.games, 6);
+        assert_eq!(r.disc_sum, 0);
+        assert_eq!(r.wins, r.losses);
+        // All-zero weights make every move look equal: the default weights must beat them.
+        let zero = Arc::new(Eval::from_fn(d.header(), |_, _| 0));
+        let r = play_engine_match(&d, &zero, 3, 2, 8, 1, || {});
+        assert!(r.disc_sum > 0, "{r:?}");
     }
 }
