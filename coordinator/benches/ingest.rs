@@ -25,7 +25,9 @@ fn answer(job: &pb::Job) -> pb::LeafResult {
     let j = Job::try_from(job.clone()).expect("valid job");
     let b: Board = j.board;
     let open = b.moves() & !j.excluded;
-    let (mv, score) = if b.moves() == 0 {
+    let (mv, score) = if b.is_game_over() {
+        (Move::None, b.final_score())
+    } else if b.moves() == 0 {
         (Move::Pass, 0)
     } else if let Some(sq) = BitIter(open).next() {
         let c = canonical(&b.play(sq).expect("legal")).0;
@@ -34,13 +36,19 @@ fn answer(job: &pb::Job) -> pb::LeafResult {
     } else {
         (Move::None, 0)
     };
+    // What the engine reports: the level table's depth, or a finished game's empties.
+    let (depth, selectivity) = if b.is_game_over() {
+        (b.empties(), 5)
+    } else {
+        bookfarm_engine::level::level_params(j.level, b.empties())
+    };
     pb::LeafResult {
         job_id: job.job_id.clone(),
         r#move: u32::from(mv.code()),
         score,
-        depth: bookfarm_engine::level::level_params(j.level, b.empties()).0,
-        selectivity: u32::from(bookfarm_engine::level::level_params(j.level, b.empties()).1),
-        exact: false,
+        depth,
+        selectivity: u32::from(selectivity),
+        exact: b.is_game_over(),
         nodes: 1,
         elapsed_us: 1,
     }

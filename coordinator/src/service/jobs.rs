@@ -68,6 +68,9 @@ pub(crate) struct Jobs {
     pub(crate) done: HashSet<Uuid>,
     pub(crate) workers: HashMap<Uuid, WorkerEntry>,
     pub(crate) quarantined: HashMap<LeafRequest, QuarantineReport>,
+    /// Requests whose results were accepted but not yet applied by growth: growth may still
+    /// list them as needed, and they must not get a second job.
+    pub(crate) landed: HashSet<LeafRequest>,
     pub(crate) counters: Counters,
     pub(crate) recent: VecDeque<Duration>,
 }
@@ -98,7 +101,8 @@ impl Jobs {
     /// Make the queue hold exactly the searches growth waits for, in its order (the first one
     /// blocks the serial program, so it goes first): new requests get jobs, queued jobs are
     /// re-prioritised, queued jobs no longer needed are dropped. Leased jobs are left alone
-    /// (their results are still stored when they come). Quarantined requests are skipped.
+    /// (their results are still stored when they come). Quarantined requests and requests whose
+    /// results landed but are not applied yet are skipped.
     pub(crate) fn sync(&mut self, needed: &[LeafRequest]) {
         let wanted: HashSet<&LeafRequest> = needed.iter().collect();
         let obsolete: Vec<Uuid> = self
@@ -111,7 +115,7 @@ impl Jobs {
             self.remove(id);
         }
         for (i, key) in needed.iter().enumerate() {
-            if self.quarantined.contains_key(key) {
+            if self.quarantined.contains_key(key) || self.landed.contains(key) {
                 continue;
             }
             let prio = u32::try_from(i).unwrap_or(u32::MAX);
@@ -228,6 +232,7 @@ impl Jobs {
         self.queue.clear();
         self.in_flight = 0;
         self.quarantined.clear();
+        self.landed.clear();
         for w in self.workers.values_mut() {
             w.jobs.clear();
         }

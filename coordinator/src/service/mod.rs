@@ -656,6 +656,7 @@ impl Coordinator {
             };
             batch.put_result(&j.key, &rec)?;
             batch.put_done(&r.job_id, &j.key.board)?;
+            g.landed.insert(j.key);
             landed.push((j.key, result));
             g.done.insert(r.job_id);
             g.counters.completed += 1;
@@ -709,12 +710,16 @@ impl Coordinator {
     /// job table with what they wait for.
     fn run_growth(&self) -> Result<()> {
         let landed = std::mem::take(&mut *self.0.inbox.lock().unwrap_or_else(|p| p.into_inner()));
+        let applied: Vec<LeafRequest> = landed.iter().map(|(k, _)| *k).collect();
         let mut growth = self.growth();
         growth.results.extend(landed);
         let needed = growth.advance(&self.0.store)?;
         let positions = growth.book.len();
         {
             let mut jobs = self.jobs();
+            for k in &applied {
+                jobs.landed.remove(k);
+            }
             jobs.sync(&needed);
         }
         drop(growth);

@@ -246,9 +246,11 @@ fn cluster_and_book_crate_grow_the_same_book() {
         for op in &ops {
             f.c.start(op.clone(), None).unwrap();
         }
-        drive_workers(&f.c, workers, slots, seed);
+        let accepted = drive_workers(&f.c, workers, slots, seed);
         assert_eq!(f.c.status().state, State::Done);
         assert_same_book(&f.c, &want);
+        // No request was searched twice.
+        assert_eq!(accepted as usize, f.c.stored_results());
     }
 }
 
