@@ -80,8 +80,6 @@ pub struct ServiceConfig {
     pub high_water: usize,
     /// Failures after which a job is quarantined.
     pub max_failures: u32,
-    /// Required token (None: no authentication).
-    pub auth_token: Option<String>,
     /// Required engine version (None: accept any).
     pub engine_version: Option<String>,
     /// Required eval hash (None: accept any).
@@ -103,7 +101,6 @@ impl Default for ServiceConfig {
             heartbeat_interval: Duration::from_secs(10),
             high_water: 512,
             max_failures: 3,
-            auth_token: None,
             engine_version: None,
             eval_hash: None,
             retry_after: Duration::from_millis(200),
@@ -452,14 +449,10 @@ impl Coordinator {
         self.0.clock.now()
     }
 
-    /// Check a worker's identity: token, then protocol, engine and evaluation.
+    /// Check a worker's software: protocol, engine and evaluation. Credentials are checked
+    /// before a request reaches the service (`crate::identity`).
     pub fn check_identity(&self, id: &Identity) -> Result<()> {
         let cfg = &self.0.cfg;
-        if let Some(t) = &cfg.auth_token
-            && !constant_time_eq(t.as_bytes(), id.auth_token.as_bytes())
-        {
-            return Err(CoordinatorError::Unauthenticated);
-        }
         if id.protocol_version != PROTOCOL_VERSION {
             return Err(CoordinatorError::ProtocolVersion {
                 got: id.protocol_version,
@@ -483,16 +476,6 @@ impl Coordinator {
             });
         }
         Ok(())
-    }
-
-    /// Check an admin token.
-    pub fn check_admin(&self, token: &str) -> Result<()> {
-        match &self.0.cfg.auth_token {
-            Some(t) if !constant_time_eq(t.as_bytes(), token.as_bytes()) => {
-                Err(CoordinatorError::Unauthenticated)
-            }
-            _ => Ok(()),
-        }
     }
 
     /// Register a worker; returns its id.
@@ -1100,10 +1083,6 @@ fn validate(j: &JobEntry, r: &JobResult) -> Result<()> {
         });
     }
     Ok(())
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 impl Inner {

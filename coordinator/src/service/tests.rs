@@ -35,7 +35,6 @@ pub(crate) fn identity() -> Identity {
         protocol_version: PROTOCOL_VERSION,
         engine_version: ENGINE_VERSION.into(),
         eval_hash: "00".into(),
-        auth_token: String::new(),
     }
 }
 
@@ -285,7 +284,7 @@ fn hostile_results_are_rejected_and_change_nothing() {
     }
     assert_eq!(f.c.snapshot(), before);
     assert_eq!(f.c.counters().completed, counters.completed);
-    // Wrong protocol version / token.
+    // Wrong protocol version.
     assert!(matches!(
         f.c.submit(&id, &w, &[good, good]),
         Err(CoordinatorError::InvalidArgument(_))
@@ -307,26 +306,17 @@ fn hostile_results_are_rejected_and_change_nothing() {
 #[test]
 fn identity_checks() {
     let cfg = ServiceConfig {
-        auth_token: Some("s3cret".into()),
         eval_hash: Some("abcd".into()),
         engine_version: Some(ENGINE_VERSION.into()),
         ..ServiceConfig::default()
     };
     let f = fixture(1, 6, cfg);
     let good = Identity {
-        auth_token: "s3cret".into(),
         eval_hash: "abcd".into(),
         ..identity()
     };
     assert!(f.c.register(&good, "w", 1).is_ok());
     let cases = [
-        (
-            Identity {
-                auth_token: "nope".into(),
-                ..good.clone()
-            },
-            ErrorCode::Unauthenticated,
-        ),
         (
             Identity {
                 protocol_version: PROTOCOL_VERSION + 1,
@@ -353,8 +343,6 @@ fn identity_checks() {
         let e = f.c.register(&id, "w", 1).unwrap_err();
         assert_eq!(e.code(), code, "{e}");
     }
-    assert!(f.c.check_admin("s3cret").is_ok());
-    assert!(f.c.check_admin("").is_err());
 }
 
 use bookfarm_proto::status::{ErrorCode, ServiceError};
