@@ -80,6 +80,10 @@ pub struct ServiceConfig {
     pub high_water: usize,
     /// Failures after which a job is quarantined.
     pub max_failures: u32,
+    /// Jobs a worker may hold beyond its search threads (see [`lease_cap`]).
+    pub lookahead: u32,
+    /// The most search threads a registration is credited with (see [`lease_cap`]).
+    pub max_worker_threads: u32,
     /// Required engine version (None: accept any).
     pub engine_version: Option<String>,
     /// Required eval hash (None: accept any).
@@ -101,6 +105,8 @@ impl Default for ServiceConfig {
             heartbeat_interval: Duration::from_secs(10),
             high_water: 512,
             max_failures: 3,
+            lookahead: 2,
+            max_worker_threads: 64,
             engine_version: None,
             eval_hash: None,
             retry_after: Duration::from_millis(200),
@@ -284,6 +290,13 @@ struct Shared {
 /// The coordinator service: a cheap-clone handle.
 #[derive(Debug, Clone)]
 pub struct Coordinator(Arc<Shared>);
+
+/// How many jobs one worker may hold at once: its declared threads (at most
+/// `max_worker_threads`) plus `lookahead`. Workers lease a little ahead of their free threads;
+/// anything more only hoards jobs that other workers could search.
+pub fn lease_cap(threads: u32, cfg: &ServiceConfig) -> usize {
+    threads.min(cfg.max_worker_threads) as usize + cfg.lookahead as usize
+}
 
 /// The leaf-search priority of a position: shallower first.
 fn priority(b: &Board) -> u32 {
@@ -541,8 +554,11 @@ impl Coordinator {
             return Ok(Vec::new());
         }
         let mut out = Vec::new();
-        let slots = slots.min(MAX_LEASE_SLOTS);
-        while out.len() < slots as usize {
+        let room = g.workers.get(worker).map_or(0, |w| {
+            lease_cap(w.threads, &self.0.cfg).saturating_sub(w.jobs.len())
+        });
+        let slots = (slots.min(MAX_LEASE_SLOTS) as usize).min(room);
+        while out.len() < slots {
             let Some(key) = g.queue.pop_first() else {
                 break;
             };

@@ -433,6 +433,28 @@ fn pause_stops_leasing_and_resume_restarts() {
 }
 
 #[test]
+fn leases_are_capped_at_threads_plus_lookahead() {
+    let f = fixture(2, 10, ServiceConfig::default());
+    f.c.start_expansion(deviate24(), 0).unwrap();
+    let id = identity();
+    let w = f.c.register(&id, "w", 1).unwrap();
+    let root = f.c.lease(&id, &w, 256).unwrap();
+    f.c.submit(&id, &w, &[mock_result(&root[0])]).unwrap();
+    let cap = lease_cap(1, f.c.config());
+    let mut held = 0;
+    for _ in 0..5 {
+        held += f.c.lease(&id, &w, 256).unwrap().len();
+    }
+    assert_eq!(held, cap, "one thread + lookahead");
+    assert!(f.c.status().queued > 0, "the rest stays queued for others");
+    // A worker claiming a million threads is credited with max_worker_threads.
+    let big = f.c.register(&id, "big", 1_000_000).unwrap();
+    let n = f.c.lease(&id, &big, 256).unwrap().len();
+    assert!(n <= lease_cap(1_000_000, f.c.config()));
+    assert_eq!(lease_cap(1_000_000, f.c.config()), 64 + 2);
+}
+
+#[test]
 fn replay_parses_move_lists() {
     assert_eq!(replay("").unwrap(), Board::start());
     let b = replay("f5d6").unwrap();
