@@ -84,6 +84,12 @@ pub struct ServiceConfig {
     pub lookahead: u32,
     /// The most search threads a registration is credited with (see [`lease_cap`]).
     pub max_worker_threads: u32,
+    /// Longest lease of a level-0 job (see [`max_lease_duration`]).
+    pub max_lease_base: Duration,
+    /// The longest lease doubles every this many levels.
+    pub max_lease_doubling_levels: u8,
+    /// Upper bound of the longest lease at any level.
+    pub max_lease_cap: Duration,
     /// Required engine version (None: accept any).
     pub engine_version: Option<String>,
     /// Required eval hash (None: accept any).
@@ -107,6 +113,9 @@ impl Default for ServiceConfig {
             max_failures: 3,
             lookahead: 2,
             max_worker_threads: 64,
+            max_lease_base: Duration::from_secs(60),
+            max_lease_doubling_levels: 4,
+            max_lease_cap: Duration::from_secs(6 * 3600),
             engine_version: None,
             eval_hash: None,
             retry_after: Duration::from_millis(200),
@@ -227,6 +236,8 @@ struct JobEntry {
     last_reason: String,
     /// Current lessee.
     lease: Option<Uuid>,
+    /// When the current lease began (bounded by [`max_lease_duration`]).
+    leased_at: Duration,
     /// Every worker that held the job (a late result from one of them is still accepted while
     /// the job is not leased to someone else).
     lessees: Vec<Uuid>,
@@ -296,6 +307,19 @@ pub struct Coordinator(Arc<Shared>);
 /// anything more only hoards jobs that other workers could search.
 pub fn lease_cap(threads: u32, cfg: &ServiceConfig) -> usize {
     threads.min(cfg.max_worker_threads) as usize + cfg.lookahead as usize
+}
+
+/// How long a job of `level` may stay leased, heartbeats or not: `max_lease_base` doubled every
+/// `max_lease_doubling_levels` levels (a search's time grows geometrically with its depth), at
+/// most `max_lease_cap`. Past it the job goes back to the queue, so a worker that heartbeats but
+/// never answers cannot stall a round; its late result is still accepted while nobody else holds
+/// the job.
+pub fn max_lease_duration(level: u8, cfg: &ServiceConfig) -> Duration {
+    let doublings = u32::from(level) / u32::from(cfg.max_lease_doubling_levels.max(1));
+    let factor = 1u32.checked_shl(doublings).unwrap_or(u32::MAX);
+    cfg.max_lease_base
+        .saturating_mul(factor)
+        .min(cfg.max_lease_cap)
 }
 
 /// The leaf-search priority of a position: shallower first.
@@ -568,6 +592,7 @@ impl Coordinator {
             };
             j.queue_key = None;
             j.lease = Some(*worker);
+            j.leased_at = now;
             if !j.lessees.contains(worker) {
                 j.lessees.push(*worker);
             }
@@ -791,6 +816,7 @@ impl Coordinator {
             }
             tracing::warn!(worker_id = %wid, name = %w.name, "worker silent: leases expired");
         }
+        n += g.expire_overdue(now, &self.0.cfg);
         g.counters.expired += n as u64;
         metrics::counter!("bookfarm_jobs_expired_total").increment(n as u64);
         g.update_gauges();
@@ -1145,6 +1171,7 @@ impl Inner {
                 failures: 0,
                 last_reason: String::new(),
                 lease: None,
+                leased_at: Duration::ZERO,
                 lessees: Vec::new(),
                 queue_key: Some(key),
             },
@@ -1170,6 +1197,25 @@ impl Inner {
             j.queue_key = Some(key);
             self.queue.insert((key.0, key.1, jid));
         }
+    }
+
+    /// Re-queue jobs leased for longer than [`max_lease_duration`] of their level (the lessee
+    /// learns it from its next heartbeat); returns how many.
+    fn expire_overdue(&mut self, now: Duration, cfg: &ServiceConfig) -> usize {
+        let overdue: Vec<(Uuid, Option<Uuid>)> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| {
+                j.lease.is_some()
+                    && now.saturating_sub(j.leased_at) > max_lease_duration(j.level, cfg)
+            })
+            .map(|(id, j)| (*id, j.lease))
+            .collect();
+        for (jid, w) in &overdue {
+            tracing::warn!(job_id = %jid, worker_id = ?w, "lease past its maximum duration: job re-queued");
+            self.release(*jid);
+        }
+        overdue.len()
     }
 
     /// A stale result: refresh the job from the position and queue it again.

@@ -455,6 +455,35 @@ fn leases_are_capped_at_threads_plus_lookahead() {
 }
 
 #[test]
+fn heartbeats_do_not_extend_a_lease_past_its_maximum() {
+    let cfg = ServiceConfig {
+        max_lease_base: Duration::from_secs(30),
+        ..ServiceConfig::default()
+    };
+    let f = fixture(2, 10, cfg.clone());
+    let id = identity();
+    let w = f.c.register(&id, "w", 1).unwrap();
+    let jobs = f.c.lease(&id, &w, 1).unwrap();
+    let held: Vec<Uuid> = jobs.iter().map(|j| j.id).collect();
+    // Heartbeats every 10 s keep the worker alive (lease timeout 60 s)...
+    for _ in 0..3 {
+        f.clock.advance(Duration::from_secs(10));
+        assert!(f.c.heartbeat(&id, &w, &held).unwrap().is_empty());
+        assert_eq!(f.c.expire_leases(), 0);
+    }
+    // ...but past 30 s (level 2) the job goes back to the queue and the heartbeat cancels it.
+    f.clock.advance(Duration::from_secs(1));
+    assert_eq!(f.c.expire_leases(), 1);
+    assert_eq!(f.c.heartbeat(&id, &w, &held).unwrap(), held);
+    assert_eq!(f.c.status().queued, 1);
+    // The maximum scales with the level and is capped.
+    let d = ServiceConfig::default();
+    assert_eq!(max_lease_duration(0, &d), Duration::from_secs(60));
+    assert_eq!(max_lease_duration(20, &d), Duration::from_secs(60 * 32));
+    assert_eq!(max_lease_duration(60, &d), d.max_lease_cap);
+}
+
+#[test]
 fn replay_parses_move_lists() {
     assert_eq!(replay("").unwrap(), Board::start());
     let b = replay("f5d6").unwrap();
