@@ -78,7 +78,8 @@ pub struct ServiceConfig {
     pub heartbeat_interval: Duration,
     /// Jobs kept queued ahead of the workers (selection refills below half of it).
     pub high_water: usize,
-    /// Failures after which a job is quarantined.
+    /// Failure reports from this many different owners quarantine a job (one owner's reports,
+    /// retryable or not, never do; see [`Coordinator::fail`]).
     pub max_failures: u32,
     /// Jobs a worker may hold beyond its search threads (see [`lease_cap`]).
     pub lookahead: u32,
@@ -110,7 +111,7 @@ impl Default for ServiceConfig {
             lease_timeout: Duration::from_secs(60),
             heartbeat_interval: Duration::from_secs(10),
             high_water: 512,
-            max_failures: 3,
+            max_failures: 2,
             lookahead: 2,
             max_worker_threads: 64,
             max_lease_base: Duration::from_secs(60),
@@ -233,6 +234,8 @@ struct JobEntry {
     version: u32,
     attempt: u32,
     failures: u32,
+    /// Owners whose workers reported this job as failed (see [`Coordinator::fail`]).
+    failed_owners: Vec<String>,
     last_reason: String,
     /// Current lessee.
     lease: Option<Uuid>,
@@ -247,6 +250,9 @@ struct JobEntry {
 #[derive(Debug)]
 struct WorkerEntry {
     name: String,
+    /// Who runs the worker (its credential's owner); `None` for an anonymous local worker,
+    /// whose failure reports are trusted one by one.
+    owner: Option<String>,
     threads: u32,
     last_seen: Duration,
     jobs: HashSet<Uuid>,
@@ -515,8 +521,20 @@ impl Coordinator {
         Ok(())
     }
 
-    /// Register a worker; returns its id.
+    /// Register an anonymous worker; returns its id.
     pub fn register(&self, id: &Identity, name: &str, threads: u32) -> Result<Uuid> {
+        self.register_owned(id, name, threads, None)
+    }
+
+    /// Register a worker run by `owner` (its credential's owner; `None`: anonymous local
+    /// worker); returns its id.
+    pub fn register_owned(
+        &self,
+        id: &Identity,
+        name: &str,
+        threads: u32,
+        owner: Option<&str>,
+    ) -> Result<Uuid> {
         self.check_identity(id)?;
         let wid = Uuid::new_v4();
         let now = self.now();
@@ -525,6 +543,7 @@ impl Coordinator {
             wid,
             WorkerEntry {
                 name: name.chars().take(128).collect(),
+                owner: owner.map(str::to_string),
                 threads,
                 last_seen: now,
                 jobs: HashSet::new(),
@@ -738,8 +757,11 @@ impl Coordinator {
         Ok(self.0.store.flush()?)
     }
 
-    /// A worker reports that a job failed; after `max_failures` (or a non-retryable failure) the
-    /// position is quarantined. Returns true when quarantined.
+    /// A worker reports that a job failed. The position is quarantined only once workers of
+    /// `max_failures` different owners reported it (a report from an anonymous local worker
+    /// counts as its own owner); until then the job goes back to the queue, whatever
+    /// `retryable` says, so that one client cannot take a position out of the book. Returns
+    /// true when quarantined.
     pub fn fail(&self, id: &Identity, worker: &Uuid, f: &Failure) -> Result<bool> {
         self.check_identity(id)?;
         let now = self.now();
@@ -757,9 +779,15 @@ impl Coordinator {
                 worker: *worker,
             });
         }
+        let owner = g.workers.get(worker).and_then(|w| w.owner.clone());
+        let j = g.jobs.get_mut(&f.job_id).expect("present above");
         j.failures += 1;
         j.last_reason = f.reason.clone();
-        let quarantine = !f.retryable || j.failures >= self.0.cfg.max_failures;
+        let owner = owner.unwrap_or_else(|| format!("anonymous report {}", j.failures));
+        if !j.failed_owners.contains(&owner) {
+            j.failed_owners.push(owner);
+        }
+        let quarantine = j.failed_owners.len() >= self.0.cfg.max_failures.max(1) as usize;
         g.counters.failed += 1;
         metrics::counter!("bookfarm_jobs_failed_total").increment(1);
         if let Some(w) = g.workers.get_mut(worker) {
@@ -789,6 +817,37 @@ impl Coordinator {
         }
         g.update_gauges();
         Ok(quarantine)
+    }
+
+    /// Put quarantined positions back in the queue (all of them, or those of `boards`, in any
+    /// orientation); returns how many. The operator's answer to a quarantine that was wrong.
+    pub fn release_quarantined(&self, boards: Option<&[Board]>) -> Result<u64> {
+        let mut g = self.lock();
+        let chosen: Vec<Board> = match boards {
+            None => g.quarantined.keys().copied().collect(),
+            Some(bs) => bs
+                .iter()
+                .map(|b| canonical(b).0)
+                .filter(|b| g.quarantined.contains_key(b))
+                .collect(),
+        };
+        let mut batch = Batch::default();
+        for b in &chosen {
+            g.quarantined.remove(b);
+            if let Some(s) = g.index.sched_mut(b) {
+                s.quarantined = false;
+            }
+            g.enqueue(*b);
+            if let Some(e) = g.index.get(b) {
+                batch.put_entry(&e, false)?;
+            }
+        }
+        self.0.store.apply(batch)?;
+        self.0.store.flush()?;
+        g.dirty = true;
+        g.update_gauges();
+        tracing::info!(released = chosen.len(), "quarantined positions released");
+        Ok(chosen.len() as u64)
     }
 
     /// Re-queue the jobs of workers silent for longer than the lease timeout; returns how many
@@ -1169,6 +1228,7 @@ impl Inner {
                 version: e.version,
                 attempt: 0,
                 failures: 0,
+                failed_owners: Vec::new(),
                 last_reason: String::new(),
                 lease: None,
                 leased_at: Duration::ZERO,

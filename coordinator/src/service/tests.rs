@@ -389,34 +389,61 @@ fn silent_worker_jobs_are_released_and_late_results_are_not_counted_twice() {
     assert_eq!(f.c.counters().completed, 1);
 }
 
+fn report(c: &Coordinator, w: &Uuid, retryable: bool) -> bool {
+    let id = identity();
+    let jobs = c.lease(&id, w, 1).unwrap();
+    assert_eq!(jobs.len(), 1);
+    c.fail(
+        &id,
+        w,
+        &Failure {
+            job_id: jobs[0].id,
+            reason: "boom".into(),
+            retryable,
+        },
+    )
+    .unwrap()
+}
+
 #[test]
-fn repeated_failures_quarantine_the_position() {
+fn failures_from_different_owners_quarantine_the_position() {
     let f = fixture(2, 10, ServiceConfig::default());
     let id = identity();
-    let w = f.c.register(&id, "w", 1).unwrap();
-    for attempt in 0..3 {
-        let jobs = f.c.lease(&id, &w, 1).unwrap();
-        assert_eq!(jobs.len(), 1);
-        let q =
-            f.c.fail(
-                &id,
-                &w,
-                &Failure {
-                    job_id: jobs[0].id,
-                    reason: "boom".into(),
-                    retryable: true,
-                },
-            )
-            .unwrap();
-        assert_eq!(q, attempt == 2);
+    // One owner's reports, retryable or not, never quarantine.
+    let mallory = f.c.register_owned(&id, "m", 1, Some("mallory")).unwrap();
+    let mallory2 = f.c.register_owned(&id, "m2", 1, Some("mallory")).unwrap();
+    for w in [&mallory, &mallory2, &mallory] {
+        assert!(!report(&f.c, w, false));
     }
+    assert_eq!(f.c.status().queued, 1);
+    // A second owner's report does.
+    let alice = f.c.register_owned(&id, "a", 1, Some("alice")).unwrap();
+    assert!(report(&f.c, &alice, true));
     let s = f.c.status();
     assert_eq!(s.quarantined.len(), 1);
     assert_eq!(s.queued + s.in_flight, 0);
-    // Quarantine survives a restart.
+    // Quarantine survives a restart...
     let f = reopen(f, ServiceConfig::default());
     assert_eq!(f.c.status().quarantined.len(), 1);
     assert_eq!(f.c.status().queued, 0);
+    // ...until the operator releases it.
+    assert_eq!(f.c.release_quarantined(None).unwrap(), 1);
+    assert_eq!(f.c.status().quarantined.len(), 0);
+    assert_eq!(f.c.status().queued, 1);
+    let f = reopen(f, ServiceConfig::default());
+    assert_eq!(f.c.status().quarantined.len(), 0);
+    assert_eq!(f.c.status().queued, 1);
+}
+
+#[test]
+fn anonymous_reports_count_one_by_one() {
+    let f = fixture(2, 10, ServiceConfig::default());
+    let w = f.c.register(&identity(), "w", 1).unwrap();
+    assert!(!report(&f.c, &w, true));
+    assert!(report(&f.c, &w, true));
+    let b = f.c.status().quarantined[0].board;
+    assert_eq!(f.c.release_quarantined(Some(&[b])).unwrap(), 1);
+    assert_eq!(f.c.status().queued, 1);
 }
 
 #[test]
