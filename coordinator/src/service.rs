@@ -819,6 +819,37 @@ impl Coordinator {
         Ok(quarantine)
     }
 
+    /// A worker hands back jobs it will not search (it is draining): each of them still leased
+    /// to it goes back to the queue at once. Returns how many.
+    pub fn release_leases(&self, id: &Identity, worker: &Uuid, jobs: &[Uuid]) -> Result<u32> {
+        self.check_identity(id)?;
+        let now = self.now();
+        let mut g = self.lock();
+        Self::touch(&mut g, worker, now)?;
+        let mut n = 0;
+        for jid in jobs {
+            if g.jobs.get(jid).is_some_and(|j| j.lease == Some(*worker)) {
+                g.release(*jid);
+                n += 1;
+            }
+        }
+        g.update_gauges();
+        Ok(n)
+    }
+
+    /// Forget workers at once (their credential was revoked or blocked): their leases go back
+    /// to the queue and their ids stop working. Returns how many jobs were re-queued.
+    pub fn drop_workers(&self, workers: &[Uuid]) -> usize {
+        let mut g = self.lock();
+        let n = workers
+            .iter()
+            .filter_map(|w| g.remove_worker(*w))
+            .map(|(_, n)| n)
+            .sum();
+        g.update_gauges();
+        n
+    }
+
     /// Put quarantined positions back in the queue (all of them, or those of `boards`, in any
     /// orientation); returns how many. The operator's answer to a quarantine that was wrong.
     pub fn release_quarantined(&self, boards: Option<&[Board]>) -> Result<u64> {
@@ -864,16 +895,10 @@ impl Coordinator {
             .collect();
         let mut n = 0;
         for wid in silent {
-            let Some(w) = g.workers.remove(&wid) else {
-                continue;
-            };
-            for jid in w.jobs {
-                if g.jobs.get(&jid).is_some_and(|j| j.lease == Some(wid)) {
-                    g.release(jid);
-                    n += 1;
-                }
+            if let Some((name, k)) = g.remove_worker(wid) {
+                n += k;
+                tracing::warn!(worker_id = %wid, name = %name, "worker silent: leases expired");
             }
-            tracing::warn!(worker_id = %wid, name = %w.name, "worker silent: leases expired");
         }
         n += g.expire_overdue(now, &self.0.cfg);
         g.counters.expired += n as u64;
@@ -1257,6 +1282,20 @@ impl Inner {
             j.queue_key = Some(key);
             self.queue.insert((key.0, key.1, jid));
         }
+    }
+
+    /// Remove a worker and put the jobs leased to it back in the queue; returns its name and
+    /// how many jobs went back (None when unknown).
+    fn remove_worker(&mut self, wid: Uuid) -> Option<(String, usize)> {
+        let w = self.workers.remove(&wid)?;
+        let mut n = 0;
+        for jid in w.jobs {
+            if self.jobs.get(&jid).is_some_and(|j| j.lease == Some(wid)) {
+                self.release(jid);
+                n += 1;
+            }
+        }
+        Some((w.name, n))
     }
 
     /// Re-queue jobs leased for longer than [`max_lease_duration`] of their level (the lessee

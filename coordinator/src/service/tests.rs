@@ -511,6 +511,31 @@ fn heartbeats_do_not_extend_a_lease_past_its_maximum() {
 }
 
 #[test]
+fn released_and_dropped_leases_go_back_to_the_queue() {
+    let f = fixture(2, 10, ServiceConfig::default());
+    f.c.start_expansion(deviate24(), 0).unwrap();
+    let id = identity();
+    let w = f.c.register(&id, "w", 1).unwrap();
+    let root = f.c.lease(&id, &w, 1).unwrap();
+    f.c.submit(&id, &w, &[mock_result(&root[0])]).unwrap();
+    let jobs: Vec<Uuid> = f.c.lease(&id, &w, 3).unwrap().iter().map(|j| j.id).collect();
+    assert_eq!(jobs.len(), 3);
+    let queued = f.c.status().queued;
+    // Release hands back only the caller's own leases.
+    let other = f.c.register(&id, "o", 1).unwrap();
+    assert_eq!(f.c.release_leases(&id, &other, &jobs).unwrap(), 0);
+    assert_eq!(f.c.release_leases(&id, &w, &jobs[..2]).unwrap(), 2);
+    assert_eq!(f.c.status().queued, queued + 2);
+    // Dropping the worker re-queues the rest and forgets its id.
+    assert_eq!(f.c.drop_workers(&[w]), 1);
+    assert_eq!(f.c.status().queued, queued + 3);
+    assert!(matches!(
+        f.c.lease(&id, &w, 1),
+        Err(CoordinatorError::UnknownWorker(_))
+    ));
+}
+
+#[test]
 fn replay_parses_move_lists() {
     assert_eq!(replay("").unwrap(), Board::start());
     let b = replay("f5d6").unwrap();
