@@ -519,16 +519,17 @@ fn released_and_dropped_leases_go_back_to_the_queue() {
     let root = f.c.lease(&id, &w, 1).unwrap();
     f.c.submit(&id, &w, &[mock_result(&root[0])]).unwrap();
     let jobs: Vec<Uuid> = f.c.lease(&id, &w, 3).unwrap().iter().map(|j| j.id).collect();
-    assert_eq!(jobs.len(), 3);
+    let n = jobs.len() as u64;
+    assert!(n >= 2, "the root's expansion queues its child and its re-search");
     let queued = f.c.status().queued;
     // Release hands back only the caller's own leases.
     let other = f.c.register(&id, "o", 1).unwrap();
     assert_eq!(f.c.release_leases(&id, &other, &jobs).unwrap(), 0);
-    assert_eq!(f.c.release_leases(&id, &w, &jobs[..2]).unwrap(), 2);
-    assert_eq!(f.c.status().queued, queued + 2);
+    assert_eq!(f.c.release_leases(&id, &w, &jobs[..1]).unwrap(), 1);
+    assert_eq!(f.c.status().queued, queued + 1);
     // Dropping the worker re-queues the rest and forgets its id.
-    assert_eq!(f.c.drop_workers(&[w]), 1);
-    assert_eq!(f.c.status().queued, queued + 3);
+    assert_eq!(f.c.drop_workers(&[w]) as u64, n - 1);
+    assert_eq!(f.c.status().queued, queued + n);
     assert!(matches!(
         f.c.lease(&id, &w, 1),
         Err(CoordinatorError::UnknownWorker(_))
