@@ -4,23 +4,28 @@
 //! * [`book_index`]: the in-memory book with full and incremental Edax negamax;
 //! * [`select`]: Edax's deviate/enhance/play/extend selection over the index;
 //! * [`service`]: the domain service (register, lease, submit, fail, expiry, expansions);
+//! * [`identity`]: admin and per-worker credentials, sessions, registration rate;
 //! * [`grpc`]: thin tonic handlers; [`http`]: `/metrics`, `/healthz`, `/readyz`;
-//! * [`server`]: wiring everything into [`server::run`];
+//! * [`server`]: wiring everything into [`server::serve`]; [`conn`]: connection limits;
+//! * [`text`]: worker-supplied strings made safe for logs and replies;
 //! * [`local`]: coordinator plus in-process workers on one machine;
 //! * [`offline`]: the offline book commands on a store directory.
 
 pub mod book_index;
 pub mod config;
+pub mod conn;
 pub mod error;
 pub mod export;
 pub mod grpc;
 pub mod http;
+pub mod identity;
 pub mod local;
 pub mod offline;
 pub mod select;
 pub mod server;
 pub mod service;
 pub mod store;
+pub mod text;
 
 pub use error::{CoordinatorError, Result};
 pub use service::Coordinator;

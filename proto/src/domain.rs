@@ -13,8 +13,6 @@ pub struct Identity {
     pub engine_version: String,
     /// Fingerprint of the evaluation weights ([`crate::eval_fingerprint`]).
     pub eval_hash: String,
-    /// Authentication token (empty when none).
-    pub auth_token: String,
 }
 
 /// One leaf-search job as handed to a worker.

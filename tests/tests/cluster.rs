@@ -108,7 +108,6 @@ async fn two_worker_processes_build_a_book_and_export_round_trips() {
     // The CSV export carries one line per position.
     let mut csv = a
         .export_book(pb::ExportBookRequest {
-            auth: None,
             format: pb::ExportFormat::Csv as i32,
         })
         .await

@@ -2,7 +2,7 @@
 
 use crate::client::Client;
 use crate::config::WorkerConfig;
-use crate::exec::{LeafSearcher, Outcome, Pool, Task};
+use crate::exec::{Claim, LeafSearcher, Outcome, Pool, Task};
 use bookfarm_proto::domain::{Ack, Identity, JobResult};
 use bookfarm_proto::{ENGINE_VERSION, MAX_RESULTS_PER_CALL, PROTOCOL_VERSION};
 use rand::Rng;
@@ -121,7 +121,7 @@ struct Loop {
     client: Client,
     worker: Option<Uuid>,
     heartbeat: Duration,
-    outstanding: HashMap<Uuid, Arc<AtomicBool>>,
+    outstanding: HashMap<Uuid, (Arc<AtomicBool>, Arc<Claim>)>,
     finished: Vec<JobResult>,
     failures: Vec<(Uuid, String)>,
     stats: WorkerStats,
@@ -180,6 +180,29 @@ impl Loop {
         Ok(())
     }
 
+    /// Draining: withdraw the leased jobs no thread has started and hand them back (`Release`),
+    /// so that other workers search them now rather than after a lease timeout.
+    async fn release_unstarted(&mut self, worker: Uuid) {
+        let withdrawn: Vec<Uuid> = self
+            .outstanding
+            .iter()
+            .filter(|(_, (_, claim))| claim.withdraw())
+            .map(|(id, _)| *id)
+            .collect();
+        if withdrawn.is_empty() {
+            return;
+        }
+        for id in &withdrawn {
+            self.outstanding.remove(id);
+        }
+        match self.client.release(worker, &withdrawn).await {
+            Ok(n) => tracing::info!(released = n, "handed unstarted jobs back"),
+            Err(s) => {
+                tracing::warn!(error = %s.message(), "could not hand jobs back; they return after the lease timeout")
+            }
+        }
+    }
+
     /// The coordinator refused a batch: submit the results one by one and drop the refused ones.
     async fn submit_singly(&mut self, worker: Uuid) {
         let batch: Vec<JobResult> = self.finished.clone();
@@ -216,11 +239,11 @@ pub async fn run(
         protocol_version: PROTOCOL_VERSION,
         engine_version: ENGINE_VERSION.to_string(),
         eval_hash: cfg.eval_hash.clone(),
-        auth_token: cfg.token.clone(),
     };
     let client = Client::with_tls(
         &cfg.coordinator,
         &identity,
+        &cfg.token,
         cfg.rpc_timeout,
         cfg.tls_ca.as_deref(),
         cfg.tls_domain.as_deref(),
@@ -317,9 +340,10 @@ pub async fn run(
                     }
                     for job in leased.jobs {
                         let abort = Arc::new(AtomicBool::new(false));
+                        let claim = Arc::new(Claim::default());
                         aborts.push(abort.clone());
-                        l.outstanding.insert(job.id, abort.clone());
-                        pool.submit(Task { job, abort });
+                        l.outstanding.insert(job.id, (abort.clone(), claim.clone()));
+                        pool.submit(Task { job, abort, claim });
                     }
                 }
                 Err(s) if unknown_worker(&s) => {
@@ -361,7 +385,7 @@ pub async fn run(
                     Ok(cancel) => {
                         l.ok();
                         for id in cancel {
-                            if let Some(a) = l.outstanding.get(&id) {
+                            if let Some((a, _)) = l.outstanding.get(&id) {
                                 a.store(true, Ordering::Relaxed);
                             }
                         }
@@ -373,7 +397,8 @@ pub async fn run(
             _ = idle_sleep, if idle.is_some() => {}
             _ = &mut shutdown, if !draining => {
                 draining = true;
-                tracing::info!(in_flight = l.outstanding.len(), "draining: finishing leased jobs");
+                l.release_unstarted(worker).await;
+                tracing::info!(in_flight = l.outstanding.len(), "draining: finishing started jobs");
             }
         }
     }

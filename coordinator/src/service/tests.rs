@@ -518,9 +518,17 @@ fn released_and_dropped_leases_go_back_to_the_queue() {
     let w = f.c.register(&id, "w", 1).unwrap();
     let root = f.c.lease(&id, &w, 1).unwrap();
     f.c.submit(&id, &w, &[mock_result(&root[0])]).unwrap();
-    let jobs: Vec<Uuid> = f.c.lease(&id, &w, 3).unwrap().iter().map(|j| j.id).collect();
+    let jobs: Vec<Uuid> =
+        f.c.lease(&id, &w, 3)
+            .unwrap()
+            .iter()
+            .map(|j| j.id)
+            .collect();
     let n = jobs.len() as u64;
-    assert!(n >= 2, "the root's expansion queues its child and its re-search");
+    assert!(
+        n >= 2,
+        "the root's expansion queues its child and its re-search"
+    );
     let queued = f.c.status().queued;
     // Release hands back only the caller's own leases.
     let other = f.c.register(&id, "o", 1).unwrap();
