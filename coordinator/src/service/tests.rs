@@ -351,6 +351,7 @@ use bookfarm_proto::status::{ErrorCode, ServiceError};
 fn silent_worker_jobs_are_released_and_late_results_are_not_counted_twice() {
     let cfg = ServiceConfig {
         lease_timeout: Duration::from_secs(90),
+        max_lease_base: Duration::from_secs(3600),
         ..ServiceConfig::default()
     };
     let f = fixture(2, 10, cfg);
@@ -461,24 +462,29 @@ fn pause_stops_leasing_and_resume_restarts() {
 
 #[test]
 fn leases_are_capped_at_threads_plus_lookahead() {
-    let f = fixture(2, 10, ServiceConfig::default());
+    // No lookahead, so that the root's expansion (two jobs) exceeds one worker's cap.
+    let cfg = ServiceConfig {
+        lookahead: 0,
+        ..ServiceConfig::default()
+    };
+    let f = fixture(2, 10, cfg);
     f.c.start_expansion(deviate24(), 0).unwrap();
     let id = identity();
     let w = f.c.register(&id, "w", 1).unwrap();
     let root = f.c.lease(&id, &w, 256).unwrap();
     f.c.submit(&id, &w, &[mock_result(&root[0])]).unwrap();
-    let cap = lease_cap(1, f.c.config());
     let mut held = 0;
     for _ in 0..5 {
         held += f.c.lease(&id, &w, 256).unwrap().len();
     }
-    assert_eq!(held, cap, "one thread + lookahead");
+    assert_eq!(held, 1, "one thread, no lookahead");
     assert!(f.c.status().queued > 0, "the rest stays queued for others");
+    let other = f.c.register(&id, "o", 1).unwrap();
+    assert_eq!(f.c.lease(&id, &other, 256).unwrap().len(), 1);
     // A worker claiming a million threads is credited with max_worker_threads.
-    let big = f.c.register(&id, "big", 1_000_000).unwrap();
-    let n = f.c.lease(&id, &big, 256).unwrap().len();
-    assert!(n <= lease_cap(1_000_000, f.c.config()));
-    assert_eq!(lease_cap(1_000_000, f.c.config()), 64 + 2);
+    let d = ServiceConfig::default();
+    assert_eq!(lease_cap(1, &d), 1 + 2);
+    assert_eq!(lease_cap(1_000_000, &d), 64 + 2);
 }
 
 #[test]
