@@ -62,6 +62,35 @@ impl Proc {
         Proc(child)
     }
 
+    /// Start `bin` with `args` and `env`, its stderr written to `log`.
+    pub fn spawn_logged(bin: &str, args: &[String], env: &[(&str, &str)], log: &Path) -> Proc {
+        let f = std::fs::File::create(log).expect("log file");
+        let child = Command::new(bin)
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(f)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {bin}: {e}"));
+        Proc(child)
+    }
+
+    /// The exit status if the process has exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.0.try_wait().expect("try_wait")
+    }
+
+    /// A line of `/proc/PID/status` in kB (e.g. `VmRSS`, `VmHWM`).
+    pub fn status_kb(&self, field: &str) -> u64 {
+        let s =
+            std::fs::read_to_string(format!("/proc/{}/status", self.0.id())).expect("/proc status");
+        s.lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in /proc status"))
+    }
+
     /// SIGKILL and reap.
     pub fn kill9(&mut self) {
         let _ = self.0.kill();

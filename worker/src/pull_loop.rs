@@ -83,9 +83,13 @@ impl Backoff {
     }
 }
 
-/// Whether an error on a call without results means "this worker cannot work here".
+/// Whether an error on a call without results means "this worker cannot work here" (a bad,
+/// revoked or blocked credential, or incompatible software).
 fn fatal(s: &Status) -> bool {
-    matches!(s.code(), Code::Unauthenticated | Code::FailedPrecondition)
+    matches!(
+        s.code(),
+        Code::Unauthenticated | Code::PermissionDenied | Code::FailedPrecondition
+    )
 }
 
 fn unknown_worker(s: &Status) -> bool {
@@ -391,6 +395,9 @@ pub async fn run(
                         }
                     }
                     Err(s) if unknown_worker(&s) => l.worker = None,
+                    Err(s) if matches!(s.code(), Code::Unauthenticated | Code::PermissionDenied) => {
+                        return Err(WorkerError::Refused(s.message().to_string()));
+                    }
                     Err(s) => tracing::debug!(error = %s.message(), "heartbeat failed"),
                 }
             }
