@@ -114,7 +114,7 @@ fn print_list(cs: &[pb::Credential]) {
     }
 }
 
-fn offline(db: &PathBuf) -> anyhow::Result<Identities> {
+fn offline(db: &std::path::Path) -> anyhow::Result<Identities> {
     let store = Store::open(db).with_context(|| {
         format!(
             "opening store {} (stop the coordinator first, or use --coordinator)",
