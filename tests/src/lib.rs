@@ -38,6 +38,18 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Arguments of a `bft-worker` process named `name` against the coordinator on `port`.
+pub fn worker_args(port: u16, eval: &Path, name: &str) -> Vec<String> {
+    vec![
+        "--coordinator".into(),
+        format!("http://127.0.0.1:{port}"),
+        "--eval".into(),
+        eval.display().to_string(),
+        "--name".into(),
+        name.into(),
+    ]
+}
+
 /// Create a new book (`book new LEVEL DEPTH`) in `dir`.
 pub fn new_store(dir: &Path, level: u8, depth: u8) {
     let s = Store::open(dir).expect("open store");

@@ -45,19 +45,9 @@ fn coordinator(db: &Path, port: u16, eval: Option<&Path>, extra: &[&str]) -> Pro
 }
 
 fn worker_proc(port: u16, eval: &Path, name: &str, token: &str) -> Proc {
-    Proc::spawn(
-        WORKER,
-        &[
-            "--coordinator".into(),
-            format!("http://127.0.0.1:{port}"),
-            "--eval".into(),
-            eval.display().to_string(),
-            "--name".into(),
-            name.into(),
-            "--token".into(),
-            token.into(),
-        ],
-    )
+    let mut args = worker_args(port, eval, name);
+    args.extend(["--token".into(), token.into()]);
+    Proc::spawn(WORKER, &args)
 }
 
 /// Add a worker credential to a stopped coordinator's store (the `workers add --db` path).
