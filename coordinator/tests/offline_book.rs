@@ -322,23 +322,36 @@ fn interrupted_deviate_resumes() {
     run(with(&["new", "4", "14"]));
     run(with(&["add", s(&games)]));
     let deviate = with(&["deviate", "2", "4"]);
-    let child = Command::new(BIN)
+    let mut child = Command::new(BIN)
         .arg("book")
         .args(&deviate)
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("spawn deviate");
-    // Interrupt it early (whether it is still running then does not matter for what follows).
-    std::thread::sleep(std::time::Duration::from_millis(400));
-    let _ = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status();
-    let out = child.wait_with_output().expect("wait deviate");
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(err.trim(), "error: interrupted", "{err}");
+    // Interrupt it once it serves (its Ctrl-C handler is installed by then; a fixed delay raced
+    // with the store's loading on a busy machine), whether it is still running then or not.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let mut err = String::new();
+    loop {
+        let mut line = String::new();
+        if std::io::BufRead::read_line(&mut stderr, &mut line).expect("read stderr") == 0 {
+            break;
+        }
+        let serving = line.contains("grpc listening");
+        err.push_str(&line);
+        if serving {
+            let _ = Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status();
+        }
+    }
+    let status = child.wait().expect("wait deviate");
+    if !status.success() {
+        let last = err.lines().last().unwrap_or_default();
+        assert_eq!(last, "error: interrupted", "{err}");
     }
     let done = run(deviate);
     assert!(done.starts_with("done: "), "{done}");
