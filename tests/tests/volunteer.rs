@@ -311,6 +311,10 @@ async fn blocked_and_revoked_credentials_are_refused_within_one_heartbeat() {
         loop {
             if let Some(st) = p.exited() {
                 assert!(!st.success(), "{name} exits with an error");
+                eprintln!(
+                    "{name}: {what:?}; worker process refused and exited after {:?}",
+                    t0.elapsed()
+                );
                 break;
             }
             assert!(
@@ -374,6 +378,11 @@ async fn lease_hoarding_is_capped_and_leases_end_despite_heartbeats() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert_eq!(cancelled.len(), 3);
+    eprintln!(
+        "hoarder: {} jobs for 5 x 256 slots; leases ended {:?} into heartbeats (maximum 1.5 s)",
+        held.len(),
+        t0.elapsed()
+    );
     let s = status(&mut a).await;
     assert_eq!(s.workers_total, 2, "the hoarder is still registered");
     // Release hands jobs back at once.
@@ -425,6 +434,7 @@ async fn registration_flood_is_limited() {
     // The burst, plus one every 3 s while the flood lasts.
     assert!((20..=25).contains(&ok), "accepted {ok}");
     assert_eq!(ok + limited, 2000);
+    eprintln!("registration flood: {ok} of 2000 accepted, {limited} refused (ResourceExhausted)");
     // The status stays small: one page of workers, names cut.
     let mut a = admin_as(port, ADMIN).await;
     let s = status(&mut a).await;
@@ -536,6 +546,10 @@ async fn idle_connections_do_not_lock_out_a_worker() {
     let t0 = Instant::now();
     let st = c.terminate();
     assert!(st.success(), "{st:?}");
+    eprintln!(
+        "SIGTERM with 50 idle HTTP/2 clients: exited in {:?}",
+        t0.elapsed()
+    );
     assert!(
         t0.elapsed() < Duration::from_secs(5),
         "shutdown took {:?}",
@@ -641,5 +655,9 @@ async fn one_failure_report_does_not_quarantine() {
     let s = wait_for(&mut a, Duration::from_secs(120), done).await;
     assert!(s.positions > 20, "{s:?}");
     assert_eq!(s.quarantined_total, 0);
+    eprintln!(
+        "after one owner's failure reports: book done with {} positions",
+        s.positions
+    );
     check_book(&export(&mut a).await);
 }
