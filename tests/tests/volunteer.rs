@@ -526,6 +526,7 @@ async fn idle_connections_do_not_lock_out_a_worker() {
                 .unwrap(),
         );
     }
+    let t0 = Instant::now();
     let _w = worker_proc(port, &eval, "honest", "");
     let s = wait_for(
         &mut admin_as(port, ADMIN).await,
@@ -534,6 +535,11 @@ async fn idle_connections_do_not_lock_out_a_worker() {
     )
     .await;
     assert!(s.positions > 10, "{s:?}");
+    eprintln!(
+        "2000 idle connections (cap 1000): worker built {} positions in {:?}",
+        s.positions,
+        t0.elapsed()
+    );
     drop(idle);
 
     // SIGTERM does not wait for idle connections (HTTP/2 clients that keep theirs open).
