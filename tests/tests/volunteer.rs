@@ -503,20 +503,38 @@ async fn idle_connections_do_not_lock_out_a_worker() {
     let dir = tempfile::tempdir().unwrap();
     new_store(dir.path(), 2, 8);
     let port = free_port();
-    // A low connection cap and a short handshake timeout, so that 2,000 idle connections fill
-    // every slot and the timeout has to free them.
-    let mut c = coordinator(
-        dir.path(),
-        port,
-        Some(&eval),
-        &[
-            "--max-connections",
-            "1000",
-            "--handshake-timeout-ms",
-            "2000",
-        ],
-    );
+    // The file limit of the systemd unit that was locked out (1,024), a connection cap below
+    // it and a short handshake timeout: 2,000 idle connections fill every slot, and the
+    // timeout has to free them.
+    let mut args: Vec<String> = [
+        "-c",
+        "ulimit -n 1024 && exec \"$0\" \"$@\"",
+        COORD,
+        "--db",
+        &dir.path().display().to_string(),
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--admin-token",
+        ADMIN,
+        "--max-connections",
+        "900",
+        "--handshake-timeout-ms",
+        "2000",
+        "--eval-hash",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.push(eval_hash(&eval));
+    let mut c = Proc::spawn("sh", &args);
     let mut a = admin_as(port, ADMIN).await;
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", c.0.id())).unwrap();
+    assert!(
+        limits
+            .lines()
+            .any(|l| l.starts_with("Max open files") && l.contains(" 1024 ")),
+        "{limits}"
+    );
     start_deviate(&mut a, 2, 4).await;
     let mut idle = Vec::new();
     for _ in 0..2000 {
@@ -536,7 +554,7 @@ async fn idle_connections_do_not_lock_out_a_worker() {
     .await;
     assert!(s.positions > 10, "{s:?}");
     eprintln!(
-        "2000 idle connections (cap 1000): worker built {} positions in {:?}",
+        "2000 idle connections (1024 files, cap 900): worker built {} positions in {:?}",
         s.positions,
         t0.elapsed()
     );
