@@ -1,9 +1,9 @@
 //! On-disk records (postcard). Engine and book types do not derive serde; these mirrors do.
 
 use crate::store::Entry;
-use bookfarm_book::model::{BAD_LINK, BookDate, BookHeader, Link, Position};
 use bookfarm_book::driver::{DriverState, Operation, PassKind, Phase};
 use bookfarm_book::grow::{Changes, IllegalGameMove};
+use bookfarm_book::model::{BAD_LINK, BookDate, BookHeader, Link, Position};
 use bookfarm_book::select::Deviate;
 use bookfarm_engine::search::LeafResult;
 use bookfarm_engine::{Board, Move};

@@ -234,12 +234,7 @@ impl Driver {
     /// Run as many steps as the known results allow. `lookahead` is how many of the following
     /// steps of the current pass (or game list) have their requests predicted when blocked
     /// (`usize::MAX`: the whole pass).
-    pub fn run(
-        &mut self,
-        book: &mut MemBook,
-        results: &dyn Results,
-        lookahead: usize,
-    ) -> Progress {
+    pub fn run(&mut self, book: &mut MemBook, results: &dyn Results, lookahead: usize) -> Progress {
         loop {
             match std::mem::replace(&mut self.state.phase, Phase::Done) {
                 Phase::Done => return Progress::Done,

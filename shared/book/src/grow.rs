@@ -19,11 +19,11 @@
 //! and each expansion and otherwise lets it persist; our searches start from an empty table every
 //! time (see `bookfarm_engine::search`), so only the request matters.
 
+use crate::driver::{Driver, Operation};
 use crate::edax::bucket_order;
 use crate::mem::{MemBook, NodeId, child_board};
 use crate::model::{BAD_LINK, Link, MAX_LEVEL, Position, SCORE_INF};
 use crate::negamax::{link_position, negamax, sort_links};
-use crate::driver::{Driver, Operation};
 use crate::select::Deviate;
 use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::symmetry::canonical;

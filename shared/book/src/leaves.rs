@@ -8,8 +8,8 @@
 //! Egaroucid registers the child with the leaf's value and no search; Edax's model needs the
 //! child's own leaf to hold its value, hence the searches.
 
-use crate::edax::bucket_order;
 use crate::driver::{Driver, Operation};
+use crate::edax::bucket_order;
 use crate::grow::Changes;
 use crate::mem::{MemBook, NodeId, child_board};
 use crate::negamax::negamax;

@@ -118,7 +118,6 @@ impl Searcher {
         Searcher::with_options(eval, opts)
     }
 
-
     /// A searcher with explicit options.
     pub fn with_options(eval: Arc<Eval>, opts: SearchOptions) -> Searcher {
         // Build the stability tables now rather than inside the first search.

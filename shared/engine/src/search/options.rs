@@ -185,6 +185,9 @@ mod tests {
         assert_eq!(d.len(), 1, "{d:?}");
         assert!(d[0].starts_with("search options: tt=20"), "{d:?}");
         let c = SearchSignature::new(&SearchOptions::default(), "1234");
-        assert_eq!(a.differences(&c), vec!["evaluation: 00ff vs 1234".to_string()]);
+        assert_eq!(
+            a.differences(&c),
+            vec!["evaluation: 00ff vs 1234".to_string()]
+        );
     }
 }
