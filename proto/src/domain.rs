@@ -1,5 +1,6 @@
 //! Plain job and result types shared by the coordinator and worker libraries (no prost types).
 
+use bookfarm_engine::search::LeafResult;
 use bookfarm_engine::{Board, Move};
 use std::time::Duration;
 use uuid::Uuid;
@@ -52,6 +53,35 @@ pub struct JobResult {
     pub nodes: u64,
     /// Wall time of the search.
     pub elapsed: Duration,
+}
+
+impl JobResult {
+    /// The answer of job `job_id` from an engine leaf search.
+    pub fn from_leaf(job_id: Uuid, r: &LeafResult) -> JobResult {
+        JobResult {
+            job_id,
+            mv: r.mv,
+            score: r.score,
+            depth: r.depth,
+            selectivity: r.selectivity,
+            exact: r.exact,
+            nodes: r.nodes,
+            elapsed: r.elapsed,
+        }
+    }
+
+    /// The leaf-search result this reports.
+    pub fn leaf(&self) -> LeafResult {
+        LeafResult {
+            mv: self.mv,
+            score: self.score,
+            depth: self.depth,
+            selectivity: self.selectivity,
+            exact: self.exact,
+            nodes: self.nodes,
+            elapsed: self.elapsed,
+        }
+    }
 }
 
 /// How the coordinator handled one submitted result.

@@ -171,6 +171,8 @@ async fn hostile_rpcs_are_rejected_and_change_nothing() {
         ),
         (None, Code::InvalidArgument),
     ];
+    // An honest worker first: it pins the book's search signature.
+    w.register_worker(reg(Some(ident()))).await.unwrap();
     for (id, code) in cases {
         let e = w.register_worker(reg(id.clone())).await.unwrap_err();
         assert_eq!(e.code(), code, "{id:?}: {e}");

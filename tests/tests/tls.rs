@@ -134,6 +134,7 @@ async fn worker_builds_a_book_over_tls() {
         coordinator: format!("https://localhost:{port}"),
         tls_ca: Some(std::fs::read(certs.path().join("ca.pem")).unwrap()),
         eval_hash: eval_hash(&eval),
+        search_signature: bookfarm_worker::exec::signature(&weights, &eval_hash(&eval)),
         ..bookfarm_worker::WorkerConfig::default()
     };
     let (wstop, mut wrx) = tokio::sync::watch::channel(false);

@@ -35,16 +35,7 @@ impl LeafSearcher for EngineSearcher {
             },
             abort,
         );
-        JobResult {
-            job_id: job.id,
-            mv: r.mv,
-            score: r.score,
-            depth: r.depth,
-            selectivity: r.selectivity,
-            exact: r.exact,
-            nodes: r.nodes,
-            elapsed: r.elapsed,
-        }
+        JobResult::from_leaf(job.id, &r)
     }
 }
 

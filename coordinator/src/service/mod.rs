@@ -1,8 +1,8 @@
 //! The coordinator's domain service: workers, leases, result validation, growth scheduling.
 //! No tonic types here; `crate::grpc` is a thin translation layer over [`Coordinator`].
 //!
-//! * [`jobs`]: the job table (jobs keyed by search request, queue, leases, workers);
-//! * [`growth`]: the book, the growth programs (the book crate's driver) and known results.
+//! * `jobs`: the job table (jobs keyed by search request, queue, leases, workers);
+//! * `growth`: the book, the growth programs (the book crate's driver) and known results.
 //!
 //! Concurrency: RPC handlers lock only the job table, briefly. Accepted results are stored
 //! (with their provenance) and handed to the **growth runner**, one background thread at a time
@@ -229,6 +229,8 @@ struct Shared {
     inbox: Mutex<Vec<(LeafRequest, LeafResult)>>,
     /// A growth run is under way (the runner thread exists).
     running: AtomicBool,
+    /// Leasing is paused (mirrors the growth state's flag, so that leases need no growth lock).
+    paused: AtomicBool,
     /// Work arrived for the runner since its last pass.
     pending: AtomicBool,
     /// Growth runs completed (waiters watch it).
@@ -389,11 +391,13 @@ impl Coordinator {
         let mut jobs = Jobs::default();
         jobs.done = loaded.done.into_iter().collect();
         let (runs, _) = tokio::sync::watch::channel(0);
+        let paused = growth.paused;
         let c = Coordinator(Arc::new(Shared {
             jobs: Mutex::new(jobs),
             growth: Mutex::new(growth),
             inbox: Mutex::new(Vec::new()),
             running: AtomicBool::new(false),
+            paused: AtomicBool::new(paused),
             pending: AtomicBool::new(false),
             runs,
             signature: Mutex::new(pinned),
@@ -565,7 +569,7 @@ impl Coordinator {
     /// Lease up to `slots` jobs to a worker (none while paused).
     pub fn lease(&self, id: &Identity, worker: &Uuid, slots: u32) -> Result<Vec<Job>> {
         self.check_identity(id)?;
-        let paused = self.growth().paused;
+        let paused = self.0.paused.load(Ordering::SeqCst);
         let now = self.now();
         let mut g = self.jobs();
         Self::touch(&mut g, worker, now)?;
@@ -672,15 +676,7 @@ impl Coordinator {
             let Some(j) = g.remove(r.job_id) else {
                 continue;
             };
-            let result = LeafResult {
-                mv: r.mv,
-                score: r.score,
-                depth: r.depth,
-                selectivity: r.selectivity,
-                exact: r.exact,
-                nodes: r.nodes,
-                elapsed: r.elapsed,
-            };
+            let result = r.leaf();
             let rec = ResultRecord {
                 mv: r.mv.code(),
                 score: r.score,
@@ -977,6 +973,7 @@ impl Coordinator {
             ));
         }
         g.paused = paused;
+        self.0.paused.store(paused, Ordering::SeqCst);
         g.persist(&self.0.store)?;
         drop(g);
         self.0.store.flush()?;
@@ -1103,6 +1100,7 @@ impl Coordinator {
         self.0.store.create(&header, &entries)?;
         *growth = Growth::load(header, positions, None, HashMap::new());
         growth.clear();
+        self.0.paused.store(false, Ordering::SeqCst);
         let n = growth.book.len() as u64;
         jobs.clear_jobs();
         Ok(n)

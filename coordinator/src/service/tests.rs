@@ -140,16 +140,7 @@ fn mock_search(r: &LeafRequest) -> LeafResult {
         level: r.level,
         attempt: 0,
     };
-    let x = mock_result(&j);
-    LeafResult {
-        mv: x.mv,
-        score: x.score,
-        depth: x.depth,
-        selectivity: x.selectivity,
-        exact: x.exact,
-        nodes: x.nodes,
-        elapsed: x.elapsed,
-    }
+    mock_result(&j).leaf()
 }
 
 /// The book the book crate's driver grows serially from a new book with the same searches.

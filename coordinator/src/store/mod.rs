@@ -122,28 +122,18 @@ fn decode<'a, T: serde::Deserialize<'a>>(k: &[u8], v: &'a [u8]) -> Result<T, Sto
     })
 }
 
-/// One book position plus its scheduling state, as a value (what the store persists).
+/// A stored book position (the store's unit of writing; scheduling state lives in the job
+/// table and the growth state, not here).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     /// The Edax position (canonical board, leaf, links, derived values).
     pub pos: Position,
-    /// A leaf search for this position is queued or in flight; its leaf is provisional.
-    pub pending: bool,
-    /// The links version (see [`Sched::version`]).
-    pub version: u32,
-    /// The leaf search failed too often; the position is no longer scheduled.
-    pub quarantined: bool,
 }
 
 impl Entry {
-    /// A fresh entry for a position.
+    /// The entry of a position.
     pub fn new(pos: Position) -> Entry {
-        Entry {
-            pos,
-            pending: false,
-            version: 0,
-            quarantined: false,
-        }
+        Entry { pos }
     }
 }
 

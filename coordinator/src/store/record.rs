@@ -10,7 +10,7 @@ use bookfarm_engine::{Board, Move};
 use bookfarm_proto::domain::Selector;
 use serde::{Deserialize, Serialize};
 
-/// A stored position: Edax's record plus the coordinator's bookkeeping flags.
+/// A stored position: Edax's record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PositionRecord {
     /// Canonical board, side to move.
@@ -27,12 +27,6 @@ pub struct PositionRecord {
     pub scores: [i16; 3],
     /// Derived: wins, draws, losses, lines.
     pub counts: [u32; 4],
-    /// A leaf search is outstanding.
-    pub pending: bool,
-    /// Link-set version.
-    pub version: u32,
-    /// Quarantined after repeated failures.
-    pub quarantined: bool,
 }
 
 impl PositionRecord {
@@ -47,9 +41,6 @@ impl PositionRecord {
             level: p.level,
             scores: [p.value, p.lower, p.upper],
             counts: [p.n_wins, p.n_draws, p.n_losses, p.n_lines],
-            pending: e.pending,
-            version: e.version,
-            quarantined: e.quarantined,
         }
     }
 
@@ -69,12 +60,7 @@ impl PositionRecord {
             .collect();
         [pos.value, pos.lower, pos.upper] = self.scores;
         [pos.n_wins, pos.n_draws, pos.n_losses, pos.n_lines] = self.counts;
-        Entry {
-            pos,
-            pending: self.pending,
-            version: self.version,
-            quarantined: self.quarantined,
-        }
+        Entry { pos }
     }
 }
 

@@ -11,12 +11,7 @@ fn sample_entry() -> Entry {
     p.lower = 3;
     p.upper = 7;
     p.n_lines = 9;
-    Entry {
-        pos: p,
-        pending: true,
-        version: 4,
-        quarantined: false,
-    }
+    Entry::new(p)
 }
 
 #[test]

@@ -91,6 +91,9 @@ fn key(r: &LeafResult) -> (Move, i32, u32, u8, bool, u64) {
     (r.mv, r.score, r.depth, r.selectivity, r.exact, r.nodes)
 }
 
+/// What must be identical across backends: move, score, depth, selectivity, exactness, nodes.
+type Outcome = (Move, i32, u32, u8, bool, u64);
+
 #[test]
 fn every_backend_gives_identical_leaf_searches() {
     let Some(dir) = shared_dir_or_skip() else {
@@ -100,7 +103,7 @@ fn every_backend_gives_identical_leaf_searches() {
     let jobs = jobs(&dir);
     let abort = AtomicBool::new(false);
     let saved = flip::active();
-    let mut reference: Option<Vec<(Move, i32, u32, u8, bool, u64)>> = None;
+    let mut reference: Option<Vec<Outcome>> = None;
     let configs = configurations();
     assert!(configs.len() >= 4, "at least reference and portable, twice");
     for (kernels, portable_codegen) in configs {
