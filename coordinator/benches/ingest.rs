@@ -59,7 +59,6 @@ fn ident() -> pb::WorkerIdentity {
         protocol_version: PROTOCOL_VERSION,
         engine_version: ENGINE_VERSION.into(),
         eval_hash: String::new(),
-        auth_token: String::new(),
         search_signature: bookfarm_engine::search::SearchSignature::new(
             &bookfarm_engine::search::SearchOptions::default(),
             "",

@@ -8,6 +8,7 @@ use bookfarm_coordinator::server;
 use bookfarm_coordinator::service::{Coordinator, ServiceConfig, StatusReport, new_book};
 use bookfarm_coordinator::store::Store;
 use bookfarm_engine::eval::Eval;
+use bookfarm_proto::auth::Bearer;
 use bookfarm_proto::domain::Selector;
 use bookfarm_proto::pb;
 use bookfarm_proto::pb::admin_service_client::AdminServiceClient;
@@ -18,7 +19,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
+
+/// An admin client sending the admin token with every call.
+pub(crate) type Admin = AdminServiceClient<InterceptedService<Channel, Bearer>>;
 
 const DEFAULT_COORDINATOR: &str = "http://127.0.0.1:7700";
 
@@ -39,9 +44,10 @@ pub enum ClusterCommand {
         /// Configuration file (coordinator.toml).
         #[arg(long, env = "BOOKFARM_CONFIG")]
         config: Option<PathBuf>,
-        /// Token workers and admin clients must present.
-        #[arg(long, env = "BOOKFARM_TOKEN", hide_env_values = true)]
-        token: Option<String>,
+        /// Admin token (required unless --listen is a loopback address). Workers use their
+        /// own credentials: see `workers add`.
+        #[arg(long, env = "BOOKFARM_ADMIN_TOKEN", hide_env_values = true)]
+        admin_token: Option<String>,
         /// Evaluation file whose fingerprint workers must match.
         #[arg(long, env = "BOOKFARM_EVAL")]
         eval: Option<PathBuf>,
@@ -177,7 +183,7 @@ pub enum ExpandSelector {
 pub struct Remote {
     /// Coordinator URL.
     #[arg(long, global = true, env = "BOOKFARM_COORDINATOR", default_value = DEFAULT_COORDINATOR)]
-    coordinator: String,
+    pub(crate) coordinator: String,
     /// Admin token.
     #[arg(
         long,
@@ -240,7 +246,7 @@ fn parse_pair(s: &str) -> Result<(i32, i32), String> {
     Ok((p(a)?, p(b)?))
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -256,7 +262,7 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
             listen,
             http,
             config,
-            token,
+            admin_token,
             eval,
             lease_timeout,
             tls_cert,
@@ -266,7 +272,7 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
             listen,
             http,
             config,
-            token,
+            admin_token,
             eval,
             lease_timeout,
             tls_cert.zip(tls_key),
@@ -331,7 +337,6 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
                 let mut c = admin(&remote).await?;
                 let r = c
                     .start_expansion(pb::StartExpansionRequest {
-                        auth: auth(&remote),
                         selector: Some(sel.into()),
                         level: u32::from(level),
                     })
@@ -340,7 +345,7 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
                     .into_inner();
                 println!("{sel} started: {} jobs queued", r.queued);
                 if wait {
-                    watch(&mut c, &remote, true).await?;
+                    watch(&mut c, true).await?;
                 }
                 Ok(())
             })
@@ -348,9 +353,7 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
         ClusterCommand::Pause { remote } => runtime()?.block_on(async {
             admin(&remote)
                 .await?
-                .pause(pb::PauseRequest {
-                    auth: auth(&remote),
-                })
+                .pause(pb::PauseRequest {})
                 .await
                 .context("pausing")?;
             println!("paused");
@@ -359,9 +362,7 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
         ClusterCommand::Resume { remote } => runtime()?.block_on(async {
             admin(&remote)
                 .await?
-                .resume(pb::ResumeRequest {
-                    auth: auth(&remote),
-                })
+                .resume(pb::ResumeRequest {})
                 .await
                 .context("resuming")?;
             println!("resumed");
@@ -375,7 +376,6 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
             };
             let mut stream = c
                 .export_book(pb::ExportBookRequest {
-                    auth: auth(&remote),
                     format: format as i32,
                 })
                 .await
@@ -396,12 +396,10 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
         } => runtime()?.block_on(async {
             let mut c = admin(&remote).await?;
             if w {
-                return watch(&mut c, &remote, false).await;
+                return watch(&mut c, false).await;
             }
             let s = c
-                .get_status(pb::GetStatusRequest {
-                    auth: auth(&remote),
-                })
+                .get_status(pb::GetStatusRequest::default())
                 .await
                 .context("getting the status")?
                 .into_inner();
@@ -416,13 +414,8 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
     }
 }
 
-fn auth(r: &Remote) -> Option<pb::AdminAuth> {
-    Some(pb::AdminAuth {
-        auth_token: r.token.clone(),
-    })
-}
-
-async fn admin(r: &Remote) -> anyhow::Result<AdminServiceClient<Channel>> {
+/// Connect to the coordinator's admin service with the admin token.
+pub(crate) async fn admin(r: &Remote) -> anyhow::Result<Admin> {
     let mut ep = tonic::transport::Endpoint::from_shared(r.coordinator.clone())
         .with_context(|| format!("invalid coordinator url {:?}", r.coordinator))?;
     if let Some(ca) = &r.tls_ca {
@@ -439,7 +432,8 @@ async fn admin(r: &Remote) -> anyhow::Result<AdminServiceClient<Channel>> {
         .connect()
         .await
         .with_context(|| format!("connecting to {}", r.coordinator))?;
-    Ok(AdminServiceClient::new(ch)
+    let bearer = Bearer::new(&r.token).context("the admin token")?;
+    Ok(AdminServiceClient::with_interceptor(ch, bearer)
         .max_decoding_message_size(usize::MAX)
         .max_encoding_message_size(server::MAX_ADMIN_MESSAGE_BYTES))
 }
@@ -467,7 +461,8 @@ fn status_json(s: &pb::GetStatusResponse) -> serde_json::Value {
         "state": state_name(s.state),
         "expansion": s.expansion,
         "completed": s.completed,
-        "quarantined": s.quarantined.len(),
+        "workers_total": s.workers_total,
+        "quarantined": s.quarantined_total,
         "root_value": s.root_value,
     })
 }
@@ -495,20 +490,26 @@ fn print_status(s: &pb::GetStatusResponse) {
             w.last_seen_ms as f64 / 1000.0
         );
     }
+    if s.workers_total > s.workers.len() as u64 {
+        println!(
+            "  … and {} more workers",
+            s.workers_total - s.workers.len() as u64
+        );
+    }
     for q in &s.quarantined {
-        println!("  quarantined {}: {}", q.job_id, q.last_reason);
+        let p = q.position.unwrap_or_default();
+        println!(
+            "  quarantined {:016x}:{:016x} (job {}): {}",
+            p.player, p.opponent, q.job_id, q.last_reason
+        );
     }
 }
 
-async fn watch(
-    c: &mut AdminServiceClient<Channel>,
-    r: &Remote,
-    until_done: bool,
-) -> anyhow::Result<()> {
+async fn watch(c: &mut Admin, until_done: bool) -> anyhow::Result<()> {
     let pb_ = spinner();
     loop {
         let s = c
-            .get_status(pb::GetStatusRequest { auth: auth(r) })
+            .get_status(pb::GetStatusRequest::default())
             .await
             .context("getting the status")?
             .into_inner();
@@ -550,14 +551,10 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
 
 fn service_config(
     file: &CoordinatorFile,
-    token: Option<String>,
     eval: Option<&Path>,
     lease_timeout: Option<u64>,
 ) -> anyhow::Result<ServiceConfig> {
     let mut cfg = file.service();
-    if let Some(t) = token.filter(|t| !t.is_empty()) {
-        cfg.auth_token = Some(t);
-    }
     if let Some(p) = eval.or(file.eval.as_deref()) {
         let bytes =
             std::fs::read(p).with_context(|| format!("reading evaluation {}", p.display()))?;
@@ -596,7 +593,7 @@ fn serve(
     listen: Option<String>,
     http: Option<String>,
     config: Option<PathBuf>,
-    token: Option<String>,
+    admin_token: Option<String>,
     eval: Option<PathBuf>,
     lease_timeout: Option<u64>,
     tls: Option<(PathBuf, PathBuf)>,
@@ -617,7 +614,24 @@ fn serve(
     let http = http
         .or(file.http.clone())
         .unwrap_or_else(|| "127.0.0.1:7701".into());
-    let cfg = service_config(&file, token, eval.as_deref(), lease_timeout)?;
+    let cfg = service_config(&file, eval.as_deref(), lease_timeout)?;
+    let mut ids = file.identity(&cfg);
+    if let Some(t) = admin_token.filter(|t| !t.is_empty()) {
+        ids.admin_token = Some(t);
+    }
+    let loopback = listen
+        .parse::<std::net::SocketAddr>()
+        .is_ok_and(|a| a.ip().is_loopback());
+    if !loopback && ids.admin_token.is_none() {
+        bail!(
+            "refusing to serve on {listen} without credentials: set admin_token (--admin-token) \
+             and give each worker its own credential (`workers add NAME --db {}`); only a \
+             loopback address runs without them",
+            db.display()
+        );
+    }
+    // Anonymous workers only on loopback, and only while no worker credential exists.
+    ids.anonymous_workers = loopback;
     if !db.join("db").exists() && !db.join("conf").exists() {
         bail!(
             "{}: no store here; create one with `bookfarm-coordinator db new LEVEL DEPTH --db {}`",
@@ -633,7 +647,12 @@ fn serve(
         }),
         None => None,
     };
-    let c = server::open(&db, cfg).with_context(|| format!("opening store {}", db.display()))?;
+    let (c, ids) = server::open_with_identities(&db, cfg, ids)
+        .with_context(|| format!("opening store {}", db.display()))?;
+    let opts = server::ServeOptions {
+        tls,
+        limits: file.limits(),
+    };
     runtime()?.block_on(async move {
         let g = tokio::net::TcpListener::bind(&listen)
             .await
@@ -642,7 +661,7 @@ fn serve(
             .await
             .with_context(|| format!("binding HTTP {http}"))?;
         println!("serving gRPC on {listen}, HTTP on {http}");
-        server::run_with_tls(c, g, Some(h), tls, shutdown_signal()).await?;
+        server::serve(c, ids, g, Some(h), opts, shutdown_signal()).await?;
         Ok(())
     })
 }
@@ -682,6 +701,7 @@ fn local(a: LocalArgs) -> anyhow::Result<()> {
         eval_hash: Some(hash.clone()),
         signature: Some(search_signature.clone()),
         engine_version: Some(bookfarm_proto::ENGINE_VERSION.to_string()),
+        lookahead: u32::try_from(a.lookahead).unwrap_or(u32::MAX),
         ..ServiceConfig::default()
     };
     let c =

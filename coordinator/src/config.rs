@@ -4,6 +4,8 @@
 //! `main`) > this file > built-in default. Unknown keys are errors, so a typo cannot silently
 //! fall back to a default.
 
+use crate::identity::IdentityConfig;
+use crate::server::ServerLimits;
 use crate::service::ServiceConfig;
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -23,10 +25,29 @@ pub struct CoordinatorFile {
     pub lease_timeout_secs: Option<u64>,
     /// Heartbeat period suggested to workers, seconds (default 10).
     pub heartbeat_interval_secs: Option<u64>,
-    /// Failures after which a job is quarantined (default 3).
+    /// Failure reports from this many different owners quarantine a job (default 2).
     pub max_failures: Option<u32>,
-    /// Shared token workers and admin clients must present (default: none).
-    pub auth_token: Option<String>,
+    /// Admin token for admin commands (`--token` of `expand`, `status`, `workers`…). Required
+    /// unless `listen` is a loopback address. Workers use their own credentials (`workers add`).
+    pub admin_token: Option<String>,
+    /// Jobs a worker may hold beyond its threads (default 2).
+    pub lookahead: Option<u32>,
+    /// Most threads a worker is credited with when capping its leases (default 64).
+    pub max_worker_threads: Option<u32>,
+    /// Longest lease of a level-0 job, seconds; doubles every 4 levels (default 60).
+    pub max_lease_base_secs: Option<u64>,
+    /// Longest lease at any level, seconds (default 21600).
+    pub max_lease_cap_secs: Option<u64>,
+    /// Live sessions per untrusted worker credential (default 2).
+    pub max_sessions_untrusted: Option<usize>,
+    /// Live sessions per trusted worker credential (default 64).
+    pub max_sessions_trusted: Option<usize>,
+    /// Registrations per minute from one address (default 30, also the burst).
+    pub registrations_per_minute: Option<u32>,
+    /// gRPC connections open at once (default 4096; keep LimitNOFILE well above it).
+    pub max_connections: Option<usize>,
+    /// Seconds a new connection has to send its first bytes (default 10).
+    pub handshake_timeout_secs: Option<u64>,
     /// Evaluation file whose fingerprint workers must match (default: not checked).
     pub eval: Option<PathBuf>,
     /// Require workers to run exactly this coordinator's engine version (default true).
@@ -55,12 +76,53 @@ impl CoordinatorFile {
                 .heartbeat_interval_secs
                 .map_or(d.heartbeat_interval, Duration::from_secs),
             max_failures: self.max_failures.unwrap_or(d.max_failures).max(1),
-            auth_token: self.auth_token.clone().filter(|t| !t.is_empty()),
+            lookahead: self.lookahead.unwrap_or(d.lookahead),
+            max_worker_threads: self.max_worker_threads.unwrap_or(d.max_worker_threads),
+            max_lease_base: self
+                .max_lease_base_secs
+                .map_or(d.max_lease_base, |s| Duration::from_secs(s.max(1))),
+            max_lease_cap: self
+                .max_lease_cap_secs
+                .map_or(d.max_lease_cap, |s| Duration::from_secs(s.max(1))),
             engine_version: if self.check_engine_version.unwrap_or(true) {
                 Some(bookfarm_proto::ENGINE_VERSION.to_string())
             } else {
                 None
             },
+            ..d
+        }
+    }
+}
+
+impl CoordinatorFile {
+    /// The authentication settings this file asks for; `session_timeout` follows the lease
+    /// timeout and anonymous workers are for the caller to allow (loopback only).
+    pub fn identity(&self, service: &ServiceConfig) -> IdentityConfig {
+        let d = IdentityConfig::default();
+        let rate = self
+            .registrations_per_minute
+            .unwrap_or(d.registrations_per_minute);
+        IdentityConfig {
+            admin_token: self.admin_token.clone().filter(|t| !t.is_empty()),
+            max_sessions_untrusted: self
+                .max_sessions_untrusted
+                .unwrap_or(d.max_sessions_untrusted),
+            max_sessions_trusted: self.max_sessions_trusted.unwrap_or(d.max_sessions_trusted),
+            registrations_per_minute: rate,
+            registration_burst: rate,
+            session_timeout: service.lease_timeout,
+            ..d
+        }
+    }
+
+    /// The connection limits this file asks for.
+    pub fn limits(&self) -> ServerLimits {
+        let d = ServerLimits::default();
+        ServerLimits {
+            max_connections: self.max_connections.unwrap_or(d.max_connections),
+            handshake_timeout: self
+                .handshake_timeout_secs
+                .map_or(d.handshake_timeout, |s| Duration::from_secs(s.max(1))),
             ..d
         }
     }
@@ -77,6 +139,10 @@ mod tests {
         let s = f.service();
         assert_eq!(s.lease_timeout, Duration::from_secs(90));
         assert!(f.db.is_some());
+        let i = f.identity(&s);
+        assert!(i.admin_token.is_some());
+        assert_eq!(i.session_timeout, s.lease_timeout);
+        assert_eq!(f.limits().max_connections, 4096);
     }
 
     #[test]

@@ -1,9 +1,16 @@
 //! Thin gRPC handlers: decode (validating conversions), call the domain service, encode.
 //! Every domain error becomes a status through `bookfarm_proto::status::to_status`.
+//!
+//! Credentials were checked by the interceptors before a body was read (`crate::identity`);
+//! worker handlers bind worker ids to the caller's credential, escape and truncate the strings
+//! a worker supplies (`crate::text`), and admin replies are bounded (paged status).
 
 use crate::error::CoordinatorError;
 use crate::export::{ExportFormat, decode, encode};
+use crate::identity::{Identities, IdentityError, Principal, SessionError};
 use crate::service::{Coordinator, State};
+use crate::store::{CredentialRecord, CredentialState};
+use crate::text::{MAX_NAME_CHARS, MAX_REASON_CHARS, clean};
 use bookfarm_proto::convert::{ConvertError, required};
 use bookfarm_proto::domain::{Failure, Identity, JobResult};
 use bookfarm_proto::pb;
@@ -25,16 +32,16 @@ fn cv(e: ConvertError) -> Status {
     to_status(&e)
 }
 
+fn idst(e: IdentityError) -> Status {
+    to_status(&e)
+}
+
 fn identity(i: Option<pb::WorkerIdentity>) -> Result<Identity, Status> {
     Ok(required(i, "identity").map_err(cv)?.into())
 }
 
 fn worker_id(s: &str) -> Result<Uuid, Status> {
-    Uuid::parse_str(s).map_err(|_| {
-        st(CoordinatorError::UnknownWorker(
-            s.chars().take(64).collect(),
-        ))
-    })
+    Uuid::parse_str(s).map_err(|_| st(CoordinatorError::UnknownWorker(clean(s, MAX_NAME_CHARS))))
 }
 
 fn results(rs: Vec<pb::LeafResult>) -> Result<Vec<JobResult>, Status> {
@@ -61,7 +68,26 @@ fn acks(a: Vec<bookfarm_proto::domain::Ack>, rs: &[JobResult]) -> Vec<pb::Result
 
 /// The worker-facing service.
 #[derive(Debug, Clone)]
-pub struct WorkerApi(pub Coordinator);
+pub struct WorkerApi {
+    c: Coordinator,
+    ids: Identities,
+}
+
+impl WorkerApi {
+    /// Handlers over the service and the credential registry.
+    pub fn new(c: Coordinator, ids: Identities) -> WorkerApi {
+        WorkerApi { c, ids }
+    }
+
+    /// The worker id of a call, which must have been opened with the caller's credential.
+    fn session<T>(&self, req: &Request<T>, id: &str) -> Result<Uuid, Status> {
+        let w = worker_id(id)?;
+        self.ids
+            .check_session(&Principal::of(req)?, &w)
+            .map_err(idst)?;
+        Ok(w)
+    }
+}
 
 #[tonic::async_trait]
 impl pb::worker_service_server::WorkerService for WorkerApi {
@@ -69,10 +95,21 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         &self,
         req: Request<pb::RegisterWorkerRequest>,
     ) -> Result<Response<pb::RegisterWorkerResponse>, Status> {
+        let p = Principal::of(&req)?;
+        let peer = req.remote_addr().map(|a| a.ip());
         let r = req.into_inner();
         let id = identity(r.identity)?;
-        let wid = self.0.register(&id, &r.name, r.threads).map_err(st)?;
-        let cfg = self.0.config();
+        let name = clean(&r.name, MAX_NAME_CHARS);
+        let wid = self
+            .ids
+            .open_session(&p, peer, || {
+                self.c.register_owned(&id, &name, r.threads, p.owner())
+            })
+            .map_err(|e| match e {
+                SessionError::Identity(e) => idst(e),
+                SessionError::Register(e) => st(e),
+            })?;
+        let cfg = self.c.config();
         Ok(Response::new(pb::RegisterWorkerResponse {
             worker_id: wid.to_string(),
             heartbeat_interval_ms: u32::try_from(cfg.heartbeat_interval.as_millis())
@@ -85,15 +122,15 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         &self,
         req: Request<pb::HeartbeatRequest>,
     ) -> Result<Response<pb::HeartbeatResponse>, Status> {
+        let w = self.session(&req, &req.get_ref().worker_id)?;
         let r = req.into_inner();
         let id = identity(r.identity)?;
-        let w = worker_id(&r.worker_id)?;
         let held: Vec<Uuid> = r
             .job_ids
             .iter()
             .filter_map(|j| Uuid::parse_str(j).ok())
             .collect();
-        let cancelled = self.0.heartbeat(&id, &w, &held).map_err(st)?;
+        let cancelled = self.c.heartbeat(&id, &w, &held).map_err(st)?;
         Ok(Response::new(pb::HeartbeatResponse {
             cancelled_job_ids: cancelled.iter().map(Uuid::to_string).collect(),
         }))
@@ -104,26 +141,26 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         req: Request<pb::LeaseJobsRequest>,
     ) -> Result<Response<pb::LeaseJobsResponse>, Status> {
         let t0 = Instant::now();
+        let w = self.session(&req, &req.get_ref().worker_id)?;
         let r = req.into_inner();
         let id = identity(r.identity)?;
-        let w = worker_id(&r.worker_id)?;
         let rs = results(r.results)?;
         let a = if rs.is_empty() {
             Vec::new()
         } else {
-            self.0.submit(&id, &w, &rs).map_err(st)?
+            self.c.submit(&id, &w, &rs).map_err(st)?
         };
         let jobs = self
-            .0
+            .c
             .lease_waiting(&id, &w, r.free_slots, GROWTH_WAIT)
             .await
             .map_err(st)?;
         if !rs.is_empty() {
             // Acknowledge only what is durable.
-            self.0.wait_durable().await.map_err(st)?;
+            self.c.wait_durable().await.map_err(st)?;
         }
         let retry_after_ms = if jobs.is_empty() {
-            u32::try_from(self.0.config().retry_after.as_millis()).unwrap_or(u32::MAX)
+            u32::try_from(self.c.config().retry_after.as_millis()).unwrap_or(u32::MAX)
         } else {
             0
         };
@@ -140,12 +177,12 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         req: Request<pb::SubmitResultsRequest>,
     ) -> Result<Response<pb::SubmitResultsResponse>, Status> {
         let t0 = Instant::now();
+        let w = self.session(&req, &req.get_ref().worker_id)?;
         let r = req.into_inner();
         let id = identity(r.identity)?;
-        let w = worker_id(&r.worker_id)?;
         let rs = results(r.results)?;
-        let a = self.0.submit(&id, &w, &rs).map_err(st)?;
-        self.0.wait_durable().await.map_err(st)?;
+        let a = self.c.submit(&id, &w, &rs).map_err(st)?;
+        self.c.wait_durable().await.map_err(st)?;
         metrics::histogram!("bookfarm_submit_seconds").record(t0.elapsed().as_secs_f64());
         Ok(Response::new(pb::SubmitResultsResponse {
             acks: acks(a, &rs),
@@ -156,25 +193,78 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         &self,
         req: Request<pb::ReportFailureRequest>,
     ) -> Result<Response<pb::ReportFailureResponse>, Status> {
+        let w = self.session(&req, &req.get_ref().worker_id)?;
         let r = req.into_inner();
         let id = identity(r.identity.clone())?;
-        let w = worker_id(&r.worker_id)?;
-        let f = Failure::try_from(r).map_err(cv)?;
-        let quarantined = self.0.fail(&id, &w, &f).map_err(st)?;
-        self.0.wait_durable().await.map_err(st)?;
+        let mut f = Failure::try_from(r).map_err(cv)?;
+        f.reason = clean(&f.reason, MAX_REASON_CHARS);
+        let quarantined = self.c.fail(&id, &w, &f).map_err(st)?;
+        self.c.wait_durable().await.map_err(st)?;
         Ok(Response::new(pb::ReportFailureResponse { quarantined }))
+    }
+
+    async fn release(
+        &self,
+        req: Request<pb::ReleaseRequest>,
+    ) -> Result<Response<pb::ReleaseResponse>, Status> {
+        let w = self.session(&req, &req.get_ref().worker_id)?;
+        let r = req.into_inner();
+        let id = identity(r.identity)?;
+        if r.job_ids.len() > bookfarm_proto::MAX_RESULTS_PER_CALL {
+            return Err(st(CoordinatorError::TooMany {
+                got: r.job_ids.len(),
+                max: bookfarm_proto::MAX_RESULTS_PER_CALL,
+            }));
+        }
+        let jobs: Vec<Uuid> = r
+            .job_ids
+            .iter()
+            .filter_map(|j| Uuid::parse_str(j).ok())
+            .collect();
+        let released = self.c.release_leases(&id, &w, &jobs).map_err(st)?;
+        Ok(Response::new(pb::ReleaseResponse { released }))
     }
 }
 
-/// The operator-facing service.
+/// The operator-facing service (the admin interceptor has checked the caller).
 #[derive(Debug, Clone)]
-pub struct AdminApi(pub Coordinator);
+pub struct AdminApi {
+    c: Coordinator,
+    ids: Identities,
+}
 
 impl AdminApi {
-    fn auth(&self, a: Option<pb::AdminAuth>) -> Result<(), Status> {
-        self.0
-            .check_admin(&a.map(|a| a.auth_token).unwrap_or_default())
-            .map_err(st)
+    /// Handlers over the service and the credential registry.
+    pub fn new(c: Coordinator, ids: Identities) -> AdminApi {
+        AdminApi { c, ids }
+    }
+}
+
+/// Workers listed in one status reply unless the caller asks for fewer.
+pub const STATUS_PAGE: usize = 100;
+/// Most workers one status reply lists.
+pub const STATUS_PAGE_MAX: usize = 1000;
+/// Most quarantined positions one status reply lists.
+pub const STATUS_QUARANTINED_MAX: usize = 100;
+
+fn credential_state(s: CredentialState) -> pb::CredentialState {
+    match s {
+        CredentialState::Active => pb::CredentialState::Active,
+        CredentialState::Blocked => pb::CredentialState::Blocked,
+        CredentialState::Revoked => pb::CredentialState::Revoked,
+    }
+}
+
+/// The wire form of a credential.
+pub fn credential(r: &CredentialRecord, live_sessions: usize) -> pb::Credential {
+    pb::Credential {
+        name: r.name.clone(),
+        owner: r.owner.clone(),
+        trusted: r.trusted,
+        state: credential_state(r.state) as i32,
+        reason: r.reason.clone(),
+        created_unix: r.created_unix,
+        live_sessions: u32::try_from(live_sessions).unwrap_or(u32::MAX),
     }
 }
 
@@ -198,15 +288,24 @@ impl pb::admin_service_server::AdminService for AdminApi {
         &self,
         req: Request<pb::GetStatusRequest>,
     ) -> Result<Response<pb::GetStatusResponse>, Status> {
-        self.auth(req.into_inner().auth)?;
-        let s = self.0.status();
+        let r = req.into_inner();
+        let s = self.c.status();
+        let mut workers = s.workers;
+        workers.sort_by_key(|w| w.id);
+        let limit = match r.worker_limit as usize {
+            0 => STATUS_PAGE,
+            n => n.min(STATUS_PAGE_MAX),
+        };
         Ok(Response::new(pb::GetStatusResponse {
             positions: s.positions,
             queued: s.queued,
             in_flight: s.in_flight,
-            workers: s
-                .workers
+            workers_total: workers.len() as u64,
+            quarantined_total: s.quarantined.len() as u64,
+            workers: workers
                 .iter()
+                .skip(r.worker_offset as usize)
+                .take(limit)
                 .map(|w| pb::WorkerStatus {
                     worker_id: w.id.to_string(),
                     name: w.name.clone(),
@@ -225,6 +324,7 @@ impl pb::admin_service_server::AdminService for AdminApi {
             quarantined: s
                 .quarantined
                 .iter()
+                .take(STATUS_QUARANTINED_MAX)
                 .map(|q| pb::QuarantinedJob {
                     job_id: q.job_id.to_string(),
                     position: Some((&q.board).into()),
@@ -240,13 +340,12 @@ impl pb::admin_service_server::AdminService for AdminApi {
         req: Request<pb::StartExpansionRequest>,
     ) -> Result<Response<pb::StartExpansionResponse>, Status> {
         let r = req.into_inner();
-        self.auth(r.auth)?;
         let sel = required(r.selector, "selector").map_err(cv)?.into();
         let level = u8::try_from(r.level)
             .ok()
             .filter(|l| *l <= 60)
             .ok_or_else(|| cv(ConvertError::Level(r.level)))?;
-        let c = self.0.clone();
+        let c = self.c.clone();
         let queued = tokio::task::spawn_blocking(move || c.start_expansion(sel, level))
             .await
             .map_err(|e| Status::internal(e.to_string()))?
@@ -256,19 +355,17 @@ impl pb::admin_service_server::AdminService for AdminApi {
 
     async fn pause(
         &self,
-        req: Request<pb::PauseRequest>,
+        _req: Request<pb::PauseRequest>,
     ) -> Result<Response<pb::PauseResponse>, Status> {
-        self.auth(req.into_inner().auth)?;
-        self.0.set_paused(true).map_err(st)?;
+        self.c.set_paused(true).map_err(st)?;
         Ok(Response::new(pb::PauseResponse {}))
     }
 
     async fn resume(
         &self,
-        req: Request<pb::ResumeRequest>,
+        _req: Request<pb::ResumeRequest>,
     ) -> Result<Response<pb::ResumeResponse>, Status> {
-        self.auth(req.into_inner().auth)?;
-        self.0.set_paused(false).map_err(st)?;
+        self.c.set_paused(false).map_err(st)?;
         Ok(Response::new(pb::ResumeResponse {}))
     }
 
@@ -279,7 +376,6 @@ impl pb::admin_service_server::AdminService for AdminApi {
         req: Request<pb::ExportBookRequest>,
     ) -> Result<Response<Self::ExportBookStream>, Status> {
         let r = req.into_inner();
-        self.auth(r.auth)?;
         let format = match pb::ExportFormat::try_from(r.format) {
             Ok(pb::ExportFormat::Csv) => ExportFormat::Csv,
             Ok(pb::ExportFormat::Edax) | Ok(pb::ExportFormat::Unspecified) => ExportFormat::Edax,
@@ -290,7 +386,7 @@ impl pb::admin_service_server::AdminService for AdminApi {
                 }));
             }
         };
-        let c = self.0.clone();
+        let c = self.c.clone();
         let bytes = tokio::task::spawn_blocking(move || {
             let (h, positions) = c.snapshot();
             encode(h, &positions, format)
@@ -309,8 +405,7 @@ impl pb::admin_service_server::AdminService for AdminApi {
         req: Request<pb::ImportBookRequest>,
     ) -> Result<Response<pb::ImportBookResponse>, Status> {
         let r = req.into_inner();
-        self.auth(r.auth)?;
-        let c = self.0.clone();
+        let c = self.c.clone();
         let n = tokio::task::spawn_blocking(move || {
             let (h, positions) = decode(&r.data)
                 .map_err(|e| CoordinatorError::InvalidArgument(format!("book.dat: {e}")))?;
@@ -324,10 +419,9 @@ impl pb::admin_service_server::AdminService for AdminApi {
 
     async fn book_info(
         &self,
-        req: Request<pb::BookInfoRequest>,
+        _req: Request<pb::BookInfoRequest>,
     ) -> Result<Response<pb::BookInfoResponse>, Status> {
-        self.auth(req.into_inner().auth)?;
-        let (h, positions, links, leaves) = self.0.info();
+        let (h, positions, links, leaves) = self.c.info();
         Ok(Response::new(pb::BookInfoResponse {
             level: u32::try_from(h.level).unwrap_or(0),
             depth: u32::try_from(h.depth()).unwrap_or(0),
@@ -344,8 +438,7 @@ impl pb::admin_service_server::AdminService for AdminApi {
         req: Request<pb::ShowPositionRequest>,
     ) -> Result<Response<pb::ShowPositionResponse>, Status> {
         let r = req.into_inner();
-        self.auth(r.auth)?;
-        let p = self.0.show(&r.moves).map_err(st)?;
+        let p = self.c.show(&r.moves).map_err(st)?;
         let link = |l: &bookfarm_book::Link| pb::BookLink {
             r#move: u32::from(l.mv.code()),
             score: i32::from(l.score),
@@ -367,5 +460,90 @@ impl pb::admin_service_server::AdminService for AdminApi {
                 lines: p.n_lines,
             },
         }))
+    }
+
+    async fn add_credential(
+        &self,
+        req: Request<pb::AddCredentialRequest>,
+    ) -> Result<Response<pb::AddCredentialResponse>, Status> {
+        let r = req.into_inner();
+        let owner = Some(r.owner).filter(|o| !o.is_empty());
+        let ids = self.ids.clone();
+        let (token, rec) =
+            tokio::task::spawn_blocking(move || ids.add(&r.name, owner.as_deref(), r.trusted))
+                .await
+                .map_err(|e| Status::internal(e.to_string()))?
+                .map_err(idst)?;
+        Ok(Response::new(pb::AddCredentialResponse {
+            token,
+            credential: Some(credential(&rec, 0)),
+        }))
+    }
+
+    async fn list_credentials(
+        &self,
+        _req: Request<pb::ListCredentialsRequest>,
+    ) -> Result<Response<pb::ListCredentialsResponse>, Status> {
+        Ok(Response::new(pb::ListCredentialsResponse {
+            credentials: self
+                .ids
+                .list()
+                .iter()
+                .map(|c| credential(&c.record, c.live_sessions))
+                .collect(),
+        }))
+    }
+
+    async fn set_credential_state(
+        &self,
+        req: Request<pb::SetCredentialStateRequest>,
+    ) -> Result<Response<pb::SetCredentialStateResponse>, Status> {
+        let r = req.into_inner();
+        let state = match pb::CredentialState::try_from(r.state) {
+            Ok(pb::CredentialState::Active) => CredentialState::Active,
+            Ok(pb::CredentialState::Blocked) => CredentialState::Blocked,
+            Ok(pb::CredentialState::Revoked) => CredentialState::Revoked,
+            _ => {
+                return Err(cv(ConvertError::Enum {
+                    field: "state",
+                    value: r.state,
+                }));
+            }
+        };
+        let ids = self.ids.clone();
+        let (rec, ended) =
+            tokio::task::spawn_blocking(move || ids.set_state(&r.name, state, &r.reason))
+                .await
+                .map_err(|e| Status::internal(e.to_string()))?
+                .map_err(idst)?;
+        // The credential's sessions end now: their leases go back to the queue.
+        self.c.drop_workers(&ended);
+        Ok(Response::new(pb::SetCredentialStateResponse {
+            credential: Some(credential(&rec, 0)),
+        }))
+    }
+
+    async fn release_quarantine(
+        &self,
+        req: Request<pb::ReleaseQuarantineRequest>,
+    ) -> Result<Response<pb::ReleaseQuarantineResponse>, Status> {
+        let r = req.into_inner();
+        let boards = if r.all {
+            None
+        } else {
+            Some(
+                r.positions
+                    .into_iter()
+                    .map(|p| bookfarm_engine::Board::try_from(p).map_err(cv))
+                    .collect::<Result<Vec<_>, Status>>()?,
+            )
+        };
+        let c = self.c.clone();
+        let released =
+            tokio::task::spawn_blocking(move || c.release_quarantined(boards.as_deref()))
+                .await
+                .map_err(|e| Status::internal(e.to_string()))?
+                .map_err(st)?;
+        Ok(Response::new(pb::ReleaseQuarantineResponse { released }))
     }
 }

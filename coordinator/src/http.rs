@@ -7,7 +7,17 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_util::MetricKindMask;
 use std::sync::OnceLock;
+use std::time::Duration;
+
+/// A gauge not set for this long disappears from `/metrics`: the per-worker series of a worker
+/// that left (every gauge still alive is set at each scrape or more often).
+pub const GAUGE_IDLE: Duration = Duration::from_secs(120);
+
+/// Workers exported with their own series (the first by id; the others only count in totals),
+/// so that many registrations cannot blow up the scrape.
+pub const MAX_WORKER_SERIES: usize = 256;
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
@@ -21,6 +31,7 @@ pub fn metrics_handle() -> Option<PrometheusHandle> {
                     0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                 ])
                 .ok()?
+                .idle_timeout(MetricKindMask::GAUGE, Some(GAUGE_IDLE))
                 .install_recorder()
                 .ok()?;
             Some(h)
@@ -29,9 +40,14 @@ pub fn metrics_handle() -> Option<PrometheusHandle> {
 }
 
 async fn metrics(State(c): State<Coordinator>) -> (StatusCode, String) {
-    let s = c.status();
+    let mut s = c.status();
     metrics::gauge!("bookfarm_results_per_second").set(s.results_per_second);
-    for w in &s.workers {
+    metrics::gauge!("bookfarm_queue_depth").set(s.queued as f64);
+    metrics::gauge!("bookfarm_in_flight").set(s.in_flight as f64);
+    metrics::gauge!("bookfarm_positions").set(s.positions as f64);
+    metrics::gauge!("bookfarm_workers").set(s.workers.len() as f64);
+    s.workers.sort_by_key(|w| w.id);
+    for w in s.workers.iter().take(MAX_WORKER_SERIES) {
         metrics::gauge!("bookfarm_worker_results_per_second", "worker" => w.name.clone())
             .set(w.results_per_second);
         metrics::gauge!("bookfarm_worker_completed", "worker" => w.name.clone())

@@ -2,21 +2,26 @@
 //!
 //! * [`store`]: the sled store (source of truth; atomic batches, explicit flushes);
 //! * [`service`]: the domain service (register, lease, submit, fail, expiry, expansions);
+//! * [`identity`]: admin and per-worker credentials, sessions, registration rate;
 //! * [`grpc`]: thin tonic handlers; [`http`]: `/metrics`, `/healthz`, `/readyz`;
-//! * [`server`]: wiring everything into [`server::run`];
+//! * [`server`]: wiring everything into [`server::serve`]; [`conn`]: connection limits;
+//! * [`text`]: worker-supplied strings made safe for logs and replies;
 //! * [`local`]: coordinator plus in-process workers on one machine;
 //! * [`offline`]: the offline book commands on a store directory.
 
 pub mod config;
+pub mod conn;
 pub mod error;
 pub mod export;
 pub mod grpc;
 pub mod http;
+pub mod identity;
 pub mod local;
 pub mod offline;
 pub mod server;
 pub mod service;
 pub mod store;
+pub mod text;
 
 pub use error::{CoordinatorError, Result};
 pub use service::Coordinator;

@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 mod cli_book;
 mod cli_cluster;
+mod cli_workers;
 
 /// bookfarm coordinator: builds Edax-compatible opening books on many machines.
 #[derive(Debug, Parser)]
@@ -20,6 +21,13 @@ enum Command {
     Book(cli_book::BookCommand),
     #[command(flatten)]
     Cluster(cli_cluster::ClusterCommand),
+    /// Worker credentials: add, list, revoke, block, unblock (offline with --db, or on a
+    /// running coordinator with the admin token).
+    #[command(subcommand)]
+    Workers(cli_workers::WorkersCommand),
+    /// Quarantined positions on a running coordinator.
+    #[command(subcommand)]
+    Quarantine(cli_workers::QuarantineCommand),
 }
 
 fn main() -> std::process::ExitCode {
@@ -33,6 +41,8 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Book(cmd) => cli_book::run(cmd),
         Command::Cluster(cmd) => cli_cluster::run(cmd),
+        Command::Workers(cmd) => cli_workers::run(cmd),
+        Command::Quarantine(cmd) => cli_workers::quarantine(cmd),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

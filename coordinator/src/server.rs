@@ -1,8 +1,10 @@
-//! Wiring: open the store, serve gRPC (worker + admin + health) and HTTP, expire leases, and
-//! shut down cleanly (stop accepting, flush the store).
+//! Wiring: open the store, serve gRPC (worker + admin + health) and HTTP, expire leases and
+//! sessions, and shut down cleanly (stop accepting, finish in-flight requests without waiting
+//! for idle connections, flush the store).
 
 use crate::error::{CoordinatorError, Result};
 use crate::grpc::{AdminApi, WorkerApi};
+use crate::identity::{Identities, IdentityConfig};
 use crate::service::{Clock, Coordinator, ServiceConfig, SystemClock};
 use crate::store::Store;
 use bookfarm_proto::MAX_MESSAGE_BYTES;
@@ -10,10 +12,13 @@ use bookfarm_proto::pb::admin_service_server::AdminServiceServer;
 use bookfarm_proto::pb::worker_service_server::WorkerServiceServer;
 use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::service::interceptor::InterceptedService;
 
 /// How often silent workers' leases are checked.
 pub const REAPER_INTERVAL: Duration = Duration::from_secs(1);
@@ -24,6 +29,21 @@ pub const MAX_ADMIN_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
 /// Open the store at `db` and the service over it (with the real clock).
 pub fn open(db: &Path, cfg: ServiceConfig) -> Result<Coordinator> {
     open_with_clock(db, cfg, Arc::new(SystemClock::default()))
+}
+
+/// Open the store at `db`, the service over it and the registry of the store's worker
+/// credentials (`serve`).
+pub fn open_with_identities(
+    db: &Path,
+    cfg: ServiceConfig,
+    ids: IdentityConfig,
+) -> Result<(Coordinator, Identities)> {
+    let store = Store::open(db)?;
+    let creds = store.credentials()?;
+    let c = Coordinator::open(store, db, cfg, Arc::new(SystemClock::default()))?;
+    let ids = Identities::open(ids, Some(creds))
+        .map_err(|e| CoordinatorError::Internal(format!("reading worker credentials: {e}")))?;
+    Ok((c, ids))
 }
 
 /// Open with an injected clock.
@@ -39,15 +59,74 @@ pub fn open_with_clock(
     Ok(c)
 }
 
-/// Serve until `shutdown` resolves: gRPC on `grpc`, HTTP on `http` (if any). In-flight RPCs
-/// finish; the store is flushed before returning.
+/// Limits of the gRPC port. Defaults suit a public coordinator; tests with many simulated
+/// workers on one address raise them.
+#[derive(Debug, Clone)]
+pub struct ServerLimits {
+    /// Connections open at once (at the cap new clients wait in the listen backlog).
+    pub max_connections: usize,
+    /// A connection must send its first bytes within this long.
+    pub handshake_timeout: Duration,
+    /// HTTP/2 keep-alive ping period on quiet connections...
+    pub keepalive_interval: Duration,
+    /// ...and how long the peer has to answer before the connection is closed.
+    pub keepalive_timeout: Duration,
+    /// Connections are closed gracefully after this age (clients reconnect at once), so that
+    /// nobody holds a slot forever.
+    pub max_connection_age: Duration,
+    /// Longest request (a whole book import included).
+    pub request_timeout: Duration,
+    /// Concurrent requests (HTTP/2 streams) per connection.
+    pub max_concurrent_streams: u32,
+    /// Largest request header block.
+    pub max_header_list_bytes: u32,
+    /// On shutdown, how long in-flight requests may take to finish; idle connections are never
+    /// waited for.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_connections: 4096,
+            handshake_timeout: Duration::from_secs(10),
+            keepalive_interval: Duration::from_secs(20),
+            keepalive_timeout: Duration::from_secs(20),
+            max_connection_age: Duration::from_secs(3600),
+            request_timeout: Duration::from_secs(300),
+            max_concurrent_streams: 64,
+            max_header_list_bytes: 16 * 1024,
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// How to serve: TLS and limits.
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    /// TLS identity of the gRPC port (None: plain HTTP/2).
+    pub tls: Option<TlsIdentity>,
+    /// Connection limits and timeouts.
+    pub limits: ServerLimits,
+}
+
+/// Serve until `shutdown` resolves, for local use: anonymous workers and admin calls, default
+/// limits. See [`serve`].
 pub async fn run(
     c: Coordinator,
     grpc: TcpListener,
     http: Option<TcpListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    run_with_tls(c, grpc, http, None, shutdown).await
+    serve(
+        c,
+        Identities::local(),
+        grpc,
+        http,
+        ServeOptions::default(),
+        shutdown,
+    )
+    .await
 }
 
 /// A PEM certificate chain and private key for the gRPC port.
@@ -59,14 +138,61 @@ pub struct TlsIdentity {
     pub key_pem: Vec<u8>,
 }
 
-/// [`run`] with optional TLS (rustls) on the gRPC port; HTTP stays plain (keep it internal).
-pub async fn run_with_tls(
+/// Counts requests being handled (a tower layer over the gRPC routes), so that shutdown can
+/// wait for them and not for idle connections.
+#[derive(Debug, Clone)]
+struct InFlight<S> {
+    inner: S,
+    count: Arc<AtomicUsize>,
+}
+
+/// Decrements the in-flight count when a request's future ends (or is dropped).
+struct Busy(Arc<AtomicUsize>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl<S, R> tower::Service<R> for InFlight<S>
+where
+    S: tower::Service<R>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = std::result::Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<std::result::Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: R) -> Self::Future {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        let busy = Busy(self.count.clone());
+        let f = self.inner.call(req);
+        Box::pin(async move {
+            let r = f.await;
+            drop(busy);
+            r
+        })
+    }
+}
+
+/// Serve until `shutdown` resolves: gRPC on `grpc` (credentials checked by `ids` before a
+/// request body is read), HTTP on `http` (if any). On shutdown, requests in flight get up to
+/// `shutdown_grace` to finish, idle connections are not waited for, and the store is flushed
+/// before returning.
+pub async fn serve(
     c: Coordinator,
+    ids: Identities,
     grpc: TcpListener,
     http: Option<TcpListener>,
-    tls: Option<TlsIdentity>,
+    opts: ServeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
+    let limits = opts.limits;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;
@@ -82,6 +208,7 @@ pub async fn run_with_tls(
 
     let reaper = {
         let c = c.clone();
+        let ids = ids.clone();
         let stop = wait_stop(stop_rx.clone());
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(REAPER_INTERVAL);
@@ -89,7 +216,10 @@ pub async fn run_with_tls(
             loop {
                 tokio::select! {
                     _ = &mut stop => break,
-                    _ = tick.tick() => { c.expire_leases(); }
+                    _ = tick.tick() => {
+                        c.expire_leases();
+                        ids.expire_sessions();
+                    }
                 }
             }
         })
@@ -116,15 +246,25 @@ pub async fn run_with_tls(
         .set_serving::<AdminServiceServer<AdminApi>>()
         .await;
 
-    let worker = WorkerServiceServer::new(WorkerApi(c.clone()))
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    let admin = AdminServiceServer::new(AdminApi(c.clone()))
-        .max_decoding_message_size(MAX_ADMIN_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    // Interceptors see the metadata before the body is decoded: an unauthenticated request is
+    // refused without reading it, whatever its size.
+    let worker = InterceptedService::new(
+        WorkerServiceServer::new(WorkerApi::new(c.clone(), ids.clone()))
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        ids.worker_interceptor(),
+    );
+    let admin = InterceptedService::new(
+        AdminServiceServer::new(AdminApi::new(c.clone(), ids.clone()))
+            .max_decoding_message_size(MAX_ADMIN_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        ids.admin_interceptor(),
+    );
     tracing::info!(addr = %grpc.local_addr().map(|a| a.to_string()).unwrap_or_default(), "grpc listening");
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let counter = in_flight.clone();
     let mut builder = tonic::transport::Server::builder();
-    if let Some(t) = tls {
+    if let Some(t) = opts.tls {
         builder = builder
             .tls_config(
                 tonic::transport::ServerTlsConfig::new()
@@ -133,13 +273,37 @@ pub async fn run_with_tls(
             .map_err(|e| CoordinatorError::Internal(format!("tls configuration: {e}")))?;
     }
     let served = builder
-        .tcp_nodelay(true)
-        .http2_keepalive_interval(Some(Duration::from_secs(20)))
+        .http2_keepalive_interval(Some(limits.keepalive_interval))
+        .http2_keepalive_timeout(Some(limits.keepalive_timeout))
+        .max_connection_age(limits.max_connection_age)
+        .timeout(limits.request_timeout)
+        .max_concurrent_streams(limits.max_concurrent_streams)
+        .http2_max_header_list_size(limits.max_header_list_bytes)
+        .layer(tower::layer::layer_fn(move |inner| InFlight {
+            inner,
+            count: counter.clone(),
+        }))
         .add_service(health_service)
         .add_service(worker)
         .add_service(admin)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(grpc), wait_stop(stop_rx.clone()))
-        .await;
+        .serve_with_incoming_shutdown(
+            crate::conn::incoming(grpc, limits.max_connections, limits.handshake_timeout),
+            wait_stop(stop_rx.clone()),
+        );
+    let drained = async {
+        wait_stop(stop_rx.clone()).await;
+        let t0 = tokio::time::Instant::now();
+        while in_flight.load(Ordering::SeqCst) > 0 && t0.elapsed() < limits.shutdown_grace {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let served = tokio::select! {
+        r = served => r,
+        _ = drained => {
+            tracing::info!("requests in flight finished; not waiting for idle connections");
+            Ok(())
+        }
+    };
     reaper.abort();
     if let Some(t) = http_task {
         let _ = t.await;

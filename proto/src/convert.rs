@@ -99,7 +99,6 @@ impl From<pb::WorkerIdentity> for Identity {
             protocol_version: i.protocol_version,
             engine_version: i.engine_version,
             eval_hash: i.eval_hash,
-            auth_token: i.auth_token,
             search_signature: i.search_signature,
         }
     }
@@ -111,7 +110,6 @@ impl From<&Identity> for pb::WorkerIdentity {
             protocol_version: i.protocol_version,
             engine_version: i.engine_version.clone(),
             eval_hash: i.eval_hash.clone(),
-            auth_token: i.auth_token.clone(),
             search_signature: i.search_signature.clone(),
         }
     }

@@ -14,8 +14,6 @@ pub struct Identity {
     pub engine_version: String,
     /// Fingerprint of the evaluation weights ([`crate::eval_fingerprint`]).
     pub eval_hash: String,
-    /// Authentication token (empty when none).
-    pub auth_token: String,
     /// The worker's search signature (`bookfarm_engine::search::SearchSignature` as text).
     pub search_signature: String,
 }

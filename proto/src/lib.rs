@@ -5,11 +5,13 @@
 //! * [`domain`]: plain Rust job and result types used by the coordinator and worker libraries, so that
 //!   prost types stay at the edge;
 //! * [`convert`]: validating `TryFrom`/`From` conversions between the two;
-//! * [`status`]: the single place where domain errors become `tonic::Status`.
+//! * [`status`]: the single place where domain errors become `tonic::Status`;
+//! * [`auth`]: credentials in request metadata (`authorization: Bearer <token>`).
 //!
 //! Invariant: the engine never sees prost types; conversion happens here.
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod auth;
 pub mod convert;
 pub mod domain;
 pub mod status;
@@ -23,6 +25,9 @@ pub mod pb {
 /// The wire protocol version carried by every worker RPC. 0 means "unset" and is always rejected.
 ///
 /// Bump it on any change that an older peer would misinterpret (field meaning, job semantics).
+///
+/// Version 2: credentials moved from messages to request metadata; workers send their search
+/// signature; `Release`, credential management and paged status were added.
 pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Largest gRPC message either side accepts or sends (bytes). Set explicitly on every server and

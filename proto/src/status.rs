@@ -14,7 +14,10 @@ pub enum ErrorCode {
     FailedPrecondition,
     /// Missing or wrong authentication token.
     Unauthenticated,
-    /// Too many items in one request.
+    /// A valid credential without the right to do this (a worker token on an admin RPC, a
+    /// blocked credential).
+    PermissionDenied,
+    /// Too many items in one request, or a limit (sessions, registration rate) reached.
     ResourceExhausted,
     /// The coordinator cannot serve right now (shutting down).
     Unavailable,
@@ -32,6 +35,7 @@ impl ErrorCode {
             ErrorCode::NotFound => tonic::Code::NotFound,
             ErrorCode::FailedPrecondition => tonic::Code::FailedPrecondition,
             ErrorCode::Unauthenticated => tonic::Code::Unauthenticated,
+            ErrorCode::PermissionDenied => tonic::Code::PermissionDenied,
             ErrorCode::ResourceExhausted => tonic::Code::ResourceExhausted,
             ErrorCode::Unavailable => tonic::Code::Unavailable,
             ErrorCode::DeadlineExceeded => tonic::Code::DeadlineExceeded,

@@ -8,12 +8,17 @@
 use bookfarm_book::{MemBook, edax, negamax};
 use bookfarm_coordinator::service::new_book;
 use bookfarm_coordinator::store::Store;
+use bookfarm_proto::auth::Bearer;
 use bookfarm_proto::pb;
 use bookfarm_proto::pb::admin_service_client::AdminServiceClient;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
+
+/// An admin client (sending a token, or none).
+pub type Admin = AdminServiceClient<InterceptedService<Channel, Bearer>>;
 
 /// The shared evaluation file, or `None` (test skipped) without `../shared`.
 pub fn eval_path() -> Option<PathBuf> {
@@ -25,12 +30,30 @@ pub fn eval_hash(p: &Path) -> String {
     bookfarm_proto::eval_fingerprint(&std::fs::read(p).expect("eval file"))
 }
 
+/// The search signature a `bft-worker` process loading the eval file `p` sends.
+pub fn eval_signature(p: &Path) -> String {
+    let (weights, hash) = bookfarm_worker::exec::load_eval(Some(p)).expect("eval file");
+    bookfarm_worker::exec::signature(&weights, &hash)
+}
+
 /// A free TCP port on 127.0.0.1 (bound and released).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("bind 127.0.0.1:0")
         .port()
+}
+
+/// Arguments of a `bft-worker` process named `name` against the coordinator on `port`.
+pub fn worker_args(port: u16, eval: &Path, name: &str) -> Vec<String> {
+    vec![
+        "--coordinator".into(),
+        format!("http://127.0.0.1:{port}"),
+        "--eval".into(),
+        eval.display().to_string(),
+        "--name".into(),
+        name.into(),
+    ]
 }
 
 /// Create a new book (`book new LEVEL DEPTH`) in `dir`.
@@ -57,6 +80,35 @@ impl Proc {
         Proc(child)
     }
 
+    /// Start `bin` with `args` and `env`, its stderr written to `log`.
+    pub fn spawn_logged(bin: &str, args: &[String], env: &[(&str, &str)], log: &Path) -> Proc {
+        let f = std::fs::File::create(log).expect("log file");
+        let child = Command::new(bin)
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(f)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {bin}: {e}"));
+        Proc(child)
+    }
+
+    /// The exit status if the process has exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.0.try_wait().expect("try_wait")
+    }
+
+    /// A line of `/proc/PID/status` in kB (e.g. `VmRSS`, `VmHWM`).
+    pub fn status_kb(&self, field: &str) -> u64 {
+        let s =
+            std::fs::read_to_string(format!("/proc/{}/status", self.0.id())).expect("/proc status");
+        s.lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in /proc status"))
+    }
+
     /// SIGKILL and reap.
     pub fn kill9(&mut self) {
         let _ = self.0.kill();
@@ -79,8 +131,14 @@ impl Drop for Proc {
     }
 }
 
-/// Admin client, retrying the connection for up to 20 s (the process may still be starting).
-pub async fn admin(port: u16) -> AdminServiceClient<Channel> {
+/// Anonymous admin client, retrying the connection for up to 20 s (the process may still be
+/// starting).
+pub async fn admin(port: u16) -> Admin {
+    admin_as(port, "").await
+}
+
+/// A channel to `127.0.0.1:port`, retrying the connection for up to 20 s.
+pub async fn channel(port: u16) -> Channel {
     let url = format!("http://127.0.0.1:{port}");
     let t0 = Instant::now();
     loop {
@@ -89,7 +147,7 @@ pub async fn admin(port: u16) -> AdminServiceClient<Channel> {
             .connect()
             .await
         {
-            Ok(ch) => return AdminServiceClient::new(ch).max_decoding_message_size(usize::MAX),
+            Ok(ch) => return ch,
             Err(e) if t0.elapsed() < Duration::from_secs(20) => {
                 let _ = e;
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -99,9 +157,15 @@ pub async fn admin(port: u16) -> AdminServiceClient<Channel> {
     }
 }
 
+/// Admin client sending `token`.
+pub async fn admin_as(port: u16, token: &str) -> Admin {
+    AdminServiceClient::with_interceptor(channel(port).await, Bearer::new(token).expect("token"))
+        .max_decoding_message_size(usize::MAX)
+}
+
 /// The status.
-pub async fn status(c: &mut AdminServiceClient<Channel>) -> pb::GetStatusResponse {
-    c.get_status(pb::GetStatusRequest { auth: None })
+pub async fn status(c: &mut Admin) -> pb::GetStatusResponse {
+    c.get_status(pb::GetStatusRequest::default())
         .await
         .expect("status")
         .into_inner()
@@ -109,13 +173,13 @@ pub async fn status(c: &mut AdminServiceClient<Channel>) -> pb::GetStatusRespons
 
 /// Poll the status until `pred` holds (panics after `limit`: a hang is a failure, not a skip).
 pub async fn wait_for(
-    c: &mut AdminServiceClient<Channel>,
+    c: &mut Admin,
     limit: Duration,
     pred: impl Fn(&pb::GetStatusResponse) -> bool,
 ) -> pb::GetStatusResponse {
     let t0 = Instant::now();
     loop {
-        if let Ok(r) = c.get_status(pb::GetStatusRequest { auth: None }).await {
+        if let Ok(r) = c.get_status(pb::GetStatusRequest::default()).await {
             let s = r.into_inner();
             if pred(&s) {
                 return s;
@@ -135,9 +199,8 @@ pub async fn wait_for(
 }
 
 /// Start a deviate expansion.
-pub async fn start_deviate(c: &mut AdminServiceClient<Channel>, rel: i32, abs: i32) {
+pub async fn start_deviate(c: &mut Admin, rel: i32, abs: i32) {
     c.start_expansion(pb::StartExpansionRequest {
-        auth: None,
         selector: Some(pb::start_expansion_request::Selector::Deviate(
             pb::Deviate {
                 relative_error: rel,
@@ -151,10 +214,9 @@ pub async fn start_deviate(c: &mut AdminServiceClient<Channel>, rel: i32, abs: i
 }
 
 /// Export the running book as book.dat bytes.
-pub async fn export(c: &mut AdminServiceClient<Channel>) -> Vec<u8> {
+pub async fn export(c: &mut Admin) -> Vec<u8> {
     let mut s = c
         .export_book(pb::ExportBookRequest {
-            auth: None,
             format: pb::ExportFormat::Edax as i32,
         })
         .await

@@ -51,14 +51,7 @@ fn worker(
     eval: &std::path::Path,
     ack_log: Option<&std::path::Path>,
 ) -> Proc {
-    let mut args = vec![
-        "--coordinator".into(),
-        format!("http://127.0.0.1:{port}"),
-        "--eval".into(),
-        eval.display().to_string(),
-        "--name".into(),
-        name.into(),
-    ];
+    let mut args = worker_args(port, eval, name);
     if let Some(p) = ack_log {
         args.push("--ack-log".into());
         args.push(p.display().to_string());
@@ -108,7 +101,6 @@ async fn two_worker_processes_build_a_book_and_export_round_trips() {
     // The CSV export carries one line per position.
     let mut csv = a
         .export_book(pb::ExportBookRequest {
-            auth: None,
             format: pb::ExportFormat::Csv as i32,
         })
         .await

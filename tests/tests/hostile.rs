@@ -1,23 +1,27 @@
 //! Malformed and hostile worker RPCs against a real gRPC server on 127.0.0.1: each is refused
 //! with the right status code and leaves the book unchanged.
 
+use bookfarm_coordinator::identity::IdentityConfig;
 use bookfarm_coordinator::server;
 use bookfarm_coordinator::service::ServiceConfig;
+use bookfarm_proto::auth::Bearer;
 use bookfarm_proto::pb;
 use bookfarm_proto::pb::worker_service_client::WorkerServiceClient;
 use bookfarm_proto::{ENGINE_VERSION, PROTOCOL_VERSION};
 use bookfarm_tests::*;
 use tonic::Code;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
-const TOKEN: &str = "t0ken";
+const ADMIN: &str = "adm1n";
+
+type Worker = WorkerServiceClient<InterceptedService<Channel, Bearer>>;
 
 fn ident() -> pb::WorkerIdentity {
     pb::WorkerIdentity {
         protocol_version: PROTOCOL_VERSION,
         engine_version: ENGINE_VERSION.into(),
         eval_hash: "e".into(),
-        auth_token: TOKEN.into(),
         search_signature: signature("e"),
     }
 }
@@ -50,7 +54,7 @@ fn lowest_open(job: &pb::Job) -> u32 {
 }
 
 async fn submit(
-    c: &mut WorkerServiceClient<Channel>,
+    c: &mut Worker,
     worker: &str,
     results: Vec<pb::LeafResult>,
 ) -> Result<pb::SubmitResultsResponse, tonic::Status> {
@@ -68,24 +72,32 @@ async fn hostile_rpcs_are_rejected_and_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
     new_store(dir.path(), 2, 10);
     let cfg = ServiceConfig {
-        auth_token: Some(TOKEN.into()),
         eval_hash: Some("e".into()),
         engine_version: Some(ENGINE_VERSION.into()),
         ..ServiceConfig::default()
     };
-    let c = server::open(dir.path(), cfg).unwrap();
+    let ids = IdentityConfig {
+        admin_token: Some(ADMIN.into()),
+        ..IdentityConfig::local()
+    };
+    let (c, ids) = server::open_with_identities(dir.path(), cfg, ids).unwrap();
+    let (token, _) = ids.add("h", None, true).unwrap();
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = l.local_addr().unwrap().port();
     let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let srv = tokio::spawn(server::run(c.clone(), l, None, async {
-        let _ = stop_rx.await;
-    }));
-    let mut admin = admin(port).await;
+    let srv = tokio::spawn(server::serve(
+        c.clone(),
+        ids,
+        l,
+        None,
+        server::ServeOptions::default(),
+        async {
+            let _ = stop_rx.await;
+        },
+    ));
+    let mut admin = admin_as(port, ADMIN).await;
     admin
         .start_expansion(pb::StartExpansionRequest {
-            auth: Some(pb::AdminAuth {
-                auth_token: TOKEN.into(),
-            }),
             selector: Some(pb::start_expansion_request::Selector::Deviate(
                 pb::Deviate {
                     relative_error: 2,
@@ -96,19 +108,18 @@ async fn hostile_rpcs_are_rejected_and_change_nothing() {
         })
         .await
         .unwrap();
-    // Admin calls need the token too.
-    let e = admin
-        .get_status(pb::GetStatusRequest { auth: None })
+    // Admin calls need the admin token.
+    let e = bookfarm_tests::admin(port)
+        .await
+        .get_status(pb::GetStatusRequest::default())
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::Unauthenticated);
 
-    let ch = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut w = WorkerServiceClient::new(ch).max_encoding_message_size(64 << 20);
+    let ch = channel(port).await;
+    let mut w = WorkerServiceClient::with_interceptor(ch.clone(), Bearer::new(&token).unwrap())
+        .max_encoding_message_size(64 << 20);
+    let mut bad = WorkerServiceClient::with_interceptor(ch, Bearer::new("bad").unwrap());
     let reg = |identity: Option<pb::WorkerIdentity>| pb::RegisterWorkerRequest {
         identity,
         name: "h".into(),
@@ -158,13 +169,6 @@ async fn hostile_rpcs_are_rejected_and_change_nothing() {
             }),
             Code::FailedPrecondition,
         ),
-        (
-            Some(pb::WorkerIdentity {
-                auth_token: "bad".into(),
-                ..ident()
-            }),
-            Code::Unauthenticated,
-        ),
         (None, Code::InvalidArgument),
     ];
     // An honest worker first: it pins the book's search signature.
@@ -173,6 +177,8 @@ async fn hostile_rpcs_are_rejected_and_change_nothing() {
         let e = w.register_worker(reg(id.clone())).await.unwrap_err();
         assert_eq!(e.code(), code, "{id:?}: {e}");
     }
+    let e = bad.register_worker(reg(Some(ident()))).await.unwrap_err();
+    assert_eq!(e.code(), Code::Unauthenticated, "bad token: {e}");
     let e = w
         .register_worker(reg(Some(pb::WorkerIdentity {
             protocol_version: 0,
@@ -371,15 +377,9 @@ async fn hostile_rpcs_are_rejected_and_change_nothing() {
     srv.await.unwrap().unwrap();
 }
 
-async fn admin_status(
-    a: &mut bookfarm_proto::pb::admin_service_client::AdminServiceClient<Channel>,
-) -> pb::GetStatusResponse {
-    a.get_status(pb::GetStatusRequest {
-        auth: Some(pb::AdminAuth {
-            auth_token: TOKEN.into(),
-        }),
-    })
-    .await
-    .unwrap()
-    .into_inner()
+async fn admin_status(a: &mut Admin) -> pb::GetStatusResponse {
+    a.get_status(pb::GetStatusRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
 }

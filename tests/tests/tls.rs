@@ -100,9 +100,19 @@ async fn worker_builds_a_book_over_tls() {
         key_pem: std::fs::read(certs.path().join("leaf.key")).unwrap(),
     };
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let srv = tokio::spawn(server::run_with_tls(c.clone(), l, None, Some(tls), async {
-        let _ = rx.await;
-    }));
+    let srv = tokio::spawn(server::serve(
+        c.clone(),
+        bookfarm_coordinator::identity::Identities::local(),
+        l,
+        None,
+        server::ServeOptions {
+            tls: Some(tls),
+            ..server::ServeOptions::default()
+        },
+        async {
+            let _ = rx.await;
+        },
+    ));
 
     // Plaintext against the TLS port fails.
     let plain = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
@@ -113,7 +123,7 @@ async fn worker_builds_a_book_over_tls() {
     if let Ok(ch) = plain {
         let mut a = bookfarm_proto::pb::admin_service_client::AdminServiceClient::new(ch);
         assert!(
-            a.get_status(bookfarm_proto::pb::GetStatusRequest { auth: None })
+            a.get_status(bookfarm_proto::pb::GetStatusRequest::default())
                 .await
                 .is_err()
         );

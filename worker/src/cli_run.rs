@@ -29,7 +29,8 @@ pub enum RunCommand {
         /// must match the coordinator's.
         #[arg(long, env = "BOOKFARM_EVAL")]
         eval: Option<PathBuf>,
-        /// Authentication token.
+        /// This worker's credential (`bookfarm-coordinator workers add NAME` prints it); empty
+        /// for a coordinator on a loopback address without credentials.
         #[arg(long, env = "BOOKFARM_TOKEN", hide_env_values = true)]
         token: Option<String>,
         /// Jobs leased beyond the free threads.

@@ -1,19 +1,22 @@
-//! The gRPC client: identity on every call, explicit message limits and timeouts.
+//! The gRPC client: identity on every call, the worker's credential in the metadata of every
+//! call, explicit message limits and timeouts.
 
 use bookfarm_proto::MAX_MESSAGE_BYTES;
+use bookfarm_proto::auth::Bearer;
 use bookfarm_proto::convert::parse_job_id;
 use bookfarm_proto::domain::{Ack, Identity, Job, JobResult};
 use bookfarm_proto::pb;
 use bookfarm_proto::pb::worker_service_client::WorkerServiceClient;
 use std::time::Duration;
 use tonic::Status;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use uuid::Uuid;
 
 /// A connection to a coordinator (connected lazily; transport errors surface as `Unavailable`).
 #[derive(Debug, Clone)]
 pub struct Client {
-    inner: WorkerServiceClient<Channel>,
+    inner: WorkerServiceClient<InterceptedService<Channel, Bearer>>,
     identity: pb::WorkerIdentity,
 }
 
@@ -50,15 +53,21 @@ fn acks(a: Vec<pb::ResultAck>) -> Vec<(Uuid, Ack)> {
 }
 
 impl Client {
-    /// A client for `url` (e.g. `http://127.0.0.1:7700`).
-    pub fn new(url: &str, identity: &Identity, rpc_timeout: Duration) -> Result<Client, String> {
-        Client::with_tls(url, identity, rpc_timeout, None, None)
+    /// A client for `url` (e.g. `http://127.0.0.1:7700`) sending `token` (empty: anonymous).
+    pub fn new(
+        url: &str,
+        identity: &Identity,
+        token: &str,
+        rpc_timeout: Duration,
+    ) -> Result<Client, String> {
+        Client::with_tls(url, identity, token, rpc_timeout, None, None)
     }
 
     /// A client verifying the coordinator's certificate against `ca_pem` (TLS, `https://`).
     pub fn with_tls(
         url: &str,
         identity: &Identity,
+        token: &str,
         rpc_timeout: Duration,
         ca_pem: Option<&[u8]>,
         domain: Option<&str>,
@@ -81,7 +90,8 @@ impl Client {
             .tcp_nodelay(true)
             .http2_keep_alive_interval(Duration::from_secs(20))
             .keep_alive_while_idle(true);
-        let inner = WorkerServiceClient::new(ep.connect_lazy())
+        let bearer = Bearer::new(token).map_err(|e| format!("worker token: {e}"))?;
+        let inner = WorkerServiceClient::with_interceptor(ep.connect_lazy(), bearer)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         Ok(Client {
@@ -205,5 +215,19 @@ impl Client {
             .await?
             .into_inner();
         Ok(r.quarantined)
+    }
+
+    /// `Release`: hand back jobs this worker will not search; returns how many were re-queued.
+    pub async fn release(&mut self, worker: Uuid, jobs: &[Uuid]) -> Result<u32, Status> {
+        let r = self
+            .inner
+            .release(pb::ReleaseRequest {
+                identity: Some(self.identity.clone()),
+                worker_id: worker.to_string(),
+                job_ids: jobs.iter().map(Uuid::to_string).collect(),
+            })
+            .await?
+            .into_inner();
+        Ok(r.released)
     }
 }

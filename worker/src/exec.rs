@@ -3,7 +3,7 @@
 use bookfarm_engine::eval::Eval;
 use bookfarm_engine::search::{LeafRequest, Searcher};
 use bookfarm_proto::domain::{Job, JobResult};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc::UnboundedSender;
@@ -58,6 +58,34 @@ pub struct Task {
     pub job: Job,
     /// Set to abandon the search.
     pub abort: Arc<AtomicBool>,
+    /// Who claimed the task first: a search thread starting it, or the pull loop withdrawing
+    /// it (to hand it back to the coordinator).
+    pub claim: Arc<Claim>,
+}
+
+/// A task's claim: queued, then either started (by a search thread) or withdrawn (by the pull
+/// loop), whichever comes first.
+#[derive(Debug, Default)]
+pub struct Claim(AtomicU8);
+
+const QUEUED: u8 = 0;
+const STARTED: u8 = 1;
+const WITHDRAWN: u8 = 2;
+
+impl Claim {
+    /// A search thread starts the task; false when it was withdrawn.
+    pub fn start(&self) -> bool {
+        self.0
+            .compare_exchange(QUEUED, STARTED, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
+
+    /// Withdraw the task before a thread starts it; false when it has started.
+    pub fn withdraw(&self) -> bool {
+        self.0
+            .compare_exchange(QUEUED, WITHDRAWN, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
 }
 
 /// A fixed pool of search threads fed through a channel.
@@ -91,6 +119,10 @@ impl Pool {
                                 guard.recv()
                             };
                             let Ok(task) = task else { break };
+                            if !task.claim.start() {
+                                // Withdrawn while queued: handed back to the coordinator.
+                                continue;
+                            }
                             let job = task.job;
                             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                                 s.search(&job, &task.abort)

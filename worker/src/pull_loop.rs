@@ -2,7 +2,7 @@
 
 use crate::client::Client;
 use crate::config::WorkerConfig;
-use crate::exec::{LeafSearcher, Outcome, Pool, Task};
+use crate::exec::{Claim, LeafSearcher, Outcome, Pool, Task};
 use bookfarm_proto::domain::{Ack, Identity, JobResult};
 use bookfarm_proto::{ENGINE_VERSION, MAX_RESULTS_PER_CALL, PROTOCOL_VERSION};
 use rand::Rng;
@@ -83,9 +83,13 @@ impl Backoff {
     }
 }
 
-/// Whether an error on a call without results means "this worker cannot work here".
+/// Whether an error on a call without results means "this worker cannot work here" (a bad,
+/// revoked or blocked credential, or incompatible software).
 fn fatal(s: &Status) -> bool {
-    matches!(s.code(), Code::Unauthenticated | Code::FailedPrecondition)
+    matches!(
+        s.code(),
+        Code::Unauthenticated | Code::PermissionDenied | Code::FailedPrecondition
+    )
 }
 
 fn unknown_worker(s: &Status) -> bool {
@@ -121,7 +125,7 @@ struct Loop {
     client: Client,
     worker: Option<Uuid>,
     heartbeat: Duration,
-    outstanding: HashMap<Uuid, Arc<AtomicBool>>,
+    outstanding: HashMap<Uuid, (Arc<AtomicBool>, Arc<Claim>)>,
     finished: Vec<JobResult>,
     failures: Vec<(Uuid, String)>,
     stats: WorkerStats,
@@ -184,6 +188,29 @@ impl Loop {
         Ok(())
     }
 
+    /// Draining: withdraw the leased jobs no thread has started and hand them back (`Release`),
+    /// so that other workers search them now rather than after a lease timeout.
+    async fn release_unstarted(&mut self, worker: Uuid) {
+        let withdrawn: Vec<Uuid> = self
+            .outstanding
+            .iter()
+            .filter(|(_, (_, claim))| claim.withdraw())
+            .map(|(id, _)| *id)
+            .collect();
+        if withdrawn.is_empty() {
+            return;
+        }
+        for id in &withdrawn {
+            self.outstanding.remove(id);
+        }
+        match self.client.release(worker, &withdrawn).await {
+            Ok(n) => tracing::info!(released = n, "handed unstarted jobs back"),
+            Err(s) => {
+                tracing::warn!(error = %s.message(), "could not hand jobs back; they return after the lease timeout")
+            }
+        }
+    }
+
     /// The coordinator refused a batch: submit the results one by one and drop the refused ones.
     async fn submit_singly(&mut self, worker: Uuid) {
         let batch: Vec<JobResult> = self.finished.clone();
@@ -220,12 +247,12 @@ pub async fn run(
         protocol_version: PROTOCOL_VERSION,
         engine_version: ENGINE_VERSION.to_string(),
         eval_hash: cfg.eval_hash.clone(),
-        auth_token: cfg.token.clone(),
         search_signature: cfg.search_signature.clone(),
     };
     let client = Client::with_tls(
         &cfg.coordinator,
         &identity,
+        &cfg.token,
         cfg.rpc_timeout,
         cfg.tls_ca.as_deref(),
         cfg.tls_domain.as_deref(),
@@ -322,9 +349,10 @@ pub async fn run(
                     }
                     for job in leased.jobs {
                         let abort = Arc::new(AtomicBool::new(false));
+                        let claim = Arc::new(Claim::default());
                         aborts.push(abort.clone());
-                        l.outstanding.insert(job.id, abort.clone());
-                        pool.submit(Task { job, abort });
+                        l.outstanding.insert(job.id, (abort.clone(), claim.clone()));
+                        pool.submit(Task { job, abort, claim });
                     }
                 }
                 Err(s) if unknown_worker(&s) => {
@@ -366,19 +394,23 @@ pub async fn run(
                     Ok(cancel) => {
                         l.ok();
                         for id in cancel {
-                            if let Some(a) = l.outstanding.get(&id) {
+                            if let Some((a, _)) = l.outstanding.get(&id) {
                                 a.store(true, Ordering::Relaxed);
                             }
                         }
                     }
                     Err(s) if unknown_worker(&s) => l.worker = None,
+                    Err(s) if matches!(s.code(), Code::Unauthenticated | Code::PermissionDenied) => {
+                        return Err(WorkerError::Refused(s.message().to_string()));
+                    }
                     Err(s) => tracing::debug!(error = %s.message(), "heartbeat failed"),
                 }
             }
             _ = idle_sleep, if idle.is_some() => {}
             _ = &mut shutdown, if !draining => {
                 draining = true;
-                tracing::info!(in_flight = l.outstanding.len(), "draining: finishing leased jobs");
+                l.release_unstarted(worker).await;
+                tracing::info!(in_flight = l.outstanding.len(), "draining: finishing started jobs");
             }
         }
     }

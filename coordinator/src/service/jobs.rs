@@ -5,9 +5,12 @@
 //! * a search request has at most one job (`by_key`);
 //! * a job id is accepted at most once (`done`, persisted), so a duplicate submission changes
 //!   nothing;
-//! * `in_flight` counts the jobs whose `lease` is set.
+//! * `in_flight` counts the jobs whose `lease` is set;
+//! * a worker holds at most [`super::lease_cap`] jobs, and a lease never outlives
+//!   [`max_lease_duration`] of its level by more than one expiry pass (heartbeats do not
+//!   extend it).
 
-use super::{QuarantineReport, RATE_WINDOW};
+use super::{QuarantineReport, RATE_WINDOW, ServiceConfig, max_lease_duration};
 use bookfarm_engine::search::LeafRequest;
 use bookfarm_proto::domain::Job;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
@@ -39,8 +42,12 @@ pub(crate) struct JobEntry {
     pub(crate) key: LeafRequest,
     pub(crate) attempt: u32,
     pub(crate) failures: u32,
+    /// Owners whose workers reported this job as failed (see [`super::Coordinator::fail`]).
+    pub(crate) failed_owners: Vec<String>,
     /// Current lessee.
     pub(crate) lease: Option<Uuid>,
+    /// When the current lease began (bounded by [`max_lease_duration`]).
+    pub(crate) leased_at: Duration,
     /// Every worker that held the job (a late result from one of them is still accepted while
     /// the job is not leased to someone else).
     pub(crate) lessees: Vec<Uuid>,
@@ -50,6 +57,9 @@ pub(crate) struct JobEntry {
 #[derive(Debug)]
 pub(crate) struct WorkerEntry {
     pub(crate) name: String,
+    /// Who runs the worker (its credential's owner); `None` for an anonymous local worker,
+    /// whose failure reports count one by one.
+    pub(crate) owner: Option<String>,
     pub(crate) threads: u32,
     pub(crate) last_seen: Duration,
     pub(crate) jobs: HashSet<Uuid>,
@@ -143,7 +153,9 @@ impl Jobs {
                             key: *key,
                             attempt: 0,
                             failures: 0,
+                            failed_owners: Vec::new(),
                             lease: None,
+                            leased_at: Duration::ZERO,
                             lessees: Vec::new(),
                             queue_key: Some(k),
                         },
@@ -156,8 +168,8 @@ impl Jobs {
         self.update_gauges();
     }
 
-    /// Lease up to `slots` queued jobs to `worker`.
-    pub(crate) fn lease(&mut self, worker: &Uuid, slots: usize) -> Vec<Job> {
+    /// Lease up to `slots` queued jobs to `worker` at time `now`.
+    pub(crate) fn lease(&mut self, worker: &Uuid, slots: usize, now: Duration) -> Vec<Job> {
         let mut out = Vec::new();
         while out.len() < slots {
             let Some(key) = self.queue.pop_first() else {
@@ -169,6 +181,7 @@ impl Jobs {
             };
             j.queue_key = None;
             j.lease = Some(*worker);
+            j.leased_at = now;
             if !j.lessees.contains(worker) {
                 j.lessees.push(*worker);
             }
@@ -207,6 +220,39 @@ impl Jobs {
             j.queue_key = Some(k);
             self.queue.insert((k.0, k.1, id));
         }
+    }
+
+    /// Remove a worker and put the jobs leased to it back in the queue; returns its name and
+    /// how many jobs went back (None when unknown).
+    pub(crate) fn remove_worker(&mut self, wid: Uuid) -> Option<(String, usize)> {
+        let w = self.workers.remove(&wid)?;
+        let mut n = 0;
+        for jid in w.jobs {
+            if self.jobs.get(&jid).is_some_and(|j| j.lease == Some(wid)) {
+                self.release(jid);
+                n += 1;
+            }
+        }
+        Some((w.name, n))
+    }
+
+    /// Re-queue jobs leased for longer than [`max_lease_duration`] of their level (the lessee
+    /// learns it from its next heartbeat); returns how many.
+    pub(crate) fn expire_overdue(&mut self, now: Duration, cfg: &ServiceConfig) -> usize {
+        let overdue: Vec<(Uuid, Option<Uuid>)> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| {
+                j.lease.is_some()
+                    && now.saturating_sub(j.leased_at) > max_lease_duration(j.key.level, cfg)
+            })
+            .map(|(id, j)| (*id, j.lease))
+            .collect();
+        for (jid, w) in &overdue {
+            tracing::warn!(job_id = %jid, worker_id = ?w, "lease past its maximum duration: job re-queued");
+            self.release(*jid);
+        }
+        overdue.len()
     }
 
     /// Remove a job entirely (accepted, quarantined or no longer needed).

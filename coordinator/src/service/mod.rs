@@ -92,10 +92,19 @@ pub struct ServiceConfig {
     pub lease_timeout: Duration,
     /// Heartbeat period suggested to workers.
     pub heartbeat_interval: Duration,
-    /// Failures after which a job is quarantined.
+    /// Failure reports from this many different owners quarantine a job (one owner's reports,
+    /// retryable or not, never do; see [`Coordinator::fail`]).
     pub max_failures: u32,
-    /// Required token (None: no authentication).
-    pub auth_token: Option<String>,
+    /// Jobs a worker may hold beyond its search threads (see [`lease_cap`]).
+    pub lookahead: u32,
+    /// The most search threads a registration is credited with (see [`lease_cap`]).
+    pub max_worker_threads: u32,
+    /// Longest lease of a level-0 job (see [`max_lease_duration`]).
+    pub max_lease_base: Duration,
+    /// The longest lease doubles every this many levels.
+    pub max_lease_doubling_levels: u8,
+    /// Upper bound of the longest lease at any level.
+    pub max_lease_cap: Duration,
     /// Required engine version (None: accept any).
     pub engine_version: Option<String>,
     /// Required eval hash (None: accept any).
@@ -113,8 +122,12 @@ impl Default for ServiceConfig {
         ServiceConfig {
             lease_timeout: Duration::from_secs(60),
             heartbeat_interval: Duration::from_secs(10),
-            max_failures: 3,
-            auth_token: None,
+            max_failures: 2,
+            lookahead: 2,
+            max_worker_threads: 64,
+            max_lease_base: Duration::from_secs(60),
+            max_lease_doubling_levels: 4,
+            max_lease_cap: Duration::from_secs(6 * 3600),
             engine_version: None,
             eval_hash: None,
             signature: None,
@@ -235,6 +248,26 @@ struct Shared {
 /// The coordinator service: a cheap-clone handle.
 #[derive(Debug, Clone)]
 pub struct Coordinator(Arc<Shared>);
+
+/// How many jobs one worker may hold at once: its declared threads (at most
+/// `max_worker_threads`) plus `lookahead`. Workers lease a little ahead of their free threads;
+/// anything more only hoards jobs that other workers could search.
+pub fn lease_cap(threads: u32, cfg: &ServiceConfig) -> usize {
+    threads.min(cfg.max_worker_threads) as usize + cfg.lookahead as usize
+}
+
+/// How long a job of `level` may stay leased, heartbeats or not: `max_lease_base` doubled every
+/// `max_lease_doubling_levels` levels (a search's time grows geometrically with its depth), at
+/// most `max_lease_cap`. Past it the job goes back to the queue, so a worker that heartbeats but
+/// never answers cannot stall the growth program; its late result is still accepted while
+/// nobody else holds the job.
+pub fn max_lease_duration(level: u8, cfg: &ServiceConfig) -> Duration {
+    let doublings = u32::from(level) / u32::from(cfg.max_lease_doubling_levels.max(1));
+    let factor = 1u32.checked_shl(doublings).unwrap_or(u32::MAX);
+    cfg.max_lease_base
+        .saturating_mul(factor)
+        .min(cfg.max_lease_cap)
+}
 
 /// The positions of a new book (`book new LEVEL DEPTH`): the start position, not searched yet
 /// (opening the store queues its search).
@@ -416,14 +449,10 @@ impl Coordinator {
         self.0.clock.now()
     }
 
-    /// Check a worker's identity: token, then protocol, engine and evaluation.
+    /// Check a worker's software: protocol, engine, evaluation and search signature.
+    /// Credentials are checked before a request reaches the service (`crate::identity`).
     pub fn check_identity(&self, id: &Identity) -> Result<()> {
         let cfg = &self.0.cfg;
-        if let Some(t) = &cfg.auth_token
-            && !constant_time_eq(t.as_bytes(), id.auth_token.as_bytes())
-        {
-            return Err(CoordinatorError::Unauthenticated);
-        }
         if id.protocol_version != PROTOCOL_VERSION {
             return Err(CoordinatorError::ProtocolVersion {
                 got: id.protocol_version,
@@ -478,18 +507,20 @@ impl Coordinator {
         }
     }
 
-    /// Check an admin token.
-    pub fn check_admin(&self, token: &str) -> Result<()> {
-        match &self.0.cfg.auth_token {
-            Some(t) if !constant_time_eq(t.as_bytes(), token.as_bytes()) => {
-                Err(CoordinatorError::Unauthenticated)
-            }
-            _ => Ok(()),
-        }
+    /// Register an anonymous worker; returns its id.
+    pub fn register(&self, id: &Identity, name: &str, threads: u32) -> Result<Uuid> {
+        self.register_owned(id, name, threads, None)
     }
 
-    /// Register a worker; returns its id.
-    pub fn register(&self, id: &Identity, name: &str, threads: u32) -> Result<Uuid> {
+    /// Register a worker run by `owner` (its credential's owner; `None`: anonymous local
+    /// worker); returns its id.
+    pub fn register_owned(
+        &self,
+        id: &Identity,
+        name: &str,
+        threads: u32,
+        owner: Option<&str>,
+    ) -> Result<Uuid> {
         self.check_identity(id)?;
         let wid = Uuid::new_v4();
         let now = self.now();
@@ -498,6 +529,7 @@ impl Coordinator {
             wid,
             WorkerEntry {
                 name: name.chars().take(128).collect(),
+                owner: owner.map(str::to_string),
                 threads,
                 last_seen: now,
                 jobs: HashSet::new(),
@@ -544,7 +576,10 @@ impl Coordinator {
         if paused {
             return Ok(Vec::new());
         }
-        Ok(g.lease(worker, slots.min(MAX_LEASE_SLOTS) as usize))
+        let room = g.workers.get(worker).map_or(0, |w| {
+            lease_cap(w.threads, &self.0.cfg).saturating_sub(w.jobs.len())
+        });
+        Ok(g.lease(worker, (slots.min(MAX_LEASE_SLOTS) as usize).min(room), now))
     }
 
     /// [`Coordinator::lease`]; when it finds no job while a growth run is under way (results
@@ -768,13 +803,18 @@ impl Coordinator {
         Ok(self.0.store.flush()?)
     }
 
-    /// A worker reports that a job failed; after `max_failures` (or a non-retryable failure) the
-    /// search is quarantined. Returns true when quarantined.
+    /// A worker reports that a job failed. The search is quarantined only once workers of
+    /// `max_failures` different owners reported it (a report from an anonymous local worker
+    /// counts as its own owner); until then the job goes back to the queue, whatever
+    /// `retryable` says, so that one client cannot take a search out of the growth program.
+    /// Quarantine lives in memory: a restart gives the search another chance. Returns true when
+    /// quarantined.
     pub fn fail(&self, id: &Identity, worker: &Uuid, f: &Failure) -> Result<bool> {
         self.check_identity(id)?;
         let now = self.now();
         let mut g = self.jobs();
         Self::touch(&mut g, worker, now)?;
+        let owner = g.workers.get(worker).and_then(|w| w.owner.clone());
         let Some(j) = g.jobs.get_mut(&f.job_id) else {
             if g.done.contains(&f.job_id) {
                 return Ok(false);
@@ -788,7 +828,11 @@ impl Coordinator {
             });
         }
         j.failures += 1;
-        let quarantine = !f.retryable || j.failures >= self.0.cfg.max_failures;
+        let owner = owner.unwrap_or_else(|| format!("anonymous report {}", j.failures));
+        if !j.failed_owners.contains(&owner) {
+            j.failed_owners.push(owner);
+        }
+        let quarantine = j.failed_owners.len() >= self.0.cfg.max_failures.max(1) as usize;
         g.counters.failed += 1;
         metrics::counter!("bookfarm_jobs_failed_total").increment(1);
         if let Some(w) = g.workers.get_mut(worker) {
@@ -813,6 +857,65 @@ impl Coordinator {
         Ok(quarantine)
     }
 
+    /// A worker hands back jobs it will not search (it is draining): each of them still leased
+    /// to it goes back to the queue at once. Returns how many.
+    pub fn release_leases(&self, id: &Identity, worker: &Uuid, jobs: &[Uuid]) -> Result<u32> {
+        self.check_identity(id)?;
+        let now = self.now();
+        let mut g = self.jobs();
+        Self::touch(&mut g, worker, now)?;
+        let mut n = 0;
+        for jid in jobs {
+            if g.jobs.get(jid).is_some_and(|j| j.lease == Some(*worker)) {
+                g.release(*jid);
+                n += 1;
+            }
+        }
+        g.update_gauges();
+        Ok(n)
+    }
+
+    /// Forget workers at once (their credential was revoked or blocked): their leases go back
+    /// to the queue and their ids stop working. Returns how many jobs were re-queued.
+    pub fn drop_workers(&self, workers: &[Uuid]) -> usize {
+        let mut g = self.jobs();
+        let n = workers
+            .iter()
+            .filter_map(|w| g.remove_worker(*w))
+            .map(|(_, n)| n)
+            .sum();
+        g.update_gauges();
+        n
+    }
+
+    /// Put quarantined searches back in the queue (all of them, or those of `boards`, in any
+    /// orientation) if the growth programs still wait for them; returns how many were released.
+    /// The operator's answer to a quarantine that was wrong.
+    pub fn release_quarantined(&self, boards: Option<&[Board]>) -> Result<u64> {
+        let growth = self.growth();
+        let mut g = self.jobs();
+        let wanted: Option<HashSet<Board>> =
+            boards.map(|bs| bs.iter().map(|b| canonical(b).0).collect());
+        let chosen: Vec<LeafRequest> = g
+            .quarantined
+            .keys()
+            .filter(|k| {
+                wanted
+                    .as_ref()
+                    .is_none_or(|w| w.contains(&canonical(&k.board).0))
+            })
+            .copied()
+            .collect();
+        for k in &chosen {
+            g.quarantined.remove(k);
+        }
+        g.sync(&growth.needed);
+        drop(g);
+        drop(growth);
+        tracing::info!(released = chosen.len(), "quarantined searches released");
+        Ok(chosen.len() as u64)
+    }
+
     /// Re-queue the jobs of workers silent for longer than the lease timeout; returns how many
     /// jobs went back to the queue. Called periodically by the server.
     pub fn expire_leases(&self) -> usize {
@@ -827,17 +930,12 @@ impl Coordinator {
             .collect();
         let mut n = 0;
         for wid in silent {
-            let Some(w) = g.workers.remove(&wid) else {
-                continue;
-            };
-            for jid in w.jobs {
-                if g.jobs.get(&jid).is_some_and(|j| j.lease == Some(wid)) {
-                    g.release(jid);
-                    n += 1;
-                }
+            if let Some((name, k)) = g.remove_worker(wid) {
+                n += k;
+                tracing::warn!(worker_id = %wid, name = %name, "worker silent: leases expired");
             }
-            tracing::warn!(worker_id = %wid, name = %w.name, "worker silent: leases expired");
         }
+        n += g.expire_overdue(now, &self.0.cfg);
         g.counters.expired += n as u64;
         metrics::counter!("bookfarm_jobs_expired_total").increment(n as u64);
         g.update_gauges();
@@ -1063,10 +1161,6 @@ fn validate(key: &LeafRequest, r: &JobResult) -> Result<()> {
         });
     }
     Ok(())
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]

@@ -44,7 +44,6 @@ pub(crate) fn identity() -> Identity {
         protocol_version: PROTOCOL_VERSION,
         engine_version: ENGINE_VERSION.into(),
         eval_hash: "00".into(),
-        auth_token: String::new(),
         search_signature: test_signature("00"),
     }
 }
@@ -401,7 +400,7 @@ fn hostile_results_are_rejected_and_change_nothing() {
     }
     assert_eq!(f.c.snapshot(), before);
     assert_eq!(f.c.counters().completed, counters.completed);
-    // Wrong protocol version / token.
+    // Wrong protocol version.
     assert!(matches!(
         f.c.submit(&id, &w, &[good, good]),
         Err(CoordinatorError::InvalidArgument(_))
@@ -423,26 +422,17 @@ fn hostile_results_are_rejected_and_change_nothing() {
 #[test]
 fn identity_checks() {
     let cfg = ServiceConfig {
-        auth_token: Some("s3cret".into()),
         eval_hash: Some("abcd".into()),
         engine_version: Some(ENGINE_VERSION.into()),
         ..ServiceConfig::default()
     };
     let f = fixture(1, 6, cfg);
     let good = Identity {
-        auth_token: "s3cret".into(),
         eval_hash: "abcd".into(),
         ..identity()
     };
     assert!(f.c.register(&good, "w", 1).is_ok());
     let cases = [
-        (
-            Identity {
-                auth_token: "nope".into(),
-                ..good.clone()
-            },
-            ErrorCode::Unauthenticated,
-        ),
         (
             Identity {
                 protocol_version: PROTOCOL_VERSION + 1,
@@ -469,8 +459,6 @@ fn identity_checks() {
         let e = f.c.register(&id, "w", 1).unwrap_err();
         assert_eq!(e.code(), code, "{e}");
     }
-    assert!(f.c.check_admin("s3cret").is_ok());
-    assert!(f.c.check_admin("").is_err());
 }
 
 use bookfarm_proto::status::{ErrorCode, ServiceError};
@@ -479,6 +467,7 @@ use bookfarm_proto::status::{ErrorCode, ServiceError};
 fn silent_worker_jobs_are_released_and_late_results_are_not_counted_twice() {
     let cfg = ServiceConfig {
         lease_timeout: Duration::from_secs(90),
+        max_lease_base: Duration::from_secs(3600),
         ..ServiceConfig::default()
     };
     let f = fixture(2, 10, cfg);
@@ -517,34 +506,60 @@ fn silent_worker_jobs_are_released_and_late_results_are_not_counted_twice() {
     assert_eq!(f.c.counters().completed, 1);
 }
 
+fn report(c: &Coordinator, w: &Uuid, retryable: bool) -> bool {
+    let id = identity();
+    let jobs = c.lease(&id, w, 1).unwrap();
+    assert_eq!(jobs.len(), 1);
+    c.fail(
+        &id,
+        w,
+        &Failure {
+            job_id: jobs[0].id,
+            reason: "boom".into(),
+            retryable,
+        },
+    )
+    .unwrap()
+}
+
 #[test]
-fn repeated_failures_quarantine_the_position() {
+fn failures_from_different_owners_quarantine_the_position() {
     let f = fixture(2, 10, ServiceConfig::default());
     let id = identity();
-    let w = f.c.register(&id, "w", 1).unwrap();
-    for attempt in 0..3 {
-        let jobs = f.c.lease(&id, &w, 1).unwrap();
-        assert_eq!(jobs.len(), 1);
-        let q =
-            f.c.fail(
-                &id,
-                &w,
-                &Failure {
-                    job_id: jobs[0].id,
-                    reason: "boom".into(),
-                    retryable: true,
-                },
-            )
-            .unwrap();
-        assert_eq!(q, attempt == 2);
+    // One owner's reports, retryable or not, never quarantine.
+    let mallory = f.c.register_owned(&id, "m", 1, Some("mallory")).unwrap();
+    let mallory2 = f.c.register_owned(&id, "m2", 1, Some("mallory")).unwrap();
+    for w in [&mallory, &mallory2, &mallory] {
+        assert!(!report(&f.c, w, false));
     }
+    assert_eq!(f.c.status().queued, 1);
+    // A second owner's report does.
+    let alice = f.c.register_owned(&id, "a", 1, Some("alice")).unwrap();
+    assert!(report(&f.c, &alice, true));
     let s = f.c.status();
     assert_eq!(s.quarantined.len(), 1);
     assert_eq!(s.queued + s.in_flight, 0);
+    // The operator releases it: the search is queued again, its reports counted afresh.
+    assert_eq!(f.c.release_quarantined(None).unwrap(), 1);
+    assert_eq!(f.c.status().quarantined.len(), 0);
+    assert_eq!(f.c.status().queued, 1);
+    assert!(!report(&f.c, &alice, false));
+    assert!(report(&f.c, &mallory, true));
     // Quarantine is kept in memory: a restarted coordinator gives the search another chance
     // (the growth program still needs it).
     let f = reopen(f, ServiceConfig::default());
     assert!(f.c.status().quarantined.is_empty());
+    assert_eq!(f.c.status().queued, 1);
+}
+
+#[test]
+fn anonymous_reports_count_one_by_one() {
+    let f = fixture(2, 10, ServiceConfig::default());
+    let w = f.c.register(&identity(), "w", 1).unwrap();
+    assert!(!report(&f.c, &w, true));
+    assert!(report(&f.c, &w, true));
+    let b = f.c.status().quarantined[0].board;
+    assert_eq!(f.c.release_quarantined(Some(&[b])).unwrap(), 1);
     assert_eq!(f.c.status().queued, 1);
 }
 
@@ -559,6 +574,95 @@ fn pause_stops_leasing_and_resume_restarts() {
     assert_eq!(f.c.status().state, State::Paused);
     f.c.set_paused(false).unwrap();
     assert_eq!(f.c.lease(&id, &w, 4).unwrap().len(), 1);
+}
+
+#[test]
+fn leases_are_capped_at_threads_plus_lookahead() {
+    // No lookahead, so that the root's expansion (two jobs) exceeds one worker's cap.
+    let cfg = ServiceConfig {
+        lookahead: 0,
+        ..ServiceConfig::default()
+    };
+    let f = fixture(2, 10, cfg);
+    f.c.start_expansion(deviate24(), 0).unwrap();
+    let id = identity();
+    let w = f.c.register(&id, "w", 1).unwrap();
+    let root = f.c.lease(&id, &w, 256).unwrap();
+    f.c.submit(&id, &w, &[mock_result(&root[0])]).unwrap();
+    f.c.settle().unwrap();
+    let mut held = 0;
+    for _ in 0..5 {
+        held += f.c.lease(&id, &w, 256).unwrap().len();
+    }
+    assert_eq!(held, 1, "one thread, no lookahead");
+    assert!(f.c.status().queued > 0, "the rest stays queued for others");
+    let other = f.c.register(&id, "o", 1).unwrap();
+    assert_eq!(f.c.lease(&id, &other, 256).unwrap().len(), 1);
+    // A worker claiming a million threads is credited with max_worker_threads.
+    let d = ServiceConfig::default();
+    assert_eq!(lease_cap(1, &d), 1 + 2);
+    assert_eq!(lease_cap(1_000_000, &d), 64 + 2);
+}
+
+#[test]
+fn heartbeats_do_not_extend_a_lease_past_its_maximum() {
+    let cfg = ServiceConfig {
+        max_lease_base: Duration::from_secs(30),
+        ..ServiceConfig::default()
+    };
+    let f = fixture(2, 10, cfg.clone());
+    let id = identity();
+    let w = f.c.register(&id, "w", 1).unwrap();
+    let jobs = f.c.lease(&id, &w, 1).unwrap();
+    let held: Vec<Uuid> = jobs.iter().map(|j| j.id).collect();
+    // Heartbeats every 10 s keep the worker alive (lease timeout 60 s)...
+    for _ in 0..3 {
+        f.clock.advance(Duration::from_secs(10));
+        assert!(f.c.heartbeat(&id, &w, &held).unwrap().is_empty());
+        assert_eq!(f.c.expire_leases(), 0);
+    }
+    // ...but past 30 s (level 2) the job goes back to the queue and the heartbeat cancels it.
+    f.clock.advance(Duration::from_secs(1));
+    assert_eq!(f.c.expire_leases(), 1);
+    assert_eq!(f.c.heartbeat(&id, &w, &held).unwrap(), held);
+    assert_eq!(f.c.status().queued, 1);
+    // The maximum scales with the level and is capped.
+    let d = ServiceConfig::default();
+    assert_eq!(max_lease_duration(0, &d), Duration::from_secs(60));
+    assert_eq!(max_lease_duration(20, &d), Duration::from_secs(60 * 32));
+    assert_eq!(max_lease_duration(60, &d), d.max_lease_cap);
+}
+
+#[test]
+fn released_and_dropped_leases_go_back_to_the_queue() {
+    let f = fixture(2, 10, ServiceConfig::default());
+    f.c.start_expansion(deviate24(), 0).unwrap();
+    let id = identity();
+    let w = f.c.register(&id, "w", 1).unwrap();
+    let root = f.c.lease(&id, &w, 1).unwrap();
+    f.c.submit(&id, &w, &[mock_result(&root[0])]).unwrap();
+    f.c.settle().unwrap();
+    let jobs: Vec<Uuid> =
+        f.c.lease(&id, &w, 3)
+            .unwrap()
+            .iter()
+            .map(|j| j.id)
+            .collect();
+    let n = jobs.len() as u64;
+    assert!(n >= 2, "the root's deviation queues more than one search");
+    let queued = f.c.status().queued;
+    // Release hands back only the caller's own leases.
+    let other = f.c.register(&id, "o", 1).unwrap();
+    assert_eq!(f.c.release_leases(&id, &other, &jobs).unwrap(), 0);
+    assert_eq!(f.c.release_leases(&id, &w, &jobs[..1]).unwrap(), 1);
+    assert_eq!(f.c.status().queued, queued + 1);
+    // Dropping the worker re-queues the rest and forgets its id.
+    assert_eq!(f.c.drop_workers(&[w]) as u64, n - 1);
+    assert_eq!(f.c.status().queued, queued + n);
+    assert!(matches!(
+        f.c.lease(&id, &w, 1),
+        Err(CoordinatorError::UnknownWorker(_))
+    ));
 }
 
 #[test]

@@ -10,13 +10,17 @@
 //! | `m` + `header` | [`HeaderRecord`] |
 //! | `m` + `expansion` | [`ExpansionRecord`] |
 //!
+//! Worker credentials live in a second tree (`credentials`, see [`CredentialStore`]).
+//!
 //! Durability: sled writes become durable only at a flush; the service acknowledges a result
 //! only after a flush that followed its batch (see `crate::service`). Derived negamax fields
 //! are stored as last written but recomputed in full when the store is opened.
 //! Only the coordinator process writes the store (sled locks the directory).
 
+mod credentials;
 mod record;
 
+pub use credentials::{CredentialRecord, CredentialState, CredentialStore};
 pub use record::{
     DriverRecord, ExpansionRecord, ExpansionStateRecord, GrowthRecord, HeaderRecord,
     OperationRecord, PositionRecord, ResultRecord,

@@ -1,8 +1,11 @@
-//! Test coordinator process: serves a store with the library's `server::run` (the code path of
-//! `bookfarm-coordinator serve`), stops on SIGTERM.
+//! Test coordinator process: serves a store with the library's `server::serve` (the code path
+//! of `bookfarm-coordinator serve`), stops on SIGTERM. Anonymous workers are accepted while the
+//! store holds no worker credential (it listens on 127.0.0.1); limits default to the library's
+//! and can be lowered or raised for a test.
 
 use anyhow::Context;
-use bookfarm_coordinator::server;
+use bookfarm_coordinator::identity::IdentityConfig;
+use bookfarm_coordinator::server::{self, ServeOptions, ServerLimits};
 use bookfarm_coordinator::service::ServiceConfig;
 use clap::Parser;
 use std::path::PathBuf;
@@ -20,8 +23,21 @@ struct Args {
     lease_timeout: u64,
     #[arg(long)]
     eval_hash: Option<String>,
+    /// Admin token.
     #[arg(long)]
-    token: Option<String>,
+    admin_token: Option<String>,
+    /// Registrations per minute (and burst) from one address.
+    #[arg(long, default_value_t = 10_000)]
+    registrations_per_minute: u32,
+    /// Longest lease of a level-0 job, milliseconds.
+    #[arg(long)]
+    max_lease_base_ms: Option<u64>,
+    /// Connections at once.
+    #[arg(long)]
+    max_connections: Option<usize>,
+    /// Handshake timeout, milliseconds.
+    #[arg(long)]
+    handshake_timeout_ms: Option<u64>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -37,11 +53,33 @@ fn main() -> anyhow::Result<()> {
         lease_timeout: Duration::from_secs(a.lease_timeout),
         heartbeat_interval: Duration::from_millis(500),
         eval_hash: a.eval_hash,
-        auth_token: a.token,
         engine_version: Some(bookfarm_proto::ENGINE_VERSION.into()),
+        max_lease_base: a.max_lease_base_ms.map_or(
+            ServiceConfig::default().max_lease_base,
+            Duration::from_millis,
+        ),
         ..ServiceConfig::default()
     };
-    let c = server::open(&a.db, cfg).context("opening the store")?;
+    let ids = IdentityConfig {
+        admin_token: a.admin_token.clone(),
+        anonymous_workers: true,
+        registrations_per_minute: a.registrations_per_minute,
+        registration_burst: a.registrations_per_minute,
+        session_timeout: cfg.lease_timeout,
+        ..IdentityConfig::default()
+    };
+    let d = ServerLimits::default();
+    let opts = ServeOptions {
+        tls: None,
+        limits: ServerLimits {
+            max_connections: a.max_connections.unwrap_or(d.max_connections),
+            handshake_timeout: a
+                .handshake_timeout_ms
+                .map_or(d.handshake_timeout, Duration::from_millis),
+            ..d
+        },
+    };
+    let (c, ids) = server::open_with_identities(&a.db, cfg, ids).context("opening the store")?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -59,7 +97,7 @@ fn main() -> anyhow::Result<()> {
                 t.recv().await;
             }
         };
-        server::run(c, g, h, stop).await?;
+        server::serve(c, ids, g, h, opts, stop).await?;
         Ok(())
     })
 }

@@ -1,0 +1,550 @@
+//! Who is calling: the admin credential, per-worker credentials (BOINC-style per-host keys,
+//! stored hashed and bound to an owner), worker sessions and the registration rate.
+//!
+//! Credentials travel in request metadata (`bookfarm_proto::auth`) and are checked by tonic
+//! interceptors, which run before a request body is read: an unauthenticated upload is refused
+//! after its headers. The interceptor attaches a [`Principal`] to the request; handlers then
+//! bind worker ids (sessions) to it, so that a worker id is useless without the credential that
+//! opened it.
+//!
+//! Anonymous use: while no worker credential exists and [`IdentityConfig::anonymous_workers`]
+//! is set (`serve` sets it only on a loopback address), workers need no credential; while no
+//! admin token is set and no worker credential exists, admin calls need none either (local use).
+//! Once a worker credential exists, admin calls need the admin token and worker tokens are
+//! refused on them (PermissionDenied).
+
+use crate::store::{CredentialRecord, CredentialState, CredentialStore, StoreError};
+use bookfarm_proto::auth::bearer_token;
+use bookfarm_proto::status::{ErrorCode, ServiceError, to_status};
+use governor::{DefaultKeyedRateLimiter, Quota};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tonic::metadata::MetadataMap;
+use tonic::{Request, Status};
+use uuid::Uuid;
+
+/// Errors of authentication and credential management.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    /// Missing, unknown or revoked credential.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// A valid credential without the right to do this.
+    #[error("{0}")]
+    PermissionDenied(String),
+    /// A limit was reached (sessions, registration rate).
+    #[error("{0}")]
+    ResourceExhausted(String),
+    /// The worker id is unknown or was opened with another credential.
+    #[error("unknown worker {0} (register again)")]
+    UnknownSession(Uuid),
+    /// A bad credential name or owner.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// No credential of that name.
+    #[error("no worker credential named {0:?}")]
+    NotFound(String),
+    /// The name is taken, or the change is not possible (a revoked credential stays revoked).
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl ServiceError for IdentityError {
+    fn code(&self) -> ErrorCode {
+        match self {
+            IdentityError::Unauthenticated(_) => ErrorCode::Unauthenticated,
+            IdentityError::PermissionDenied(_) => ErrorCode::PermissionDenied,
+            IdentityError::ResourceExhausted(_) => ErrorCode::ResourceExhausted,
+            IdentityError::UnknownSession(_) | IdentityError::NotFound(_) => ErrorCode::NotFound,
+            IdentityError::InvalidArgument(_) => ErrorCode::InvalidArgument,
+            IdentityError::FailedPrecondition(_) => ErrorCode::FailedPrecondition,
+            IdentityError::Store(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+type Result<T, E = IdentityError> = std::result::Result<T, E>;
+
+/// Authentication settings and the limits kept per credential.
+#[derive(Debug, Clone)]
+pub struct IdentityConfig {
+    /// The admin token (None: admin calls are anonymous while no worker credential exists,
+    /// refused otherwise).
+    pub admin_token: Option<String>,
+    /// Accept workers without a credential while no worker credential exists (`serve` sets
+    /// this only when bound to a loopback address).
+    pub anonymous_workers: bool,
+    /// Live sessions (registered workers) one untrusted credential may hold.
+    pub max_sessions_untrusted: usize,
+    /// Live sessions one trusted credential may hold.
+    pub max_sessions_trusted: usize,
+    /// Registrations accepted per minute from one network address (sustained rate).
+    pub registrations_per_minute: u32,
+    /// Registrations accepted at once from one address before the rate applies.
+    pub registration_burst: u32,
+    /// A session silent for this long no longer counts (the service's lease timeout).
+    pub session_timeout: Duration,
+}
+
+impl Default for IdentityConfig {
+    fn default() -> Self {
+        IdentityConfig {
+            admin_token: None,
+            anonymous_workers: false,
+            max_sessions_untrusted: 2,
+            max_sessions_trusted: 64,
+            registrations_per_minute: 30,
+            registration_burst: 30,
+            session_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl IdentityConfig {
+    /// Local use: anonymous workers and admin, no limit a single machine could reach.
+    pub fn local() -> IdentityConfig {
+        IdentityConfig {
+            anonymous_workers: true,
+            registrations_per_minute: 60_000,
+            registration_burst: 10_000,
+            ..IdentityConfig::default()
+        }
+    }
+}
+
+/// An authenticated worker credential.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerCredential {
+    /// Credential name.
+    pub name: String,
+    /// Its owner.
+    pub owner: String,
+    /// Whether the operator trusts it.
+    pub trusted: bool,
+}
+
+/// Who sent a worker request (attached to the request by the interceptor).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// No credential (anonymous mode).
+    Anonymous,
+    /// A worker credential.
+    Worker(Arc<WorkerCredential>),
+}
+
+impl Principal {
+    fn credential(&self) -> Option<&str> {
+        match self {
+            Principal::Anonymous => None,
+            Principal::Worker(w) => Some(&w.name),
+        }
+    }
+
+    /// The owner whose failure reports count together (None: anonymous).
+    pub fn owner(&self) -> Option<&str> {
+        match self {
+            Principal::Anonymous => None,
+            Principal::Worker(w) => Some(&w.owner),
+        }
+    }
+
+    /// The principal attached to a request by the worker interceptor.
+    pub fn of<T>(req: &Request<T>) -> Result<Principal, Status> {
+        req.extensions()
+            .get::<Principal>()
+            .cloned()
+            .ok_or_else(|| Status::internal("request reached a handler without authentication"))
+    }
+}
+
+/// A credential as listed to operators.
+#[derive(Debug, Clone)]
+pub struct CredentialInfo {
+    /// The stored record.
+    pub record: CredentialRecord,
+    /// Sessions open with it now.
+    pub live_sessions: usize,
+}
+
+#[derive(Debug)]
+struct Session {
+    credential: Option<String>,
+    last_seen: Instant,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    records: BTreeMap<String, CredentialRecord>,
+    by_hash: HashMap<[u8; 32], String>,
+    sessions: HashMap<Uuid, Session>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    cfg: IdentityConfig,
+    admin_sha256: Option<[u8; 32]>,
+    store: Option<CredentialStore>,
+    state: Mutex<State>,
+    registrations: DefaultKeyedRateLimiter<IpAddr>,
+}
+
+/// The credential registry and session table: a cheap-clone handle.
+#[derive(Debug, Clone)]
+pub struct Identities(Arc<Inner>);
+
+/// SHA-256 of a token (what the store keeps).
+pub fn token_sha256(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// A new worker token: `bfw_` and 32 random bytes in hex (256 bits: a fast hash is enough to
+/// store it, unlike a password).
+pub fn new_token() -> String {
+    let bytes: [u8; 32] = rand::random();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("bfw_{hex}")
+}
+
+fn ct_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn valid_label(what: &str, s: &str) -> Result<()> {
+    let ok = !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'));
+    if ok {
+        Ok(())
+    } else {
+        Err(IdentityError::InvalidArgument(format!(
+            "{what} {:?} must be 1 to 64 characters among letters, digits and - _ . @",
+            crate::text::clean(s, 80)
+        )))
+    }
+}
+
+fn nz(n: u32) -> NonZeroU32 {
+    NonZeroU32::new(n.max(1)).expect("at least 1")
+}
+
+impl Identities {
+    /// The registry over a store's credentials (None: in memory, for local use and tests).
+    pub fn open(cfg: IdentityConfig, store: Option<CredentialStore>) -> Result<Identities> {
+        let mut state = State::default();
+        if let Some(s) = &store {
+            for r in s.list()? {
+                if r.state != CredentialState::Revoked {
+                    state.by_hash.insert(r.token_sha256, r.name.clone());
+                }
+                state.records.insert(r.name.clone(), r);
+            }
+        }
+        let quota = Quota::per_minute(nz(cfg.registrations_per_minute))
+            .allow_burst(nz(cfg.registration_burst));
+        Ok(Identities(Arc::new(Inner {
+            admin_sha256: cfg.admin_token.as_deref().map(token_sha256),
+            registrations: DefaultKeyedRateLimiter::keyed(quota),
+            cfg,
+            store,
+            state: Mutex::new(state),
+        })))
+    }
+
+    /// Local use: anonymous, in memory.
+    pub fn local() -> Identities {
+        Identities::open(IdentityConfig::local(), None).expect("no store to read")
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &IdentityConfig {
+        &self.0.cfg
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.0.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The worker credential of a request (before its body is read).
+    pub fn authenticate_worker(&self, meta: &MetadataMap) -> Result<Principal> {
+        let st = self.lock();
+        let Some(token) = bearer_token(meta) else {
+            if self.0.cfg.anonymous_workers && st.records.is_empty() {
+                return Ok(Principal::Anonymous);
+            }
+            return Err(IdentityError::Unauthenticated(
+                "this coordinator requires a worker credential (--token)".into(),
+            ));
+        };
+        let h = token_sha256(token);
+        if let Some(r) = st.by_hash.get(&h).and_then(|n| st.records.get(n)) {
+            return match r.state {
+                CredentialState::Active => Ok(Principal::Worker(Arc::new(WorkerCredential {
+                    name: r.name.clone(),
+                    owner: r.owner.clone(),
+                    trusted: r.trusted,
+                }))),
+                CredentialState::Blocked => Err(IdentityError::PermissionDenied(format!(
+                    "worker credential {} is blocked: {}",
+                    r.name, r.reason
+                ))),
+                CredentialState::Revoked => Err(IdentityError::Unauthenticated(
+                    "worker credential revoked".into(),
+                )),
+            };
+        }
+        if self.0.admin_sha256.is_some_and(|a| ct_eq(&a, &h)) {
+            return Err(IdentityError::PermissionDenied(
+                "the admin credential cannot be used by workers".into(),
+            ));
+        }
+        Err(IdentityError::Unauthenticated(
+            "unknown or revoked worker credential".into(),
+        ))
+    }
+
+    /// Check that a request carries the admin credential (before its body is read).
+    pub fn authenticate_admin(&self, meta: &MetadataMap) -> Result<()> {
+        let token = bearer_token(meta);
+        let st = self.lock();
+        if let Some(t) = token
+            && st.by_hash.contains_key(&token_sha256(t))
+        {
+            return Err(IdentityError::PermissionDenied(
+                "worker credentials cannot call admin RPCs".into(),
+            ));
+        }
+        match (self.0.admin_sha256, token) {
+            (Some(a), Some(t)) if ct_eq(&a, &token_sha256(t)) => Ok(()),
+            (Some(_), _) => Err(IdentityError::Unauthenticated(
+                "admin RPCs require the admin token".into(),
+            )),
+            (None, _) if st.records.is_empty() => Ok(()),
+            (None, _) => Err(IdentityError::PermissionDenied(
+                "worker credentials exist: admin RPCs need an admin token (set admin_token)".into(),
+            )),
+        }
+    }
+
+    /// The interceptor of the worker service: authenticates and attaches the [`Principal`].
+    pub fn worker_interceptor(
+        &self,
+    ) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone + Send + Sync + 'static
+    {
+        let ids = self.clone();
+        move |mut req: Request<()>| {
+            let p = ids.authenticate_worker(req.metadata()).map_err(|e| {
+                tracing::debug!(peer = ?req.remote_addr(), error = %e, "worker call refused");
+                to_status(&e)
+            })?;
+            req.extensions_mut().insert(p);
+            Ok(req)
+        }
+    }
+
+    /// The interceptor of the admin service.
+    pub fn admin_interceptor(
+        &self,
+    ) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone + Send + Sync + 'static
+    {
+        let ids = self.clone();
+        move |req: Request<()>| {
+            ids.authenticate_admin(req.metadata()).map_err(|e| {
+                tracing::debug!(peer = ?req.remote_addr(), error = %e, "admin call refused");
+                to_status(&e)
+            })?;
+            Ok(req)
+        }
+    }
+
+    fn live_sessions(&self, st: &State, credential: &str, now: Instant) -> usize {
+        st.sessions
+            .values()
+            .filter(|s| {
+                s.credential.as_deref() == Some(credential)
+                    && now.duration_since(s.last_seen) <= self.0.cfg.session_timeout
+            })
+            .count()
+    }
+
+    /// Open a session: check the registration rate of `peer` and the session cap of the
+    /// credential, then run `register` (the service's registration) and bind the worker id it
+    /// returns to the credential.
+    pub fn open_session<E>(
+        &self,
+        p: &Principal,
+        peer: Option<IpAddr>,
+        register: impl FnOnce() -> std::result::Result<Uuid, E>,
+    ) -> std::result::Result<Uuid, SessionError<E>> {
+        if let Some(ip) = peer
+            && self.0.registrations.check_key(&ip).is_err()
+        {
+            return Err(SessionError::Identity(IdentityError::ResourceExhausted(
+                format!(
+                    "too many registrations from {ip} (at most {} per minute); try again later",
+                    self.0.cfg.registrations_per_minute
+                ),
+            )));
+        }
+        let now = Instant::now();
+        let mut st = self.lock();
+        if let Principal::Worker(w) = p {
+            let cap = if w.trusted {
+                self.0.cfg.max_sessions_trusted
+            } else {
+                self.0.cfg.max_sessions_untrusted
+            };
+            if self.live_sessions(&st, &w.name, now) >= cap {
+                return Err(SessionError::Identity(IdentityError::ResourceExhausted(
+                    format!(
+                        "worker credential {} already has {cap} live sessions (stop one, or wait for it to time out)",
+                        w.name
+                    ),
+                )));
+            }
+        }
+        let wid = register().map_err(SessionError::Register)?;
+        st.sessions.insert(
+            wid,
+            Session {
+                credential: p.credential().map(str::to_string),
+                last_seen: now,
+            },
+        );
+        Ok(wid)
+    }
+
+    /// Check that worker id `wid` was opened with the caller's credential (and note the call).
+    pub fn check_session(&self, p: &Principal, wid: &Uuid) -> Result<()> {
+        let mut st = self.lock();
+        match st.sessions.get_mut(wid) {
+            Some(s) if s.credential.as_deref() == p.credential() => {
+                s.last_seen = Instant::now();
+                Ok(())
+            }
+            _ => Err(IdentityError::UnknownSession(*wid)),
+        }
+    }
+
+    /// Forget sessions silent for longer than the session timeout and idle rate-limiter
+    /// entries (called periodically by the server).
+    pub fn expire_sessions(&self) {
+        let now = Instant::now();
+        let timeout = self.0.cfg.session_timeout;
+        self.lock()
+            .sessions
+            .retain(|_, s| now.duration_since(s.last_seen) <= timeout);
+        self.0.registrations.retain_recent();
+    }
+
+    /// Create a worker credential; returns its token (shown once: only its hash is kept).
+    pub fn add(
+        &self,
+        name: &str,
+        owner: Option<&str>,
+        trusted: bool,
+    ) -> Result<(String, CredentialRecord)> {
+        valid_label("credential name", name)?;
+        let owner = owner.unwrap_or(name);
+        valid_label("owner", owner)?;
+        let token = new_token();
+        let rec = CredentialRecord {
+            name: name.to_string(),
+            owner: owner.to_string(),
+            trusted,
+            state: CredentialState::Active,
+            reason: String::new(),
+            created_unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            token_sha256: token_sha256(&token),
+        };
+        let mut st = self.lock();
+        let taken = match &self.0.store {
+            Some(s) => !s.insert_new(&rec)?,
+            None => st.records.contains_key(name),
+        };
+        if taken {
+            return Err(IdentityError::FailedPrecondition(format!(
+                "a worker credential named {name:?} exists already"
+            )));
+        }
+        st.by_hash.insert(rec.token_sha256, rec.name.clone());
+        st.records.insert(rec.name.clone(), rec.clone());
+        tracing::info!(name, owner, trusted, "worker credential added");
+        Ok((token, rec))
+    }
+
+    /// Every credential with its live session count.
+    pub fn list(&self) -> Vec<CredentialInfo> {
+        let now = Instant::now();
+        let st = self.lock();
+        st.records
+            .values()
+            .map(|r| CredentialInfo {
+                record: r.clone(),
+                live_sessions: self.live_sessions(&st, &r.name, now),
+            })
+            .collect()
+    }
+
+    /// Block, unblock (state `Active`) or revoke a credential. Returns the record and the
+    /// worker ids of its sessions, which end at once (the caller drops them from the service
+    /// so that their leases go back to the queue).
+    pub fn set_state(
+        &self,
+        name: &str,
+        state: CredentialState,
+        reason: &str,
+    ) -> Result<(CredentialRecord, Vec<Uuid>)> {
+        let mut st = self.lock();
+        let Some(mut rec) = st.records.get(name).cloned() else {
+            return Err(IdentityError::NotFound(name.to_string()));
+        };
+        if rec.state == CredentialState::Revoked && state != CredentialState::Revoked {
+            return Err(IdentityError::FailedPrecondition(format!(
+                "worker credential {name} is revoked for good; add a new one"
+            )));
+        }
+        rec.state = state;
+        rec.reason = crate::text::clean(reason, crate::text::MAX_REASON_CHARS);
+        if let Some(s) = &self.0.store {
+            s.put(&rec)?;
+        }
+        if state == CredentialState::Revoked {
+            st.by_hash.remove(&rec.token_sha256);
+        }
+        st.records.insert(rec.name.clone(), rec.clone());
+        let mut ended = Vec::new();
+        if state != CredentialState::Active {
+            st.sessions.retain(|id, s| {
+                let mine = s.credential.as_deref() == Some(name);
+                if mine {
+                    ended.push(*id);
+                }
+                !mine
+            });
+        }
+        tracing::info!(name, state = state.as_str(), reason = %rec.reason, sessions_ended = ended.len(), "worker credential changed");
+        Ok((rec, ended))
+    }
+}
+
+/// Why [`Identities::open_session`] failed: a limit, or the service's registration.
+#[derive(Debug)]
+pub enum SessionError<E> {
+    /// Rate or session limit.
+    Identity(IdentityError),
+    /// The service refused the registration.
+    Register(E),
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,190 @@
+use super::*;
+use bookfarm_proto::auth::{attach, bearer_value};
+
+fn meta(token: &str) -> MetadataMap {
+    let mut req = Request::new(());
+    attach(&mut req, bearer_value(token).unwrap().as_ref());
+    req.metadata().clone()
+}
+
+fn ids(cfg: IdentityConfig) -> (tempfile::TempDir, Identities) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::store::Store::open(dir.path()).unwrap();
+    let i = Identities::open(cfg, Some(store.credentials().unwrap())).unwrap();
+    (dir, i)
+}
+
+fn code(e: IdentityError) -> ErrorCode {
+    e.code()
+}
+
+#[test]
+fn credentials_are_checked_and_kept_hashed() {
+    let cfg = IdentityConfig {
+        admin_token: Some("adm".into()),
+        ..IdentityConfig::default()
+    };
+    let (dir, i) = ids(cfg.clone());
+    let (token, rec) = i.add("host1", Some("alice"), false).unwrap();
+    assert_eq!(rec.token_sha256, token_sha256(&token));
+    assert!(token.starts_with("bfw_") && token.len() == 68);
+    let p = i.authenticate_worker(&meta(&token)).unwrap();
+    assert_eq!(p.owner(), Some("alice"));
+    // Wrong, missing and admin tokens on the worker service.
+    assert_eq!(
+        code(i.authenticate_worker(&meta("bfw_x")).unwrap_err()),
+        ErrorCode::Unauthenticated
+    );
+    assert_eq!(
+        code(i.authenticate_worker(&meta("")).unwrap_err()),
+        ErrorCode::Unauthenticated
+    );
+    assert_eq!(
+        code(i.authenticate_worker(&meta("adm")).unwrap_err()),
+        ErrorCode::PermissionDenied
+    );
+    // Worker tokens on the admin service.
+    assert!(i.authenticate_admin(&meta("adm")).is_ok());
+    assert_eq!(
+        code(i.authenticate_admin(&meta(&token)).unwrap_err()),
+        ErrorCode::PermissionDenied
+    );
+    assert_eq!(
+        code(i.authenticate_admin(&meta("")).unwrap_err()),
+        ErrorCode::Unauthenticated
+    );
+    // Names are unique; the token is nowhere in the store.
+    assert_eq!(
+        code(i.add("host1", None, true).unwrap_err()),
+        ErrorCode::FailedPrecondition
+    );
+    drop(i);
+    let store = crate::store::Store::open(dir.path()).unwrap();
+    let raw: Vec<u8> = store
+        .credentials()
+        .unwrap()
+        .list()
+        .unwrap()
+        .iter()
+        .flat_map(|r| postcard::to_stdvec(r).unwrap())
+        .collect();
+    assert!(!raw.windows(token.len()).any(|w| w == token.as_bytes()));
+    // Reopened: the same token still works.
+    let i = Identities::open(cfg, Some(store.credentials().unwrap())).unwrap();
+    assert!(i.authenticate_worker(&meta(&token)).is_ok());
+}
+
+#[test]
+fn block_unblock_revoke() {
+    let (_d, i) = ids(IdentityConfig::default());
+    let (token, _) = i.add("h", None, false).unwrap();
+    let p = i.authenticate_worker(&meta(&token)).unwrap();
+    let wid = i
+        .open_session(&p, None, || Ok::<_, ()>(Uuid::new_v4()))
+        .unwrap();
+    let (_, ended) = i
+        .set_state("h", CredentialState::Blocked, "bad\nresults")
+        .unwrap();
+    assert_eq!(ended, vec![wid]);
+    let e = i.authenticate_worker(&meta(&token)).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::PermissionDenied);
+    assert!(e.to_string().contains("bad\\nresults"), "{e}");
+    i.set_state("h", CredentialState::Active, "").unwrap();
+    assert!(i.authenticate_worker(&meta(&token)).is_ok());
+    i.set_state("h", CredentialState::Revoked, "stolen")
+        .unwrap();
+    assert_eq!(
+        code(i.authenticate_worker(&meta(&token)).unwrap_err()),
+        ErrorCode::Unauthenticated
+    );
+    assert!(i.set_state("h", CredentialState::Active, "").is_err());
+    assert!(matches!(
+        i.set_state("nope", CredentialState::Blocked, ""),
+        Err(IdentityError::NotFound(_))
+    ));
+}
+
+#[test]
+fn sessions_are_bound_and_capped() {
+    let (_d, i) = ids(IdentityConfig::default());
+    let (ta, _) = i.add("a", None, false).unwrap();
+    let (tb, _) = i.add("b", None, true).unwrap();
+    let a = i.authenticate_worker(&meta(&ta)).unwrap();
+    let b = i.authenticate_worker(&meta(&tb)).unwrap();
+    let w = i
+        .open_session(&a, None, || Ok::<_, ()>(Uuid::new_v4()))
+        .unwrap();
+    assert!(i.check_session(&a, &w).is_ok());
+    // Another credential cannot use a's session id.
+    assert!(matches!(
+        i.check_session(&b, &w),
+        Err(IdentityError::UnknownSession(_))
+    ));
+    assert!(i.check_session(&Principal::Anonymous, &w).is_err());
+    // Untrusted: 2 sessions; trusted: more.
+    i.open_session(&a, None, || Ok::<_, ()>(Uuid::new_v4()))
+        .unwrap();
+    assert!(matches!(
+        i.open_session(&a, None, || Ok::<_, ()>(Uuid::new_v4())),
+        Err(SessionError::Identity(IdentityError::ResourceExhausted(_)))
+    ));
+    for _ in 0..3 {
+        i.open_session(&b, None, || Ok::<_, ()>(Uuid::new_v4()))
+            .unwrap();
+    }
+    assert_eq!(
+        i.list().iter().map(|c| c.live_sessions).collect::<Vec<_>>(),
+        vec![2, 3]
+    );
+}
+
+#[test]
+fn registrations_are_rate_limited_per_address() {
+    let i = Identities::open(
+        IdentityConfig {
+            anonymous_workers: true,
+            registration_burst: 5,
+            registrations_per_minute: 1,
+            ..IdentityConfig::default()
+        },
+        None,
+    )
+    .unwrap();
+    let ip: IpAddr = "10.0.0.1".parse().unwrap();
+    let ok = (0..50)
+        .filter(|_| {
+            i.open_session(&Principal::Anonymous, Some(ip), || {
+                Ok::<_, ()>(Uuid::new_v4())
+            })
+            .is_ok()
+        })
+        .count();
+    assert_eq!(ok, 5);
+    let other: IpAddr = "10.0.0.2".parse().unwrap();
+    assert!(
+        i.open_session(&Principal::Anonymous, Some(other), || Ok::<_, ()>(
+            Uuid::new_v4()
+        ))
+        .is_ok()
+    );
+}
+
+#[test]
+fn anonymous_mode_ends_with_the_first_credential() {
+    let i = Identities::local();
+    assert_eq!(
+        i.authenticate_worker(&meta("")).unwrap(),
+        Principal::Anonymous
+    );
+    assert!(i.authenticate_admin(&meta("")).is_ok());
+    let (t, _) = i.add("w", None, false).unwrap();
+    assert!(i.authenticate_worker(&meta("")).is_err());
+    assert_eq!(
+        code(i.authenticate_admin(&meta("")).unwrap_err()),
+        ErrorCode::PermissionDenied
+    );
+    assert_eq!(
+        code(i.authenticate_admin(&meta(&t)).unwrap_err()),
+        ErrorCode::PermissionDenied
+    );
+}
