@@ -12,7 +12,8 @@
 //!   idempotent and can be redone after a crash.
 
 use crate::error::Result;
-use crate::store::{Batch, DriverRecord, GrowthRecord, OperationRecord, Store};
+use crate::error::CoordinatorError;
+use crate::store::{Batch, DriverRecord, GrowthRecord, OperationRecord, Store, TodoRecord};
 use bookfarm_book::MemBook;
 use bookfarm_book::driver::{Driver, Operation, Progress};
 use bookfarm_book::model::{BookHeader, Position};
@@ -35,6 +36,8 @@ pub(crate) struct Growth {
     last: String,
     /// What the current program waits for.
     pub(crate) needed: Vec<LeafRequest>,
+    /// The pass whose marked boards are stored (see [`TodoRecord`]).
+    todo_written: Option<u32>,
     /// Selector iterations completed since start.
     pub(crate) iterations: u32,
     /// One line per program finished since start (what it added).
@@ -47,8 +50,9 @@ impl Growth {
         header: BookHeader,
         positions: Vec<Position>,
         record: Option<GrowthRecord>,
+        todo: Option<TodoRecord>,
         results: HashMap<LeafRequest, LeafResult>,
-    ) -> Growth {
+    ) -> Result<Growth> {
         let mut book = MemBook::with_capacity(header, positions.len(), 0);
         for p in &positions {
             book.put_position(p);
@@ -60,9 +64,22 @@ impl Growth {
             .map(|(op, level)| (op.operation(), *level))
             .collect();
         let driver = match (&record.driver, queue.front()) {
-            (Some(d), Some((op, _))) => Some(Driver::from_state(d.state(op.clone()))),
+            (Some(d), Some((op, _))) => {
+                let boards = match &todo {
+                    Some(t) if t.passes == d.passes => t.boards(),
+                    // Outside an expansion pass the list is not used.
+                    _ if d.phase != 1 => Vec::new(),
+                    _ => {
+                        return Err(CoordinatorError::Internal(
+                            "stored growth state and marked positions disagree".into(),
+                        ));
+                    }
+                };
+                Some(Driver::from_state(d.state(op.clone(), boards)))
+            }
             _ => None,
         };
+        let todo_written = driver.as_ref().map(|d| d.state().passes);
         if driver.is_none() {
             // At rest, the stored values are a negamax fixed point only for positions
             // reachable from the start; recompute every position as the book crate does.
@@ -71,7 +88,7 @@ impl Growth {
         }
         book.track_changes();
         book.take_changed();
-        Growth {
+        Ok(Growth {
             book,
             results,
             queue,
@@ -79,9 +96,10 @@ impl Growth {
             paused: record.paused,
             last: record.last,
             needed: Vec::new(),
+            todo_written,
             iterations: 0,
             reports: Vec::new(),
-        }
+        })
     }
 
     /// Queue a program.
@@ -177,6 +195,12 @@ impl Growth {
             }
         }
         batch.put_header(self.book.header())?;
+        if let Some(d) = &self.driver
+            && self.todo_written != Some(d.state().passes)
+        {
+            batch.put_todo(&TodoRecord::new(d.state()))?;
+            self.todo_written = Some(d.state().passes);
+        }
         batch.put_growth(&self.record())?;
         store.apply(batch)?;
         Ok(())

@@ -379,7 +379,8 @@ impl Coordinator {
             .map(|(k, r)| (*k, r.result()))
             .collect();
         let positions: Vec<Position> = loaded.entries.into_iter().map(|e| e.pos).collect();
-        let mut growth = Growth::load(loaded.header, positions, loaded.growth, results);
+        let mut growth =
+            Growth::load(loaded.header, positions, loaded.growth, loaded.todo, results)?;
         if !growth.is_running() && start_unsearched(&growth.book) {
             growth.push(Operation::New, None);
         }
@@ -1103,7 +1104,7 @@ impl Coordinator {
         }
         let entries: Vec<Entry> = positions.iter().cloned().map(Entry::new).collect();
         self.0.store.create(&header, &entries)?;
-        *growth = Growth::load(header, positions, None, HashMap::new());
+        *growth = Growth::load(header, positions, None, None, HashMap::new())?;
         growth.clear();
         self.0.paused.store(false, Ordering::SeqCst);
         let n = growth.book.len() as u64;

@@ -300,6 +300,9 @@ fn restart_requeues_in_flight_and_keeps_accepted_results() {
     drive(&f.c, 5);
     assert_eq!(f.c.status().state, State::Done);
     assert_matches_book_crate(&f.c);
+    // Resumed mid-pass from the stored driver state and marked positions: exactly the serial
+    // book.
+    assert_same_book(&f.c, &serial_book(2, 10, &[operation(deviate24())]));
 }
 
 #[test]

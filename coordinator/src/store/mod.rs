@@ -23,7 +23,7 @@ mod record;
 pub use credentials::{CredentialRecord, CredentialState, CredentialStore};
 pub use record::{
     DriverRecord, ExpansionRecord, ExpansionStateRecord, GrowthRecord, HeaderRecord,
-    OperationRecord, PositionRecord, ResultRecord,
+    OperationRecord, PositionRecord, ResultRecord, TodoRecord,
 };
 
 use bookfarm_book::model::{BookHeader, Position};
@@ -150,6 +150,8 @@ pub struct Loaded {
     pub expansion: Option<ExpansionRecord>,
     /// The growth programs and the running one's state.
     pub growth: Option<GrowthRecord>,
+    /// The running program's marked boards.
+    pub todo: Option<TodoRecord>,
     /// Every stored leaf result, by request.
     pub results: Vec<(LeafRequest, ResultRecord)>,
     /// The search signature the book is pinned to.
@@ -207,6 +209,13 @@ impl Batch {
     /// Write the growth state.
     pub fn put_growth(&mut self, g: &GrowthRecord) -> Result<(), StoreError> {
         self.batch.insert(meta_key("growth"), encode(g)?);
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Write the current pass's marked boards.
+    pub fn put_todo(&mut self, t: &TodoRecord) -> Result<(), StoreError> {
+        self.batch.insert(meta_key("growth-todo"), encode(t)?);
         self.len += 1;
         Ok(())
     }
@@ -304,6 +313,10 @@ impl Store {
             Some(v) => Some(decode::<GrowthRecord>(b"mgrowth", &v)?),
             None => None,
         };
+        let todo = match self.tree.get(meta_key("growth-todo"))? {
+            Some(v) => Some(decode::<TodoRecord>(b"mgrowth-todo", &v)?),
+            None => None,
+        };
         let signature = match self.tree.get(meta_key("signature"))? {
             Some(v) => Some(decode::<String>(b"msignature", &v)?),
             None => None,
@@ -321,6 +334,7 @@ impl Store {
             done,
             expansion,
             growth,
+            todo,
             results,
             signature,
         })

@@ -320,8 +320,8 @@ pub struct DriverRecord {
     pub pass: u8,
     /// Expanding: the iteration's root value.
     pub root_value: i32,
-    /// Expanding: marked boards.
-    pub todo: Vec<(u64, u64)>,
+    /// Passes marked so far (the [`TodoRecord`] stored beside must carry the same number).
+    pub passes: u32,
     /// Expanding/adding: steps done.
     pub cursor: u64,
     /// Adding: the game index.
@@ -344,7 +344,7 @@ impl DriverRecord {
             phase: 0,
             pass: 0,
             root_value: 0,
-            todo: Vec::new(),
+            passes: s.passes,
             cursor: 0,
             game: 0,
             iteration: [0; 3],
@@ -361,14 +361,13 @@ impl DriverRecord {
             Phase::Expanding {
                 pass,
                 root_value,
-                todo,
+                todo: _,
                 cursor,
                 iteration,
             } => {
                 r.phase = 1;
                 r.pass = PASSES.iter().position(|p| p == pass).unwrap_or(0) as u8;
                 r.root_value = *root_value;
-                r.todo = todo.iter().map(pair).collect();
                 r.cursor = *cursor as u64;
                 r.iteration = changes_record(iteration);
             }
@@ -382,8 +381,8 @@ impl DriverRecord {
         r
     }
 
-    /// The driver state, with its operation.
-    pub fn state(&self, operation: Operation) -> DriverState {
+    /// The driver state, with its operation and the current pass's marked boards.
+    pub fn state(&self, operation: Operation, todo: Vec<Board>) -> DriverState {
         let n = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
         let phase = match self.phase {
             0 => Phase::Start,
@@ -393,7 +392,7 @@ impl DriverRecord {
                     .copied()
                     .unwrap_or(PassKind::DeviateRoot),
                 root_value: self.root_value,
-                todo: self.todo.iter().copied().map(board_of).collect(),
+                todo,
                 cursor: n(self.cursor),
                 iteration: changes_of(self.iteration),
             },
@@ -408,6 +407,7 @@ impl DriverRecord {
             level: self.level,
             phase,
             iterations: self.iterations,
+            passes: self.passes,
             changes: changes_of(self.changes),
             illegal: self
                 .illegal
@@ -423,6 +423,34 @@ impl DriverRecord {
                 })
                 .collect(),
         }
+    }
+}
+
+/// The marked boards of the running program's current pass, written only when a pass is marked
+/// (they do not change while the pass is expanded).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct TodoRecord {
+    /// [`DriverRecord::passes`] of the pass these boards belong to.
+    pub passes: u32,
+    /// The marked boards, in expansion order.
+    pub todo: Vec<(u64, u64)>,
+}
+
+impl TodoRecord {
+    /// The record of a driver state's marked boards (empty outside an expansion pass).
+    pub fn new(s: &DriverState) -> TodoRecord {
+        TodoRecord {
+            passes: s.passes,
+            todo: match &s.phase {
+                Phase::Expanding { todo, .. } => todo.iter().map(pair).collect(),
+                _ => Vec::new(),
+            },
+        }
+    }
+
+    /// The boards.
+    pub fn boards(&self) -> Vec<Board> {
+        self.todo.iter().copied().map(board_of).collect()
     }
 }
 

@@ -173,6 +173,9 @@ pub struct DriverState {
     pub phase: Phase,
     /// Iterations (selector passes) completed.
     pub iterations: u32,
+    /// Passes marked so far: changes exactly when the marked list (`Phase::Expanding::todo`)
+    /// is replaced, so a persister can write that list only then.
+    pub passes: u32,
     /// Total changes so far (Edax's counters).
     pub changes: Changes,
     /// Games whose replay stopped at an illegal move (game index, move).
@@ -210,6 +213,7 @@ impl Driver {
                 level: level.map(|l| l.min(MAX_LEVEL)),
                 phase: Phase::Start,
                 iterations: 0,
+                passes: 0,
                 changes: Changes::default(),
                 illegal: Vec::new(),
             },
@@ -366,6 +370,7 @@ impl Driver {
                 return;
             }
             Operation::Expand { boards } => {
+                self.state.passes += 1;
                 self.state.phase = Phase::Expanding {
                     pass: PassKind::Given,
                     root_value: 0,
@@ -432,6 +437,7 @@ impl Driver {
             .filter(|id| marked.contains(id))
             .map(|id| book.board(id))
             .collect();
+        self.state.passes += 1;
         self.state.phase = Phase::Expanding {
             pass,
             root_value: s,
