@@ -11,8 +11,8 @@
 //! * results are stored before they are applied (`submit` writes them), so applying is
 //!   idempotent and can be redone after a crash.
 
-use crate::error::Result;
 use crate::error::CoordinatorError;
+use crate::error::Result;
 use crate::store::{Batch, DriverRecord, GrowthRecord, OperationRecord, Store, TodoRecord};
 use bookfarm_book::MemBook;
 use bookfarm_book::driver::{Driver, Operation, Progress};

@@ -379,8 +379,13 @@ impl Coordinator {
             .map(|(k, r)| (*k, r.result()))
             .collect();
         let positions: Vec<Position> = loaded.entries.into_iter().map(|e| e.pos).collect();
-        let mut growth =
-            Growth::load(loaded.header, positions, loaded.growth, loaded.todo, results)?;
+        let mut growth = Growth::load(
+            loaded.header,
+            positions,
+            loaded.growth,
+            loaded.todo,
+            results,
+        )?;
         if !growth.is_running() && start_unsearched(&growth.book) {
             growth.push(Operation::New, None);
         }
