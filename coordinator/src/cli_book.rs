@@ -75,10 +75,10 @@ pub enum BookCommand {
     /// Edax `book new [LEVEL=21] [DEPTH=36]`: a new book holding the searched start position.
     New {
         /// Level of new positions (0..=60).
-        #[arg(default_value_t = 21)]
+        #[arg(default_value_t = 21, value_parser = crate::cli_args::level)]
         level: u8,
         /// Book depth in plies (1..=60).
-        #[arg(default_value_t = 36)]
+        #[arg(default_value_t = 36, value_parser = crate::cli_args::depth)]
         depth: u8,
         #[command(flatten)]
         db: Db,
@@ -337,6 +337,7 @@ pub enum BookCommand {
     /// have been).
     Upgrade {
         /// The level to re-search at (1..=60).
+        #[arg(value_parser = crate::cli_args::search_level)]
         level: u8,
         /// Half-width of the window around the root's value, in discs.
         #[arg(long, default_value_t = 4)]
@@ -350,6 +351,7 @@ pub enum BookCommand {
     /// lines whose result contradicts the book's value (win, draw or loss).
     Audit {
         /// The level of the search that plays the lines out.
+        #[arg(value_parser = crate::cli_args::search_level)]
         level: u8,
         /// Write the contradicting lines (book line and continuation) as transcripts to FILE,
         /// ready for `book add`.
@@ -374,7 +376,7 @@ pub struct Db {
 #[derive(Debug, Clone, clap::Args)]
 pub struct EngineArgs {
     /// Search threads [default: all cores].
-    #[arg(long)]
+    #[arg(long, value_parser = crate::cli_args::count)]
     threads: Option<usize>,
     /// Evaluation weights [default: the embedded bookfarm weights].
     #[arg(long, env = "BOOKFARM_EVAL")]

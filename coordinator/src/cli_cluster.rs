@@ -68,15 +68,15 @@ pub enum ClusterCommand {
         #[arg(long)]
         db: PathBuf,
         /// Number of workers (one search thread each) [default: all cores].
-        #[arg(long)]
+        #[arg(long, value_parser = crate::cli_args::count)]
         workers: Option<usize>,
         /// Level of new positions (for a new book). Measured on 2 busy cores with 2 workers and
         /// deviate 2,4: level 6 depth 14 gives 2,047 positions in 15 s; level 8 depth 14 gives
         /// 1,716 positions in 122 s.
-        #[arg(long, default_value_t = 6)]
+        #[arg(long, default_value_t = 6, value_parser = crate::cli_args::level)]
         level: u8,
         /// Book depth in plies (for a new book).
-        #[arg(long, default_value_t = 14)]
+        #[arg(long, default_value_t = 14, value_parser = crate::cli_args::depth)]
         depth: u8,
         /// Deviate REL,ABS (Edax's defaults 2,4).
         #[arg(long, value_parser = parse_pair, default_value = "2,4")]
@@ -113,7 +113,7 @@ pub enum ClusterCommand {
         #[command(subcommand)]
         selector: ExpandSelector,
         /// Level of new positions (0 = the parent's level).
-        #[arg(long, default_value_t = 0, global = true)]
+        #[arg(long, default_value_t = 0, global = true, value_parser = crate::cli_args::level)]
         level: u8,
         /// Block until the expansion is done, showing progress.
         #[arg(long, global = true)]
@@ -204,8 +204,10 @@ pub enum DbCommand {
     /// Create a new book (Edax `book new LEVEL DEPTH`): the start position, pending its search.
     New {
         /// Level of new positions.
+        #[arg(value_parser = crate::cli_args::level)]
         level: u8,
         /// Book depth in plies.
+        #[arg(value_parser = crate::cli_args::depth)]
         depth: u8,
         /// Store directory.
         #[arg(long)]

@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod cli_args;
 mod cli_book;
 mod cli_cluster;
 mod cli_workers;
@@ -37,7 +38,16 @@ fn main() -> std::process::ExitCode {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // A refused value is one line naming the flag, the value and the allowed range.
+        Err(e) if e.kind() == clap::error::ErrorKind::ValueValidation => {
+            let text = e.to_string();
+            eprintln!("{}", text.lines().next().unwrap_or("error: invalid value"));
+            return std::process::ExitCode::from(2);
+        }
+        Err(e) => e.exit(),
+    };
     let result = match cli.command {
         Command::Book(cmd) => cli_book::run(cmd),
         Command::Cluster(cmd) => cli_cluster::run(cmd),

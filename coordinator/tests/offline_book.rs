@@ -531,3 +531,30 @@ fn remaining_edax_commands_on_the_golden_tiny_book() {
         n_bad
     );
 }
+
+/// Out-of-range arguments are refused before anything runs, naming the flag and the range
+/// (`local --level 99` once started a perfect-play search of the start position).
+#[test]
+fn out_of_range_arguments_are_refused_naming_the_flag() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let out = dir.path().join("b.dat");
+    for (args, flag, range) in [
+        (vec!["--level", "99"], "--level", "from 0 to 60"),
+        (vec!["--workers", "0"], "--workers", "from 1 to 4096"),
+        (vec!["--depth", "61"], "--depth", "from 1 to 60"),
+    ] {
+        let o = Command::new(BIN)
+            .args(["local", "--db", s(&db), "--out", s(&out), "--quiet"])
+            .args(&args)
+            .output()
+            .expect("run local");
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(flag) && err.contains(range), "{err}");
+        assert!(!db.exists() && !out.exists(), "nothing was created");
+    }
+    let err = fails(&["new", "4", "0", "--db", s(&db)]);
+    assert!(err.contains("from 1 to 60"), "{err}");
+    assert!(!db.exists());
+}
