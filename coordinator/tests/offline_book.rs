@@ -202,7 +202,7 @@ fn bad_input_fails_in_one_line_and_leaves_the_store_untouched() {
     let e = fails(&["new", "4", "14", "--db", s(&db)]);
     assert!(e.contains("already holds a book"), "{e}");
     let e = fails(&["new", "61", "14", "--db", s(&db), "--force"]);
-    assert!(e.contains("level must be"), "{e}");
+    assert!(e.contains("expected a level from 0 to 60"), "{e}");
     let e = fails(&["export", "--db", s(&db), s(&dir.path().join("x.txt"))]);
     assert!(e.contains("unknown book format"), "{e}");
     let e = fails(&[
