@@ -13,7 +13,9 @@
 
 use crate::error::CoordinatorError;
 use crate::error::Result;
-use crate::store::{Batch, DriverRecord, GrowthRecord, OperationRecord, Store, TodoRecord};
+use crate::store::{
+    Batch, DriverRecord, GrowthRecord, OperationRecord, QueueRecord, Store, TodoRecord,
+};
 use bookfarm_book::MemBook;
 use bookfarm_book::driver::{Driver, Operation, Progress};
 use bookfarm_book::model::{BookHeader, Position};
@@ -36,6 +38,8 @@ pub(crate) struct Growth {
     last: String,
     /// What the current program waits for.
     pub(crate) needed: Vec<LeafRequest>,
+    /// The queue changed since it was last stored.
+    queue_dirty: bool,
     /// The pass whose marked boards are stored (see [`TodoRecord`]).
     todo_written: Option<u32>,
     /// Selector iterations completed since start.
@@ -50,6 +54,7 @@ impl Growth {
         header: BookHeader,
         positions: Vec<Position>,
         record: Option<GrowthRecord>,
+        queue: Option<QueueRecord>,
         todo: Option<TodoRecord>,
         results: HashMap<LeafRequest, LeafResult>,
     ) -> Result<Growth> {
@@ -58,7 +63,8 @@ impl Growth {
             book.put_position(p);
         }
         let record = record.unwrap_or_default();
-        let queue: VecDeque<(Operation, Option<u8>)> = record
+        let queue: VecDeque<(Operation, Option<u8>)> = queue
+            .unwrap_or_default()
             .queue
             .iter()
             .map(|(op, level)| (op.operation(), *level))
@@ -96,6 +102,7 @@ impl Growth {
             paused: record.paused,
             last: record.last,
             needed: Vec::new(),
+            queue_dirty: false,
             todo_written,
             iterations: 0,
             reports: Vec::new(),
@@ -105,11 +112,13 @@ impl Growth {
     /// Queue a program.
     pub(crate) fn push(&mut self, op: Operation, level: Option<u8>) {
         self.queue.push_back((op, level));
+        self.queue_dirty = true;
     }
 
     /// Drop every queued program and the running one.
     pub(crate) fn clear(&mut self) {
         self.queue.clear();
+        self.queue_dirty = true;
         self.driver = None;
         self.needed.clear();
     }
@@ -177,6 +186,7 @@ impl Growth {
                     });
                     self.last = self.describe();
                     self.queue.pop_front();
+                    self.queue_dirty = true;
                     self.driver = None;
                 }
             }
@@ -201,6 +211,16 @@ impl Growth {
             batch.put_todo(&TodoRecord::new(d.state()))?;
             self.todo_written = Some(d.state().passes);
         }
+        if self.queue_dirty {
+            batch.put_queue(&QueueRecord {
+                queue: self
+                    .queue
+                    .iter()
+                    .map(|(op, level)| (OperationRecord::new(op), *level))
+                    .collect(),
+            })?;
+            self.queue_dirty = false;
+        }
         batch.put_growth(&self.record())?;
         store.apply(batch)?;
         Ok(())
@@ -208,11 +228,6 @@ impl Growth {
 
     fn record(&self) -> GrowthRecord {
         GrowthRecord {
-            queue: self
-                .queue
-                .iter()
-                .map(|(op, level)| (OperationRecord::new(op), *level))
-                .collect(),
             driver: self.driver.as_ref().map(|d| DriverRecord::new(d.state())),
             paused: self.paused,
             last: self.last.clone(),

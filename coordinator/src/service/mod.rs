@@ -383,6 +383,7 @@ impl Coordinator {
             loaded.header,
             positions,
             loaded.growth,
+            loaded.queue,
             loaded.todo,
             results,
         )?;
@@ -1109,7 +1110,7 @@ impl Coordinator {
         }
         let entries: Vec<Entry> = positions.iter().cloned().map(Entry::new).collect();
         self.0.store.create(&header, &entries)?;
-        *growth = Growth::load(header, positions, None, None, HashMap::new())?;
+        *growth = Growth::load(header, positions, None, None, None, HashMap::new())?;
         growth.clear();
         self.0.paused.store(false, Ordering::SeqCst);
         let n = growth.book.len() as u64;

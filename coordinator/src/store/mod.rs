@@ -23,7 +23,7 @@ mod record;
 pub use credentials::{CredentialRecord, CredentialState, CredentialStore};
 pub use record::{
     DriverRecord, ExpansionRecord, ExpansionStateRecord, GrowthRecord, HeaderRecord,
-    OperationRecord, PositionRecord, ResultRecord, TodoRecord,
+    OperationRecord, PositionRecord, QueueRecord, ResultRecord, TodoRecord,
 };
 
 use bookfarm_book::model::{BookHeader, Position};
@@ -152,6 +152,8 @@ pub struct Loaded {
     pub growth: Option<GrowthRecord>,
     /// The running program's marked boards.
     pub todo: Option<TodoRecord>,
+    /// The queue of growth programs.
+    pub queue: Option<QueueRecord>,
     /// Every stored leaf result, by request.
     pub results: Vec<(LeafRequest, ResultRecord)>,
     /// The search signature the book is pinned to.
@@ -209,6 +211,13 @@ impl Batch {
     /// Write the growth state.
     pub fn put_growth(&mut self, g: &GrowthRecord) -> Result<(), StoreError> {
         self.batch.insert(meta_key("growth"), encode(g)?);
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Write the queue of growth programs.
+    pub fn put_queue(&mut self, q: &QueueRecord) -> Result<(), StoreError> {
+        self.batch.insert(meta_key("growth-queue"), encode(q)?);
         self.len += 1;
         Ok(())
     }
@@ -313,6 +322,10 @@ impl Store {
             Some(v) => Some(decode::<GrowthRecord>(b"mgrowth", &v)?),
             None => None,
         };
+        let queue = match self.tree.get(meta_key("growth-queue"))? {
+            Some(v) => Some(decode::<QueueRecord>(b"mgrowth-queue", &v)?),
+            None => None,
+        };
         let todo = match self.tree.get(meta_key("growth-todo"))? {
             Some(v) => Some(decode::<TodoRecord>(b"mgrowth-todo", &v)?),
             None => None,
@@ -335,6 +348,7 @@ impl Store {
             expansion,
             growth,
             todo,
+            queue,
             results,
             signature,
         })

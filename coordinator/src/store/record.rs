@@ -454,18 +454,24 @@ impl TodoRecord {
     }
 }
 
-/// The persisted growth state: the programs queued (the first one runs), the running
-/// program's state, and whether an operator paused it.
+/// The persisted growth state: the running program's state (its operation is the first of the
+/// [`QueueRecord`]) and whether an operator paused it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct GrowthRecord {
-    /// Programs still to run, the current one first, with the level of positions they create.
-    pub queue: Vec<(OperationRecord, Option<u8>)>,
     /// The current program's state (`None`: not started).
     pub driver: Option<DriverRecord>,
     /// Paused by an operator.
     pub paused: bool,
     /// Description of the last program finished (status when idle).
     pub last: String,
+}
+
+/// The growth programs still to run, the current one first, with the level of the positions
+/// they create; written only when the queue changes (a `book add` program carries its games).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct QueueRecord {
+    /// The programs.
+    pub queue: Vec<(OperationRecord, Option<u8>)>,
 }
 
 /// A stored leaf result with its provenance, keyed by its search request.
