@@ -193,12 +193,16 @@ impl Batch {
         Ok(())
     }
 
-    /// Write the book header.
-    pub fn put_header(&mut self, h: &BookHeader) -> Result<(), StoreError> {
-        self.batch
-            .insert(meta_key("header"), encode(&HeaderRecord::from(h))?);
+    /// Write the meta record `name`.
+    fn put_meta<T: serde::Serialize>(&mut self, name: &str, v: &T) -> Result<(), StoreError> {
+        self.batch.insert(meta_key(name), encode(v)?);
         self.len += 1;
         Ok(())
+    }
+
+    /// Write the book header.
+    pub fn put_header(&mut self, h: &BookHeader) -> Result<(), StoreError> {
+        self.put_meta("header", &HeaderRecord::from(h))
     }
 
     /// Store a leaf result under its request.
@@ -210,30 +214,22 @@ impl Batch {
 
     /// Write the growth state.
     pub fn put_growth(&mut self, g: &GrowthRecord) -> Result<(), StoreError> {
-        self.batch.insert(meta_key("growth"), encode(g)?);
-        self.len += 1;
-        Ok(())
+        self.put_meta("growth", g)
     }
 
     /// Write the queue of growth programs.
     pub fn put_queue(&mut self, q: &QueueRecord) -> Result<(), StoreError> {
-        self.batch.insert(meta_key("growth-queue"), encode(q)?);
-        self.len += 1;
-        Ok(())
+        self.put_meta("growth-queue", q)
     }
 
     /// Write the current pass's marked boards.
     pub fn put_todo(&mut self, t: &TodoRecord) -> Result<(), StoreError> {
-        self.batch.insert(meta_key("growth-todo"), encode(t)?);
-        self.len += 1;
-        Ok(())
+        self.put_meta("growth-todo", t)
     }
 
     /// Pin the book to a search signature.
     pub fn put_signature(&mut self, sig: &str) -> Result<(), StoreError> {
-        self.batch.insert(meta_key("signature"), encode(&sig)?);
-        self.len += 1;
-        Ok(())
+        self.put_meta("signature", &sig)
     }
 
     /// Write (or clear) the expansion state.
@@ -296,6 +292,15 @@ impl Store {
         Ok(self.tree.contains_key(meta_key("header"))?)
     }
 
+    /// The meta record `name`, if stored.
+    fn meta<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<Option<T>, StoreError> {
+        let key = meta_key(name);
+        match self.tree.get(&key)? {
+            Some(v) => Ok(Some(decode::<T>(&key, &v)?)),
+            None => Ok(None),
+        }
+    }
+
     /// Load the whole store.
     pub fn load(&self, dir_for_errors: &Path) -> Result<Loaded, StoreError> {
         let header = match self.tree.get(meta_key("header"))? {
@@ -314,26 +319,11 @@ impl Store {
                 done.push(Uuid::from_bytes(b));
             }
         }
-        let expansion = match self.tree.get(meta_key("expansion"))? {
-            Some(v) => Some(decode::<ExpansionRecord>(b"mexpansion", &v)?),
-            None => None,
-        };
-        let growth = match self.tree.get(meta_key("growth"))? {
-            Some(v) => Some(decode::<GrowthRecord>(b"mgrowth", &v)?),
-            None => None,
-        };
-        let queue = match self.tree.get(meta_key("growth-queue"))? {
-            Some(v) => Some(decode::<QueueRecord>(b"mgrowth-queue", &v)?),
-            None => None,
-        };
-        let todo = match self.tree.get(meta_key("growth-todo"))? {
-            Some(v) => Some(decode::<TodoRecord>(b"mgrowth-todo", &v)?),
-            None => None,
-        };
-        let signature = match self.tree.get(meta_key("signature"))? {
-            Some(v) => Some(decode::<String>(b"msignature", &v)?),
-            None => None,
-        };
+        let expansion = self.meta::<ExpansionRecord>("expansion")?;
+        let growth = self.meta::<GrowthRecord>("growth")?;
+        let queue = self.meta::<QueueRecord>("growth-queue")?;
+        let todo = self.meta::<TodoRecord>("growth-todo")?;
+        let signature = self.meta::<String>("signature")?;
         let mut results = Vec::new();
         for kv in self.tree.scan_prefix([R]) {
             let (k, v) = kv?;
