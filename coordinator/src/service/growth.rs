@@ -17,10 +17,124 @@ use crate::store::{
     Batch, DriverRecord, GrowthRecord, OperationRecord, QueueRecord, Store, TodoRecord,
 };
 use bookfarm_book::MemBook;
-use bookfarm_book::driver::{Driver, Operation, Progress};
+use bookfarm_book::driver::{Driver, Operation, Progress, Results};
 use bookfarm_book::model::{BookHeader, Position};
-use bookfarm_engine::search::{LeafRequest, LeafResult};
-use std::collections::{HashMap, VecDeque};
+use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::AtomicBool;
+
+/// A result accepted from a worker, on its way to growth.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Landed {
+    pub(crate) key: LeafRequest,
+    pub(crate) result: LeafResult,
+    /// The search was first leased speculatively.
+    pub(crate) prefetched: bool,
+}
+
+/// A cheap guess of a leaf search's result, used only to plan speculative searches (a wrong
+/// guess wastes a speculative search; it never reaches the book).
+pub trait Predictor: Send + std::fmt::Debug {
+    /// The guessed result of `request`.
+    fn predict(&mut self, request: &LeafRequest) -> LeafResult;
+}
+
+/// The default [`Predictor`]: a search at a low level with the embedded evaluation (tens of
+/// microseconds per guess).
+#[derive(Debug)]
+pub struct ShallowSearch {
+    searcher: Searcher,
+    level: u8,
+}
+
+impl ShallowSearch {
+    /// Guesses by searching at `level` (at most the request's own level).
+    pub fn new(level: u8) -> ShallowSearch {
+        let eval = bookfarm_engine::eval::default_eval();
+        let opts = SearchOptions {
+            tt_bits: 14,
+            endgame_tt_bits: 12,
+            ..SearchOptions::for_eval(&eval)
+        };
+        ShallowSearch {
+            searcher: Searcher::with_options(eval, opts),
+            level,
+        }
+    }
+}
+
+impl Predictor for ShallowSearch {
+    fn predict(&mut self, request: &LeafRequest) -> LeafResult {
+        let shallow = LeafRequest {
+            level: request.level.min(self.level),
+            ..*request
+        };
+        self.searcher.leaf_search(&shallow, &AtomicBool::new(false))
+    }
+}
+
+/// How much prefetched work served the book (status and metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PrefetchReport {
+    /// Searches planned speculatively since start (every plan counted once per request).
+    pub planned: u64,
+    /// Prefetched results that growth has used.
+    pub used: u64,
+    /// Prefetched results not used (yet).
+    pub unused: u64,
+}
+
+/// The known results as the real program sees them: every hit on a prefetched result counts
+/// it as used.
+struct Consuming<'a> {
+    results: &'a HashMap<LeafRequest, LeafResult>,
+    prefetched: &'a RefCell<HashSet<LeafRequest>>,
+    used: &'a Cell<u64>,
+}
+
+impl Results for Consuming<'_> {
+    fn result(&self, request: &LeafRequest) -> Option<LeafResult> {
+        let r = self.results.get(request).copied();
+        if r.is_some() && self.prefetched.borrow_mut().remove(request) {
+            self.used.set(self.used.get() + 1);
+        }
+        r
+    }
+}
+
+/// The known results plus guesses, for a simulated run of the programs: each request neither
+/// known nor listed as round work costs one unit of `budget`, and once it is spent the
+/// simulation blocks.
+struct Guessing<'a> {
+    known: &'a HashMap<LeafRequest, LeafResult>,
+    round: &'a HashSet<LeafRequest>,
+    guessed: RefCell<HashMap<LeafRequest, LeafResult>>,
+    speculative: RefCell<Vec<LeafRequest>>,
+    budget: usize,
+    predictor: RefCell<&'a mut dyn Predictor>,
+}
+
+impl Results for Guessing<'_> {
+    fn result(&self, request: &LeafRequest) -> Option<LeafResult> {
+        if let Some(r) = self.known.get(request) {
+            return Some(*r);
+        }
+        if let Some(r) = self.guessed.borrow().get(request) {
+            return Some(*r);
+        }
+        let round = self.round.contains(request);
+        if !round && self.speculative.borrow().len() >= self.budget {
+            return None;
+        }
+        let r = self.predictor.borrow_mut().predict(request);
+        self.guessed.borrow_mut().insert(*request, r);
+        if !round {
+            self.speculative.borrow_mut().push(*request);
+        }
+        Some(r)
+    }
+}
 
 /// The growth state (one owner: the growth runner; status readers lock it briefly).
 #[derive(Debug)]
@@ -46,6 +160,14 @@ pub(crate) struct Growth {
     pub(crate) iterations: u32,
     /// One line per program finished since start (what it added).
     pub(crate) reports: Vec<String>,
+    /// Prefetched results not used yet.
+    prefetched: RefCell<HashSet<LeafRequest>>,
+    /// Prefetched results used.
+    prefetch_used: Cell<u64>,
+    /// Speculative searches planned.
+    prefetch_planned: u64,
+    /// Guesses results for speculation (built on first use).
+    predictor: Option<Box<dyn Predictor>>,
 }
 
 impl Growth {
@@ -106,7 +228,75 @@ impl Growth {
             todo_written,
             iterations: 0,
             reports: Vec::new(),
+            prefetched: RefCell::new(HashSet::new()),
+            prefetch_used: Cell::new(0),
+            prefetch_planned: 0,
+            predictor: None,
         })
+    }
+
+    /// Take accepted results in (they are stored already).
+    pub(crate) fn land(&mut self, landed: Vec<Landed>) {
+        for l in landed {
+            if l.prefetched && !self.results.contains_key(&l.key) {
+                self.prefetched.get_mut().insert(l.key);
+            }
+            self.results.insert(l.key, l.result);
+        }
+    }
+
+    /// Replace the predictor used by [`Growth::speculate`].
+    pub(crate) fn set_predictor(&mut self, predictor: Box<dyn Predictor>) {
+        self.predictor = Some(predictor);
+    }
+
+    /// How prefetching served so far.
+    pub(crate) fn prefetch_report(&self) -> PrefetchReport {
+        PrefetchReport {
+            planned: self.prefetch_planned,
+            used: self.prefetch_used.get(),
+            unused: self.prefetched.borrow().len() as u64,
+        }
+    }
+
+    /// The searches the programs will probably need after the current round work, most likely
+    /// first, at most `budget`: the programs run on a copy of the book with guessed results
+    /// (the [`Predictor`]) for every request not known yet. The real book is untouched, so a
+    /// wrong guess only costs a wasted search.
+    pub(crate) fn speculate(&mut self, budget: usize) -> Vec<LeafRequest> {
+        let Some(driver) = &self.driver else {
+            return Vec::new();
+        };
+        if budget == 0 {
+            return Vec::new();
+        }
+        let mut driver = driver.clone();
+        let mut book = self.book.clone();
+        let round: HashSet<LeafRequest> = self.needed.iter().copied().collect();
+        let predictor = self
+            .predictor
+            .get_or_insert_with(|| Box::new(ShallowSearch::new(2)));
+        let guessing = Guessing {
+            known: &self.results,
+            round: &round,
+            guessed: RefCell::new(HashMap::new()),
+            speculative: RefCell::new(Vec::new()),
+            budget,
+            predictor: RefCell::new(predictor.as_mut()),
+        };
+        let mut later = self.queue.iter().skip(1);
+        loop {
+            match driver.run(&mut book, &guessing, 0) {
+                Progress::Blocked(_) => break,
+                Progress::Done => match later.next() {
+                    Some((op, level)) => driver = Driver::new(op.clone(), *level),
+                    None => break,
+                },
+            }
+        }
+        let planned = guessing.speculative.into_inner();
+        self.prefetch_planned += planned.len() as u64;
+        planned
     }
 
     /// Queue a program.
@@ -150,7 +340,12 @@ impl Growth {
             let driver = self
                 .driver
                 .get_or_insert_with(|| Driver::new(op.clone(), *level));
-            let progress = driver.run(&mut self.book, &self.results, usize::MAX);
+            let results = Consuming {
+                results: &self.results,
+                prefetched: &self.prefetched,
+                used: &self.prefetch_used,
+            };
+            let progress = driver.run(&mut self.book, &results, usize::MAX);
             let st = driver.state().clone();
             match progress {
                 Progress::Blocked(need) => {

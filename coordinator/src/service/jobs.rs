@@ -1,11 +1,18 @@
-//! The job table: jobs keyed by search request, the priority queue, leases, workers and
-//! counters. RPC handlers touch only this table (through [`super::Coordinator`]).
+//! The job table: jobs keyed by search request, the two queues (round work first, then
+//! speculative work), leases, workers and counters. RPC handlers touch only this table
+//! (through [`super::Coordinator`]).
 //!
 //! Invariants:
-//! * a search request has at most one job (`by_key`);
+//! * a search request has at most one job (`by_key`); a job may have several leases at once
+//!   (a speculative lease that became round work, a backup lease of a round search that runs
+//!   far longer than its level's searches do), at most one per worker and at most
+//!   [`MAX_LEASES`];
+//! * a job is queued (`queue_key` set) only while it has no lease;
+//! * round work is leased before any speculative work, and a speculative job never holds a
+//!   round open: growth waits only for the requests it listed as round work;
 //! * a job id is accepted at most once (`done`, persisted), so a duplicate submission changes
 //!   nothing;
-//! * `in_flight` counts the jobs whose `lease` is set;
+//! * `in_flight` counts leases (a job with two leases counts twice);
 //! * a worker holds at most [`super::lease_cap`] jobs, and a lease never outlives
 //!   [`max_lease_duration`] of its level by more than one expiry pass (heartbeats do not
 //!   extend it).
@@ -17,14 +24,33 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::Duration;
 use uuid::Uuid;
 
+/// The most leases one job may have at once.
+pub(crate) const MAX_LEASES: usize = 2;
+
+/// Why a job exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum JobClass {
+    /// Growth waits for it: it holds the current pass open.
+    Round,
+    /// Growth will probably need it soon (see `Growth::speculate`): leased only when no round
+    /// work is queued, dropped when a later plan no longer lists it.
+    Speculative,
+}
+
 /// Counters since start.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Counters {
-    /// Jobs leased.
+    /// Leases granted (every class).
     pub leased: u64,
+    /// Leases of speculative jobs.
+    pub speculative_leased: u64,
+    /// Backup leases (a second lease of a round search that runs long).
+    pub backup_leased: u64,
     /// Results accepted.
     pub completed: u64,
-    /// Duplicate submissions.
+    /// Accepted results of searches first leased speculatively.
+    pub speculative_completed: u64,
+    /// Duplicate submissions (a second lessee's result of an accepted search included).
     pub duplicates: u64,
     /// Stale results (results of jobs the book no longer needs are still accepted and stored;
     /// kept for the protocol's acknowledgement codes).
@@ -37,22 +63,48 @@ pub struct Counters {
     pub rejected: u64,
 }
 
+/// One lease of a job.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lease {
+    pub(crate) worker: Uuid,
+    /// When it began (bounded by [`max_lease_duration`]).
+    pub(crate) at: Duration,
+}
+
 #[derive(Debug)]
 pub(crate) struct JobEntry {
     pub(crate) key: LeafRequest,
+    pub(crate) class: JobClass,
+    /// Position in growth's list of its class (lower first).
+    prio: u32,
+    seq: u64,
     pub(crate) attempt: u32,
     pub(crate) failures: u32,
     /// Owners whose workers reported this job as failed (see [`super::Coordinator::fail`]).
     pub(crate) failed_owners: Vec<String>,
-    /// Current lessee.
-    pub(crate) lease: Option<Uuid>,
-    /// When the current lease began (bounded by [`max_lease_duration`]).
-    pub(crate) leased_at: Duration,
+    /// Current leases (at most one per worker, at most [`MAX_LEASES`]).
+    pub(crate) leases: Vec<Lease>,
     /// Every worker that held the job (a late result from one of them is still accepted while
-    /// the job is not leased to someone else).
+    /// the job exists).
     pub(crate) lessees: Vec<Uuid>,
-    queue_key: Option<(u32, u64)>,
+    /// Leased speculatively at least once (its result counts as prefetched).
+    pub(crate) prefetched: bool,
+    queued: bool,
 }
+
+impl JobEntry {
+    fn queue_key(&self, id: Uuid) -> QueueKey {
+        (self.class, self.prio, self.seq, id)
+    }
+
+    /// Whether `worker` holds a lease of this job now.
+    pub(crate) fn leased_to(&self, worker: &Uuid) -> bool {
+        self.leases.iter().any(|l| l.worker == *worker)
+    }
+}
+
+/// Queue order: round work first, then growth's order, then arrival.
+type QueueKey = (JobClass, u32, u64, Uuid);
 
 #[derive(Debug)]
 pub(crate) struct WorkerEntry {
@@ -72,7 +124,9 @@ pub(crate) struct WorkerEntry {
 pub(crate) struct Jobs {
     pub(crate) jobs: HashMap<Uuid, JobEntry>,
     by_key: HashMap<LeafRequest, Uuid>,
-    queue: BTreeSet<(u32, u64, Uuid)>,
+    queue: BTreeSet<QueueKey>,
+    /// Round jobs with a lease, in growth's order (candidates for a backup lease).
+    leased_round: BTreeSet<(u32, u64, Uuid)>,
     seq: u64,
     pub(crate) in_flight: usize,
     pub(crate) done: HashSet<Uuid>,
@@ -83,11 +137,28 @@ pub(crate) struct Jobs {
     pub(crate) landed: HashSet<LeafRequest>,
     pub(crate) counters: Counters,
     pub(crate) recent: VecDeque<Duration>,
+    /// Mean lease-to-result time per level, measured by the coordinator (not reported by
+    /// workers, who could lie about it): what "runs far longer than usual" means.
+    search_time: HashMap<u8, f64>,
 }
 
 impl Jobs {
+    /// Jobs waiting for a worker (both classes).
     pub(crate) fn queued(&self) -> usize {
         self.queue.len()
+    }
+
+    /// Round jobs waiting for a worker.
+    pub(crate) fn queued_round(&self) -> usize {
+        self.queue
+            .iter()
+            .take_while(|k| k.0 == JobClass::Round)
+            .count()
+    }
+
+    /// Search threads of the registered workers.
+    pub(crate) fn threads(&self) -> usize {
+        self.workers.values().map(|w| w.threads as usize).sum()
     }
 
     pub(crate) fn update_gauges(&self) {
@@ -108,80 +179,147 @@ impl Jobs {
         }
     }
 
-    /// Make the queue hold exactly the searches growth waits for, in its order (the first one
-    /// blocks the serial program, so it goes first): new requests get jobs, queued jobs are
-    /// re-prioritised, queued jobs no longer needed are dropped. Leased jobs are left alone
-    /// (their results are still stored when they come). Quarantined requests and requests whose
-    /// results landed but are not applied yet are skipped.
-    pub(crate) fn sync(&mut self, needed: &[LeafRequest]) {
-        let wanted: HashSet<&LeafRequest> = needed.iter().collect();
+    /// Make the table hold exactly the searches growth wants, in its order: `needed` is round
+    /// work (the first request blocks the serial program, so it goes first), `speculative`
+    /// (when given; `None` keeps the current speculative jobs) what it will probably need
+    /// next. New requests get jobs, jobs change class and priority as listed, unleased jobs
+    /// listed nowhere are dropped. Leased jobs are never dropped (their results are still
+    /// stored when they come); a leased job no longer needed becomes speculative. Quarantined
+    /// requests and requests whose results landed but are not applied yet are skipped.
+    pub(crate) fn sync(&mut self, needed: &[LeafRequest], speculative: Option<&[LeafRequest]>) {
+        let mut wanted: HashMap<LeafRequest, (JobClass, u32)> = HashMap::new();
+        let prio = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
+        for (i, k) in needed.iter().enumerate() {
+            wanted.entry(*k).or_insert((JobClass::Round, prio(i)));
+        }
+        match speculative {
+            Some(list) => {
+                for (i, k) in list.iter().enumerate() {
+                    wanted.entry(*k).or_insert((JobClass::Speculative, prio(i)));
+                }
+            }
+            None => {
+                for j in self.jobs.values() {
+                    if j.class == JobClass::Speculative {
+                        wanted
+                            .entry(j.key)
+                            .or_insert((JobClass::Speculative, j.prio));
+                    }
+                }
+            }
+        }
         let obsolete: Vec<Uuid> = self
             .jobs
             .iter()
-            .filter(|(_, j)| j.lease.is_none() && !wanted.contains(&j.key))
+            .filter(|(_, j)| j.leases.is_empty() && !wanted.contains_key(&j.key))
             .map(|(id, _)| *id)
             .collect();
         for id in obsolete {
             self.remove(id);
         }
-        for (i, key) in needed.iter().enumerate() {
-            if self.quarantined.contains_key(key) || self.landed.contains(key) {
+        let unneeded: Vec<Uuid> = self
+            .jobs
+            .iter()
+            .filter(|(_, j)| !wanted.contains_key(&j.key))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in unneeded {
+            self.place(id, JobClass::Speculative, u32::MAX);
+        }
+        for (key, (class, prio)) in wanted {
+            if self.quarantined.contains_key(&key) || self.landed.contains(&key) {
                 continue;
             }
-            let prio = u32::try_from(i).unwrap_or(u32::MAX);
-            match self.by_key.get(key).copied() {
-                Some(id) => {
-                    let Some(j) = self.jobs.get_mut(&id) else {
-                        continue;
-                    };
-                    if let Some(k) = j.queue_key
-                        && k.0 != prio
-                    {
-                        self.queue.remove(&(k.0, k.1, id));
-                        let nk = (prio, k.1);
-                        j.queue_key = Some(nk);
-                        self.queue.insert((nk.0, nk.1, id));
-                    }
-                }
+            match self.by_key.get(&key).copied() {
+                Some(id) => self.place(id, class, prio),
                 None => {
                     let id = Uuid::new_v4();
                     self.seq += 1;
-                    let k = (prio, self.seq);
-                    self.jobs.insert(
-                        id,
-                        JobEntry {
-                            key: *key,
-                            attempt: 0,
-                            failures: 0,
-                            failed_owners: Vec::new(),
-                            lease: None,
-                            leased_at: Duration::ZERO,
-                            lessees: Vec::new(),
-                            queue_key: Some(k),
-                        },
-                    );
-                    self.queue.insert((k.0, k.1, id));
-                    self.by_key.insert(*key, id);
+                    let j = JobEntry {
+                        key,
+                        class,
+                        prio,
+                        seq: self.seq,
+                        attempt: 0,
+                        failures: 0,
+                        failed_owners: Vec::new(),
+                        leases: Vec::new(),
+                        lessees: Vec::new(),
+                        prefetched: false,
+                        queued: true,
+                    };
+                    self.queue.insert(j.queue_key(id));
+                    self.jobs.insert(id, j);
+                    self.by_key.insert(key, id);
                 }
             }
         }
         self.update_gauges();
     }
 
-    /// Lease up to `slots` queued jobs to `worker` at time `now`.
-    pub(crate) fn lease(&mut self, worker: &Uuid, slots: usize, now: Duration) -> Vec<Job> {
+    /// Give job `id` its class and priority, keeping the queue and the leased-round index in
+    /// step.
+    fn place(&mut self, id: Uuid, class: JobClass, prio: u32) {
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        if j.class == class && j.prio == prio {
+            return;
+        }
+        if j.queued {
+            self.queue.remove(&j.queue_key(id));
+        }
+        if j.class == JobClass::Round && !j.leases.is_empty() {
+            self.leased_round.remove(&(j.prio, j.seq, id));
+        }
+        j.class = class;
+        j.prio = prio;
+        if j.queued {
+            self.queue.insert(j.queue_key(id));
+        }
+        if j.class == JobClass::Round && !j.leases.is_empty() {
+            self.leased_round.insert((j.prio, j.seq, id));
+        }
+    }
+
+    /// Lease up to `slots` jobs to `worker` at time `now`: queued round work, then queued
+    /// speculative work, then backup leases of round searches that run far longer than their
+    /// level's mean (`cfg.backup_after`; the search is a pure function of its request, so
+    /// whichever lease answers first serves, and the other's result is a duplicate).
+    pub(crate) fn lease(
+        &mut self,
+        worker: &Uuid,
+        slots: usize,
+        now: Duration,
+        cfg: &ServiceConfig,
+    ) -> Vec<Job> {
         let mut out = Vec::new();
         while out.len() < slots {
-            let Some(key) = self.queue.pop_first() else {
-                break;
+            let id = match self.queue.pop_first() {
+                Some(k) => k.3,
+                None => match self.backup_candidate(worker, now, cfg) {
+                    Some(id) => {
+                        self.counters.backup_leased += 1;
+                        id
+                    }
+                    None => break,
+                },
             };
-            let id = key.2;
             let Some(j) = self.jobs.get_mut(&id) else {
                 continue;
             };
-            j.queue_key = None;
-            j.lease = Some(*worker);
-            j.leased_at = now;
+            j.queued = false;
+            if j.class == JobClass::Speculative {
+                j.prefetched = true;
+                self.counters.speculative_leased += 1;
+            }
+            if j.class == JobClass::Round && j.leases.is_empty() {
+                self.leased_round.insert((j.prio, j.seq, id));
+            }
+            j.leases.push(Lease {
+                worker: *worker,
+                at: now,
+            });
             if !j.lessees.contains(worker) {
                 j.lessees.push(*worker);
             }
@@ -204,53 +342,104 @@ impl Jobs {
         out
     }
 
-    /// Put a leased job back in the queue (at the front of its priority: it was leased first).
-    pub(crate) fn release(&mut self, id: Uuid) {
+    /// The first round search (in growth's order) worth a backup lease for `worker`: leased
+    /// to others only, fewer than [`MAX_LEASES`] leases, its oldest lease older than
+    /// `cfg.backup_after` times its level's mean search time.
+    fn backup_candidate(
+        &self,
+        worker: &Uuid,
+        now: Duration,
+        cfg: &ServiceConfig,
+    ) -> Option<Uuid> {
+        if cfg.backup_after == 0 {
+            return None;
+        }
+        self.leased_round.iter().map(|k| k.2).find(|id| {
+            self.jobs.get(id).is_some_and(|j| {
+                let Some(mean) = self.search_time.get(&j.key.level) else {
+                    return false;
+                };
+                let oldest = j.leases.iter().map(|l| l.at).min().unwrap_or(now);
+                j.leases.len() < MAX_LEASES
+                    && !j.leased_to(worker)
+                    && now.saturating_sub(oldest).as_secs_f64()
+                        > mean * f64::from(cfg.backup_after)
+            })
+        })
+    }
+
+    /// Record how long `worker`'s lease of job `id` took to answer (the coordinator's clock).
+    pub(crate) fn record_search_time(&mut self, id: &Uuid, worker: &Uuid, now: Duration) {
+        let Some(j) = self.jobs.get(id) else {
+            return;
+        };
+        let Some(l) = j.leases.iter().find(|l| l.worker == *worker) else {
+            return;
+        };
+        let t = now.saturating_sub(l.at).as_secs_f64();
+        let mean = self.search_time.entry(j.key.level).or_insert(t);
+        // An exponential mean over roughly the last 32 results of the level.
+        *mean += (t - *mean) / 32.0;
+    }
+
+    /// End `worker`'s lease of job `id`; a job left without lease goes back to the front of
+    /// its class's queue (it was leased first).
+    pub(crate) fn release(&mut self, id: Uuid, worker: &Uuid) {
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
         };
-        if let Some(w) = j.lease.take() {
-            self.in_flight -= 1;
-            if let Some(w) = self.workers.get_mut(&w) {
-                w.jobs.remove(&id);
-            }
+        let before = j.leases.len();
+        j.leases.retain(|l| l.worker != *worker);
+        if j.leases.len() == before {
+            return;
         }
-        if j.queue_key.is_none() {
-            let k = (0, 0);
-            j.queue_key = Some(k);
-            self.queue.insert((k.0, k.1, id));
+        self.in_flight -= 1;
+        if let Some(w) = self.workers.get_mut(worker) {
+            w.jobs.remove(&id);
+        }
+        if j.leases.is_empty() {
+            if j.class == JobClass::Round {
+                self.leased_round.remove(&(j.prio, j.seq, id));
+            }
+            j.prio = 0;
+            j.seq = 0;
+            j.queued = true;
+            self.queue.insert(j.queue_key(id));
         }
     }
 
-    /// Remove a worker and put the jobs leased to it back in the queue; returns its name and
-    /// how many jobs went back (None when unknown).
+    /// Remove a worker and end its leases (jobs left without lease go back to the queue);
+    /// returns its name and how many leases ended (None when unknown).
     pub(crate) fn remove_worker(&mut self, wid: Uuid) -> Option<(String, usize)> {
-        let w = self.workers.remove(&wid)?;
+        let jobs: Vec<Uuid> = self.workers.get(&wid)?.jobs.iter().copied().collect();
         let mut n = 0;
-        for jid in w.jobs {
-            if self.jobs.get(&jid).is_some_and(|j| j.lease == Some(wid)) {
-                self.release(jid);
+        for jid in jobs {
+            if self.jobs.get(&jid).is_some_and(|j| j.leased_to(&wid)) {
+                self.release(jid, &wid);
                 n += 1;
             }
         }
+        let w = self.workers.remove(&wid)?;
         Some((w.name, n))
     }
 
-    /// Re-queue jobs leased for longer than [`max_lease_duration`] of their level (the lessee
-    /// learns it from its next heartbeat); returns how many.
+    /// End leases older than [`max_lease_duration`] of their level (the lessee learns it from
+    /// its next heartbeat); returns how many.
     pub(crate) fn expire_overdue(&mut self, now: Duration, cfg: &ServiceConfig) -> usize {
-        let overdue: Vec<(Uuid, Option<Uuid>)> = self
+        let overdue: Vec<(Uuid, Uuid)> = self
             .jobs
             .iter()
-            .filter(|(_, j)| {
-                j.lease.is_some()
-                    && now.saturating_sub(j.leased_at) > max_lease_duration(j.key.level, cfg)
+            .flat_map(|(id, j)| {
+                let limit = max_lease_duration(j.key.level, cfg);
+                j.leases
+                    .iter()
+                    .filter(move |l| now.saturating_sub(l.at) > limit)
+                    .map(move |l| (*id, l.worker))
             })
-            .map(|(id, j)| (*id, j.lease))
             .collect();
         for (jid, w) in &overdue {
-            tracing::warn!(job_id = %jid, worker_id = ?w, "lease past its maximum duration: job re-queued");
-            self.release(*jid);
+            tracing::warn!(job_id = %jid, worker_id = %w, "lease past its maximum duration: lease ended");
+            self.release(*jid, w);
         }
         overdue.len()
     }
@@ -258,12 +447,15 @@ impl Jobs {
     /// Remove a job entirely (accepted, quarantined or no longer needed).
     pub(crate) fn remove(&mut self, id: Uuid) -> Option<JobEntry> {
         let j = self.jobs.remove(&id)?;
-        if let Some(k) = j.queue_key {
-            self.queue.remove(&(k.0, k.1, id));
+        if j.queued {
+            self.queue.remove(&j.queue_key(id));
         }
-        if let Some(w) = j.lease {
+        if j.class == JobClass::Round && !j.leases.is_empty() {
+            self.leased_round.remove(&(j.prio, j.seq, id));
+        }
+        for l in &j.leases {
             self.in_flight -= 1;
-            if let Some(w) = self.workers.get_mut(&w) {
+            if let Some(w) = self.workers.get_mut(&l.worker) {
                 w.jobs.remove(&id);
             }
         }
@@ -276,6 +468,7 @@ impl Jobs {
         self.jobs.clear();
         self.by_key.clear();
         self.queue.clear();
+        self.leased_round.clear();
         self.in_flight = 0;
         self.quarantined.clear();
         self.landed.clear();

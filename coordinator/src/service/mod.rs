@@ -21,7 +21,7 @@
 mod growth;
 mod jobs;
 
-pub use jobs::Counters;
+pub use jobs::{Counters, JobClass};
 
 use crate::error::{CoordinatorError, Result};
 use crate::store::Entry;
@@ -34,7 +34,8 @@ use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::{Board, Move};
 use bookfarm_proto::domain::{Ack, Failure, Identity, Job, JobResult, Selector};
 use bookfarm_proto::{MAX_LEASE_SLOTS, MAX_RESULTS_PER_CALL, PROTOCOL_VERSION};
-use growth::Growth;
+use growth::{Growth, Landed};
+pub use growth::{Predictor, PrefetchReport, ShallowSearch};
 use jobs::{Jobs, WorkerEntry};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
@@ -115,6 +116,13 @@ pub struct ServiceConfig {
     pub signature: Option<String>,
     /// Suggested wait for a worker that got no job.
     pub retry_after: Duration,
+    /// Speculative prefetch: when fewer round searches are queued than workers have threads,
+    /// plan this many searches per registered thread beyond the round (0: off). Speculation
+    /// never changes the book, only which searches are done early.
+    pub speculation: u32,
+    /// Backup leases: an idle worker may get a second lease of a round search whose lease is
+    /// older than this many times its level's mean search time (0: off).
+    pub backup_after: u32,
 }
 
 impl Default for ServiceConfig {
@@ -132,6 +140,8 @@ impl Default for ServiceConfig {
             eval_hash: None,
             signature: None,
             retry_after: Duration::from_millis(200),
+            speculation: 2,
+            backup_after: 4,
         }
     }
 }
@@ -216,6 +226,8 @@ pub struct StatusReport {
     pub quarantined: Vec<QuarantineReport>,
     /// Value of the root position (-127 when unknown).
     pub root_value: i32,
+    /// How speculative prefetch served.
+    pub prefetch: PrefetchReport,
 }
 
 /// Window for results-per-second figures.
@@ -226,7 +238,7 @@ struct Shared {
     jobs: Mutex<Jobs>,
     growth: Mutex<Growth>,
     /// Results accepted but not yet applied to the book.
-    inbox: Mutex<Vec<(LeafRequest, LeafResult)>>,
+    inbox: Mutex<Vec<Landed>>,
     /// A growth run is under way (the runner thread exists).
     running: AtomicBool,
     /// Leasing is paused (mirrors the growth state's flag, so that leases need no growth lock).
@@ -568,7 +580,7 @@ impl Coordinator {
         Self::touch(&mut g, worker, now)?;
         Ok(held
             .iter()
-            .filter(|j| g.jobs.get(j).is_none_or(|e| e.lease != Some(*worker)))
+            .filter(|j| g.jobs.get(j).is_none_or(|e| !e.leased_to(worker)))
             .copied()
             .collect())
     }
@@ -586,7 +598,8 @@ impl Coordinator {
         let room = g.workers.get(worker).map_or(0, |w| {
             lease_cap(w.threads, &self.0.cfg).saturating_sub(w.jobs.len())
         });
-        Ok(g.lease(worker, (slots.min(MAX_LEASE_SLOTS) as usize).min(room), now))
+        let slots = (slots.min(MAX_LEASE_SLOTS) as usize).min(room);
+        Ok(g.lease(worker, slots, now, &self.0.cfg))
     }
 
     /// [`Coordinator::lease`]; when it finds no job while a growth run is under way (results
@@ -656,9 +669,7 @@ impl Coordinator {
                 g.counters.rejected += 1;
                 return Err(CoordinatorError::UnknownJob(r.job_id));
             };
-            let leased_here =
-                j.lease == Some(*worker) || (j.lease.is_none() && j.lessees.contains(worker));
-            if !leased_here {
+            if !j.lessees.contains(worker) {
                 g.counters.rejected += 1;
                 return Err(CoordinatorError::NotLeased {
                     job: r.job_id,
@@ -680,9 +691,13 @@ impl Coordinator {
                 g.counters.duplicates += 1;
                 continue;
             }
+            g.record_search_time(&r.job_id, worker, now);
             let Some(j) = g.remove(r.job_id) else {
                 continue;
             };
+            if j.prefetched {
+                g.counters.speculative_completed += 1;
+            }
             let result = r.leaf();
             let rec = ResultRecord {
                 mv: r.mv.code(),
@@ -699,7 +714,11 @@ impl Coordinator {
             batch.put_result(&j.key, &rec)?;
             batch.put_done(&r.job_id, &j.key.board)?;
             g.landed.insert(j.key);
-            landed.push((j.key, result));
+            landed.push(Landed {
+                key: j.key,
+                result,
+                prefetched: j.prefetched,
+            });
             g.done.insert(r.job_id);
             g.counters.completed += 1;
             g.recent.push_back(now);
@@ -752,20 +771,38 @@ impl Coordinator {
     /// job table with what they wait for.
     fn run_growth(&self) -> Result<()> {
         let landed = std::mem::take(&mut *self.0.inbox.lock().unwrap_or_else(|p| p.into_inner()));
-        let applied: Vec<LeafRequest> = landed.iter().map(|(k, _)| *k).collect();
+        let applied: Vec<LeafRequest> = landed.iter().map(|l| l.key).collect();
         let mut growth = self.growth();
-        growth.results.extend(landed);
+        growth.land(landed);
         let needed = growth.advance(&self.0.store)?;
         let positions = growth.book.len();
-        {
+        // Speculate only at a round's tail: when fewer round searches wait than the workers
+        // have threads (before that, every idle thread gets round work anyway).
+        let tail_threads = {
             let mut jobs = self.jobs();
             for k in &applied {
                 jobs.landed.remove(k);
             }
-            jobs.sync(&needed);
+            jobs.sync(&needed, None);
+            let threads = jobs.threads();
+            (jobs.queued_round() < threads).then_some(threads)
+        };
+        let speculative = match tail_threads {
+            _ if self.0.cfg.speculation == 0 || !growth.is_running() => Some(Vec::new()),
+            Some(threads) => {
+                let budget = threads.saturating_mul(self.0.cfg.speculation as usize);
+                Some(growth.speculate(budget))
+            }
+            None => None,
+        };
+        if let Some(list) = speculative {
+            self.jobs().sync(&needed, Some(&list));
         }
+        let prefetch = growth.prefetch_report();
         drop(growth);
         metrics::gauge!("bookfarm_positions").set(positions as f64);
+        metrics::gauge!("bookfarm_prefetch_used").set(prefetch.used as f64);
+        metrics::gauge!("bookfarm_prefetch_unused").set(prefetch.unused as f64);
         self.0.runs.send_modify(|n| *n += 1);
         Ok(())
     }
@@ -828,7 +865,7 @@ impl Coordinator {
             }
             return Err(CoordinatorError::UnknownJob(f.job_id));
         };
-        if j.lease != Some(*worker) {
+        if !j.leased_to(worker) {
             return Err(CoordinatorError::NotLeased {
                 job: f.job_id,
                 worker: *worker,
@@ -858,7 +895,7 @@ impl Coordinator {
                 );
             }
         } else {
-            g.release(f.job_id);
+            g.release(f.job_id, worker);
         }
         g.update_gauges();
         Ok(quarantine)
@@ -873,8 +910,8 @@ impl Coordinator {
         Self::touch(&mut g, worker, now)?;
         let mut n = 0;
         for jid in jobs {
-            if g.jobs.get(jid).is_some_and(|j| j.lease == Some(*worker)) {
-                g.release(*jid);
+            if g.jobs.get(jid).is_some_and(|j| j.leased_to(worker)) {
+                g.release(*jid, worker);
                 n += 1;
             }
         }
@@ -916,7 +953,7 @@ impl Coordinator {
         for k in &chosen {
             g.quarantined.remove(k);
         }
-        g.sync(&growth.needed);
+        g.sync(&growth.needed, None);
         drop(g);
         drop(growth);
         tracing::info!(released = chosen.len(), "quarantined searches released");
@@ -994,7 +1031,7 @@ impl Coordinator {
 
     /// The status report.
     pub fn status(&self) -> StatusReport {
-        let (positions, state, expansion, root_value) = {
+        let (positions, state, expansion, root_value, prefetch) = {
             let g = self.growth();
             let state = match (g.is_running(), g.paused, g.is_done()) {
                 (true, true, _) => State::Paused,
@@ -1007,7 +1044,13 @@ impl Coordinator {
                 .book
                 .find(&root)
                 .map_or(-127, |id| i32::from(g.book.score(id).value));
-            (g.book.len() as u64, state, g.describe(), root_value)
+            (
+                g.book.len() as u64,
+                state,
+                g.describe(),
+                root_value,
+                g.prefetch_report(),
+            )
         };
         let now = self.now();
         let mut g = self.jobs();
@@ -1040,7 +1083,14 @@ impl Coordinator {
             completed: g.counters.completed,
             quarantined: g.quarantined.values().cloned().collect(),
             root_value,
+            prefetch,
         }
+    }
+
+    /// Replace how speculation guesses results (simulations, tests; the default is
+    /// [`ShallowSearch`] at level 2).
+    pub fn set_predictor(&self, predictor: Box<dyn Predictor>) {
+        self.growth().set_predictor(predictor);
     }
 
     /// Counters since start.
