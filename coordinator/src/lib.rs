@@ -20,6 +20,7 @@ pub mod local;
 pub mod offline;
 pub mod server;
 pub mod service;
+pub mod sim;
 pub mod store;
 pub mod text;
 

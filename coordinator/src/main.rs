@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 mod cli_args;
 mod cli_book;
 mod cli_cluster;
+mod cli_sim;
 mod cli_workers;
 
 /// bookfarm coordinator: builds Edax-compatible opening books on many machines.
@@ -29,6 +30,9 @@ enum Command {
     /// Quarantined positions on a running coordinator.
     #[command(subcommand)]
     Quarantine(cli_workers::QuarantineCommand),
+    /// The farm simulator: builds in virtual time with 1 … 10,000 simulated workers.
+    #[command(subcommand)]
+    Sim(cli_sim::SimCommand),
 }
 
 fn main() -> std::process::ExitCode {
@@ -53,6 +57,7 @@ fn main() -> std::process::ExitCode {
         Command::Cluster(cmd) => cli_cluster::run(cmd),
         Command::Workers(cmd) => cli_workers::run(cmd),
         Command::Quarantine(cmd) => cli_workers::quarantine(cmd),
+        Command::Sim(cmd) => cli_sim::run(cmd),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -345,12 +345,7 @@ impl Jobs {
     /// The first round search (in growth's order) worth a backup lease for `worker`: leased
     /// to others only, fewer than [`MAX_LEASES`] leases, its oldest lease older than
     /// `cfg.backup_after` times its level's mean search time.
-    fn backup_candidate(
-        &self,
-        worker: &Uuid,
-        now: Duration,
-        cfg: &ServiceConfig,
-    ) -> Option<Uuid> {
+    fn backup_candidate(&self, worker: &Uuid, now: Duration, cfg: &ServiceConfig) -> Option<Uuid> {
         if cfg.backup_after == 0 {
             return None;
         }
@@ -362,8 +357,7 @@ impl Jobs {
                 let oldest = j.leases.iter().map(|l| l.at).min().unwrap_or(now);
                 j.leases.len() < MAX_LEASES
                     && !j.leased_to(worker)
-                    && now.saturating_sub(oldest).as_secs_f64()
-                        > mean * f64::from(cfg.backup_after)
+                    && now.saturating_sub(oldest).as_secs_f64() > mean * f64::from(cfg.backup_after)
             })
         })
     }

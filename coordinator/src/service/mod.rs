@@ -66,7 +66,7 @@ impl Clock for SystemClock {
     }
 }
 
-/// A clock moved by hand (tests).
+/// A clock moved by hand (tests, the simulator): nanoseconds since an arbitrary start.
 #[derive(Debug, Default)]
 pub struct ManualClock(AtomicU64);
 
@@ -74,7 +74,15 @@ impl ManualClock {
     /// Move time forward.
     pub fn advance(&self, d: Duration) {
         self.0.fetch_add(
-            u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::SeqCst,
+        );
+    }
+
+    /// Move time forward to `t` (no effect if `t` is in the past).
+    pub fn advance_to(&self, t: Duration) {
+        self.0.fetch_max(
+            u64::try_from(t.as_nanos()).unwrap_or(u64::MAX),
             Ordering::SeqCst,
         );
     }
@@ -82,7 +90,7 @@ impl ManualClock {
 
 impl Clock for ManualClock {
     fn now(&self) -> Duration {
-        Duration::from_millis(self.0.load(Ordering::SeqCst))
+        Duration::from_nanos(self.0.load(Ordering::SeqCst))
     }
 }
 
@@ -811,7 +819,7 @@ impl Coordinator {
     /// the book right after their searches).
     pub fn settle(&self) -> Result<()> {
         while self.growth_busy() {
-            std::thread::sleep(Duration::from_millis(1));
+            std::thread::sleep(Duration::from_micros(20));
         }
         let pending = !self
             .0

@@ -1,0 +1,519 @@
+//! A farm in virtual time: the real coordinator service (selection, leases, growth, negamax,
+//! the sled result store) driven by W simulated workers whose searches are a pure function of
+//! their request ([`fake_search`]) and whose durations come from times recorded from real
+//! searches ([`times`]). It measures what a 2-core machine cannot run: how busy a farm of
+//! 1 … 10,000 workers stays, how much work speculation wastes, and whether the book still
+//! equals the serial build.
+//!
+//! Invariants:
+//! * nothing here changes what the service does: the simulation only calls its public API
+//!   (register, lease, submit, settle) with the service's clock moved by hand;
+//! * a search's result and its duration at speed 1 depend on its request only, so the serial
+//!   build and its CPU cost are well defined and every run can be compared with them.
+
+pub mod times;
+
+use crate::error::{CoordinatorError, Result};
+use crate::service::{
+    Coordinator, ManualClock, Predictor, PrefetchReport, ServiceConfig, State, new_book,
+};
+use crate::store::Store;
+use bookfarm_book::MemBook;
+use bookfarm_book::driver::{Driver, Operation};
+use bookfarm_book::model::Position;
+use bookfarm_engine::board::BitIter;
+use bookfarm_engine::level::level_params;
+use bookfarm_engine::search::{LeafRequest, LeafResult, SearchSignature};
+use bookfarm_engine::symmetry::canonical;
+use bookfarm_engine::{Board, Move};
+use bookfarm_proto::domain::{Ack, Identity, Job, JobResult};
+use bookfarm_proto::{ENGINE_VERSION, PROTOCOL_VERSION};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashSet, VecDeque};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+pub use times::TimeTable;
+
+/// A 64-bit mix (splitmix64's finaliser): the simulation's only source of randomness, so
+/// that every figure is a function of the configuration.
+pub fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// A hash of a request (board as searched, excluded moves, level).
+pub fn request_hash(req: &LeafRequest) -> u64 {
+    mix(req.board.player ^ mix(req.board.opponent ^ mix(req.excluded ^ u64::from(req.level))))
+}
+
+fn board_hash(b: &Board) -> u64 {
+    let c = canonical(b).0;
+    mix(c.player ^ mix(c.opponent))
+}
+
+/// The depth and selectivity a search of `req` reports (the level table's; a finished game
+/// is searched to its end).
+pub fn reported_depth(req: &LeafRequest) -> (u32, u8) {
+    if req.board.is_game_over() {
+        (req.board.empties(), 5)
+    } else {
+        level_params(req.level, req.board.empties())
+    }
+}
+
+/// A stand-in for a leaf search, a pure function of the request: the open move whose
+/// resulting position hashes highest, scored by that position's hash (even, −20 … 20), so
+/// that transpositions agree and books grow in every direction. Depth and selectivity are the
+/// level table's, as the coordinator requires.
+pub fn fake_search(req: &LeafRequest) -> LeafResult {
+    let b = req.board;
+    let open = b.moves() & !req.excluded;
+    let (mv, score) = if b.moves() == 0 {
+        (Move::Pass, 0)
+    } else {
+        let best = BitIter(open)
+            .filter_map(|sq| b.play(sq).ok().map(|child| (board_hash(&child), sq)))
+            .max();
+        match best {
+            Some((h, sq)) => (Move::Square(sq), ((h % 21) as i32 - 10) * 2),
+            None => (Move::None, -127),
+        }
+    };
+    let (depth, selectivity) = reported_depth(req);
+    LeafResult {
+        mv,
+        score,
+        depth,
+        selectivity,
+        exact: false,
+        nodes: 1,
+        elapsed: Duration::from_micros(1),
+    }
+}
+
+/// How the simulated coordinator guesses results when it plans speculative searches.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Guess {
+    /// The true result ([`fake_search`]): an upper bound on what speculation can do.
+    Perfect,
+    /// The true result with its move replaced by another open move in `move_error_percent` %
+    /// of the requests and its score moved by up to ± `score_noise` (a shallow search's
+    /// typical disagreement with a deep one).
+    Noisy {
+        /// Share of guesses whose move is wrong, in percent.
+        move_error_percent: u32,
+        /// Largest score error.
+        score_noise: i32,
+    },
+}
+
+/// [`Guess`] as the service's [`Predictor`].
+#[derive(Debug, Clone, Copy)]
+pub struct SimPredictor(pub Guess);
+
+impl Predictor for SimPredictor {
+    fn predict(&mut self, req: &LeafRequest) -> LeafResult {
+        let mut r = fake_search(req);
+        let Guess::Noisy {
+            move_error_percent,
+            score_noise,
+        } = self.0
+        else {
+            return r;
+        };
+        let h = mix(request_hash(req) ^ 0x5eed);
+        if (h % 100) < u64::from(move_error_percent) {
+            let open: Vec<bookfarm_engine::Square> =
+                BitIter(req.board.moves() & !req.excluded).collect();
+            if let (Move::Square(_), false) = (r.mv, open.is_empty()) {
+                r.mv = Move::Square(open[((h >> 8) as usize) % open.len()]);
+            }
+        }
+        let span = 2 * score_noise.max(0) + 1;
+        r.score += ((h >> 32) % span as u64) as i32 - score_noise.max(0);
+        r
+    }
+}
+
+/// One simulation's settings.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Simulated workers.
+    pub workers: usize,
+    /// Search threads per worker.
+    pub threads: u32,
+    /// Worker speeds spread log-uniformly over [1/s, s] (1: all equal).
+    pub speed_spread: f64,
+    /// Seed of the worker speeds.
+    pub seed: u64,
+    /// Search durations at speed 1.
+    pub times: TimeTable,
+    /// Level and depth of the new book.
+    pub level: u8,
+    /// Book depth (positions down to 61 − depth empties).
+    pub depth: u8,
+    /// The growth programs, run after `new`.
+    pub ops: Vec<Operation>,
+    /// Speculative searches per thread at a round's tail (0: off).
+    pub speculation: u32,
+    /// Backup leases after this many mean search times (0: off).
+    pub backup_after: u32,
+    /// How speculation guesses.
+    pub guess: Guess,
+}
+
+/// What a simulation measured.
+#[derive(Debug, Clone)]
+pub struct SimReport {
+    /// Simulated workers and threads.
+    pub workers: usize,
+    /// Search threads in all.
+    pub threads: usize,
+    /// Positions of the finished book.
+    pub positions: usize,
+    /// Searches the serial build does, and their CPU seconds at speed 1.
+    pub serial_searches: usize,
+    /// CPU seconds of the serial build's searches at speed 1.
+    pub serial_seconds: f64,
+    /// Searches done by the farm (duplicates of backup leases included).
+    pub searches: usize,
+    /// CPU seconds spent on searches the serial build does not need, or did twice.
+    pub wasted_seconds: f64,
+    /// CPU seconds spent in all.
+    pub spent_seconds: f64,
+    /// Virtual wall time of the build.
+    pub wall_seconds: f64,
+    /// Search capacity over the build: Σ speed × threads × wall.
+    pub capacity_seconds: f64,
+    /// `serial_seconds` ÷ `capacity_seconds`.
+    pub efficiency: f64,
+    /// The coordinator's CPU time (this process, simulation bookkeeping included) per
+    /// accepted result.
+    pub coordinator_cpu_per_result: Duration,
+    /// Real time the simulation took.
+    pub real_seconds: f64,
+    /// Whether the book equals the serial build's.
+    pub same_as_serial: bool,
+    /// Prefetch figures of the service.
+    pub prefetch: PrefetchReport,
+    /// Speculative and backup leases granted.
+    pub speculative_leases: u64,
+    /// Backup leases granted.
+    pub backup_leases: u64,
+}
+
+impl SimReport {
+    /// One table row (see [`SimReport::HEADER`]).
+    pub fn row(&self) -> String {
+        format!(
+            "{}\t{}\t{}\t{}\t{:.1}\t{:.1}\t{:.3}\t{:.3}\t{}\t{}\t{}\t{:.1}\t{}",
+            self.workers,
+            self.threads,
+            self.positions,
+            self.serial_searches,
+            self.serial_seconds,
+            self.wall_seconds,
+            self.efficiency,
+            self.wasted_seconds / self.spent_seconds.max(f64::MIN_POSITIVE),
+            self.speculative_leases,
+            self.prefetch.used,
+            self.backup_leases,
+            self.coordinator_cpu_per_result.as_secs_f64() * 1e6,
+            if self.same_as_serial { "yes" } else { "NO" },
+        )
+    }
+
+    /// The header of [`SimReport::row`].
+    pub const HEADER: &'static str = "workers\tthreads\tpositions\tserial_searches\tserial_cpu_s\twall_s\tefficiency\twasted_share\tspeculative_leases\tprefetch_used\tbackup_leases\tcoord_cpu_us_per_result\tsame_book";
+}
+
+/// The serial build: the book crate's driver answering every request with [`fake_search`];
+/// returns the book and the requests it searched.
+pub fn serial_build(level: u8, depth: u8, ops: &[Operation]) -> (MemBook, HashSet<LeafRequest>) {
+    let (h, entries) = new_book(level, depth);
+    let mut book = MemBook::new(h);
+    for e in entries {
+        book.put_position(&e.pos);
+    }
+    let mut asked = HashSet::new();
+    let mut search = |r: &LeafRequest| {
+        asked.insert(*r);
+        fake_search(r)
+    };
+    Driver::new(Operation::New, None).run_with(&mut book, &mut search);
+    for op in ops {
+        Driver::new(op.clone(), None).run_with(&mut book, &mut search);
+    }
+    (book, asked)
+}
+
+/// The identity simulated workers register with (the signature of the default options).
+fn identity() -> Identity {
+    let sig = SearchSignature::new(
+        &bookfarm_engine::search::SearchOptions::default(),
+        "simulated",
+    );
+    Identity {
+        protocol_version: PROTOCOL_VERSION,
+        engine_version: ENGINE_VERSION.into(),
+        eval_hash: "simulated".into(),
+        search_signature: sig.to_string(),
+    }
+}
+
+/// A search under way: when it ends, on which worker.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Running {
+    end: Duration,
+    seq: u64,
+    worker: usize,
+    job: usize,
+}
+
+/// Run one simulated build in store directory `dir` (which must be empty).
+pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
+    if cfg.workers == 0 || cfg.threads == 0 {
+        return Err(CoordinatorError::InvalidArgument(
+            "a simulation needs at least one worker and one thread".into(),
+        ));
+    }
+    let real = Instant::now();
+    let cpu0 = cpu_time::ProcessTime::now();
+    let (serial, asked) = serial_build(cfg.level, cfg.depth, &cfg.ops);
+    let serial_seconds: f64 = asked.iter().map(|r| cfg.times.seconds(r)).sum();
+
+    let store = Store::open(dir)?;
+    let (h, entries) = new_book(cfg.level, cfg.depth);
+    store.create(&h, &entries)?;
+    let clock = Arc::new(ManualClock::default());
+    let service = ServiceConfig {
+        speculation: cfg.speculation,
+        backup_after: cfg.backup_after,
+        max_worker_threads: cfg.threads.max(1),
+        // Virtual time runs as long as the build needs: no lease may expire.
+        max_lease_base: Duration::from_secs(u64::MAX / 4),
+        max_lease_cap: Duration::from_secs(u64::MAX / 4),
+        lease_timeout: Duration::from_secs(u64::MAX / 4),
+        signature: Some(identity().search_signature),
+        ..ServiceConfig::default()
+    };
+    let c = Coordinator::open(store, dir, service, clock.clone())?;
+    c.set_predictor(Box::new(SimPredictor(cfg.guess)));
+    for op in &cfg.ops {
+        c.start(op.clone(), None)?;
+    }
+    let id = identity();
+    let ln_spread = cfg.speed_spread.max(1.0).ln();
+    let mut speeds = Vec::with_capacity(cfg.workers);
+    let mut ids = Vec::with_capacity(cfg.workers);
+    for w in 0..cfg.workers {
+        ids.push(c.register(&id, &format!("sim-{w}"), cfg.threads)?);
+        let u = (mix(cfg.seed ^ mix(w as u64)) >> 11) as f64 / (1u64 << 53) as f64;
+        speeds.push((ln_spread * (2.0 * u - 1.0)).exp());
+    }
+    let mut idle: VecDeque<usize> = (0..cfg.threads)
+        .flat_map(|_| 0..cfg.workers)
+        .collect::<Vec<_>>()
+        .into();
+    let mut running: BinaryHeap<Reverse<Running>> = BinaryHeap::new();
+    let mut jobs: Vec<Option<Job>> = Vec::new();
+    let mut free_jobs: Vec<usize> = Vec::new();
+    let (mut seq, mut searches, mut spent, mut wasted) = (0u64, 0usize, 0f64, 0f64);
+    let mut accepted_keys: HashSet<LeafRequest> = HashSet::new();
+    loop {
+        let now = clock_now(&clock);
+        // Hand work to idle threads until the service has none.
+        let mut tries = idle.len();
+        while tries > 0 {
+            tries -= 1;
+            let Some(w) = idle.pop_front() else { break };
+            let leased = c.lease(&id, &ids[w], 1)?;
+            let Some(job) = leased.into_iter().next() else {
+                idle.push_front(w);
+                break;
+            };
+            let req = job_request(&job);
+            let secs = cfg.times.seconds(&req) / speeds[w];
+            seq += 1;
+            let slot = match free_jobs.pop() {
+                Some(s) => {
+                    jobs[s] = Some(job);
+                    s
+                }
+                None => {
+                    jobs.push(Some(job));
+                    jobs.len() - 1
+                }
+            };
+            running.push(Reverse(Running {
+                end: now + Duration::from_secs_f64(secs),
+                seq,
+                worker: w,
+                job: slot,
+            }));
+        }
+        let Some(Reverse(next)) = running.pop() else {
+            c.settle()?;
+            let s = c.status();
+            if s.queued > 0 {
+                continue;
+            }
+            if matches!(s.state, State::Done | State::Idle) {
+                break;
+            }
+            return Err(CoordinatorError::Internal(format!(
+                "simulation stalled: state {}, {} queued, {} in flight",
+                s.state.as_str(),
+                s.queued,
+                s.in_flight
+            )));
+        };
+        clock.advance_to(next.end);
+        let Some(job) = jobs[next.job].take() else {
+            continue;
+        };
+        free_jobs.push(next.job);
+        let req = job_request(&job);
+        let secs = cfg.times.seconds(&req) / speeds[next.worker];
+        searches += 1;
+        spent += secs * speeds[next.worker];
+        let result = JobResult::from_leaf(job.id, &fake_search(&req));
+        let acks = c.submit(&id, &ids[next.worker], &[result])?;
+        let fresh = acks.first() == Some(&Ack::Accepted) && accepted_keys.insert(req);
+        if !fresh || !asked.contains(&req) {
+            wasted += secs * speeds[next.worker];
+        }
+        c.settle()?;
+        idle.push_back(next.worker);
+    }
+    c.flush()?;
+    let wall = clock_now(&clock).as_secs_f64();
+    let capacity: f64 = speeds.iter().sum::<f64>() * f64::from(cfg.threads) * wall;
+    let (_, positions) = c.snapshot();
+    let same = same_positions(positions.clone(), &serial);
+    let status = c.status();
+    let counters = c.counters();
+    let cpu = cpu0.elapsed();
+    Ok(SimReport {
+        workers: cfg.workers,
+        threads: cfg.workers * cfg.threads as usize,
+        positions: positions.len(),
+        serial_searches: asked.len(),
+        serial_seconds,
+        searches,
+        wasted_seconds: wasted,
+        spent_seconds: spent,
+        wall_seconds: wall,
+        capacity_seconds: capacity,
+        efficiency: if capacity > 0.0 {
+            serial_seconds / capacity
+        } else {
+            0.0
+        },
+        coordinator_cpu_per_result: cpu / u32::try_from(searches.max(1)).unwrap_or(u32::MAX),
+        real_seconds: real.elapsed().as_secs_f64(),
+        same_as_serial: same,
+        prefetch: status.prefetch,
+        speculative_leases: counters.speculative_leased,
+        backup_leases: counters.backup_leased,
+    })
+}
+
+fn clock_now(clock: &ManualClock) -> Duration {
+    crate::service::Clock::now(clock)
+}
+
+fn job_request(job: &Job) -> LeafRequest {
+    LeafRequest {
+        board: job.board,
+        level: job.level,
+        excluded: job.excluded,
+    }
+}
+
+/// Whether `positions` are exactly the book's positions (any order).
+pub fn same_positions(mut positions: Vec<Position>, book: &MemBook) -> bool {
+    let mut theirs: Vec<Position> = book.positions().collect();
+    positions.sort_by_key(|p| p.board);
+    theirs.sort_by_key(|p| p.board);
+    positions == theirs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(workers: usize, prefetch: bool) -> SimConfig {
+        SimConfig {
+            workers,
+            threads: 1,
+            speed_spread: 3.0,
+            seed: 7,
+            times: TimeTable::recorded(16).expect("recorded level-16 times"),
+            level: 4,
+            depth: 10,
+            ops: vec![Operation::Deviate {
+                root: Board::start(),
+                params: bookfarm_book::select::Deviate::new(2, 4),
+            }],
+            speculation: if prefetch { 2 } else { 0 },
+            backup_after: if prefetch { 2 } else { 0 },
+            guess: Guess::Noisy {
+                move_error_percent: 40,
+                score_noise: 4,
+            },
+        }
+    }
+
+    /// Prefetch and backup leases change which searches are done when, never the book: with
+    /// workers of random speeds (results landing in any order), the book equals the serial
+    /// build, and prefetched results serve the rounds.
+    #[test]
+    fn prefetching_farms_of_random_speeds_build_the_serial_book() {
+        for workers in [1, 3, 8] {
+            let round =
+                simulate(&config(workers, false), tempfile::tempdir().unwrap().path()).unwrap();
+            let pre =
+                simulate(&config(workers, true), tempfile::tempdir().unwrap().path()).unwrap();
+            for r in [&round, &pre] {
+                assert!(r.same_as_serial, "{workers} workers: {}", r.row());
+                assert!(r.positions > 100, "{}", r.row());
+                assert_eq!(r.serial_searches, round.serial_searches);
+            }
+            assert_eq!(round.speculative_leases + round.backup_leases, 0);
+            assert_eq!(round.wasted_seconds, 0.0, "{}", round.row());
+            if workers > 1 {
+                assert!(pre.speculative_leases > 0, "{}", pre.row());
+                assert!(pre.prefetch.used > 0, "{}", pre.row());
+                assert!(
+                    pre.efficiency > round.efficiency,
+                    "prefetch {} vs round {}",
+                    pre.row(),
+                    round.row()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn fake_search_is_pure_and_reports_the_level_tables_depth() {
+        let req = LeafRequest {
+            board: Board::start(),
+            level: 8,
+            excluded: 0,
+        };
+        assert_eq!(fake_search(&req), fake_search(&req));
+        let r = fake_search(&req);
+        assert!(matches!(r.mv, Move::Square(_)));
+        assert_eq!((r.depth, r.selectivity), level_params(8, 60));
+        let all = LeafRequest {
+            excluded: Board::start().moves(),
+            ..req
+        };
+        assert_eq!(fake_search(&all).mv, Move::None);
+        let mut p = SimPredictor(Guess::Perfect);
+        assert_eq!(p.predict(&req), r);
+    }
+}
