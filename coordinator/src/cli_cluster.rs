@@ -466,6 +466,12 @@ fn status_json(s: &pb::GetStatusResponse) -> serde_json::Value {
         "workers_total": s.workers_total,
         "quarantined": s.quarantined_total,
         "root_value": s.root_value,
+        "prefetch": {
+            "speculative_leased": s.speculative_leased,
+            "used": s.prefetch_used,
+            "unused": s.prefetch_unused,
+            "backup_leased": s.backup_leased,
+        },
     })
 }
 
@@ -481,6 +487,12 @@ fn print_status(s: &pb::GetStatusResponse) {
         s.results_per_second,
         s.root_value
     );
+    if s.speculative_leased + s.backup_leased > 0 {
+        println!(
+            "prefetch: {} speculative leases, {} results used, {} not used (yet); {} backup leases",
+            s.speculative_leased, s.prefetch_used, s.prefetch_unused, s.backup_leased
+        );
+    }
     for w in &s.workers {
         println!(
             "  {:<20} {:>3} threads  {:>3} in flight  {:>8} done  {:>7.1}/s  seen {:.1}s ago",

@@ -56,6 +56,12 @@ pub struct CoordinatorFile {
     pub tls_cert: Option<PathBuf>,
     /// TLS private key (PEM).
     pub tls_key: Option<PathBuf>,
+    /// Speculative prefetch: searches planned per worker thread at a round's tail (default 2;
+    /// 0 turns prefetch off). The book is the same either way.
+    pub speculation: Option<u32>,
+    /// Backup lease of a round search leased for more than this many times its level's mean
+    /// search time (default 4; 0 turns backup leases off).
+    pub backup_after: Option<u32>,
 }
 
 impl CoordinatorFile {
@@ -84,6 +90,8 @@ impl CoordinatorFile {
             max_lease_cap: self
                 .max_lease_cap_secs
                 .map_or(d.max_lease_cap, |s| Duration::from_secs(s.max(1))),
+            speculation: self.speculation.unwrap_or(d.speculation),
+            backup_after: self.backup_after.unwrap_or(d.backup_after),
             engine_version: if self.check_engine_version.unwrap_or(true) {
                 Some(bookfarm_proto::ENGINE_VERSION.to_string())
             } else {

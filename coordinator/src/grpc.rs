@@ -332,6 +332,10 @@ impl pb::admin_service_server::AdminService for AdminApi {
                 })
                 .collect(),
             root_value: s.root_value,
+            speculative_leased: s.speculative_leased,
+            prefetch_used: s.prefetch.used,
+            prefetch_unused: s.prefetch.unused,
+            backup_leased: s.backup_leased,
         }))
     }
 

@@ -166,6 +166,10 @@ pub(crate) struct Growth {
     prefetch_used: Cell<u64>,
     /// Speculative searches planned.
     prefetch_planned: u64,
+    /// The program pass the last speculative plan started from (program count, pass).
+    planned_from: Option<(usize, u32)>,
+    /// Programs finished since start.
+    finished: usize,
     /// Guesses results for speculation (built on first use).
     predictor: Option<Box<dyn Predictor>>,
 }
@@ -231,6 +235,8 @@ impl Growth {
             prefetched: RefCell::new(HashSet::new()),
             prefetch_used: Cell::new(0),
             prefetch_planned: 0,
+            planned_from: None,
+            finished: 0,
             predictor: None,
         })
     }
@@ -259,6 +265,15 @@ impl Growth {
         }
     }
 
+    /// Whether the program moved to another pass since the last speculative plan.
+    pub(crate) fn plan_is_stale(&self) -> bool {
+        let now = self
+            .driver
+            .as_ref()
+            .map(|d| (self.finished, d.state().passes));
+        now != self.planned_from
+    }
+
     /// The searches the programs will probably need after the current round work, most likely
     /// first, at most `budget`: the programs run on a copy of the book with guessed results
     /// (the [`Predictor`]) for every request not known yet. The real book is untouched, so a
@@ -270,6 +285,7 @@ impl Growth {
         if budget == 0 {
             return Vec::new();
         }
+        self.planned_from = Some((self.finished, driver.state().passes));
         let mut driver = driver.clone();
         let mut book = self.book.clone();
         let round: HashSet<LeafRequest> = self.needed.iter().copied().collect();
@@ -383,6 +399,7 @@ impl Growth {
                     self.queue.pop_front();
                     self.queue_dirty = true;
                     self.driver = None;
+                    self.finished += 1;
                 }
             }
         }

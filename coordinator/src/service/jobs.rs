@@ -106,6 +106,20 @@ impl JobEntry {
 /// Queue order: round work first, then growth's order, then arrival.
 type QueueKey = (JobClass, u32, u64, Uuid);
 
+/// Insert into the queue, counting round work.
+fn enqueue(queue: &mut BTreeSet<QueueKey>, round: &mut usize, k: QueueKey) {
+    if queue.insert(k) && k.0 == JobClass::Round {
+        *round += 1;
+    }
+}
+
+/// Remove from the queue, counting round work.
+fn dequeue(queue: &mut BTreeSet<QueueKey>, round: &mut usize, k: &QueueKey) {
+    if queue.remove(k) && k.0 == JobClass::Round {
+        *round -= 1;
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct WorkerEntry {
     pub(crate) name: String,
@@ -137,6 +151,10 @@ pub(crate) struct Jobs {
     pub(crate) landed: HashSet<LeafRequest>,
     pub(crate) counters: Counters,
     pub(crate) recent: VecDeque<Duration>,
+    /// Search threads of `workers` (kept with it).
+    threads: usize,
+    /// Round jobs in `queue`.
+    round_queued: usize,
     /// Mean lease-to-result time per level, measured by the coordinator (not reported by
     /// workers, who could lie about it): what "runs far longer than usual" means.
     search_time: HashMap<u8, f64>,
@@ -150,15 +168,20 @@ impl Jobs {
 
     /// Round jobs waiting for a worker.
     pub(crate) fn queued_round(&self) -> usize {
-        self.queue
-            .iter()
-            .take_while(|k| k.0 == JobClass::Round)
-            .count()
+        self.round_queued
     }
 
     /// Search threads of the registered workers.
     pub(crate) fn threads(&self) -> usize {
-        self.workers.values().map(|w| w.threads as usize).sum()
+        self.threads
+    }
+
+    /// Register a worker.
+    pub(crate) fn add_worker(&mut self, id: Uuid, w: WorkerEntry) {
+        self.threads += w.threads as usize;
+        if let Some(old) = self.workers.insert(id, w) {
+            self.threads -= old.threads as usize;
+        }
     }
 
     pub(crate) fn update_gauges(&self) {
@@ -167,15 +190,23 @@ impl Jobs {
         metrics::gauge!("bookfarm_workers").set(self.workers.len() as f64);
     }
 
-    pub(crate) fn trim_rates(&mut self, now: Duration) {
+    /// Drop rate samples older than the window: the farm's and `worker`'s, or every
+    /// worker's when `None` (status reports; per call it would cost O(workers)).
+    pub(crate) fn trim_rates(&mut self, now: Duration, worker: Option<&Uuid>) {
         let cut = now.saturating_sub(RATE_WINDOW);
-        while self.recent.front().is_some_and(|t| *t < cut) {
-            self.recent.pop_front();
-        }
-        for w in self.workers.values_mut() {
-            while w.recent.front().is_some_and(|t| *t < cut) {
-                w.recent.pop_front();
+        let trim = |v: &mut VecDeque<Duration>| {
+            while v.front().is_some_and(|t| *t < cut) {
+                v.pop_front();
             }
+        };
+        trim(&mut self.recent);
+        match worker {
+            Some(id) => {
+                if let Some(w) = self.workers.get_mut(id) {
+                    trim(&mut w.recent);
+                }
+            }
+            None => self.workers.values_mut().for_each(|w| trim(&mut w.recent)),
         }
     }
 
@@ -248,7 +279,8 @@ impl Jobs {
                         prefetched: false,
                         queued: true,
                     };
-                    self.queue.insert(j.queue_key(id));
+                    let k = j.queue_key(id);
+                    enqueue(&mut self.queue, &mut self.round_queued, k);
                     self.jobs.insert(id, j);
                     self.by_key.insert(key, id);
                 }
@@ -267,7 +299,8 @@ impl Jobs {
             return;
         }
         if j.queued {
-            self.queue.remove(&j.queue_key(id));
+            let k = j.queue_key(id);
+            dequeue(&mut self.queue, &mut self.round_queued, &k);
         }
         if j.class == JobClass::Round && !j.leases.is_empty() {
             self.leased_round.remove(&(j.prio, j.seq, id));
@@ -275,7 +308,8 @@ impl Jobs {
         j.class = class;
         j.prio = prio;
         if j.queued {
-            self.queue.insert(j.queue_key(id));
+            let k = j.queue_key(id);
+            enqueue(&mut self.queue, &mut self.round_queued, k);
         }
         if j.class == JobClass::Round && !j.leases.is_empty() {
             self.leased_round.insert((j.prio, j.seq, id));
@@ -295,11 +329,15 @@ impl Jobs {
     ) -> Vec<Job> {
         let mut out = Vec::new();
         while out.len() < slots {
-            let id = match self.queue.pop_first() {
-                Some(k) => k.3,
+            let id = match self.queue.first().copied() {
+                Some(k) => {
+                    dequeue(&mut self.queue, &mut self.round_queued, &k);
+                    k.3
+                }
                 None => match self.backup_candidate(worker, now, cfg) {
                     Some(id) => {
                         self.counters.backup_leased += 1;
+                        metrics::counter!("bookfarm_backup_leased_total").increment(1);
                         id
                     }
                     None => break,
@@ -312,6 +350,7 @@ impl Jobs {
             if j.class == JobClass::Speculative {
                 j.prefetched = true;
                 self.counters.speculative_leased += 1;
+                metrics::counter!("bookfarm_speculative_leased_total").increment(1);
             }
             if j.class == JobClass::Round && j.leases.is_empty() {
                 self.leased_round.insert((j.prio, j.seq, id));
@@ -349,7 +388,8 @@ impl Jobs {
         if cfg.backup_after == 0 {
             return None;
         }
-        self.leased_round.iter().map(|k| k.2).find(|id| {
+        // Only the first round searches: they block the program; a later one gets its turn.
+        self.leased_round.iter().take(64).map(|k| k.2).find(|id| {
             self.jobs.get(id).is_some_and(|j| {
                 let Some(mean) = self.search_time.get(&j.key.level) else {
                     return false;
@@ -398,7 +438,8 @@ impl Jobs {
             j.prio = 0;
             j.seq = 0;
             j.queued = true;
-            self.queue.insert(j.queue_key(id));
+            let k = j.queue_key(id);
+            enqueue(&mut self.queue, &mut self.round_queued, k);
         }
     }
 
@@ -414,6 +455,7 @@ impl Jobs {
             }
         }
         let w = self.workers.remove(&wid)?;
+        self.threads -= w.threads as usize;
         Some((w.name, n))
     }
 
@@ -442,7 +484,8 @@ impl Jobs {
     pub(crate) fn remove(&mut self, id: Uuid) -> Option<JobEntry> {
         let j = self.jobs.remove(&id)?;
         if j.queued {
-            self.queue.remove(&j.queue_key(id));
+            let k = j.queue_key(id);
+            dequeue(&mut self.queue, &mut self.round_queued, &k);
         }
         if j.class == JobClass::Round && !j.leases.is_empty() {
             self.leased_round.remove(&(j.prio, j.seq, id));
@@ -462,6 +505,7 @@ impl Jobs {
         self.jobs.clear();
         self.by_key.clear();
         self.queue.clear();
+        self.round_queued = 0;
         self.leased_round.clear();
         self.in_flight = 0;
         self.quarantined.clear();

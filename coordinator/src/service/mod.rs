@@ -131,6 +131,9 @@ pub struct ServiceConfig {
     /// Backup leases: an idle worker may get a second lease of a round search whose lease is
     /// older than this many times its level's mean search time (0: off).
     pub backup_after: u32,
+    /// Apply results on the submitting thread instead of the growth runner thread (the
+    /// simulator: one thread, no hand-offs; a server keeps RPCs off growth's path).
+    pub inline_growth: bool,
 }
 
 impl Default for ServiceConfig {
@@ -150,6 +153,7 @@ impl Default for ServiceConfig {
             retry_after: Duration::from_millis(200),
             speculation: 2,
             backup_after: 4,
+            inline_growth: false,
         }
     }
 }
@@ -236,7 +240,15 @@ pub struct StatusReport {
     pub root_value: i32,
     /// How speculative prefetch served.
     pub prefetch: PrefetchReport,
+    /// Leases of speculative jobs since start.
+    pub speculative_leased: u64,
+    /// Backup leases since start.
+    pub backup_leased: u64,
 }
+
+/// The most speculative searches planned at once (a plan runs the programs on a copy of the
+/// book, so its cost grows with it).
+const MAX_SPECULATION: usize = 4096;
 
 /// Window for results-per-second figures.
 const RATE_WINDOW: Duration = Duration::from_secs(10);
@@ -552,7 +564,7 @@ impl Coordinator {
         let wid = Uuid::new_v4();
         let now = self.now();
         let mut g = self.jobs();
-        g.workers.insert(
+        g.add_worker(
             wid,
             WorkerEntry {
                 name: name.chars().take(128).collect(),
@@ -737,7 +749,7 @@ impl Coordinator {
         }
         self.0.store.apply(batch)?;
         self.0.written.fetch_add(1, Ordering::SeqCst);
-        g.trim_rates(now);
+        g.trim_rates(now, Some(worker));
         g.update_gauges();
         drop(g);
         if !landed.is_empty() {
@@ -747,7 +759,13 @@ impl Coordinator {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .extend(landed);
-            self.kick();
+            if self.0.cfg.inline_growth {
+                if let Err(e) = self.run_growth() {
+                    tracing::error!(error = %e, "growth run failed");
+                }
+            } else {
+                self.kick();
+            }
         }
         Ok(acks)
     }
@@ -785,7 +803,9 @@ impl Coordinator {
         let needed = growth.advance(&self.0.store)?;
         let positions = growth.book.len();
         // Speculate only at a round's tail: when fewer round searches wait than the workers
-        // have threads (before that, every idle thread gets round work anyway).
+        // have threads (before that, every idle thread gets round work anyway); plan again
+        // when the speculative searches planned run low too, or the program moved to another
+        // pass (the old plan guessed it).
         let tail_threads = {
             let mut jobs = self.jobs();
             for k in &applied {
@@ -793,13 +813,14 @@ impl Coordinator {
             }
             jobs.sync(&needed, None);
             let threads = jobs.threads();
-            (jobs.queued_round() < threads).then_some(threads)
+            let low = jobs.queued() < threads;
+            (jobs.queued_round() < threads && (low || growth.plan_is_stale())).then_some(threads)
         };
         let speculative = match tail_threads {
             _ if self.0.cfg.speculation == 0 || !growth.is_running() => Some(Vec::new()),
             Some(threads) => {
                 let budget = threads.saturating_mul(self.0.cfg.speculation as usize);
-                Some(growth.speculate(budget))
+                Some(growth.speculate(budget.min(MAX_SPECULATION)))
             }
             None => None,
         };
@@ -1062,7 +1083,7 @@ impl Coordinator {
         };
         let now = self.now();
         let mut g = self.jobs();
-        g.trim_rates(now);
+        g.trim_rates(now, None);
         let rate = |v: &VecDeque<Duration>| {
             v.len() as f64 / RATE_WINDOW.as_secs_f64().min(now.as_secs_f64().max(1.0))
         };
@@ -1092,6 +1113,8 @@ impl Coordinator {
             quarantined: g.quarantined.values().cloned().collect(),
             root_value,
             prefetch,
+            speculative_leased: g.counters.speculative_leased,
+            backup_leased: g.counters.backup_leased,
         }
     }
 

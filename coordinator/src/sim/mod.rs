@@ -297,6 +297,7 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
         max_lease_cap: Duration::from_secs(u64::MAX / 4),
         lease_timeout: Duration::from_secs(u64::MAX / 4),
         signature: Some(identity().search_signature),
+        inline_growth: true,
         ..ServiceConfig::default()
     };
     let c = Coordinator::open(store, dir, service, clock.clone())?;
