@@ -104,11 +104,13 @@ impl Results for Consuming<'_> {
 }
 
 /// The known results plus guesses, for a simulated run of the programs: each request neither
-/// known nor listed as round work costs one unit of `budget`, and once it is spent the
-/// simulation blocks.
+/// known, nor listed as round work, nor being searched costs one unit of `budget`, and once it
+/// is spent the simulation blocks.
 struct Guessing<'a> {
     known: &'a HashMap<LeafRequest, LeafResult>,
     round: &'a HashSet<LeafRequest>,
+    searching: &'a HashSet<LeafRequest>,
+    spent: Cell<usize>,
     guessed: RefCell<HashMap<LeafRequest, LeafResult>>,
     speculative: RefCell<Vec<LeafRequest>>,
     budget: usize,
@@ -124,8 +126,12 @@ impl Results for Guessing<'_> {
             return Some(*r);
         }
         let round = self.round.contains(request);
-        if !round && self.speculative.borrow().len() >= self.budget {
+        let free = round || self.searching.contains(request);
+        if !free && self.spent.get() >= self.budget {
             return None;
+        }
+        if !free {
+            self.spent.set(self.spent.get() + 1);
         }
         let r = self.predictor.borrow_mut().predict(request);
         self.guessed.borrow_mut().insert(*request, r);
@@ -170,6 +176,8 @@ pub(crate) struct Growth {
     planned_from: Option<(usize, u32)>,
     /// Programs finished since start.
     finished: usize,
+    /// Results landed since the last speculative plan.
+    pub(crate) landed_since_plan: usize,
     /// Guesses results for speculation (built on first use).
     predictor: Option<Box<dyn Predictor>>,
 }
@@ -237,12 +245,14 @@ impl Growth {
             prefetch_planned: 0,
             planned_from: None,
             finished: 0,
+            landed_since_plan: 0,
             predictor: None,
         })
     }
 
     /// Take accepted results in (they are stored already).
     pub(crate) fn land(&mut self, landed: Vec<Landed>) {
+        self.landed_since_plan += landed.len();
         for l in landed {
             if l.prefetched && !self.results.contains_key(&l.key) {
                 self.prefetched.get_mut().insert(l.key);
@@ -278,7 +288,11 @@ impl Growth {
     /// first, at most `budget`: the programs run on a copy of the book with guessed results
     /// (the [`Predictor`]) for every request not known yet. The real book is untouched, so a
     /// wrong guess only costs a wasted search.
-    pub(crate) fn speculate(&mut self, budget: usize) -> Vec<LeafRequest> {
+    pub(crate) fn speculate(
+        &mut self,
+        budget: usize,
+        searching: &HashSet<LeafRequest>,
+    ) -> Vec<LeafRequest> {
         let Some(driver) = &self.driver else {
             return Vec::new();
         };
@@ -286,6 +300,7 @@ impl Growth {
             return Vec::new();
         }
         self.planned_from = Some((self.finished, driver.state().passes));
+        self.landed_since_plan = 0;
         let mut driver = driver.clone();
         let mut book = self.book.clone();
         let round: HashSet<LeafRequest> = self.needed.iter().copied().collect();
@@ -295,6 +310,8 @@ impl Growth {
         let guessing = Guessing {
             known: &self.results,
             round: &round,
+            searching,
+            spent: Cell::new(0),
             guessed: RefCell::new(HashMap::new()),
             speculative: RefCell::new(Vec::new()),
             budget,
@@ -311,7 +328,7 @@ impl Growth {
             }
         }
         let planned = guessing.speculative.into_inner();
-        self.prefetch_planned += planned.len() as u64;
+        self.prefetch_planned += guessing.spent.get() as u64;
         planned
     }
 

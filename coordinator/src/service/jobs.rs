@@ -176,6 +176,15 @@ impl Jobs {
         self.threads
     }
 
+    /// The requests being searched now (leased).
+    pub(crate) fn searching(&self) -> HashSet<LeafRequest> {
+        self.jobs
+            .values()
+            .filter(|j| !j.leases.is_empty())
+            .map(|j| j.key)
+            .collect()
+    }
+
     /// Register a worker.
     pub(crate) fn add_worker(&mut self, id: Uuid, w: WorkerEntry) {
         self.threads += w.threads as usize;

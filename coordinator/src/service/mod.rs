@@ -813,14 +813,18 @@ impl Coordinator {
             }
             jobs.sync(&needed, None);
             let threads = jobs.threads();
-            let low = jobs.queued() < threads;
-            (jobs.queued_round() < threads && (low || growth.plan_is_stale())).then_some(threads)
+            // A big farm drains any plan at once: plan again after a share of it landed
+            // rather than after every result.
+            let low =
+                jobs.queued() < threads && growth.landed_since_plan >= (threads / 16).clamp(1, 64);
+            (jobs.queued_round() < threads && (low || growth.plan_is_stale()))
+                .then(|| (threads, jobs.searching()))
         };
         let speculative = match tail_threads {
             _ if self.0.cfg.speculation == 0 || !growth.is_running() => Some(Vec::new()),
-            Some(threads) => {
+            Some((threads, searching)) => {
                 let budget = threads.saturating_mul(self.0.cfg.speculation as usize);
-                Some(growth.speculate(budget.min(MAX_SPECULATION)))
+                Some(growth.speculate(budget.min(MAX_SPECULATION), &searching))
             }
             None => None,
         };
