@@ -754,3 +754,123 @@ fn a_result_whose_depth_is_not_the_level_tables_is_refused() {
         vec![Ack::Accepted]
     );
 }
+
+/// A round search leased far longer than its level's searches take gets a second lease on
+/// an idle worker; whichever answers first is accepted, the other's answer is a duplicate,
+/// and both leases end.
+#[test]
+fn long_round_searches_get_one_backup_lease_and_the_first_answer_wins() {
+    let cfg = ServiceConfig {
+        lookahead: 0,
+        speculation: 0,
+        backup_after: 4,
+        ..ServiceConfig::default()
+    };
+    let f = fixture(2, 10, cfg);
+    let id = identity();
+    let a = f.c.register(&id, "a", 64).unwrap();
+    // The root search takes 1 s: the level's mean search time.
+    let root = f.c.lease(&id, &a, 1).unwrap();
+    f.clock.advance(Duration::from_secs(1));
+    f.c.submit(&id, &a, &[mock_result(&root[0])]).unwrap();
+    f.c.settle().unwrap();
+    f.c.start_expansion(deviate24(), 0).unwrap();
+    let held = f.c.lease(&id, &a, 64).unwrap();
+    assert!(!held.is_empty());
+    assert_eq!(f.c.status().queued, 0, "a holds every search");
+    let b = f.c.register(&id, "b", 1).unwrap();
+    // Not long yet: no backup.
+    f.clock.advance(Duration::from_secs(3));
+    assert!(f.c.lease(&id, &b, 1).unwrap().is_empty());
+    // Past 4 mean search times: b gets the first search of the pass (the one growth waits
+    // for), once; a still holds it too.
+    f.clock.advance(Duration::from_secs(2));
+    let backup = f.c.lease(&id, &b, 1).unwrap();
+    assert_eq!(backup.len(), 1);
+    assert_eq!(backup[0].id, held[0].id);
+    assert_eq!(backup[0].attempt, 1);
+    assert_eq!(f.c.counters().backup_leased, 1);
+    assert_eq!(f.c.status().in_flight as usize, held.len() + 1);
+    assert!(f.c.heartbeat(&id, &a, &[held[0].id]).unwrap().is_empty());
+    assert!(f.c.heartbeat(&id, &b, &[held[0].id]).unwrap().is_empty());
+    // A second idle worker does not get a third lease of it.
+    let c2 = f.c.register(&id, "c", 1).unwrap();
+    let third = f.c.lease(&id, &c2, 1).unwrap();
+    assert!(third.iter().all(|j| j.id != held[0].id));
+    // b answers first: accepted; a's answer is a duplicate; no lease of it is left.
+    let r = mock_result(&backup[0]);
+    assert_eq!(f.c.submit(&id, &b, &[r]).unwrap(), vec![Ack::Accepted]);
+    assert_eq!(f.c.submit(&id, &a, &[r]).unwrap(), vec![Ack::Duplicate]);
+    assert_eq!(
+        f.c.heartbeat(&id, &a, &[held[0].id]).unwrap(),
+        vec![held[0].id]
+    );
+    assert_eq!(
+        f.c.status().in_flight as usize,
+        held.len() - 1 + third.len()
+    );
+}
+
+/// Speculative searches are leased only when no round work waits, and a speculative search
+/// that the program then needs serves it without being searched again.
+#[test]
+fn speculative_searches_wait_for_round_work_and_serve_the_next_pass() {
+    let cfg = ServiceConfig {
+        lookahead: 0,
+        speculation: 4,
+        backup_after: 0,
+        ..ServiceConfig::default()
+    };
+    let f = fixture(2, 10, cfg);
+    f.c.set_predictor(Box::new(crate::sim::SimPredictor(
+        crate::sim::Guess::Perfect,
+    )));
+    let id = identity();
+    let ws = [
+        f.c.register(&id, "w1", 1).unwrap(),
+        f.c.register(&id, "w2", 1).unwrap(),
+    ];
+    let mut held: [Option<Job>; 2] = [None, None];
+    let mut speculative_seen = false;
+    f.c.start_expansion(deviate24(), 0).unwrap();
+    for turn in 0..100_000 {
+        if f.c.status().state == State::Done && held.iter().all(Option::is_none) {
+            break;
+        }
+        for k in 0..2 {
+            if held[k].is_some() {
+                continue;
+            }
+            let queued_round_before = f.c.jobs().queued_round();
+            held[k] = f.c.lease(&id, &ws[k], 1).unwrap().pop();
+            let Some(job) = &held[k] else { continue };
+            if f.c.jobs().jobs.get(&job.id).map(|j| j.class) == Some(JobClass::Speculative) {
+                speculative_seen = true;
+                assert_eq!(queued_round_before, 0, "round work was waiting");
+            }
+        }
+        // The workers answer in turns: one holds a round's last search while the other idles.
+        if let Some(job) = held[turn % 2].take() {
+            f.c.submit(&id, &ws[turn % 2], &[sim_result(&job)]).unwrap();
+        }
+        f.c.settle().unwrap();
+    }
+    let s = f.c.status();
+    assert_eq!(s.state, State::Done);
+    assert!(speculative_seen);
+    assert!(s.prefetch.used > 0, "{s:?}");
+    // With perfect guesses and one worker nothing is wasted... except what the last pass
+    // planned for a pass that never came.
+    let (book, asked) = crate::sim::serial_build(2, 10, &[operation(deviate24())]);
+    assert!(crate::sim::same_positions(f.c.snapshot().1, &book));
+    assert!(f.c.stored_results() >= asked.len());
+}
+
+fn sim_result(job: &Job) -> JobResult {
+    let req = LeafRequest {
+        board: job.board,
+        level: job.level,
+        excluded: job.excluded,
+    };
+    JobResult::from_leaf(job.id, &crate::sim::fake_search(&req))
+}
