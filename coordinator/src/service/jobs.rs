@@ -227,55 +227,81 @@ impl Jobs {
     /// stored when they come); a leased job no longer needed becomes speculative. Quarantined
     /// requests and requests whose results landed but are not applied yet are skipped.
     pub(crate) fn sync(&mut self, needed: &[LeafRequest], speculative: Option<&[LeafRequest]>) {
-        let mut wanted: HashMap<LeafRequest, (JobClass, u32)> = HashMap::new();
-        let prio = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
-        for (i, k) in needed.iter().enumerate() {
-            wanted.entry(*k).or_insert((JobClass::Round, prio(i)));
-        }
-        match speculative {
-            Some(list) => {
-                for (i, k) in list.iter().enumerate() {
-                    wanted.entry(*k).or_insert((JobClass::Speculative, prio(i)));
+        // Cost: O(needed + round jobs), plus O(jobs) when a new speculative plan is given; a
+        // big farm holds thousands of speculative leases, which a sync without a plan never
+        // walks.
+        let index = |list: &[LeafRequest], skip: &HashMap<LeafRequest, u32>| {
+            let mut m: HashMap<LeafRequest, u32> = HashMap::with_capacity(list.len());
+            for (i, k) in list.iter().enumerate() {
+                if !skip.contains_key(k) {
+                    m.entry(*k).or_insert(u32::try_from(i).unwrap_or(u32::MAX));
                 }
             }
-            None => {
-                for j in self.jobs.values() {
-                    if j.class == JobClass::Speculative {
-                        wanted
-                            .entry(j.key)
-                            .or_insert((JobClass::Speculative, j.prio));
-                    }
+            m
+        };
+        let round = index(needed, &HashMap::new());
+        let plan = speculative.map(|l| index(l, &round));
+        // Round jobs no longer needed: speculative if planned, dropped if unleased, otherwise
+        // kept (their results are still stored when they come) as unplanned speculation.
+        let current_round: Vec<Uuid> = self
+            .queue
+            .iter()
+            .take_while(|k| k.0 == JobClass::Round)
+            .map(|k| k.3)
+            .chain(self.leased_round.iter().map(|k| k.2))
+            .collect();
+        for id in current_round {
+            let Some(j) = self.jobs.get(&id) else {
+                continue;
+            };
+            if round.contains_key(&j.key) {
+                continue;
+            }
+            match plan.as_ref().and_then(|p| p.get(&j.key)) {
+                Some(p) => self.place(id, JobClass::Speculative, *p),
+                None if j.leases.is_empty() => {
+                    self.remove(id);
                 }
+                None => self.place(id, JobClass::Speculative, u32::MAX),
             }
         }
-        let obsolete: Vec<Uuid> = self
-            .jobs
-            .iter()
-            .filter(|(_, j)| j.leases.is_empty() && !wanted.contains_key(&j.key))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in obsolete {
-            self.remove(id);
+        // A new plan replaces the old one: unleased speculation it drops goes.
+        if let Some(plan) = &plan {
+            let dropped: Vec<Uuid> = self
+                .jobs
+                .iter()
+                .filter(|(_, j)| {
+                    j.class == JobClass::Speculative
+                        && j.leases.is_empty()
+                        && !plan.contains_key(&j.key)
+                        && !round.contains_key(&j.key)
+                })
+                .map(|(id, _)| *id)
+                .collect();
+            for id in dropped {
+                self.remove(id);
+            }
         }
-        let unneeded: Vec<Uuid> = self
-            .jobs
-            .iter()
-            .filter(|(_, j)| !wanted.contains_key(&j.key))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in unneeded {
-            self.place(id, JobClass::Speculative, u32::MAX);
-        }
-        for (key, (class, prio)) in wanted {
+        let wanted = round.iter().map(|(k, p)| (*k, JobClass::Round, *p)).chain(
+            plan.iter()
+                .flatten()
+                .map(|(k, p)| (*k, JobClass::Speculative, *p)),
+        );
+        let mut new = Vec::new();
+        for (key, class, prio) in wanted {
             if self.quarantined.contains_key(&key) || self.landed.contains(&key) {
                 continue;
             }
             match self.by_key.get(&key).copied() {
-                Some(id) => self.place(id, class, prio),
-                None => {
-                    let id = Uuid::new_v4();
-                    self.seq += 1;
-                    let j = JobEntry {
+                Some(id) => new.push((id, class, prio, false)),
+                None => new.push((Uuid::new_v4(), class, prio, true)),
+            }
+            if let Some((id, _, _, true)) = new.last().copied() {
+                self.by_key.insert(key, id);
+                self.seq += 1;
+                self.jobs.insert(
+                    id,
+                    JobEntry {
                         key,
                         class,
                         prio,
@@ -287,12 +313,18 @@ impl Jobs {
                         lessees: Vec::new(),
                         prefetched: false,
                         queued: true,
-                    };
+                    },
+                );
+            }
+        }
+        for (id, class, prio, created) in new {
+            if created {
+                if let Some(j) = self.jobs.get(&id) {
                     let k = j.queue_key(id);
                     enqueue(&mut self.queue, &mut self.round_queued, k);
-                    self.jobs.insert(id, j);
-                    self.by_key.insert(key, id);
                 }
+            } else {
+                self.place(id, class, prio);
             }
         }
         self.update_gauges();
