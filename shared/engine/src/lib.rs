@@ -26,6 +26,7 @@ pub mod square;
 pub mod stability;
 pub mod symmetry;
 pub mod testdata;
+pub mod unmove;
 #[doc(hidden)]
 pub mod testutil;
 
