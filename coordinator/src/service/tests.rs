@@ -170,6 +170,15 @@ fn assert_same_book(c: &Coordinator, want: &bookfarm_book::MemBook) {
     }
 }
 
+/// The coordinator's book is a fixed point of Edax's linking and negamax (`book link`).
+fn assert_linked(c: &Coordinator) {
+    let mut book = c.book_snapshot();
+    let r = bookfarm_book::grow::link_command(&mut book, &mut |r| {
+        panic!("book link searched {r:?}: a transposition was left unlinked")
+    });
+    assert!(r.is_fixed_point(), "book link changed the book: {r:?}");
+}
+
 fn deviate24() -> Selector {
     Selector::Deviate {
         relative: 2,
@@ -208,6 +217,7 @@ fn deviate_builds_a_consistent_book_to_completion() {
     assert_eq!(s.completed, n);
     assert_matches_book_crate(&f.c);
     assert_same_book(&f.c, &serial_book(2, 10, &[operation(deviate24())]));
+    assert_linked(&f.c);
     // Nothing is left pending, every position's leaf excludes its links.
     let (h, positions) = f.c.snapshot();
     let book = f.c.book_snapshot();
@@ -248,6 +258,7 @@ fn cluster_and_book_crate_grow_the_same_book() {
         let accepted = drive_workers(&f.c, workers, slots, seed);
         assert_eq!(f.c.status().state, State::Done);
         assert_same_book(&f.c, &want);
+        assert_linked(&f.c);
         // No request was searched twice.
         assert_eq!(accepted as usize, f.c.stored_results());
     }
