@@ -552,7 +552,16 @@ fn local_build_is_a_fixed_point_of_book_link() {
     let out = dir.path().join("b.dat");
     let o = Command::new(BIN)
         .args(["local", "--db", s(&db), "--out", s(&out), "--quiet"])
-        .args(["--level", "2", "--depth", "12", "--deviate", "2,4", "--workers", "2"])
+        .args([
+            "--level",
+            "2",
+            "--depth",
+            "12",
+            "--deviate",
+            "2,4",
+            "--workers",
+            "2",
+        ])
         .args(["--eval", s(&eval)])
         .env("RUST_LOG", "warn")
         .output()

@@ -595,7 +595,11 @@ fn pause_stops_leasing_and_resume_restarts() {
 fn advance_until_queued(f: &Fixture, id: &Identity, w: &Uuid, n: u64) {
     while f.c.status().queued < n {
         let jobs = f.c.lease(id, w, 1).unwrap();
-        assert_eq!(jobs.len(), 1, "the build stopped with fewer than {n} jobs queued");
+        assert_eq!(
+            jobs.len(),
+            1,
+            "the build stopped with fewer than {n} jobs queued"
+        );
         f.c.submit(id, w, &[mock_result(&jobs[0])]).unwrap();
         f.c.settle().unwrap();
     }

@@ -300,9 +300,7 @@ pub fn plan_parent_links(book: &MemBook, board: &Board) -> Vec<ParentLink> {
             };
             let moves: Vec<Move> = candidates
                 .into_iter()
-                .filter(|&m| {
-                    child_board(&pb, m) == target && book.links(id).all(|l| l.mv != m)
-                })
+                .filter(|&m| child_board(&pb, m) == target && book.links(id).all(|l| l.mv != m))
                 .collect();
             if moves.is_empty() {
                 return None;
@@ -621,8 +619,8 @@ impl AddPlan {
 
 /// Plan growth's `book_add_board` of `board` (any orientation) on the current book.
 pub fn plan_add_board(book: &MemBook, board: &Board) -> AddPlan {
-    let enters = (board.empties() as i32) >= book.header().n_empties - 1
-        && book.probe(board).is_none();
+    let enters =
+        (board.empties() as i32) >= book.header().n_empties - 1 && book.probe(board).is_none();
     AddPlan {
         request: add_board_request(book, board),
         parent_links: if enters {

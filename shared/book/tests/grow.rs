@@ -122,9 +122,7 @@ fn root_expansion_links_the_four_symmetric_moves() {
     moves.sort_by_key(|m| m.code());
     assert_eq!(moves, [sq("d3"), sq("c4"), sq("f5"), sq("e6")]);
     assert_eq!(book.leaf(root), BAD_LINK);
-    assert!(
-        grow::link_command(&mut book, &mut |r| panic!("no search: {r:?}")).is_fixed_point()
-    );
+    assert!(grow::link_command(&mut book, &mut |r| panic!("no search: {r:?}")).is_fixed_point());
 }
 
 /// Two positions four plies from the start with a common child, and their moves to it.
@@ -134,7 +132,10 @@ fn transposition() -> ((Board, Move), (Board, Move)) {
     for _ in 0..4 {
         frontier = frontier
             .iter()
-            .flat_map(|b| b.legal_squares().map(move |s| canonical(&b.play(s).expect("legal")).0))
+            .flat_map(|b| {
+                b.legal_squares()
+                    .map(move |s| canonical(&b.play(s).expect("legal")).0)
+            })
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
@@ -185,11 +186,12 @@ fn a_new_position_links_its_book_parents() {
         assert_ne!(book.leaf(id).mv, m);
         assert_eq!(check_position(&book.position(id)), None);
     }
-    assert_eq!(book.leaf(id2), Link::new(mock(&req).score as i8, mock(&req).mv));
-    // Edax's `book_link` finds nothing left to link.
-    assert!(
-        grow::link_command(&mut book, &mut |r| panic!("no search: {r:?}")).is_fixed_point()
+    assert_eq!(
+        book.leaf(id2),
+        Link::new(mock(&req).score as i8, mock(&req).mv)
     );
+    // Edax's `book_link` finds nothing left to link.
+    assert!(grow::link_command(&mut book, &mut |r| panic!("no search: {r:?}")).is_fixed_point());
 }
 
 #[test]

@@ -4,13 +4,13 @@
 
 mod common;
 
+use bookfarm_book::driver::{Driver, Operation};
 use bookfarm_book::edax::{book_to_bytes, read_book};
+use bookfarm_book::grow::{check_position, link_command};
 use bookfarm_book::mem::child_board;
 use bookfarm_book::negamax::{link_position, negamax, propagate};
-use bookfarm_book::synth::{SplitMix64, SynthParams, random_book, random_leaf};
-use bookfarm_book::driver::{Driver, Operation};
-use bookfarm_book::grow::{check_position, link_command};
 use bookfarm_book::select::Deviate;
+use bookfarm_book::synth::{SplitMix64, SynthParams, random_book, random_leaf};
 use bookfarm_book::{BAD_LINK, BookHeader, Link, MemBook, NodeId, Position, dump};
 use bookfarm_engine::board::BitIter;
 use bookfarm_engine::{Board, Move};

@@ -26,9 +26,9 @@ pub mod square;
 pub mod stability;
 pub mod symmetry;
 pub mod testdata;
-pub mod unmove;
 #[doc(hidden)]
 pub mod testutil;
+pub mod unmove;
 
 pub use board::{Board, IllegalMove};
 pub use square::{Move, ParseMoveError, Square};

@@ -4,9 +4,9 @@
 #![allow(dead_code)]
 
 use bookfarm_book::{MemBook, edax};
-use bookfarm_engine::{Board, Move, Square};
 use bookfarm_engine::formats::transcript::parse_moves;
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
+use bookfarm_engine::{Board, Move, Square};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
