@@ -627,12 +627,14 @@ fn small_book_rebuilt_with_the_engine() {
     );
     assert_eq!(book.header().midgame_error, want.header().midgame_error);
     assert_eq!(book.header().endcut_error, want.header().endcut_error);
-    // Deviate diverges from Edax's run (1278 positions instead of 1054), although a fresh
-    // search reproduces every leaf score of the golden book (next test). The likely cause (not
-    // proven): Edax's searches share one hash table (cleared only per game and before each
-    // expanded child), so the parent's re-search after an expansion reuses the child's deeper
-    // entries, while our searches start from an empty table; any differing intermediate leaf
-    // changes the subtree that the 143 deviate iterations grow. The `book add` stage is exact.
+    // Deviate diverges from Edax's run (1327 positions instead of 1054; 1278 before growth
+    // linked transpositions), although a fresh search reproduces every leaf score of the
+    // golden book (next test). The likely cause (not proven): Edax's searches share one hash
+    // table (cleared only per game and before each expanded child), so the parent's re-search
+    // after an expansion reuses the child's deeper entries, while our searches start from an
+    // empty table; any differing intermediate leaf changes the subtree that the 143 deviate
+    // iterations grow. Linking departs from Edax on purpose (its values are the negamax of the
+    // book's own positions). The `book add` stage is exact (Edax's primitives, above).
     for p in book.positions() {
         assert_eq!(check_position(&p), None);
     }
