@@ -107,6 +107,15 @@ pub enum BookCommand {
         #[command(flatten)]
         db: Db,
     },
+    /// Link every transposition with Edax's `book_link` rule (each position to its book
+    /// children; a leaf a link replaces is searched again), negamax, sort: a repair for
+    /// imported books (books grown here are linked already, and then nothing changes).
+    Link {
+        #[command(flatten)]
+        db: Db,
+        #[command(flatten)]
+        engine: EngineArgs,
+    },
     /// Edax `book fix`: rebuild broken positions, link, search missing leaves, negamax; then
     /// expand the better leaves (a leaf scoring above every link) once; sort.
     Fix {
@@ -625,6 +634,20 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
             negamax::negamax(book);
             negamax::sort_links(book);
             Ok(format!("negamax: root value {}", root_value(book)))
+        }),
+        BookCommand::Link { db, engine } => transform(&db.db, Some(&engine), |book, search| {
+            let mut search = search.context("link needs the engine")?;
+            let before = root_value(book);
+            let r = grow::link_command(book, &mut search);
+            Ok(format!(
+                "link: {} links added, {} searches, {} positions and {} link scores changed by \
+                 negamax; root value {before} -> {}",
+                r.changes.links,
+                r.changes.searches,
+                r.negamax.changed,
+                r.negamax.link_updates,
+                root_value(book)
+            ))
         }),
         BookCommand::Fix { db, engine } => transform(&db.db, Some(&engine), |book, search| {
             let mut search = search.context("fix needs the engine")?;

@@ -149,6 +149,14 @@ fn real_run_new_add_deviate_survives_export_and_reimport() {
     // Deviate grew the book beyond the 135 positions of the games (Edax 4.6 reaches 1054 from
     // the same games and parameters with its own engine: book-small.dat).
     assert!(positions > 135 + 100, "{info}");
+    // Transpositions were linked as the book grew: Edax's linking finds nothing to do.
+    let linked = with(&["link", "--db", s(&db)]);
+    assert!(
+        linked.starts_with(
+            "link: 0 links added, 0 searches, 0 positions and 0 link scores changed by negamax"
+        ),
+        "{linked}"
+    );
     // At the fixed point, deviate selects nothing more.
     let dry = ok(&["deviate", "--db", s(&db), "--dry-run"]);
     assert_eq!(
@@ -529,6 +537,63 @@ fn remaining_edax_commands_on_the_golden_tiny_book() {
             .lines()
             .count(),
         n_bad
+    );
+}
+
+/// A `local` build (in-process workers over gRPC) is a fixed point of `book link`; the same
+/// book with one link dropped (as Edax's deviate leaves transpositions) is repaired by it.
+#[test]
+fn local_build_is_a_fixed_point_of_book_link() {
+    let Some(eval) = golden("eval-seed1.dat") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let out = dir.path().join("b.dat");
+    let o = Command::new(BIN)
+        .args(["local", "--db", s(&db), "--out", s(&out), "--quiet"])
+        .args([
+            "--level",
+            "2",
+            "--depth",
+            "12",
+            "--deviate",
+            "2,4",
+            "--workers",
+            "2",
+        ])
+        .args(["--eval", s(&eval)])
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run local");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let engine = ["--eval", s(&eval), "--quiet"];
+    let linked = ok_with(&["link", "--db", s(&db)], &engine);
+    assert!(
+        linked.starts_with(
+            "link: 0 links added, 0 searches, 0 positions and 0 link scores changed by negamax"
+        ),
+        "{linked}"
+    );
+    // Drop the last link of the first position that has two, import that book: `book link`
+    // adds the link back.
+    let mut book = bookfarm_book::edax::read_book(&std::fs::read(&out).expect("read export"))
+        .expect("exported book");
+    let id = book
+        .ids()
+        .find(|&id| book.n_link(id) >= 2)
+        .expect("a position with two links");
+    let mut links: Vec<_> = book.links(id).collect();
+    links.pop();
+    book.set_links(id, &links);
+    let broken = dir.path().join("broken.dat");
+    std::fs::write(&broken, bookfarm_book::edax::book_to_bytes(&book)).expect("write");
+    let db2 = dir.path().join("db2");
+    ok(&["import", s(&broken), "--db", s(&db2)]);
+    let repaired = ok_with(&["link", "--db", s(&db2)], &engine);
+    assert!(
+        repaired.starts_with("link: 1 links added, 0 searches"),
+        "{repaired}"
     );
 }
 

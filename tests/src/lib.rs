@@ -229,9 +229,10 @@ pub async fn export(c: &mut Admin) -> Vec<u8> {
     out
 }
 
-/// Check an exported book: it reads back, re-encodes to the same bytes, and a full negamax
+/// Check an exported book: it reads back, re-encodes to the same bytes, a full negamax
 /// recompute (the book crate's, from the start position) equals every stored value, bound,
-/// count and link score. Returns the book.
+/// count and link score, and it is a fixed point of Edax's linking (`book link`: no link to
+/// add, no leaf to search again, no value to change). Returns the book.
 pub fn check_book(bytes: &[u8]) -> MemBook {
     let book = edax::read_book(bytes).expect("exported book reads back");
     assert_eq!(edax::book_to_bytes(&book), bytes, "write(read(x)) == x");
@@ -241,5 +242,10 @@ pub fn check_book(bytes: &[u8]) -> MemBook {
         let q = full.get(&p.board).expect("same positions");
         assert_eq!(p, q, "stored (incremental) state == full recompute");
     }
+    let mut linked = book.clone();
+    let r = bookfarm_book::grow::link_command(&mut linked, &mut |r| {
+        panic!("book link searched {r:?}: a transposition was left unlinked")
+    });
+    assert!(r.is_fixed_point(), "book link changed the book: {r:?}");
     book
 }

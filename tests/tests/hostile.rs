@@ -210,22 +210,19 @@ async fn hostile_rpcs_are_rejected_and_change_nothing() {
         free_slots: n,
         results: vec![],
     };
-    // The root search, answered honestly, then the jobs of its expansion.
-    let root = w
-        .lease_jobs(lease(1))
-        .await
-        .unwrap()
-        .into_inner()
-        .jobs
-        .remove(0);
-    let r = result(&root, lowest_open(&root), 0);
-    submit(&mut w, &me, vec![r]).await.unwrap();
-    let jobs = w.lease_jobs(lease(8)).await.unwrap().into_inner().jobs;
-    let job = jobs
-        .iter()
-        .find(|j| j.excluded != 0)
-        .expect("re-search with an excluded move")
-        .clone();
+    // Jobs answered honestly until one is a re-search with an excluded move (the root's
+    // expansion is a single search: its four symmetric moves are linked at once).
+    let mut found = None;
+    for _ in 0..8 {
+        let jobs = w.lease_jobs(lease(8)).await.unwrap().into_inner().jobs;
+        if let Some(j) = jobs.iter().find(|j| j.excluded != 0) {
+            found = Some(j.clone());
+            break;
+        }
+        let honest = jobs.iter().map(|j| result(j, lowest_open(j), 0)).collect();
+        submit(&mut w, &me, honest).await.unwrap();
+    }
+    let job = found.expect("re-search with an excluded move");
     let good = result(&job, lowest_open(&job), 2);
 
     let status0 = admin_status(&mut admin).await;

@@ -170,6 +170,15 @@ fn assert_same_book(c: &Coordinator, want: &bookfarm_book::MemBook) {
     }
 }
 
+/// The coordinator's book is a fixed point of Edax's linking and negamax (`book link`).
+fn assert_linked(c: &Coordinator) {
+    let mut book = c.book_snapshot();
+    let r = bookfarm_book::grow::link_command(&mut book, &mut |r| {
+        panic!("book link searched {r:?}: a transposition was left unlinked")
+    });
+    assert!(r.is_fixed_point(), "book link changed the book: {r:?}");
+}
+
 fn deviate24() -> Selector {
     Selector::Deviate {
         relative: 2,
@@ -208,6 +217,7 @@ fn deviate_builds_a_consistent_book_to_completion() {
     assert_eq!(s.completed, n);
     assert_matches_book_crate(&f.c);
     assert_same_book(&f.c, &serial_book(2, 10, &[operation(deviate24())]));
+    assert_linked(&f.c);
     // Nothing is left pending, every position's leaf excludes its links.
     let (h, positions) = f.c.snapshot();
     let book = f.c.book_snapshot();
@@ -248,6 +258,7 @@ fn cluster_and_book_crate_grow_the_same_book() {
         let accepted = drive_workers(&f.c, workers, slots, seed);
         assert_eq!(f.c.status().state, State::Done);
         assert_same_book(&f.c, &want);
+        assert_linked(&f.c);
         // No request was searched twice.
         assert_eq!(accepted as usize, f.c.stored_results());
     }
@@ -579,9 +590,24 @@ fn pause_stops_leasing_and_resume_restarts() {
     assert_eq!(f.c.lease(&id, &w, 4).unwrap().len(), 1);
 }
 
+/// Search the queued jobs one at a time until at least `n` are queued (the root's expansion
+/// is one search: its four symmetric moves are linked at once; the next ones take two).
+fn advance_until_queued(f: &Fixture, id: &Identity, w: &Uuid, n: u64) {
+    while f.c.status().queued < n {
+        let jobs = f.c.lease(id, w, 1).unwrap();
+        assert_eq!(
+            jobs.len(),
+            1,
+            "the build stopped with fewer than {n} jobs queued"
+        );
+        f.c.submit(id, w, &[mock_result(&jobs[0])]).unwrap();
+        f.c.settle().unwrap();
+    }
+}
+
 #[test]
 fn leases_are_capped_at_threads_plus_lookahead() {
-    // No lookahead, so that the root's expansion (two jobs) exceeds one worker's cap.
+    // No lookahead, so that an expansion's two jobs exceed one worker's cap.
     let cfg = ServiceConfig {
         lookahead: 0,
         ..ServiceConfig::default()
@@ -590,9 +616,7 @@ fn leases_are_capped_at_threads_plus_lookahead() {
     f.c.start_expansion(deviate24(), 0).unwrap();
     let id = identity();
     let w = f.c.register(&id, "w", 1).unwrap();
-    let root = f.c.lease(&id, &w, 256).unwrap();
-    f.c.submit(&id, &w, &[mock_result(&root[0])]).unwrap();
-    f.c.settle().unwrap();
+    advance_until_queued(&f, &id, &w, 2);
     let mut held = 0;
     for _ in 0..5 {
         held += f.c.lease(&id, &w, 256).unwrap().len();
@@ -642,9 +666,7 @@ fn released_and_dropped_leases_go_back_to_the_queue() {
     f.c.start_expansion(deviate24(), 0).unwrap();
     let id = identity();
     let w = f.c.register(&id, "w", 1).unwrap();
-    let root = f.c.lease(&id, &w, 1).unwrap();
-    f.c.submit(&id, &w, &[mock_result(&root[0])]).unwrap();
-    f.c.settle().unwrap();
+    advance_until_queued(&f, &id, &w, 2);
     let jobs: Vec<Uuid> =
         f.c.lease(&id, &w, 3)
             .unwrap()
@@ -652,7 +674,7 @@ fn released_and_dropped_leases_go_back_to_the_queue() {
             .map(|j| j.id)
             .collect();
     let n = jobs.len() as u64;
-    assert!(n >= 2, "the root's deviation queues more than one search");
+    assert!(n >= 2, "the deviation queues more than one search");
     let queued = f.c.status().queued;
     // Release hands back only the caller's own leases.
     let other = f.c.register(&id, "o", 1).unwrap();

@@ -18,12 +18,18 @@
 //!   persisted and restored;
 //! * expanding a position whose leaf child is already in the book takes the existing child's
 //!   value instead of searching a fresh copy (Edax searches the copy, then drops it: the
-//!   result only feeds a link score that the next negamax overwrites).
+//!   result only feeds a link score that the next negamax overwrites);
+//! * transpositions are linked as the book grows (a deliberate departure from Edax, see
+//!   [`crate::grow::plan_parent_links`]): a step that adds a position also links every book
+//!   parent of it, and the re-search of a parent whose leaf the link replaced is one of the
+//!   step's requests. A program started on a linked book leaves it linked (`book fix` adds no
+//!   link), and the negamax that closes each iteration gives the values of the book's own
+//!   positions.
 
 use crate::edax::bucket_order;
 use crate::grow::{
-    Changes, ExpandPlan, IllegalGameMove, add_board_request, add_board_request_assuming,
-    apply_add_board, finish_expand, plan_expand_at, replay_game,
+    Changes, ExpandPlan, IllegalGameMove, add_board_request_assuming, apply_add_plan,
+    finish_expand, plan_add_board, plan_expand_at, replay_game,
 };
 use crate::mem::MemBook;
 use crate::model::MAX_LEVEL;
@@ -277,13 +283,15 @@ impl Driver {
                     };
                     while cursor < boards.len() {
                         let b = boards[cursor];
-                        let req = add_board_request(book, &b);
-                        let result = req.and_then(|q| results.result(&q));
-                        if let (Some(req), None) = (req, result) {
+                        let plan = plan_add_board(book, &b);
+                        let mut need: Vec<LeafRequest> = plan
+                            .requests()
+                            .filter(|r| results.result(r).is_none())
+                            .collect();
+                        if !need.is_empty() {
                             let end = boards.len().min(cursor + 1 + lookahead.min(boards.len()));
                             // Predict each later board's request with the boards before it in
                             // the game added (each links to its child there).
-                            let mut need = vec![req];
                             let mut also: HashSet<Board> =
                                 std::iter::once(canonical(&b).0).collect();
                             for later in &boards[cursor + 1..end] {
@@ -293,7 +301,9 @@ impl Driver {
                             self.state.phase = Phase::Adding { game, cursor };
                             return Progress::Blocked(dedup_missing(need, results));
                         }
-                        self.state.changes += apply_add_board(book, &b, result.as_ref());
+                        if let Ok(ch) = apply_add_plan(book, &b, &plan, results) {
+                            self.state.changes += ch;
+                        }
                         cursor += 1;
                     }
                     if let Some(ill) = illegal {
@@ -486,7 +496,7 @@ impl Driver {
     /// The requests the expansion of `board` needs on the current book.
     fn expand_requests(&self, book: &MemBook, board: &Board) -> Vec<LeafRequest> {
         self.plan(book, board)
-            .map(|p| plan_requests(&p).collect())
+            .map(|p| p.requests().collect())
             .unwrap_or_default()
     }
 
@@ -502,37 +512,20 @@ impl Driver {
         let Some(plan) = self.plan(book, board) else {
             return Step::Applied;
         };
-        let missing: Vec<LeafRequest> = plan_requests(&plan)
+        let missing: Vec<LeafRequest> = plan
+            .requests()
             .filter(|r| results.result(r).is_none())
             .collect();
         if !missing.is_empty() {
             return Step::Missing(missing);
         }
-        let child = if plan.child_exists {
-            None
-        } else {
-            plan.child_request.and_then(|r| results.result(&r))
-        };
-        let parent = plan.parent_request.and_then(|r| results.result(&r));
-        ch.searches += usize::from(child.is_some()) + usize::from(parent.is_some());
-        ch.links += plan.child.links.len();
-        if let Ok(out) = finish_expand(book, &plan, child.as_ref(), parent.as_ref()) {
+        if let Ok(out) = finish_expand(book, &plan, results) {
+            ch.searches += plan.requests().count();
+            ch.links += plan.child.links.len() + usize::from(out.link_added) + out.parents.links;
             ch.positions += usize::from(out.child_added);
-            ch.links += usize::from(out.link_added);
         }
         Step::Applied
     }
-}
-
-/// The searches an expansion needs: the child's (unless the child is already in the book) and
-/// the parent's re-search.
-fn plan_requests(plan: &ExpandPlan) -> impl Iterator<Item = LeafRequest> + '_ {
-    let child = if plan.child_exists {
-        None
-    } else {
-        plan.child_request
-    };
-    child.into_iter().chain(plan.parent_request)
 }
 
 /// Keep the first occurrence of each request that has no known result.

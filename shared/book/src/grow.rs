@@ -7,28 +7,38 @@
 //! run (in-process engine, threads, a test double).
 //!
 //! * [`leaf_request`] / [`apply_leaf`] / [`position_search`]: `position_search` on a position;
-//! * [`plan_expand`] / [`finish_expand`] / [`expand`]: `position_expand` (§4.4) as two
-//!   independent requests (the new child's leaf, the parent's re-search with the move excluded);
+//! * [`plan_expand`] / [`finish_expand`] / [`expand`]: `position_expand` (§4.4) as independent
+//!   requests (the new child's leaf, the parent's re-search with the move excluded, and the
+//!   re-searches of the other book parents whose leaf the new child takes, see below);
+//! * [`plan_parent_links`] / [`apply_parent_links`]: growth's transposition linking, a deliberate
+//!   departure from Edax (whose deviate links a new position only to its book children and
+//!   leaves the rest to `book fix`): when a position enters the book, every book position with
+//!   a legal move to it links to it, and a parent whose leaf was that move (the link takes the
+//!   leaf's place) is re-searched in the same step. A book grown from a linked book therefore
+//!   stays linked, and its negamax values are those of its own positions;
+//! * [`plan_add_board`] / [`apply_add_plan`]: growth's `book_add_board` (Edax's, then the
+//!   parents linked);
 //! * [`add_board`], [`add_game`], [`store_game`]: `book_add_board`, `book_add_game`, `book store`
 //!   (§4.5);
-//! * [`link_book`]: `book_link` (§4.2); [`fill`]: `book fill` (§4.9, without Edax's dangling
-//!   board pointer); [`check_position`] / [`fix`]: `position_is_ok` (§3) and `book fix` (§4.11),
+//! * [`link_book`]: `book_link` (§4.2), and [`link_command`] (`book link`: link, negamax,
+//!   sort); [`fill`]: `book fill` (§4.9, without Edax's dangling board pointer); [`check_position`] / [`fix`]: `position_is_ok` (§3) and `book fix` (§4.11),
 //!   reporting illegal boards and removing them instead of zeroing them.
 //!
 //! The search engine's tables are not part of the model: Edax clears its hash before each game
 //! and each expansion and otherwise lets it persist; our searches start from an empty table every
 //! time (see `bookfarm_engine::search`), so only the request matters.
 
-use crate::driver::{Driver, Operation};
+use crate::driver::{Driver, Operation, Results};
 use crate::edax::bucket_order;
 use crate::mem::{MemBook, NodeId, child_board};
 use crate::model::{BAD_LINK, Link, MAX_LEVEL, Position, SCORE_INF};
-use crate::negamax::{link_position, negamax, sort_links};
+use crate::negamax::{NegamaxStats, link_position, negamax, sort_links};
 use crate::select::Deviate;
 use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::symmetry::canonical;
+use bookfarm_engine::unmove::{for_each_unmove, pass_predecessor};
 use bookfarm_engine::{Board, Move};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// Edax's `position_add_link` on a detached position: overwrite the score of an existing link
 /// with the same move (returns `false`), or append the link, raise the value to its score and
@@ -162,7 +172,7 @@ where
 }
 
 /// A planned expansion of a position through its leaf move (edax-spec §4.4, design "Job
-/// model"): the two searches are independent and can run in parallel.
+/// model"): the searches are independent and can run in parallel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExpandPlan {
     /// The (canonical) board of the expanded position A.
@@ -176,8 +186,28 @@ pub struct ExpandPlan {
     pub child_exists: bool,
     /// B's leaf search.
     pub child_request: Option<LeafRequest>,
-    /// A's re-search with m excluded (m becomes a link).
+    /// A's re-search with m excluded (m becomes a link), and A's other moves to B (a
+    /// self-symmetric A) excluded too.
     pub parent_request: Option<LeafRequest>,
+    /// The other links to B: every book position with a legal move to B that is not a link
+    /// yet (A's other moves to B included), with the re-searches they need.
+    pub parent_links: Vec<ParentLink>,
+}
+
+impl ExpandPlan {
+    /// The searches the expansion needs, in order: the child's (unless the child is already in
+    /// the book), A's re-search, then the other parents' re-searches.
+    pub fn requests(&self) -> impl Iterator<Item = LeafRequest> + '_ {
+        let child = if self.child_exists {
+            None
+        } else {
+            self.child_request
+        };
+        child
+            .into_iter()
+            .chain(self.parent_request)
+            .chain(self.parent_links.iter().filter_map(|p| p.request))
+    }
 }
 
 /// Plan Edax's `position_expand` of `id`; `None` when its leaf move is NOMOVE (nothing to
@@ -189,7 +219,7 @@ pub fn plan_expand(book: &MemBook, id: NodeId) -> Option<ExpandPlan> {
 /// [`plan_expand`] with the child created at `level` instead of the parent's level (`None`:
 /// the parent's, as Edax does).
 pub fn plan_expand_at(book: &MemBook, id: NodeId, level: Option<u8>) -> Option<ExpandPlan> {
-    let parent = book.position(id);
+    let mut parent = book.position(id);
     let mv = parent.leaf.mv;
     if mv == Move::None {
         return None;
@@ -199,7 +229,21 @@ pub fn plan_expand_at(book: &MemBook, id: NodeId, level: Option<u8>) -> Option<E
     link_detached(book, &mut child);
     let child_exists = book.probe(&child.board).is_some();
     let child_request = leaf_request(&child);
-    // The parent's request does not depend on B's result: m is excluded whatever B's value.
+    let mut parent_links = plan_parent_links(book, &child.board);
+    // A's leaf move is the expansion's own link; A's other moves to B (if any) are linked
+    // with it, so its re-search excludes them too. The parent's request does not depend on
+    // B's result: the moves are excluded whatever B's value.
+    if let Some(k) = parent_links.iter().position(|p| p.board == parent.board) {
+        let own = &mut parent_links[k];
+        own.moves.retain(|&m| m != mv);
+        own.request = None;
+        for &m in &own.moves {
+            add_link_to(&mut parent, Link::new(0, m));
+        }
+        if own.moves.is_empty() {
+            parent_links.remove(k);
+        }
+    }
     let parent_request = leaf_request(&parent);
     Some(ExpandPlan {
         parent: parent.board,
@@ -208,7 +252,117 @@ pub fn plan_expand_at(book: &MemBook, id: NodeId, level: Option<u8>) -> Option<E
         child_exists,
         child_request,
         parent_request,
+        parent_links,
     })
+}
+
+/// A book position that must link to a position entering the book (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParentLink {
+    /// The parent's (canonical) board.
+    pub board: Board,
+    /// Its legal moves to the new position that are not links yet, in increasing square order
+    /// (several for a self-symmetric parent; `PASS` for a forced pass).
+    pub moves: Vec<Move>,
+    /// The parent's leaf re-search when one of `moves` is its leaf: the link takes the leaf's
+    /// place and the new leaf excludes every link (Edax's `position_search` after `add_link`).
+    pub request: Option<LeafRequest>,
+}
+
+/// The book parents of `board` (a position about to enter the book, in any orientation) that
+/// are not linked to it yet: the book positions among its un-moves and its pass predecessor
+/// (one hash probe each), with their moves to it. In un-move order, each parent once.
+pub fn plan_parent_links(book: &MemBook, board: &Board) -> Vec<ParentLink> {
+    let target = canonical(board).0;
+    let mut found: Vec<NodeId> = Vec::new();
+    let mut note = |prev: &Board| {
+        if let Some(id) = book.probe(prev)
+            && !found.contains(&id)
+        {
+            found.push(id);
+        }
+    };
+    for_each_unmove(board, |prev, _| note(&prev));
+    if let Some(prev) = pass_predecessor(board) {
+        note(&prev);
+    }
+    found
+        .into_iter()
+        .filter_map(|id| {
+            let pb = book.board(id);
+            let legal = pb.moves();
+            let candidates: Vec<Move> = if legal == 0 {
+                vec![Move::Pass]
+            } else {
+                bookfarm_engine::board::BitIter(legal)
+                    .map(Move::Square)
+                    .collect()
+            };
+            let moves: Vec<Move> = candidates
+                .into_iter()
+                .filter(|&m| child_board(&pb, m) == target && book.links(id).all(|l| l.mv != m))
+                .collect();
+            if moves.is_empty() {
+                return None;
+            }
+            let mut after = book.position(id);
+            let leaf = after.leaf.mv;
+            for &m in &moves {
+                add_link_to(&mut after, Link::new(0, m));
+            }
+            let request = if moves.contains(&leaf) {
+                leaf_request(&after)
+            } else {
+                None
+            };
+            Some(ParentLink {
+                board: pb,
+                moves,
+                request,
+            })
+        })
+        .collect()
+}
+
+/// Link the parents of a position that just entered the book with value `value`: each gets
+/// `{-value, move}` for its planned moves, and the planned re-searches are applied. Parents no
+/// longer in the book are skipped. Fails, changing nothing, when a planned search has no
+/// result.
+pub fn apply_parent_links(
+    book: &mut MemBook,
+    links: &[ParentLink],
+    value: i16,
+    results: &dyn Results,
+) -> Result<Changes, GrowError> {
+    let mut found = Vec::with_capacity(links.len());
+    for pl in links {
+        let result = match pl.request {
+            Some(r) => Some(
+                results
+                    .result(&r)
+                    .ok_or(GrowError::MissingResult { board: pl.board })?,
+            ),
+            None => None,
+        };
+        found.push(result);
+    }
+    let mut ch = Changes::default();
+    let score = (-i32::from(value)) as i8;
+    for (pl, result) in links.iter().zip(found) {
+        let Some(id) = book.find(&pl.board) else {
+            continue;
+        };
+        let mut p = book.position(id);
+        for &m in &pl.moves {
+            ch.links += usize::from(add_link_to(&mut p, Link::new(score, m)));
+        }
+        if let Some(r) = result {
+            apply_leaf(&mut p, &r);
+            ch.searches += 1;
+        }
+        book.put_position(&p);
+    }
+    Ok(ch)
 }
 
 /// Errors of the growing functions.
@@ -243,19 +397,20 @@ pub struct ExpandOutcome {
     pub child_added: bool,
     /// The parent's leaf became a link.
     pub link_added: bool,
+    /// The other parents' links to the child and their re-searches.
+    pub parents: Changes,
 }
 
-/// Apply an expansion's two results, in Edax's order: B's leaf, A's leaf score = −B.value,
-/// A's re-search (the leaf becomes a link), then B normalized and added (dropped if present).
+/// Apply an expansion's results, in Edax's order: B's leaf, A's leaf score = −B.value, A's
+/// re-search (the leaf becomes a link), then B normalized and added (dropped if present); then
+/// the other parents link to B ([`apply_parent_links`]).
 ///
-/// `child_result` may be `None` only when the plan has no child request, or when the child is
-/// already in the book (the link then takes the existing child's value instead of a fresh
-/// search's); `parent_result` only when the plan has no parent request.
+/// `results` must hold every request of [`ExpandPlan::requests`]. When the child is already
+/// in the book, the link takes the existing child's value instead of a fresh search's.
 pub fn finish_expand(
     book: &mut MemBook,
     plan: &ExpandPlan,
-    child_result: Option<&LeafResult>,
-    parent_result: Option<&LeafResult>,
+    results: &dyn Results,
 ) -> Result<ExpandOutcome, GrowError> {
     let pid = book
         .find(&plan.parent)
@@ -265,22 +420,21 @@ pub fn finish_expand(
         return Err(GrowError::Stale { board: plan.parent });
     }
     let missing = GrowError::MissingResult { board: plan.parent };
+    if plan.requests().any(|r| results.result(&r).is_none()) {
+        return Err(missing);
+    }
     let mut child = plan.child.clone();
-    let existing = book.probe(&child.board);
-    match (plan.child_request, child_result, existing) {
-        (Some(_), Some(r), _) => apply_leaf(&mut child, r),
-        (Some(_), None, Some(e)) => child.value = book.score(e).value,
-        (Some(_), None, None) => return Err(missing),
-        (None, _, _) => {
+    match (plan.child_request, book.probe(&child.board)) {
+        (Some(_), Some(e)) => child.value = book.score(e).value,
+        (Some(r), None) => apply_leaf(&mut child, &results.result(&r).ok_or(missing)?),
+        (None, _) => {
             promote_leaf(&mut child);
         }
     }
     parent.leaf.score = (-i32::from(child.value)) as i8;
     let link_added = promote_leaf(&mut parent);
-    match (plan.parent_request, parent_result) {
-        (Some(_), Some(r)) => apply_leaf(&mut parent, r),
-        (Some(_), None) => return Err(missing),
-        (None, _) => {}
+    if let Some(r) = plan.parent_request.and_then(|r| results.result(&r)) {
+        apply_leaf(&mut parent, &r);
     }
     book.put_position(&parent);
     child.normalize();
@@ -288,24 +442,27 @@ pub fn finish_expand(
         Some(id) => (id, false),
         None => (book.put_position(&child), true),
     };
+    let parents = apply_parent_links(book, &plan.parent_links, child.value, results)?;
     Ok(ExpandOutcome {
         child: child_id,
         child_added,
         link_added,
+        parents,
     })
 }
 
-/// Edax's `position_expand` of `id` with the searches run by `search` (child first, then the
-/// parent, as Edax orders them). `None` when the leaf is NOMOVE.
+/// Edax's `position_expand` of `id` with the searches run by `search` (in the order of
+/// [`ExpandPlan::requests`]: child first, then the parent, as Edax orders them), plus growth's
+/// transposition links. `None` when the leaf is NOMOVE.
 pub fn expand<F>(book: &mut MemBook, id: NodeId, search: &mut F) -> Option<ExpandOutcome>
 where
     F: FnMut(&LeafRequest) -> LeafResult,
 {
     let plan = plan_expand(book, id)?;
-    let c = plan.child_request.as_ref().map(&mut *search);
-    let p = plan.parent_request.as_ref().map(&mut *search);
+    let results: HashMap<LeafRequest, LeafResult> =
+        plan.requests().map(|r| (r, search(&r))).collect();
     // The plan was made on the current book, so the position is present and unchanged.
-    finish_expand(book, &plan, c.as_ref(), p.as_ref()).ok()
+    finish_expand(book, &plan, &results).ok()
 }
 
 /// Edax's change counters (`stats.n_nodes`, `stats.n_links`) for one operation.
@@ -439,6 +596,60 @@ pub fn apply_add_board(book: &mut MemBook, board: &Board, result: Option<&LeafRe
         ch.positions += 1;
     }
     ch
+}
+
+/// Growth's `book_add_board` of one board: Edax's request for it, and the links its book
+/// parents need if it is new.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddPlan {
+    /// The search [`add_board`] runs on the board.
+    pub request: Option<LeafRequest>,
+    /// The parents that link to the board when it enters the book.
+    pub parent_links: Vec<ParentLink>,
+}
+
+impl AddPlan {
+    /// The searches the step needs: the board's own, then the parents' re-searches.
+    pub fn requests(&self) -> impl Iterator<Item = LeafRequest> + '_ {
+        self.request
+            .into_iter()
+            .chain(self.parent_links.iter().filter_map(|p| p.request))
+    }
+}
+
+/// Plan growth's `book_add_board` of `board` (any orientation) on the current book.
+pub fn plan_add_board(book: &MemBook, board: &Board) -> AddPlan {
+    let enters =
+        (board.empties() as i32) >= book.header().n_empties - 1 && book.probe(board).is_none();
+    AddPlan {
+        request: add_board_request(book, board),
+        parent_links: if enters {
+            plan_parent_links(book, board)
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+/// Apply an [`AddPlan`] of `board` with `results` holding every request of
+/// [`AddPlan::requests`]: Edax's `book_add_board`, then the parents' links.
+pub fn apply_add_plan(
+    book: &mut MemBook,
+    board: &Board,
+    plan: &AddPlan,
+    results: &dyn Results,
+) -> Result<Changes, GrowError> {
+    let missing = GrowError::MissingResult { board: *board };
+    if plan.requests().any(|r| results.result(&r).is_none()) {
+        return Err(missing);
+    }
+    let result = plan.request.and_then(|r| results.result(&r));
+    let mut ch = apply_add_board(book, board, result.as_ref());
+    if !plan.parent_links.is_empty() {
+        let id = book.probe(board).ok_or(missing)?;
+        ch += apply_parent_links(book, &plan.parent_links, book.score(id).value, results)?;
+    }
+    Ok(ch)
 }
 
 /// A game move that could not be replayed.
@@ -828,6 +1039,39 @@ where
     negamax(book);
     sort_links(book);
     report
+}
+
+/// What [`link_command`] changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LinkReport {
+    /// Links added and leaves searched again by Edax's `book_link`.
+    pub changes: Changes,
+    /// What the negamax that followed changed (values, bounds, counts, link scores).
+    pub negamax: NegamaxStats,
+}
+
+impl LinkReport {
+    /// Whether the book was already linked and negamaxed: no link added, no search, no value,
+    /// bound, count or link score changed.
+    pub fn is_fixed_point(&self) -> bool {
+        self.changes == Changes::default()
+            && self.negamax.changed == 0
+            && self.negamax.link_updates == 0
+    }
+}
+
+/// The `book link` command, an explicit repair for imported books: Edax's `book_link`
+/// ([`link_book`]: every position links to its book children, and a position whose leaf a link
+/// replaced is searched again), then negamax from the start position and the link sort. A book grown by
+/// this crate's driver is a fixed point of it ([`LinkReport::is_fixed_point`]).
+pub fn link_command<F>(book: &mut MemBook, search: &mut F) -> LinkReport
+where
+    F: FnMut(&LeafRequest) -> LeafResult,
+{
+    let changes = link_book(book, search);
+    let negamax = negamax(book);
+    sort_links(book);
+    LinkReport { changes, negamax }
 }
 
 /// Edax's `book deviate <rel> <abs>` from `board` (any orientation; nothing when it is not in

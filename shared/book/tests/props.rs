@@ -1,12 +1,19 @@
-//! Property tests: incremental negamax equals the full recompute on random books, and the
-//! book.dat reader survives truncated, bit-flipped and random input without panicking.
+//! Property tests: incremental negamax equals the full recompute on random books, grown books
+//! are fixed points of `book link` (Edax's linking and negamax), and the book.dat reader
+//! survives truncated, bit-flipped and random input without panicking.
 
+mod common;
+
+use bookfarm_book::driver::{Driver, Operation};
 use bookfarm_book::edax::{book_to_bytes, read_book};
+use bookfarm_book::grow::{check_position, link_command};
 use bookfarm_book::mem::child_board;
 use bookfarm_book::negamax::{link_position, negamax, propagate};
+use bookfarm_book::select::Deviate;
 use bookfarm_book::synth::{SplitMix64, SynthParams, random_book, random_leaf};
-use bookfarm_book::{BAD_LINK, Link, MemBook, NodeId, Position, dump};
-use bookfarm_engine::Move;
+use bookfarm_book::{BAD_LINK, BookHeader, Link, MemBook, NodeId, Position, dump};
+use bookfarm_engine::board::BitIter;
+use bookfarm_engine::{Board, Move};
 use proptest::prelude::*;
 
 /// Every computed field of every position, keyed by board (ids differ between books).
@@ -125,6 +132,55 @@ proptest! {
         d.extend_from_slice(&tail);
         let _ = read_book(&d);
         let _ = read_book(&tail);
+    }
+}
+
+/// A random game of at most `plies` moves from the start (forced passes are left to `book add`
+/// to insert).
+fn random_game(rng: &mut SplitMix64, plies: u32) -> Vec<Move> {
+    let mut b = Board::start();
+    let mut moves = Vec::new();
+    for _ in 0..plies {
+        if b.must_pass() {
+            b = b.pass();
+        }
+        let legal = b.moves();
+        if legal == 0 {
+            break;
+        }
+        let k = rng.below(u64::from(legal.count_ones())) as usize;
+        let s = BitIter(legal).nth(k).expect("k < popcount");
+        b = b.play(s).expect("legal");
+        moves.push(Move::Square(s));
+    }
+    moves
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(16)))]
+
+    #[test]
+    fn grown_books_are_fixed_points_of_book_link(seed in any::<u64>(), depth in 6i32..11,
+                                                 games in 0usize..6, rel in 0i32..4,
+                                                 abs in 0i32..6, level in 1i32..4) {
+        let mut book = MemBook::new(BookHeader::new(level, depth));
+        let mut rng = SplitMix64::new(seed);
+        let games = (0..games).map(|_| random_game(&mut rng, 24)).collect();
+        let root = Board::start();
+        for op in [
+            Operation::New,
+            Operation::AddGames { games },
+            Operation::Deviate { root, params: Deviate::new(rel, abs) },
+            Operation::Extend { root },
+        ] {
+            Driver::new(op, None).run_with(&mut book, &mut common::mock);
+        }
+        for p in book.positions() {
+            prop_assert_eq!(check_position(&p), None);
+        }
+        let mut linked = book.clone();
+        let r = link_command(&mut linked, &mut |r| panic!("book link searched {r:?}"));
+        prop_assert!(r.is_fixed_point(), "{:?}", r);
     }
 }
 

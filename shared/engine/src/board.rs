@@ -40,7 +40,7 @@ const NOT_H: u64 = 0x7f7f_7f7f_7f7f_7f7f;
 
 /// Shift every disc one step in direction `dir` (0..8), dropping discs that leave the board.
 #[inline(always)]
-const fn shift(b: u64, dir: usize) -> u64 {
+pub(crate) const fn shift(b: u64, dir: usize) -> u64 {
     match dir {
         0 => (b << 1) & NOT_A, // east (towards h)
         1 => (b >> 1) & NOT_H, // west

@@ -28,6 +28,7 @@ pub mod symmetry;
 pub mod testdata;
 #[doc(hidden)]
 pub mod testutil;
+pub mod unmove;
 
 pub use board::{Board, IllegalMove};
 pub use square::{Move, ParseMoveError, Square};

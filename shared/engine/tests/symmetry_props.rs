@@ -1,5 +1,6 @@
 //! Property tests: symmetry and canonical form, move-generation invariants on random and
-//! reachable boards, backend agreement, and "never panics" for every parser on arbitrary input.
+//! reachable boards (un-moves against forward moves included), backend agreement, and "never
+//! panics" for every parser on arbitrary input.
 
 use bookfarm_engine::board::{BitIter, flips_portable, moves_portable};
 use bookfarm_engine::flip::Backend;
@@ -8,7 +9,7 @@ use bookfarm_engine::symmetry::{
     AVX2_ORDER, GENERIC_ORDER, canonical, canonical_with_order, inverse, transform, transform_bits,
     transform_square,
 };
-use bookfarm_engine::{Board, Square};
+use bookfarm_engine::{Board, Square, unmove};
 use proptest::prelude::*;
 
 /// Arbitrary non-overlapping boards (most are unreachable, which is fine for these laws).
@@ -108,6 +109,31 @@ proptest! {
         prop_assert_eq!(t.moves(), transform_bits(b.moves(), s));
         for sq in Square::all() {
             prop_assert_eq!(t.flips(transform_square(sq, s)), transform_bits(b.flips(sq), s));
+        }
+    }
+
+    #[test]
+    fn every_unmove_plays_forward_to_the_board(b in boards()) {
+        let mut seen = std::collections::HashSet::new();
+        for (p, sq) in unmove::unmoves(&b) {
+            prop_assert_eq!(p.player & p.opponent, 0);
+            prop_assert!(p.moves() & sq.bit() != 0, "{} is not legal on {}", sq, p);
+            prop_assert_eq!(p.play(sq).expect("legal"), b);
+            prop_assert!(seen.insert((p, sq)), "un-move reported twice");
+        }
+        if let Some(p) = unmove::pass_predecessor(&b) {
+            prop_assert_eq!(p.play_move(bookfarm_engine::Move::Pass).expect("forced pass"), b);
+        }
+    }
+
+    #[test]
+    fn every_forward_move_is_an_unmove(b in boards()) {
+        for sq in b.legal_squares() {
+            let next = b.play(sq).expect("legal");
+            prop_assert!(unmove::unmoves(&next).contains(&(b, sq)), "{} {} missing", b, sq);
+        }
+        if b.must_pass() {
+            prop_assert_eq!(unmove::pass_predecessor(&b.pass()), Some(b));
         }
     }
 

@@ -4,12 +4,13 @@
 #![allow(dead_code)]
 
 use bookfarm_book::{MemBook, edax};
-use bookfarm_engine::Board;
 use bookfarm_engine::formats::transcript::parse_moves;
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
+use bookfarm_engine::{Board, Move, Square};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 /// A file of `../shared/golden`, or `None` (test skipped) without `../shared`.
 pub fn golden(name: &str) -> Option<PathBuf> {
@@ -52,4 +53,38 @@ pub fn engine() -> Option<impl FnMut(&LeafRequest) -> LeafResult> {
     let mut searcher = searcher()?;
     let abort = AtomicBool::new(false);
     Some(move |r: &LeafRequest| searcher.leaf_search(r, &abort))
+}
+
+/// A deterministic stand-in for the engine: the lowest non-excluded legal square, scored by a
+/// hash of the board; Edax's conventions for passes and finished games.
+pub fn mock(req: &LeafRequest) -> LeafResult {
+    let b = req.board;
+    let (mv, score) = if b.moves() == 0 {
+        if b.pass().moves() != 0 {
+            let h = (b.player.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 59) as i32;
+            (Move::Pass, h - 16)
+        } else {
+            (Move::None, b.final_score())
+        }
+    } else {
+        let open = b.moves() & !req.excluded;
+        if open == 0 {
+            (Move::None, -127)
+        } else {
+            let x = open.trailing_zeros() as u8;
+            let nb = b.play_flips(x, b.flips(Square::new(x).expect("square")));
+            let h = ((nb.player ^ nb.opponent.rotate_left(7)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                >> 58) as i32;
+            (Move::from_code(x).expect("move"), h - 32)
+        }
+    };
+    LeafResult {
+        mv,
+        score,
+        depth: 0,
+        selectivity: 5,
+        exact: false,
+        nodes: 1,
+        elapsed: Duration::ZERO,
+    }
 }
