@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 mod cli_args;
 mod cli_book;
 mod cli_cluster;
+mod cli_probe;
 mod cli_workers;
 
 /// bookfarm coordinator: builds Edax-compatible opening books on many machines.
@@ -29,6 +30,8 @@ enum Command {
     /// Quarantined positions on a running coordinator.
     #[command(subcommand)]
     Quarantine(cli_workers::QuarantineCommand),
+    /// Exit 0 when an HTTP URL answers 2xx (the container health check: no shell, no curl).
+    Probe(cli_probe::ProbeArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -53,6 +56,7 @@ fn main() -> std::process::ExitCode {
         Command::Cluster(cmd) => cli_cluster::run(cmd),
         Command::Workers(cmd) => cli_workers::run(cmd),
         Command::Quarantine(cmd) => cli_workers::quarantine(cmd),
+        Command::Probe(args) => cli_probe::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -91,9 +91,9 @@ impl Jobs {
     }
 
     pub(crate) fn update_gauges(&self) {
-        metrics::gauge!("bookfarm_queue_depth").set(self.queue.len() as f64);
-        metrics::gauge!("bookfarm_in_flight").set(self.in_flight as f64);
-        metrics::gauge!("bookfarm_workers").set(self.workers.len() as f64);
+        metrics::gauge!(crate::telemetry::QUEUE_DEPTH).set(self.queue.len() as f64);
+        metrics::gauge!(crate::telemetry::IN_FLIGHT).set(self.in_flight as f64);
+        metrics::gauge!(crate::telemetry::WORKERS).set(self.workers.len() as f64);
     }
 
     pub(crate) fn trim_rates(&mut self, now: Duration) {
@@ -199,7 +199,7 @@ impl Jobs {
             }
         }
         self.counters.leased += out.len() as u64;
-        metrics::counter!("bookfarm_jobs_leased_total").increment(out.len() as u64);
+        metrics::counter!(crate::telemetry::JOBS_LEASED).increment(out.len() as u64);
         self.update_gauges();
         out
     }
