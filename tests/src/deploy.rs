@@ -354,7 +354,10 @@ pub struct Help {
     pub subcommands: BTreeSet<String>,
 }
 
-static HELP: Mutex<Option<HashMap<(PathBuf, Vec<String>), Help>>> = Mutex::new(None);
+/// A binary and a subcommand path.
+type HelpKey = (PathBuf, Vec<String>);
+
+static HELP: Mutex<Option<HashMap<HelpKey, Help>>> = Mutex::new(None);
 
 /// The `--help` of `bin` followed by `path` (subcommands), parsed and cached.
 pub fn help(bin: &Path, path: &[String]) -> Help {
@@ -387,10 +390,8 @@ pub fn help(bin: &Path, path: &[String]) -> Help {
             in_commands = l == "Commands:";
             continue;
         }
-        if in_commands {
-            if let Some(w) = l.split_whitespace().next() {
-                h.subcommands.insert(w.trim_end_matches(',').to_string());
-            }
+        if let Some(w) = l.split_whitespace().next().filter(|_| in_commands) {
+            h.subcommands.insert(w.trim_end_matches(',').to_string());
         }
         for w in l.split(|c: char| c.is_whitespace() || c == ',' || c == '[' || c == ']') {
             if let Some(f) = w.strip_prefix("--").filter(|f| !f.is_empty()) {
