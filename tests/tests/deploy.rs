@@ -608,6 +608,47 @@ fn check_image_compose_systemd() -> (BTreeSet<String>, BTreeSet<String>) {
     (paths, jobs)
 }
 
+/// `systemd-analyze verify` on the units (binary paths pointed at the built binaries): no
+/// unknown key, no value systemd would ignore.
+#[test]
+fn systemd_accepts_the_units() {
+    if Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: systemd-analyze not installed");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let bin_dir = binary("bookfarm-coordinator")
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    let mut units = Vec::new();
+    for f in files_with(&deploy_dir().join("systemd"), &["service"]) {
+        let text = std::fs::read_to_string(&f)
+            .unwrap()
+            .replace("/usr/local/bin", &bin_dir);
+        // A template is verified as one of its instances.
+        let name = f
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .replace("@.", "@main.");
+        std::fs::write(tmp.path().join(&name), text).unwrap();
+        units.push(tmp.path().join(name));
+    }
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .args(&units)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.trim().is_empty(), "{err}");
+}
+
 #[test]
 fn image_compose_and_systemd_match_the_binaries() {
     let (paths, jobs) = check_image_compose_systemd();
