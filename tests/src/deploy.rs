@@ -323,6 +323,24 @@ pub fn containerfile() -> BTreeMap<String, Stage> {
     stages
 }
 
+/// Whether the external tool `name` (podman, promtool, systemd-analyze) can be run. Without it a
+/// test prints why it is skipped and returns; `BOOKFARM_REQUIRE_DEPLOY_TOOLS=1` (set by CI, which
+/// installs them) makes a missing tool a failure instead.
+pub fn tool_available(name: &str) -> bool {
+    let found = Command::new(name)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var_os("BOOKFARM_REQUIRE_DEPLOY_TOOLS").is_none(),
+            "BOOKFARM_REQUIRE_DEPLOY_TOOLS is set but {name} is not installed"
+        );
+        eprintln!("skipped: {name} not installed (CI installs it with apt-get)");
+    }
+    found
+}
+
 // ---------------------------------------------------------------------------------------------
 // The binaries' command lines.
 

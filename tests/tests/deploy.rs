@@ -8,7 +8,7 @@ use bookfarm_coordinator::config::CoordinatorFile;
 use bookfarm_coordinator::service::max_lease_duration;
 use bookfarm_tests::deploy::{
     Kustomized, binary, check_invocation, containerfile, deploy_dir, files_with, host_port, items,
-    kustomize, load_yaml, strings, text, url_path,
+    kustomize, load_yaml, strings, text, tool_available, url_path,
 };
 use bookfarm_tests::{Proc, free_port};
 use promql_parser::parser::{Expr, LabelModifier, VectorSelector};
@@ -612,12 +612,7 @@ fn check_image_compose_systemd() -> (BTreeSet<String>, BTreeSet<String>) {
 /// unknown key, no value systemd would ignore.
 #[test]
 fn systemd_accepts_the_units() {
-    if Command::new("systemd-analyze")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("skipped: systemd-analyze not installed");
+    if !tool_available("systemd-analyze") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -647,6 +642,42 @@ fn systemd_accepts_the_units() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && err.trim().is_empty(), "{err}");
+}
+
+/// promtool accepts the rule file and the demo's Prometheus configuration, and the rules' unit
+/// tests (`alerts_test.yml`: each alert firing on its condition and quiet otherwise) pass.
+#[test]
+fn promtool_accepts_the_rules_and_their_tests() {
+    if !tool_available("promtool") {
+        return;
+    }
+    let dir = deploy_dir().join("prometheus");
+    let promtool = |args: &[&str], cwd: &std::path::Path| {
+        let out = Command::new("promtool")
+            .args(args)
+            .current_dir(cwd)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "promtool {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    promtool(&["check", "rules", "alerts.yml"], &dir);
+    promtool(&["test", "rules", "alerts_test.yml"], &dir);
+    // The configuration names the rule file where compose mounts it; check a copy naming the
+    // repository's file instead.
+    let tmp = tempfile::tempdir().unwrap();
+    let config = std::fs::read_to_string(dir.join("prometheus.yml"))
+        .unwrap()
+        .replace(
+            "/etc/prometheus/alerts.yml",
+            &dir.join("alerts.yml").display().to_string(),
+        );
+    std::fs::write(tmp.path().join("prometheus.yml"), config).unwrap();
+    promtool(&["check", "config", "prometheus.yml"], tmp.path());
 }
 
 #[test]

@@ -7,21 +7,14 @@
 //! Containers cannot run in this sandbox, so the exported file system is entered with `chroot`
 //! as the image's user when the test runs as root (only the device nodes a container runtime
 //! provides are added), and its binaries are run in place otherwise. Without podman the test
-//! prints why it is skipped; `BOOKFARM_REQUIRE_PODMAN=1` (set by CI) makes that a failure.
+//! prints why it is skipped; `BOOKFARM_REQUIRE_DEPLOY_TOOLS=1` (set by CI) makes that a failure.
 
-use bookfarm_tests::deploy::{containerfile, root};
+use bookfarm_tests::deploy::{containerfile, root, tool_available};
 use bookfarm_tests::{Proc, check_book, free_port};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
-
-fn podman_available() -> bool {
-    Command::new("podman")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
 
 fn must(what: &str, o: std::io::Result<Output>) -> String {
     let o = o.unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -87,12 +80,7 @@ impl Rootfs {
 
 #[test]
 fn the_image_builds_and_its_binaries_run_from_its_file_system() {
-    if !podman_available() {
-        assert!(
-            std::env::var("BOOKFARM_REQUIRE_PODMAN").is_err(),
-            "BOOKFARM_REQUIRE_PODMAN is set but podman is not installed"
-        );
-        eprintln!("skipped: podman not installed (apt-get install podman; CI installs it)");
+    if !tool_available("podman") {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
