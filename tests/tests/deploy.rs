@@ -751,12 +751,16 @@ fn live() -> Live {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db").display().to_string();
     let s = |x: &str| x.to_string();
-    let st = Command::new(&coord)
+    let out = Command::new(&coord)
         .args(["book", "new", "2", "8", "--db", &db])
         .env("RUST_LOG", "warn")
-        .status()
+        .output()
         .unwrap();
-    assert!(st.success());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (grpc, http) = (free_port(), free_port());
     let serve = Proc::spawn(
         coord.to_str().unwrap(),
