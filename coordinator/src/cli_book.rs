@@ -85,6 +85,9 @@ pub enum BookCommand {
         /// Replace a book already in the store.
         #[arg(long)]
         force: bool,
+        /// Keep a book already in the store and succeed (a container's first-start step).
+        #[arg(long, conflicts_with = "force")]
+        if_missing: bool,
         #[command(flatten)]
         engine: EngineArgs,
     },
@@ -602,8 +605,9 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
             depth,
             db,
             force,
+            if_missing,
             engine,
-        } => book_new(level, depth, &db.db, force, &engine),
+        } => book_new(level, depth, &db.db, force, if_missing, &engine),
         BookCommand::Import { file, db } => {
             // Read and check the whole file before touching the store.
             let book = load(&file)?;
@@ -1264,12 +1268,18 @@ fn book_new(
     depth: u8,
     db: &Path,
     force: bool,
+    if_missing: bool,
     engine: &EngineArgs,
 ) -> anyhow::Result<()> {
     if level > 60 || !(1..=60).contains(&depth) {
         bail!("level must be 0..=60 and depth 1..=60 (got {level} and {depth})");
     }
-    if offline::has_book(db).with_context(|| store_context(db))? && !force {
+    let exists = offline::has_book(db).with_context(|| store_context(db))?;
+    if exists && if_missing {
+        println!("{} already holds a book; kept", db.display());
+        return Ok(());
+    }
+    if exists && !force {
         bail!(
             "{} already holds a book (use --force to replace it)",
             db.display()

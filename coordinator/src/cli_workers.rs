@@ -24,6 +24,10 @@ pub enum WorkersCommand {
         /// The operator's own machine (more live sessions).
         #[arg(long)]
         trusted: bool,
+        /// Write the token to this new file (mode 0600) instead of printing it, for
+        /// deployments that hand it to workers as a file (`bookfarm-worker run --token-file`).
+        #[arg(long)]
+        token_file: Option<PathBuf>,
         #[command(flatten)]
         target: Target,
     },
@@ -133,6 +137,7 @@ enum Op {
         name: String,
         owner: Option<String>,
         trusted: bool,
+        token_file: Option<PathBuf>,
     },
     List,
     Set {
@@ -162,15 +167,23 @@ pub fn run(cmd: WorkersCommand) -> anyhow::Result<()> {
             name,
             owner,
             trusted,
+            token_file,
             target,
-        } => (
-            Op::Add {
-                name,
-                owner,
-                trusted,
-            },
-            target,
-        ),
+        } => {
+            // Refuse before the credential exists, so a failed write leaves nothing behind.
+            if let Some(f) = token_file.as_ref().filter(|f| f.exists()) {
+                bail!("{} exists; the token file must be new", f.display());
+            }
+            (
+                Op::Add {
+                    name,
+                    owner,
+                    trusted,
+                    token_file,
+                },
+                target,
+            )
+        }
         WorkersCommand::List { target } => (Op::List, target),
         WorkersCommand::Revoke {
             name,
@@ -194,9 +207,10 @@ pub fn run(cmd: WorkersCommand) -> anyhow::Result<()> {
                     name,
                     owner,
                     trusted,
+                    token_file,
                 } => {
                     let (token, rec) = ids.add(&name, owner.as_deref(), trusted)?;
-                    print_added(&token, &credential(&rec, 0));
+                    print_added(&token, &credential(&rec, 0), token_file.as_deref())?;
                 }
                 Op::List => {
                     let cs: Vec<pb::Credential> = ids
@@ -224,6 +238,7 @@ pub fn run(cmd: WorkersCommand) -> anyhow::Result<()> {
                     name,
                     owner,
                     trusted,
+                    token_file,
                 } => {
                     let r = c
                         .add_credential(pb::AddCredentialRequest {
@@ -234,7 +249,11 @@ pub fn run(cmd: WorkersCommand) -> anyhow::Result<()> {
                         .await
                         .context("adding the credential")?
                         .into_inner();
-                    print_added(&r.token, &r.credential.unwrap_or_default());
+                    print_added(
+                        &r.token,
+                        &r.credential.unwrap_or_default(),
+                        token_file.as_deref(),
+                    )?;
                 }
                 Op::List => {
                     let r = c
@@ -268,14 +287,43 @@ pub fn run(cmd: WorkersCommand) -> anyhow::Result<()> {
     }
 }
 
-fn print_added(token: &str, c: &pb::Credential) {
-    println!(
-        "added worker credential {} (owner {}, {}); its token, shown only now:",
+fn print_added(
+    token: &str,
+    c: &pb::Credential,
+    token_file: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let what = format!(
+        "added worker credential {} (owner {}, {})",
         c.name,
         c.owner,
         if c.trusted { "trusted" } else { "untrusted" }
     );
-    println!("{token}");
+    match token_file {
+        Some(f) => {
+            write_secret(f, token)?;
+            println!("{what}; its token is in {}", f.display());
+        }
+        None => {
+            println!("{what}; its token, shown only now:");
+            println!("{token}");
+        }
+    }
+    Ok(())
+}
+
+/// Create `path` (it must not exist) readable by its owner only, holding `token` and a newline.
+fn write_secret(path: &std::path::Path, token: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    let mut f = o
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    writeln!(f, "{token}")
+        .and_then(|()| f.sync_all())
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 fn parse_position(s: &str) -> anyhow::Result<pb::Position> {

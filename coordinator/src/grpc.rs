@@ -25,6 +25,9 @@ use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
 fn st(e: CoordinatorError) -> Status {
+    if matches!(e, CoordinatorError::Store(_)) {
+        metrics::counter!(crate::telemetry::STORE_ERRORS).increment(1);
+    }
     to_status(&e)
 }
 
@@ -164,7 +167,7 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         } else {
             0
         };
-        metrics::histogram!("bookfarm_lease_seconds").record(t0.elapsed().as_secs_f64());
+        metrics::histogram!(crate::telemetry::LEASE_SECONDS).record(t0.elapsed().as_secs_f64());
         Ok(Response::new(pb::LeaseJobsResponse {
             jobs: jobs.iter().map(pb::Job::from).collect(),
             acks: acks(a, &rs),
@@ -183,7 +186,7 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         let rs = results(r.results)?;
         let a = self.c.submit(&id, &w, &rs).map_err(st)?;
         self.c.wait_durable().await.map_err(st)?;
-        metrics::histogram!("bookfarm_submit_seconds").record(t0.elapsed().as_secs_f64());
+        metrics::histogram!(crate::telemetry::SUBMIT_SECONDS).record(t0.elapsed().as_secs_f64());
         Ok(Response::new(pb::SubmitResultsResponse {
             acks: acks(a, &rs),
         }))

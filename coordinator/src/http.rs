@@ -34,6 +34,7 @@ pub fn metrics_handle() -> Option<PrometheusHandle> {
                 .idle_timeout(MetricKindMask::GAUGE, Some(GAUGE_IDLE))
                 .install_recorder()
                 .ok()?;
+            crate::telemetry::register();
             Some(h)
         })
         .clone()
@@ -41,18 +42,18 @@ pub fn metrics_handle() -> Option<PrometheusHandle> {
 
 async fn metrics(State(c): State<Coordinator>) -> (StatusCode, String) {
     let mut s = c.status();
-    metrics::gauge!("bookfarm_results_per_second").set(s.results_per_second);
-    metrics::gauge!("bookfarm_queue_depth").set(s.queued as f64);
-    metrics::gauge!("bookfarm_in_flight").set(s.in_flight as f64);
-    metrics::gauge!("bookfarm_positions").set(s.positions as f64);
-    metrics::gauge!("bookfarm_workers").set(s.workers.len() as f64);
+    metrics::gauge!(crate::telemetry::RESULTS_PER_SECOND).set(s.results_per_second);
+    metrics::gauge!(crate::telemetry::QUEUE_DEPTH).set(s.queued as f64);
+    metrics::gauge!(crate::telemetry::IN_FLIGHT).set(s.in_flight as f64);
+    metrics::gauge!(crate::telemetry::POSITIONS).set(s.positions as f64);
+    metrics::gauge!(crate::telemetry::WORKERS).set(s.workers.len() as f64);
     s.workers.sort_by_key(|w| w.id);
     for w in s.workers.iter().take(MAX_WORKER_SERIES) {
-        metrics::gauge!("bookfarm_worker_results_per_second", "worker" => w.name.clone())
+        metrics::gauge!(crate::telemetry::WORKER_RESULTS_PER_SECOND, "worker" => w.name.clone())
             .set(w.results_per_second);
-        metrics::gauge!("bookfarm_worker_completed", "worker" => w.name.clone())
+        metrics::gauge!(crate::telemetry::WORKER_COMPLETED, "worker" => w.name.clone())
             .set(w.completed as f64);
-        metrics::gauge!("bookfarm_worker_in_flight", "worker" => w.name.clone())
+        metrics::gauge!(crate::telemetry::WORKER_IN_FLIGHT, "worker" => w.name.clone())
             .set(w.in_flight as f64);
     }
     match metrics_handle() {

@@ -4,6 +4,7 @@
 //! * [`service`]: the domain service (register, lease, submit, fail, expiry, expansions);
 //! * [`identity`]: admin and per-worker credentials, sessions, registration rate;
 //! * [`grpc`]: thin tonic handlers; [`http`]: `/metrics`, `/healthz`, `/readyz`;
+//! * [`telemetry`]: every Prometheus metric's name, kind and help, declared once;
 //! * [`server`]: wiring everything into [`server::serve`]; [`conn`]: connection limits;
 //! * [`text`]: worker-supplied strings made safe for logs and replies;
 //! * [`local`]: coordinator plus in-process workers on one machine;
@@ -22,6 +23,7 @@ pub mod server;
 pub mod service;
 pub mod sim;
 pub mod store;
+pub mod telemetry;
 pub mod text;
 
 pub use error::{CoordinatorError, Result};

@@ -6,6 +6,7 @@ mod cli_args;
 mod cli_book;
 mod cli_cluster;
 mod cli_sim;
+mod cli_probe;
 mod cli_workers;
 
 /// bookfarm coordinator: builds Edax-compatible opening books on many machines.
@@ -33,6 +34,8 @@ enum Command {
     /// The farm simulator: builds in virtual time with 1 … 10,000 simulated workers.
     #[command(subcommand)]
     Sim(cli_sim::SimCommand),
+    /// Exit 0 when an HTTP URL answers 2xx (the container health check: no shell, no curl).
+    Probe(cli_probe::ProbeArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -58,6 +61,7 @@ fn main() -> std::process::ExitCode {
         Command::Workers(cmd) => cli_workers::run(cmd),
         Command::Quarantine(cmd) => cli_workers::quarantine(cmd),
         Command::Sim(cmd) => cli_sim::run(cmd),
+        Command::Probe(args) => cli_probe::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

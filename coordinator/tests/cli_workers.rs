@@ -85,3 +85,37 @@ fn serve_refuses_a_public_address_without_credentials() {
     assert!(!ok, "served without credentials");
     assert!(err.contains("refusing to serve"), "{err}");
 }
+
+#[test]
+fn add_writes_the_token_to_a_new_private_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db").display().to_string();
+    let file = dir.path().join("token");
+    let f = file.display().to_string();
+    let (ok, out, err) = run(&[
+        "workers",
+        "add",
+        "pool",
+        "--trusted",
+        "--token-file",
+        &f,
+        "--db",
+        &db,
+    ]);
+    assert!(ok, "{err}");
+    let token = std::fs::read_to_string(&file).unwrap();
+    let token = token.trim_end();
+    assert!(token.starts_with("bfw_") && token.len() == 68, "{token}");
+    assert!(!out.contains(token), "the token is not printed: {out}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    // An existing file is never overwritten, and no credential is created then.
+    let (ok, _, err) = run(&["workers", "add", "other", "--token-file", &f, "--db", &db]);
+    assert!(!ok && err.contains("must be new"), "{err}");
+    let (_, out, _) = run(&["workers", "list", "--db", &db]);
+    assert!(!out.contains("other"), "{out}");
+}

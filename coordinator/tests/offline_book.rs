@@ -209,6 +209,9 @@ fn bad_input_fails_in_one_line_and_leaves_the_store_untouched() {
     assert!(e.contains("a1"), "{e}");
     let e = fails(&["new", "4", "14", "--db", s(&db)]);
     assert!(e.contains("already holds a book"), "{e}");
+    // A container's first-start step: an existing book is kept, and that is a success.
+    let out = ok(&["new", "4", "14", "--db", s(&db), "--if-missing"]);
+    assert!(out.contains("already holds a book; kept"), "{out}");
     let e = fails(&["new", "61", "14", "--db", s(&db), "--force"]);
     assert!(e.contains("expected a level from 0 to 60"), "{e}");
     let e = fails(&["export", "--db", s(&db), s(&dir.path().join("x.txt"))]);

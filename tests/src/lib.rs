@@ -5,6 +5,8 @@
 //! and `bookfarm-worker run`) as real processes on 127.0.0.1, talk to them over gRPC, and kill
 //! them with SIGKILL where a test needs a crash.
 
+pub mod deploy;
+
 use bookfarm_book::{MemBook, edax, negamax};
 use bookfarm_coordinator::service::new_book;
 use bookfarm_coordinator::store::Store;

@@ -33,6 +33,10 @@ pub enum RunCommand {
         /// for a coordinator on a loopback address without credentials.
         #[arg(long, env = "BOOKFARM_TOKEN", hide_env_values = true)]
         token: Option<String>,
+        /// Read the credential from this file (first line), as container secrets and systemd
+        /// credentials (`LoadCredential=`) hand it over.
+        #[arg(long, env = "BOOKFARM_TOKEN_FILE", conflicts_with = "token")]
+        token_file: Option<PathBuf>,
         /// Jobs leased beyond the free threads.
         #[arg(long)]
         lookahead: Option<usize>,
@@ -97,6 +101,7 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         name,
         eval,
         token,
+        token_file,
         lookahead,
         tls_ca,
         tls_domain,
@@ -114,6 +119,18 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
     let tls_ca = match tls_ca.or(file.tls_ca.clone()) {
         Some(p) => Some(std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?),
         None => None,
+    };
+    let token = match token_file {
+        Some(p) => Some(
+            std::fs::read_to_string(&p)
+                .with_context(|| format!("reading {}", p.display()))?
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+        ),
+        None => token,
     };
     let d = WorkerConfig::default();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

@@ -194,9 +194,9 @@ impl Jobs {
     }
 
     pub(crate) fn update_gauges(&self) {
-        metrics::gauge!("bookfarm_queue_depth").set(self.queue.len() as f64);
-        metrics::gauge!("bookfarm_in_flight").set(self.in_flight as f64);
-        metrics::gauge!("bookfarm_workers").set(self.workers.len() as f64);
+        metrics::gauge!(crate::telemetry::QUEUE_DEPTH).set(self.queue.len() as f64);
+        metrics::gauge!(crate::telemetry::IN_FLIGHT).set(self.in_flight as f64);
+        metrics::gauge!(crate::telemetry::WORKERS).set(self.workers.len() as f64);
     }
 
     /// Drop rate samples older than the window: the farm's and `worker`'s, or every
@@ -378,7 +378,7 @@ impl Jobs {
                 None => match self.backup_candidate(worker, now, cfg) {
                     Some(id) => {
                         self.counters.backup_leased += 1;
-                        metrics::counter!("bookfarm_backup_leased_total").increment(1);
+                        metrics::counter!(crate::telemetry::BACKUP_LEASED).increment(1);
                         id
                     }
                     None => break,
@@ -391,7 +391,7 @@ impl Jobs {
             if j.class == JobClass::Speculative {
                 j.prefetched = true;
                 self.counters.speculative_leased += 1;
-                metrics::counter!("bookfarm_speculative_leased_total").increment(1);
+                metrics::counter!(crate::telemetry::SPECULATIVE_LEASED).increment(1);
             }
             if j.class == JobClass::Round && j.leases.is_empty() {
                 self.leased_round.insert((j.prio, j.seq, id));
@@ -417,7 +417,7 @@ impl Jobs {
             }
         }
         self.counters.leased += out.len() as u64;
-        metrics::counter!("bookfarm_jobs_leased_total").increment(out.len() as u64);
+        metrics::counter!(crate::telemetry::JOBS_LEASED).increment(out.len() as u64);
         self.update_gauges();
         out
     }

@@ -753,7 +753,7 @@ impl Coordinator {
         g.update_gauges();
         drop(g);
         if !landed.is_empty() {
-            metrics::counter!("bookfarm_jobs_completed_total").increment(landed.len() as u64);
+            metrics::counter!(crate::telemetry::JOBS_COMPLETED).increment(landed.len() as u64);
             self.0
                 .inbox
                 .lock()
@@ -782,6 +782,9 @@ impl Coordinator {
             loop {
                 me.0.pending.store(false, Ordering::SeqCst);
                 if let Err(e) = me.run_growth() {
+                    if matches!(e, CoordinatorError::Store(_)) {
+                        metrics::counter!(crate::telemetry::STORE_ERRORS).increment(1);
+                    }
                     tracing::error!(error = %e, "growth run failed");
                 }
                 me.0.running.store(false, Ordering::SeqCst);
@@ -833,9 +836,9 @@ impl Coordinator {
         }
         let prefetch = growth.prefetch_report();
         drop(growth);
-        metrics::gauge!("bookfarm_positions").set(positions as f64);
-        metrics::gauge!("bookfarm_prefetch_used").set(prefetch.used as f64);
-        metrics::gauge!("bookfarm_prefetch_unused").set(prefetch.unused as f64);
+        metrics::gauge!(crate::telemetry::POSITIONS).set(positions as f64);
+        metrics::gauge!(crate::telemetry::PREFETCH_USED).set(prefetch.used as f64);
+        metrics::gauge!(crate::telemetry::PREFETCH_UNUSED).set(prefetch.unused as f64);
         self.0.runs.send_modify(|n| *n += 1);
         Ok(())
     }
@@ -911,7 +914,7 @@ impl Coordinator {
         }
         let quarantine = j.failed_owners.len() >= self.0.cfg.max_failures.max(1) as usize;
         g.counters.failed += 1;
-        metrics::counter!("bookfarm_jobs_failed_total").increment(1);
+        metrics::counter!(crate::telemetry::JOBS_FAILED).increment(1);
         if let Some(w) = g.workers.get_mut(worker) {
             w.failed += 1;
         }
@@ -1014,7 +1017,7 @@ impl Coordinator {
         }
         n += g.expire_overdue(now, &self.0.cfg);
         g.counters.expired += n as u64;
-        metrics::counter!("bookfarm_jobs_expired_total").increment(n as u64);
+        metrics::counter!(crate::telemetry::JOBS_EXPIRED).increment(n as u64);
         g.update_gauges();
         n
     }
