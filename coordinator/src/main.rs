@@ -5,8 +5,8 @@ use clap::{Parser, Subcommand};
 mod cli_args;
 mod cli_book;
 mod cli_cluster;
-mod cli_sim;
 mod cli_probe;
+mod cli_sim;
 mod cli_workers;
 
 /// bookfarm coordinator: builds Edax-compatible opening books on many machines.

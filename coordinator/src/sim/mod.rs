@@ -65,13 +65,16 @@ pub fn reported_depth(req: &LeafRequest) -> (u32, u8) {
 
 /// A stand-in for a leaf search, a pure function of the request: the open move whose
 /// resulting position hashes highest, scored by that position's hash (even, −20 … 20), so
-/// that transpositions agree and books grow in every direction. Depth and selectivity are the
-/// level table's, as the coordinator requires.
+/// that transpositions agree and books grow in every direction; a pass when the side to move
+/// must pass, the final score when the game is over. Depth and selectivity are the level
+/// table's, as the coordinator requires.
 pub fn fake_search(req: &LeafRequest) -> LeafResult {
     let b = req.board;
     let open = b.moves() & !req.excluded;
-    let (mv, score) = if b.moves() == 0 {
-        (Move::Pass, 0)
+    let (mv, score) = if b.is_game_over() {
+        (Move::None, b.final_score())
+    } else if b.must_pass() {
+        (Move::Pass, (board_hash(&b.pass()) % 21) as i32 * 2 - 20)
     } else {
         let best = BitIter(open)
             .filter_map(|sq| b.play(sq).ok().map(|child| (board_hash(&child), sq)))
@@ -514,6 +517,18 @@ mod tests {
             ..req
         };
         assert_eq!(fake_search(&all).mv, Move::None);
+        // A finished game is scored, not played.
+        let over = LeafRequest {
+            board: Board {
+                player: !0 >> 4,
+                opponent: 0,
+            },
+            level: 8,
+            excluded: 0,
+        };
+        let end = fake_search(&over);
+        assert_eq!((end.mv, end.score), (Move::None, over.board.final_score()));
+        assert_eq!((end.depth, end.selectivity), (4, 5));
         let mut p = SimPredictor(Guess::Perfect);
         assert_eq!(p.predict(&req), r);
     }
