@@ -8,64 +8,34 @@
 //!   `bookfarm-coordinator local`. Every result is committed as it arrives, so an interrupt
 //!   loses at most the searches in flight and running the command again resumes;
 //! * whole-book transformations of the book crate (negamax, fix, prune, subtree, merge, fill)
-//!   run on a [`MemBook`] copy ([`load_book`]) and replace the stored book at the end
-//!   ([`replace_book`]). An interrupt before the replacement leaves the store as it was.
+//!   run on a [`MemBook`] copy ([`load_book`]), their searches on every thread through
+//!   [`speculate`], and replace the stored book at the end ([`replace_book`]). An interrupt
+//!   before the replacement leaves the store as it was.
 
 use crate::error::CoordinatorError;
 use crate::export::to_mem_book;
 use crate::local::{LocalOptions, LocalOutcome};
-use crate::server;
 use crate::service::{Coordinator, ServiceConfig, State, StatusReport};
-use crate::store::Store;
 use bookfarm_book::MemBook;
 use bookfarm_engine::eval::Eval;
-use bookfarm_engine::search::{LeafRequest, LeafResult, Searcher};
+use bookfarm_engine::search::{LeafRequest, LeafResult};
+use bookfarm_engine::{Board, Move};
 use bookfarm_proto::domain::Selector;
-use bookfarm_worker::exec::{EngineSearcher, LeafSearcher};
-use bookfarm_worker::pull_loop::SearcherFactory;
+use bookfarm_runner::exec::{SearchPanicked, SearcherFactory, engine_factory, search_all};
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Errors of the offline commands.
 #[derive(Debug, thiserror::Error)]
 pub enum OfflineError {
-    /// The directory holds no store with a book.
-    #[error(
-        "{0}: no book here; create one with `book new --db {0}` or `book import FILE --db {0}`"
-    )]
-    NoBook(String),
     /// The store or the service failed.
     #[error(transparent)]
     Coordinator(#[from] CoordinatorError),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
-}
-
-/// Open an existing store holding a book, without creating anything when there is none (a
-/// mistyped `--db` must not leave an empty store behind).
-pub fn open(db: &Path, cfg: ServiceConfig) -> Result<Coordinator, OfflineError> {
-    let no_book = || OfflineError::NoBook(db.display().to_string());
-    if !db.is_dir() {
-        return Err(no_book());
-    }
-    {
-        let store = Store::open(db)?;
-        if !store.has_book()? {
-            return Err(no_book());
-        }
-    }
-    Ok(server::open(db, cfg)?)
-}
-
-/// Whether `db` already holds a book (false when the directory does not exist).
-pub fn has_book(db: &Path) -> Result<bool, OfflineError> {
-    if !db.is_dir() {
-        return Ok(false);
-    }
-    Ok(Store::open(db)?.has_book()?)
 }
 
 /// The stored book as a [`MemBook`] (a consistent snapshot).
@@ -85,7 +55,7 @@ pub fn replace_book(c: &Coordinator, book: &MemBook) -> Result<u64, OfflineError
 pub fn service_config(eval: &Arc<Eval>, eval_hash: &str) -> ServiceConfig {
     ServiceConfig {
         eval_hash: Some(eval_hash.to_string()),
-        signature: Some(bookfarm_worker::exec::signature(eval, eval_hash)),
+        signature: Some(bookfarm_runner::signature(eval, eval_hash)),
         engine_version: Some(bookfarm_proto::ENGINE_VERSION.to_string()),
         ..ServiceConfig::default()
     }
@@ -116,9 +86,8 @@ pub async fn run_local(
     if let Some(sel) = selector {
         c.start_expansion(sel, 0)?;
     }
-    let search_signature = bookfarm_worker::exec::signature(&eval, &eval_hash);
-    let factory: SearcherFactory =
-        Arc::new(move || -> Box<dyn LeafSearcher> { Box::new(EngineSearcher::new(eval.clone())) });
+    let search_signature = bookfarm_runner::signature(&eval, &eval_hash);
+    let factory = engine_factory(eval);
     let opts = LocalOptions {
         workers: threads.max(1),
         eval_hash,
@@ -148,19 +117,123 @@ pub async fn run_local(
         }
     };
     let local = crate::local::run(c.clone(), &opts, factory, stop, progress).await?;
-    c.flush()?;
     Ok(RunOutcome {
         interrupted: interrupted.load(Ordering::SeqCst),
         local,
     })
 }
 
-/// A sequential leaf-search callback for the book crate's drivers ([`bookfarm_book::grow`]),
-/// running the engine on the calling thread and polling `abort`.
-pub fn engine_search(
-    eval: Arc<Eval>,
-    abort: Arc<AtomicBool>,
-) -> impl FnMut(&LeafRequest) -> LeafResult {
-    let mut searcher = Searcher::new(eval);
-    move |req: &LeafRequest| searcher.leaf_search(req, &abort)
+/// A provisional answer to `req` while its real result is unknown: the first move the search
+/// may play (a pass when forced, no move when none is open), score 0, the level's depth. Only
+/// runs whose results are thrown away ever see it (see [`speculate`]).
+fn provisional(req: &LeafRequest) -> LeafResult {
+    let b: &Board = &req.board;
+    let open = b.moves() & !req.excluded;
+    let mv = if b.must_pass() {
+        Move::Pass
+    } else {
+        bookfarm_engine::board::BitIter(open)
+            .next()
+            .map_or(Move::None, Move::Square)
+    };
+    let (depth, selectivity) = bookfarm_engine::level::level_params(req.level, b.empties());
+    LeafResult {
+        mv,
+        score: 0,
+        depth,
+        selectivity,
+        exact: false,
+        nodes: 0,
+        elapsed: std::time::Duration::ZERO,
+    }
+}
+
+/// Why [`speculate`] stopped without an answer.
+#[derive(Debug, thiserror::Error)]
+pub enum SpeculateError {
+    /// The abort flag was set (the book is unchanged).
+    #[error("interrupted")]
+    Interrupted,
+    /// A search panicked (an engine bug).
+    #[error(transparent)]
+    Panicked(#[from] SearchPanicked),
+}
+
+/// What [`speculate`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Speculation {
+    /// Runs of the algorithm (the last one saw only known results).
+    pub waves: usize,
+    /// Searches run.
+    pub searched: usize,
+    /// Searches the final run used (the serial run's searches).
+    pub used: usize,
+}
+
+/// Run `algo` on `book` as if its searches were answered one by one by a serial engine, but
+/// run them on `threads` threads.
+///
+/// The book crate's whole-book algorithms (fill, fix, link, merge, correct, upgrade…) ask for
+/// one search at a time through a callback. Searches are deterministic, so they run in waves:
+/// `algo` runs on a copy of the book, known results are answered, unknown requests are recorded
+/// and answered [`provisional`]ly; the recorded requests are then searched in parallel
+/// ([`search_all`]), and this repeats until a run asks for nothing unknown. That run saw exactly
+/// the results a serial run sees, so its book (which replaces `book`) and its return value are
+/// the serial ones. Requests a provisional answer led to are searched for nothing; for fill,
+/// fix, link and merge, whose requests depend only on which positions exist, there are none.
+/// With one thread, `algo` runs once with a serial engine callback.
+pub fn speculate<R>(
+    book: &mut MemBook,
+    make: &SearcherFactory,
+    threads: usize,
+    abort: &AtomicBool,
+    mut algo: impl FnMut(&mut MemBook, &mut dyn FnMut(&LeafRequest) -> LeafResult) -> R,
+) -> Result<(R, Speculation), SpeculateError> {
+    let mut stats = Speculation::default();
+    if threads <= 1 {
+        let mut s = make();
+        let mut used = 0;
+        let r = algo(book, &mut |req: &LeafRequest| {
+            used += 1;
+            s.search(req, abort)
+        });
+        if abort.load(Ordering::SeqCst) {
+            return Err(SpeculateError::Interrupted);
+        }
+        stats.waves = 1;
+        stats.searched = used;
+        stats.used = used;
+        return Ok((r, stats));
+    }
+    let mut known: HashMap<LeafRequest, LeafResult> = HashMap::new();
+    loop {
+        let mut copy = book.clone();
+        let mut missing: Vec<LeafRequest> = Vec::new();
+        let mut seen: HashSet<LeafRequest> = HashSet::new();
+        let mut used = 0;
+        let r = algo(&mut copy, &mut |req: &LeafRequest| match known.get(req) {
+            Some(r) => {
+                used += 1;
+                *r
+            }
+            None => {
+                if seen.insert(*req) {
+                    missing.push(*req);
+                }
+                provisional(req)
+            }
+        });
+        stats.waves += 1;
+        if missing.is_empty() {
+            stats.used = used;
+            *book = copy;
+            return Ok((r, stats));
+        }
+        let results = search_all(make, threads, &missing, abort)?;
+        if abort.load(Ordering::SeqCst) {
+            return Err(SpeculateError::Interrupted);
+        }
+        stats.searched += missing.len();
+        known.extend(missing.into_iter().zip(results));
+    }
 }

@@ -3,11 +3,8 @@
 use anyhow::Context;
 use bookfarm_worker::WorkerConfig;
 use bookfarm_worker::config::WorkerFile;
-use bookfarm_worker::exec::{EngineSearcher, LeafSearcher};
-use bookfarm_worker::pull_loop::SearcherFactory;
 use clap::Subcommand;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Worker commands against a coordinator.
@@ -110,7 +107,7 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         None => WorkerFile::default(),
     };
     let eval_path = eval.or(file.eval.clone());
-    let (weights, eval_hash) = bookfarm_worker::exec::load_eval(eval_path.as_deref())?;
+    let (weights, eval_hash) = bookfarm_runner::load_eval(eval_path.as_deref())?;
     let tls_ca = match tls_ca.or(file.tls_ca.clone()) {
         Some(p) => Some(std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?),
         None => None,
@@ -123,7 +120,7 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         lookahead: lookahead.or(file.lookahead).unwrap_or(d.lookahead),
         name: name.or(file.name).unwrap_or_else(host_name),
         token: token.or(file.token).unwrap_or_default(),
-        search_signature: bookfarm_worker::exec::signature(&weights, &eval_hash),
+        search_signature: bookfarm_runner::signature(&weights, &eval_hash),
         eval_hash,
         max_backoff: file
             .max_backoff_secs
@@ -132,9 +129,7 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         tls_domain: tls_domain.or(file.tls_domain.clone()),
         ..d
     };
-    let make: SearcherFactory = Arc::new(move || -> Box<dyn LeafSearcher> {
-        Box::new(EngineSearcher::new(weights.clone()))
-    });
+    let make = bookfarm_runner::exec::engine_factory(weights);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
