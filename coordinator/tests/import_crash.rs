@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 const BIN: &str = env!("CARGO_BIN_EXE_bookfarm-coordinator");
 
 /// How many kills.
-const KILLS: usize = 12;
+const KILLS: usize = 10;
 
 /// A stored book, in a form that does not depend on how it was written: the header and every
 /// position's board, level, leaf and links, sorted by board.
@@ -87,7 +87,7 @@ fn killed_imports_leave_the_old_or_the_new_book() {
     let old_file = dir.path().join("old.dat");
     let new_file = dir.path().join("new.dat");
     write_book(&old_file, 1, 2_000, 2001);
-    write_book(&new_file, 2, 30_000, 2002);
+    write_book(&new_file, 2, 12_000, 2002);
     import_ok(&new_file, &db);
     let new = digest(&db);
     import_ok(&old_file, &db);
