@@ -15,12 +15,12 @@ use bookfarm_coordinator::service::{
 };
 use bookfarm_coordinator::store::{Store, StoreError};
 use bookfarm_coordinator::{CoordinatorError, server};
-use bookfarm_runner::exec::{engine_factory, map_with_searchers};
 use bookfarm_engine::eval::Eval;
 use bookfarm_engine::formats::{ggf, transcript, wthor};
 use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::{Board, Move};
 use bookfarm_proto::domain::Selector;
+use bookfarm_runner::exec::{engine_factory, map_with_searchers};
 use clap::Subcommand;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::{RngCore, SeedableRng};
@@ -820,15 +820,13 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
             let steps = line::inspect(&book, &list).map_err(|e| anyhow!("moves {moves:?}: {e}"))?;
             print(&line::render(&steps))
         }
-        BookCommand::Depth { depth, db } => {
-            transform(&db.db, None, move |book, _| {
-                book.header_mut().n_empties = 61 - i32::from(depth);
-                Ok(format!(
-                    "depth: book depth {depth} (n_empties {})",
-                    61 - depth
-                ))
-            })
-        }
+        BookCommand::Depth { depth, db } => transform(&db.db, None, move |book, _| {
+            book.header_mut().n_empties = 61 - i32::from(depth);
+            Ok(format!(
+                "depth: book depth {depth} (n_empties {})",
+                61 - depth
+            ))
+        }),
         BookCommand::Correct { db, engine } => transform(&db.db, Some(&engine), |book, search| {
             let mut search = search.context("correct needs the engine")?;
             let (r, fixed) = research::correct_command(book, &mut search);
@@ -938,22 +936,20 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
             error,
             db,
             engine,
-        } => {
-            transform(&db.db, Some(&engine), move |book, search| {
-                let mut search = search.context("upgrade needs the engine")?;
-                let params = research::Upgrade { level, error };
-                let r = research::upgrade(book, params, &mut search);
-                negamax::sort_links(book);
-                Ok(format!(
-                    "upgrade to level {level} (error {error}): {} positions raised, {} searches \
+        } => transform(&db.db, Some(&engine), move |book, search| {
+            let mut search = search.context("upgrade needs the engine")?;
+            let params = research::Upgrade { level, error };
+            let r = research::upgrade(book, params, &mut search);
+            negamax::sort_links(book);
+            Ok(format!(
+                "upgrade to level {level} (error {error}): {} positions raised, {} searches \
                      in {} rounds; root value {}",
-                    r.raised,
-                    r.searches,
-                    r.rounds,
-                    root_value(book)
-                ))
-            })
-        }
+                r.raised,
+                r.searches,
+                r.rounds,
+                root_value(book)
+            ))
+        }),
         BookCommand::Audit {
             level,
             contradictions,
@@ -966,15 +962,19 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
             let (abort, _rt) = interrupt_flag()?;
             let lines = extract::best_lines(&book);
             // Lines are played out independently: one line at a time per thread.
-            let audit: Vec<_> =
-                map_with_searchers(&engine_factory(eval), threads(&engine), &lines, |s, line| {
+            let audit: Vec<_> = map_with_searchers(
+                &engine_factory(eval),
+                threads(&engine),
+                &lines,
+                |s, line| {
                     extract::audit(&book, std::slice::from_ref(line), level, &mut |r| {
                         s.search(r, &abort)
                     })
-                })?
-                .into_iter()
-                .flatten()
-                .collect();
+                },
+            )?
+            .into_iter()
+            .flatten()
+            .collect();
             if abort.load(Ordering::SeqCst) {
                 bail!("interrupted");
             }
@@ -1163,9 +1163,8 @@ where
         (Some(make), Some(e)) => {
             let n = threads(e);
             let t0 = Instant::now();
-            let run = offline::speculate(&mut book, &make, n, &abort, |b, search| {
-                f(b, Some(search))
-            });
+            let run =
+                offline::speculate(&mut book, &make, n, &abort, |b, search| f(b, Some(search)));
             let (message, sp) = match run {
                 Ok(done) => done,
                 Err(offline::SpeculateError::Interrupted) => {

@@ -738,13 +738,14 @@ fn local(a: LocalArgs) -> anyhow::Result<()> {
     );
     for w in &outcome.workers {
         println!(
-            "workers: {} threads, {:.2}s searching ({} nodes), {:.2}s idle ({:.1}% of thread time), \
-             {:.2}s in service calls",
+            "workers: {} threads, {:.2}s searching ({} nodes), {:.2}s idle ({:.1}% of thread time; \
+             {:.2}s with no job at all), {:.2}s in service calls",
             a.workers,
             w.search_time.as_secs_f64(),
             w.nodes,
             w.idle_time.as_secs_f64(),
             100.0 * outcome.idle_share(a.workers),
+            w.starved_time.as_secs_f64(),
             w.rpc_time.as_secs_f64()
         );
     }

@@ -261,7 +261,9 @@ pub async fn run(
     };
     let stats = match joined {
         Ok(r) => r.map_err(|e| CoordinatorError::Internal(format!("in-process worker: {e}"))),
-        Err(e) => Err(CoordinatorError::Internal(format!("in-process worker: {e}"))),
+        Err(e) => Err(CoordinatorError::Internal(format!(
+            "in-process worker: {e}"
+        ))),
     };
     if let Some(h) = http {
         let _ = stop_http.send(());

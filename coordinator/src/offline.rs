@@ -237,3 +237,53 @@ pub fn speculate<R>(
         known.extend(missing.into_iter().zip(results));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bookfarm_book::synth::{SynthParams, random_book};
+    use bookfarm_book::{dump, grow, merge, negamax};
+
+    fn book(seed: u64, positions: usize) -> MemBook {
+        let mut b = random_book(SynthParams {
+            seed,
+            positions,
+            plies: 10,
+            level: Some(2),
+        });
+        negamax::negamax(&mut b);
+        b
+    }
+
+    /// Fill, fix (after clearing some leaves) and merge's link step on two threads give the
+    /// book and the report of the serial run, and search nothing the serial run does not.
+    #[test]
+    fn speculation_gives_the_serial_book() {
+        let make = engine_factory(bookfarm_engine::eval::default_eval());
+        let abort = AtomicBool::new(false);
+        let other = book(8, 120);
+        let algo = |b: &mut MemBook, search: &mut dyn FnMut(&LeafRequest) -> LeafResult| {
+            let filled = grow::fill(b, 1, search);
+            let ids: Vec<_> = b.ids().step_by(7).collect();
+            for id in ids {
+                let mut p = b.position(id);
+                p.leaf = bookfarm_book::model::BAD_LINK;
+                b.put_position(&p);
+            }
+            let fixed = grow::fix_command(b, search);
+            merge::merge_by_level(b, &other, merge::Newer::Incoming);
+            let linked = grow::link_book(b, search);
+            (filled, fixed.changes, linked)
+        };
+        let mut serial = book(7, 150);
+        let (r1, s1) = speculate(&mut serial, &make, 1, &abort, algo).expect("serial");
+        let mut parallel = book(7, 150);
+        let (r2, s2) = speculate(&mut parallel, &make, 2, &abort, algo).expect("parallel");
+        assert!(s1.used > 0, "the algorithms searched");
+        assert_eq!(r1, r2);
+        assert_eq!(dump::dump(&serial, false), dump::dump(&parallel, false));
+        assert_eq!(s2.used, s1.used);
+        assert_eq!(s2.searched, s1.used, "no speculative search was wasted");
+        assert!(s2.waves >= 2);
+    }
+}

@@ -546,8 +546,16 @@ fn out_of_range_arguments_are_refused_naming_the_flag() {
         (vec!["--deviate", "2,99"], "--deviate", "from 0 to 65"),
         (vec!["--enhance=-1,4"], "--enhance", "from 0 to 129"),
         (vec!["--lookahead", "100"], "--lookahead", "from 0 to 64"),
-        (vec!["--games", "/no/such/games.txt"], "--games", "no such file"),
-        (vec!["--eval", "/no/such/eval.dat"], "--eval", "no such file"),
+        (
+            vec!["--games", "/no/such/games.txt"],
+            "--games",
+            "no such file",
+        ),
+        (
+            vec!["--eval", "/no/such/eval.dat"],
+            "--eval",
+            "no such file",
+        ),
     ] {
         let o = Command::new(BIN)
             .args(["local", "--db", s(&db), "--out", s(&out), "--quiet"])
@@ -560,7 +568,14 @@ fn out_of_range_arguments_are_refused_naming_the_flag() {
         assert!(!db.exists() && !out.exists(), "nothing was created");
     }
     let o = Command::new(BIN)
-        .args(["local", "--db", s(&db), "--quiet", "--out", "/no/such/dir/b.dat"])
+        .args([
+            "local",
+            "--db",
+            s(&db),
+            "--quiet",
+            "--out",
+            "/no/such/dir/b.dat",
+        ])
         .output()
         .expect("run local");
     let err = String::from_utf8_lossy(&o.stderr);

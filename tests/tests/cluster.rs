@@ -201,7 +201,7 @@ async fn killed_coordinator_restarts_without_losing_acknowledged_results() {
 async fn local_mode_and_worker_processes_build_the_same_book() {
     use bookfarm_coordinator::local::{LocalOptions, run};
     use bookfarm_coordinator::service::ServiceConfig;
-        let Some(eval) = eval_path() else { return };
+    let Some(eval) = eval_path() else { return };
     // Processes.
     let dir = tempfile::tempdir().unwrap();
     new_store(dir.path(), 2, 12);

@@ -16,9 +16,9 @@ pub enum RunCommand {
         /// Coordinator URL.
         #[arg(long, env = "BOOKFARM_COORDINATOR")]
         coordinator: Option<String>,
-        /// Search threads (default: all cores).
-        #[arg(long, env = "BOOKFARM_THREADS")]
-        threads: Option<usize>,
+        /// Search threads, 1..=4096 (default: all cores).
+        #[arg(long, env = "BOOKFARM_THREADS", value_parser = clap::value_parser!(u16).range(1..=4096))]
+        threads: Option<u16>,
         /// Worker name shown by the coordinator (default: host name).
         #[arg(long, env = "BOOKFARM_NAME")]
         name: Option<String>,
@@ -30,9 +30,9 @@ pub enum RunCommand {
         /// for a coordinator on a loopback address without credentials.
         #[arg(long, env = "BOOKFARM_TOKEN", hide_env_values = true)]
         token: Option<String>,
-        /// Jobs leased beyond the free threads.
-        #[arg(long)]
-        lookahead: Option<usize>,
+        /// Jobs leased beyond the free threads, 0..=64.
+        #[arg(long, value_parser = clap::value_parser!(u8).range(0..=64))]
+        lookahead: Option<u8>,
         /// CA certificate (PEM) of a TLS coordinator (use an https:// URL).
         #[arg(long, env = "BOOKFARM_TLS_CA")]
         tls_ca: Option<PathBuf>,
@@ -116,8 +116,15 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cfg = WorkerConfig {
         coordinator: coordinator.or(file.coordinator).unwrap_or(d.coordinator),
-        threads: threads.or(file.threads).unwrap_or(cores).max(1),
-        lookahead: lookahead.or(file.lookahead).unwrap_or(d.lookahead),
+        threads: threads
+            .map(usize::from)
+            .or(file.threads)
+            .unwrap_or(cores)
+            .max(1),
+        lookahead: lookahead
+            .map(usize::from)
+            .or(file.lookahead)
+            .unwrap_or(d.lookahead),
         name: name.or(file.name).unwrap_or_else(host_name),
         token: token.or(file.token).unwrap_or_default(),
         search_signature: bookfarm_runner::signature(&weights, &eval_hash),

@@ -9,9 +9,9 @@ use bookfarm_proto::pb;
 use bookfarm_proto::pb::worker_service_client::WorkerServiceClient;
 use bookfarm_runner::transport::{CallError, CallErrorKind, Leased, Registration, Transport};
 use std::time::Duration;
-use tonic::{Code, Status};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status};
 use uuid::Uuid;
 
 /// A connection to a coordinator (connected lazily; transport errors surface as `Unavailable`).

@@ -408,10 +408,8 @@ impl Store {
         b.put_header(header)?;
         b.put_expansion(None)?;
         self.tree.apply_batch(b.batch)?;
-        self.positions.store(
-            self.tree.scan_prefix([P]).count(),
-            Ordering::Relaxed,
-        );
+        self.positions
+            .store(self.tree.scan_prefix([P]).count(), Ordering::Relaxed);
         self.flush()
     }
 }

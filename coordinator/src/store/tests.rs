@@ -61,7 +61,10 @@ fn missing_book_is_a_clear_error() {
     assert!(e.to_string().contains("no book here"), "{e}");
     drop(s);
     let e = Store::open_book(dir.path()).unwrap_err().to_string();
-    assert!(e.contains("no book here") && e.contains("book new --db"), "{e}");
+    assert!(
+        e.contains("no book here") && e.contains("book new --db"),
+        "{e}"
+    );
     // A directory that does not exist is refused without being created.
     let missing = dir.path().join("typo");
     assert!(Store::open_book(&missing).is_err());

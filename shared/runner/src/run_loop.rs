@@ -102,6 +102,9 @@ pub struct WorkerStats {
     /// Thread time without a job: for every moment, the search threads no leased job occupied
     /// (waiting for jobs at the end of a pass, or for the coordinator).
     pub idle_time: Duration,
+    /// Wall time with no job at all (every thread idle: the coordinator had nothing to lease,
+    /// as between two passes of a serial growth program); part of `idle_time`.
+    pub starved_time: Duration,
     /// Wall time of the loop.
     pub wall_time: Duration,
 }
@@ -207,6 +210,8 @@ struct Loop<T> {
     draining: bool,
     /// When the idle-time integral was last advanced.
     mark: Instant,
+    /// Since when leases found no job, and how many jobs were held then.
+    waiting: Option<(Instant, usize)>,
 }
 
 impl<T: Transport> Loop<T> {
@@ -216,6 +221,9 @@ impl<T: Transport> Loop<T> {
         let now = Instant::now();
         let free = self.cfg.threads.saturating_sub(self.outstanding.len());
         self.stats.idle_time += (now - self.mark) * u32::try_from(free).unwrap_or(u32::MAX);
+        if self.outstanding.is_empty() {
+            self.stats.starved_time += now - self.mark;
+        }
         self.mark = now;
     }
 
@@ -287,7 +295,11 @@ impl<T: Transport> Loop<T> {
     }
 
     /// Connection trouble: wait (handling outcomes and a stop meanwhile), or give up.
-    fn wait_backoff(&mut self, rx: &mpsc::Receiver<Event>, e: &CallError) -> Result<(), RunnerError> {
+    fn wait_backoff(
+        &mut self,
+        rx: &mpsc::Receiver<Event>,
+        e: &CallError,
+    ) -> Result<(), RunnerError> {
         if let Some(limit) = self.cfg.give_up_after
             && self.last_ok.elapsed() > limit
         {
@@ -386,6 +398,7 @@ impl Runner {
             last_ok: Instant::now(),
             draining: false,
             mark: started,
+            waiting: None,
         };
         let mut next_heartbeat = Instant::now() + l.heartbeat;
         loop {
@@ -447,6 +460,20 @@ impl Runner {
                         l.stats.jobs += leased.jobs.len() as u64;
                         if free > 0 && leased.jobs.is_empty() {
                             idle = Some(leased.retry_after.max(MIN_IDLE));
+                            l.waiting
+                                .get_or_insert((Instant::now(), l.outstanding.len()));
+                        }
+                        if !leased.jobs.is_empty()
+                            && let Some((since, held)) = l.waiting.take()
+                        {
+                            // One line per wait for jobs: `held` 0 is a wait between two passes
+                            // of a serial program, more is the tail of a pass.
+                            tracing::debug!(
+                                waited_us = since.elapsed().as_micros() as u64,
+                                held,
+                                jobs = leased.jobs.len(),
+                                "jobs after a wait"
+                            );
                         }
                         l.tick();
                         for job in leased.jobs {
@@ -514,5 +541,178 @@ impl Runner {
             "worker stopped"
         );
         Ok(l.stats)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Job;
+    use crate::exec::LeafSearcher;
+    use crate::transport::{Leased, Registration};
+    use bookfarm_engine::search::{LeafRequest, LeafResult};
+    use bookfarm_engine::{Board, Move};
+    use std::sync::Mutex;
+
+    /// Answers every search with the request's first legal move.
+    struct FirstMove;
+
+    impl LeafSearcher for FirstMove {
+        fn search(&mut self, req: &LeafRequest, _abort: &AtomicBool) -> LeafResult {
+            let mv = bookfarm_engine::board::BitIter(req.board.moves())
+                .next()
+                .map_or(Move::None, Move::Square);
+            LeafResult {
+                mv,
+                score: 0,
+                depth: 1,
+                selectivity: 5,
+                exact: false,
+                nodes: 1,
+                elapsed: Duration::from_micros(1),
+            }
+        }
+    }
+
+    /// A coordinator with a fixed list of jobs that forgets the worker once.
+    #[derive(Default)]
+    struct Fake {
+        queue: Mutex<Vec<Job>>,
+        results: Mutex<Vec<JobResult>>,
+        registrations: Mutex<u32>,
+        forget_once: AtomicBool,
+        refuse: bool,
+    }
+
+    struct FakeTransport(Arc<Fake>);
+
+    impl Transport for FakeTransport {
+        fn endpoint(&self) -> String {
+            "fake".into()
+        }
+        fn max_results(&self) -> usize {
+            3
+        }
+        fn register(&mut self, _name: &str, _threads: u32) -> Result<Registration, CallError> {
+            if self.0.refuse {
+                return Err(CallError::new(CallErrorKind::Unauthorized, "bad token"));
+            }
+            *self.0.registrations.lock().unwrap() += 1;
+            Ok(Registration {
+                worker_id: Uuid::new_v4(),
+                heartbeat: Duration::from_millis(5),
+                lease_timeout: Duration::from_secs(1),
+            })
+        }
+        fn lease(
+            &mut self,
+            _worker: Uuid,
+            free: u32,
+            results: &[JobResult],
+        ) -> Result<Leased, CallError> {
+            if self.0.forget_once.swap(false, Ordering::SeqCst) {
+                return Err(CallError::new(
+                    CallErrorKind::UnknownWorker,
+                    "unknown worker",
+                ));
+            }
+            assert!(results.len() <= 3, "at most max_results per call");
+            self.0.results.lock().unwrap().extend_from_slice(results);
+            let mut q = self.0.queue.lock().unwrap();
+            let n = (free as usize).min(q.len());
+            Ok(Leased {
+                jobs: q.drain(..n).collect(),
+                acks: results.iter().map(|r| (r.job_id, Ack::Accepted)).collect(),
+                retry_after: Duration::from_millis(1),
+            })
+        }
+        fn submit(
+            &mut self,
+            worker: Uuid,
+            results: &[JobResult],
+        ) -> Result<Vec<(Uuid, Ack)>, CallError> {
+            Ok(self.lease(worker, 0, results)?.acks)
+        }
+        fn heartbeat(&mut self, _worker: Uuid, _held: &[Uuid]) -> Result<Vec<Uuid>, CallError> {
+            Ok(Vec::new())
+        }
+        fn fail(&mut self, _: Uuid, _: Uuid, _: &str, _: bool) -> Result<bool, CallError> {
+            Ok(false)
+        }
+        fn release(&mut self, _worker: Uuid, jobs: &[Uuid]) -> Result<u32, CallError> {
+            Ok(jobs.len() as u32)
+        }
+    }
+
+    fn jobs(n: usize) -> Vec<Job> {
+        (0..n)
+            .map(|i| Job {
+                id: Uuid::new_v4(),
+                board: Board::start(),
+                excluded: 0,
+                level: 1,
+                attempt: u32::try_from(i).unwrap(),
+            })
+            .collect()
+    }
+
+    fn factory() -> SearcherFactory {
+        Arc::new(|| -> Box<dyn LeafSearcher> { Box::new(FirstMove) })
+    }
+
+    #[test]
+    fn every_job_is_searched_and_acknowledged_then_the_loop_drains() {
+        let fake = Arc::new(Fake {
+            queue: Mutex::new(jobs(20)),
+            forget_once: AtomicBool::new(true),
+            ..Fake::default()
+        });
+        let runner = Runner::new();
+        let stop = runner.stopper();
+        let t = FakeTransport(fake.clone());
+        let cfg = RunnerConfig {
+            threads: 2,
+            ..RunnerConfig::default()
+        };
+        let h = std::thread::spawn(move || runner.run(cfg, t, &factory()));
+        let t0 = Instant::now();
+        while fake.results.lock().unwrap().len() < 20 {
+            assert!(t0.elapsed() < Duration::from_secs(10), "jobs not delivered");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        stop.stop();
+        let stats = h.join().unwrap().unwrap();
+        assert_eq!((stats.jobs, stats.accepted, stats.nodes), (20, 20, 20));
+        assert_eq!(
+            *fake.registrations.lock().unwrap(),
+            2,
+            "registered again once"
+        );
+        let mut ids: Vec<_> = fake
+            .results
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| r.job_id)
+            .collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), 20, "each result delivered once");
+        assert!(stats.idle_time >= stats.starved_time);
+    }
+
+    #[test]
+    fn a_refused_worker_stops_with_the_reason() {
+        let fake = Arc::new(Fake {
+            refuse: true,
+            ..Fake::default()
+        });
+        let e = Runner::new()
+            .run(RunnerConfig::default(), FakeTransport(fake), &factory())
+            .unwrap_err();
+        assert!(
+            matches!(&e, RunnerError::Refused(m) if m == "bad token"),
+            "{e}"
+        );
     }
 }

@@ -97,12 +97,19 @@ pub trait Transport: Send {
 
     /// Deliver finished results and lease up to `free` jobs. A result is acknowledged only
     /// once the coordinator will not lose it (for a remote coordinator: durable on disk).
-    fn lease(&mut self, worker: Uuid, free: u32, results: &[JobResult])
-    -> Result<Leased, CallError>;
+    fn lease(
+        &mut self,
+        worker: Uuid,
+        free: u32,
+        results: &[JobResult],
+    ) -> Result<Leased, CallError>;
 
     /// Deliver results without leasing.
-    fn submit(&mut self, worker: Uuid, results: &[JobResult])
-    -> Result<Vec<(Uuid, Ack)>, CallError>;
+    fn submit(
+        &mut self,
+        worker: Uuid,
+        results: &[JobResult],
+    ) -> Result<Vec<(Uuid, Ack)>, CallError>;
 
     /// Extend the leases of `held`; returns the jobs to abandon.
     fn heartbeat(&mut self, worker: Uuid, held: &[Uuid]) -> Result<Vec<Uuid>, CallError>;
