@@ -162,11 +162,11 @@ pub enum SpeculateError {
 /// What [`speculate`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Speculation {
-    /// Runs of the algorithm (the last one saw only known results).
+    /// Runs of the algorithm (the last one is the serial run).
     pub waves: usize,
     /// Searches run.
     pub searched: usize,
-    /// Searches the final run used (the serial run's searches).
+    /// Searches the serial run asked for (repeated requests counted each time).
     pub used: usize,
 }
 
@@ -176,12 +176,13 @@ pub struct Speculation {
 /// The book crate's whole-book algorithms (fill, fix, link, merge, correct, upgrade…) ask for
 /// one search at a time through a callback. Searches are deterministic, so they run in waves:
 /// `algo` runs on a copy of the book, known results are answered, unknown requests are recorded
-/// and answered [`provisional`]ly; the recorded requests are then searched in parallel
-/// ([`search_all`]), and this repeats until a run asks for nothing unknown. That run saw exactly
-/// the results a serial run sees, so its book (which replaces `book`) and its return value are
-/// the serial ones. Requests a provisional answer led to are searched for nothing; for fill,
-/// fix, link and merge, whose requests depend only on which positions exist, there are none.
-/// With one thread, `algo` runs once with a serial engine callback.
+/// and answered [`provisional`]ly, and the recorded requests are then searched in parallel
+/// ([`search_all`]). Waves repeat while searching pays for re-running the algorithm (the
+/// wave's searches took more than twice the algorithm's own time); the last run answers known
+/// requests from the table and searches unknown ones at once, serially, so it sees exactly the
+/// results a serial run sees: its book (which replaces `book`) and its return value are the
+/// serial ones. Requests a provisional answer led to are searched for nothing; for fill, fix,
+/// link and merge, whose requests depend mostly on which positions exist, there are few.
 pub fn speculate<R>(
     book: &mut MemBook,
     make: &SearcherFactory,
@@ -190,32 +191,14 @@ pub fn speculate<R>(
     mut algo: impl FnMut(&mut MemBook, &mut dyn FnMut(&LeafRequest) -> LeafResult) -> R,
 ) -> Result<(R, Speculation), SpeculateError> {
     let mut stats = Speculation::default();
-    if threads <= 1 {
-        let mut s = make();
-        let mut used = 0;
-        let r = algo(book, &mut |req: &LeafRequest| {
-            used += 1;
-            s.search(req, abort)
-        });
-        if abort.load(Ordering::SeqCst) {
-            return Err(SpeculateError::Interrupted);
-        }
-        stats.waves = 1;
-        stats.searched = used;
-        stats.used = used;
-        return Ok((r, stats));
-    }
     let mut known: HashMap<LeafRequest, LeafResult> = HashMap::new();
-    loop {
+    while threads > 1 {
         let mut copy = book.clone();
         let mut missing: Vec<LeafRequest> = Vec::new();
         let mut seen: HashSet<LeafRequest> = HashSet::new();
-        let mut used = 0;
-        let r = algo(&mut copy, &mut |req: &LeafRequest| match known.get(req) {
-            Some(r) => {
-                used += 1;
-                *r
-            }
+        let t0 = std::time::Instant::now();
+        algo(&mut copy, &mut |req: &LeafRequest| match known.get(req) {
+            Some(r) => *r,
             None => {
                 if seen.insert(*req) {
                     missing.push(*req);
@@ -223,19 +206,45 @@ pub fn speculate<R>(
                 provisional(req)
             }
         });
+        let algo_time = t0.elapsed();
         stats.waves += 1;
         if missing.is_empty() {
-            stats.used = used;
-            *book = copy;
-            return Ok((r, stats));
+            break;
         }
         let results = search_all(make, threads, &missing, abort)?;
         if abort.load(Ordering::SeqCst) {
             return Err(SpeculateError::Interrupted);
         }
         stats.searched += missing.len();
+        let search_time: std::time::Duration = results.iter().map(|r| r.elapsed).sum();
         known.extend(missing.into_iter().zip(results));
+        if search_time < 2 * algo_time {
+            break;
+        }
     }
+    // The serial run: known results from the table, the others searched now.
+    let mut s = make();
+    let mut used = 0;
+    let mut fresh = 0;
+    let r = algo(book, &mut |req: &LeafRequest| {
+        used += 1;
+        match known.get(req) {
+            Some(r) => *r,
+            None => {
+                fresh += 1;
+                let r = s.search(req, abort);
+                known.insert(*req, r);
+                r
+            }
+        }
+    });
+    if abort.load(Ordering::SeqCst) {
+        return Err(SpeculateError::Interrupted);
+    }
+    stats.waves += 1;
+    stats.searched += fresh;
+    stats.used = used;
+    Ok((r, stats))
 }
 
 #[cfg(test)]
@@ -262,17 +271,17 @@ mod tests {
         let make = engine_factory(bookfarm_engine::eval::default_eval());
         let abort = AtomicBool::new(false);
         let other = book(8, 120);
-        let algo = |b: &mut MemBook, search: &mut dyn FnMut(&LeafRequest) -> LeafResult| {
-            let filled = grow::fill(b, 1, search);
+        let algo = |b: &mut MemBook, mut search: &mut dyn FnMut(&LeafRequest) -> LeafResult| {
+            let filled = grow::fill(b, 1, &mut search);
             let ids: Vec<_> = b.ids().step_by(7).collect();
             for id in ids {
                 let mut p = b.position(id);
                 p.leaf = bookfarm_book::model::BAD_LINK;
                 b.put_position(&p);
             }
-            let fixed = grow::fix_command(b, search);
+            let fixed = grow::fix_command(b, &mut search);
             merge::merge_by_level(b, &other, merge::Newer::Incoming);
-            let linked = grow::link_book(b, search);
+            let linked = grow::link_book(b, &mut search);
             (filled, fixed.changes, linked)
         };
         let mut serial = book(7, 150);
@@ -283,7 +292,7 @@ mod tests {
         assert_eq!(r1, r2);
         assert_eq!(dump::dump(&serial, false), dump::dump(&parallel, false));
         assert_eq!(s2.used, s1.used);
-        assert_eq!(s2.searched, s1.used, "no speculative search was wasted");
+        assert!(s2.searched <= s1.searched, "no search was wasted");
         assert!(s2.waves >= 2);
     }
 }

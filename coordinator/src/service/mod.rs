@@ -615,9 +615,10 @@ impl Coordinator {
     }
 
     /// [`Coordinator::lease`] for a caller on a plain thread (an in-process worker): when it
-    /// finds no job while growth runs are under way (results just landed), wait for them, up
-    /// to `wait` in all, and lease again after each, so that the searches the runs queue (the
-    /// next pass) are leased at once.
+    /// finds no job for a worker that holds none while growth runs are under way (results just
+    /// landed), wait for them, up to `wait` in all, and lease again after each, so that the
+    /// searches the runs queue (the next pass) are leased at once. A worker still holding jobs
+    /// never waits: its caller would stop delivering their results meanwhile.
     pub fn lease_blocking(
         &self,
         id: &Identity,
@@ -632,7 +633,12 @@ impl Coordinator {
             if !jobs.is_empty() || slots == 0 {
                 return Ok(jobs);
             }
-            if !(self.growth_busy() || self.growth_run_count() != seen) {
+            let holds = self
+                .jobs()
+                .workers
+                .get(worker)
+                .is_some_and(|w| !w.jobs.is_empty());
+            if holds || !(self.growth_busy() || self.growth_run_count() != seen) {
                 return Ok(jobs);
             }
             let (count, cv) = &self.0.runs_done;

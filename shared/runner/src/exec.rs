@@ -222,8 +222,7 @@ where
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().map_err(|p| panic_message(&*p)))
-            .collect()
+            .try_for_each(|h| h.join().map(|_| ()).map_err(|p| panic_message(&*p)))
     });
     outcome.map_err(SearchPanicked)?;
     slots
