@@ -28,16 +28,7 @@ fn main() -> std::process::ExitCode {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        // A refused value is one line naming the flag, the value and the allowed range.
-        Err(e) if e.kind() == clap::error::ErrorKind::ValueValidation => {
-            let text = e.to_string();
-            eprintln!("{}", text.lines().next().unwrap_or("error: invalid value"));
-            return std::process::ExitCode::from(2);
-        }
-        Err(e) => e.exit(),
-    };
+    let cli = Cli::parse();
     let result = match cli.command {
         Command::Engine(cmd) => cli_engine::run(cmd),
         Command::Run(cmd) => cli_run::run(cmd),
