@@ -174,15 +174,15 @@ pub struct Speculation {
 /// run them on `threads` threads.
 ///
 /// The book crate's whole-book algorithms (fill, fix, link, merge, correct, upgrade…) ask for
-/// one search at a time through a callback. Searches are deterministic, so they run in waves:
-/// `algo` runs on a copy of the book, known results are answered, unknown requests are recorded
-/// and answered [`provisional`]ly, and the recorded requests are then searched in parallel
-/// ([`search_all`]). Waves repeat while searching pays for re-running the algorithm (the
-/// wave's searches took more than twice the algorithm's own time); the last run answers known
-/// requests from the table and searches unknown ones at once, serially, so it sees exactly the
-/// results a serial run sees: its book (which replaces `book`) and its return value are the
-/// serial ones. Requests a provisional answer led to are searched for nothing; for fill, fix,
-/// link and merge, whose requests depend mostly on which positions exist, there are few.
+/// one search at a time through a callback. Searches are deterministic, so with several threads
+/// `algo` first runs on a copy of the book with every request answered [`provisional`]ly and
+/// recorded; the recorded requests are searched in parallel ([`search_all`]); then `algo` runs
+/// on `book` with the recorded results answered from the table and any other request searched
+/// at once, serially. That second run sees exactly the results a serial run sees, so its book
+/// and its return value are the serial ones. The price is one more run of the algorithm and the
+/// searches a provisional answer led to (few for fill, fix, link and merge, whose requests
+/// depend mostly on which positions exist); it pays when the searches cost more than twice the
+/// algorithm's own walk (measured: fill 3 at level 6 is about even, see docs/benchmarks.md).
 pub fn speculate<R>(
     book: &mut MemBook,
     make: &SearcherFactory,
@@ -192,35 +192,23 @@ pub fn speculate<R>(
 ) -> Result<(R, Speculation), SpeculateError> {
     let mut stats = Speculation::default();
     let mut known: HashMap<LeafRequest, LeafResult> = HashMap::new();
-    while threads > 1 {
+    if threads > 1 {
         let mut copy = book.clone();
         let mut missing: Vec<LeafRequest> = Vec::new();
         let mut seen: HashSet<LeafRequest> = HashSet::new();
-        let t0 = std::time::Instant::now();
-        algo(&mut copy, &mut |req: &LeafRequest| match known.get(req) {
-            Some(r) => *r,
-            None => {
-                if seen.insert(*req) {
-                    missing.push(*req);
-                }
-                provisional(req)
+        algo(&mut copy, &mut |req: &LeafRequest| {
+            if seen.insert(*req) {
+                missing.push(*req);
             }
+            provisional(req)
         });
-        let algo_time = t0.elapsed();
         stats.waves += 1;
-        if missing.is_empty() {
-            break;
-        }
         let results = search_all(make, threads, &missing, abort)?;
         if abort.load(Ordering::SeqCst) {
             return Err(SpeculateError::Interrupted);
         }
         stats.searched += missing.len();
-        let search_time: std::time::Duration = results.iter().map(|r| r.elapsed).sum();
         known.extend(missing.into_iter().zip(results));
-        if search_time < 2 * algo_time {
-            break;
-        }
     }
     // The serial run: known results from the table, the others searched now.
     let mut s = make();
