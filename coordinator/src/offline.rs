@@ -175,7 +175,7 @@ pub struct Speculation {
 ///
 /// The book crate's whole-book algorithms (fill, fix, link, merge, correct, upgrade…) ask for
 /// one search at a time through a callback. Searches are deterministic, so with several threads
-/// `algo` first runs on a copy of the book with every request answered [`provisional`]ly and
+/// `algo` first runs on a copy of the book with every request answered provisionally and
 /// recorded; the recorded requests are searched in parallel ([`search_all`]); then `algo` runs
 /// on `book` with the recorded results answered from the table and any other request searched
 /// at once, serially. That second run sees exactly the results a serial run sees, so its book
