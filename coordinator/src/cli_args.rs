@@ -1,6 +1,8 @@
 //! Command-line value parsers with the project's ranges: a bad value is refused by clap with one
 //! line naming the flag, the value and the allowed range, before anything runs.
 
+use std::path::PathBuf;
+
 /// An Edax level, 0..=60.
 pub fn level(s: &str) -> Result<u8, String> {
     ranged(s, 0, 60, "a level")
@@ -20,6 +22,85 @@ pub fn depth(s: &str) -> Result<u8, String> {
 pub fn count(s: &str) -> Result<usize, String> {
     let n: u16 = ranged(s, 1, 4096, "a number of workers or threads")?;
     Ok(usize::from(n))
+}
+
+/// Edax's deviate relative error in discs, -129..=129.
+pub fn relative_error(s: &str) -> Result<i32, String> {
+    ranged(s, -129, 129, "a relative error in discs")
+}
+
+/// An absolute error in discs (deviate), 0..=65.
+pub fn absolute_error(s: &str) -> Result<i32, String> {
+    ranged(s, 0, 65, "an absolute error in discs")
+}
+
+/// An error margin in discs (enhance, upgrade, randomness), 0..=129.
+pub fn error_margin(s: &str) -> Result<i32, String> {
+    ranged(s, 0, 129, "an error margin in discs")
+}
+
+/// A pair `REL,ABS` of deviate errors (`local --deviate`).
+pub fn deviate_pair(s: &str) -> Result<(i32, i32), String> {
+    let (a, b) = pair(s)?;
+    Ok((relative_error(a)?, absolute_error(b)?))
+}
+
+/// A pair `MID,END` of enhance errors (`local --enhance`).
+pub fn enhance_pair(s: &str) -> Result<(i32, i32), String> {
+    let (a, b) = pair(s)?;
+    Ok((error_margin(a)?, error_margin(b)?))
+}
+
+fn pair(s: &str) -> Result<(&str, &str), String> {
+    s.split_once(',')
+        .ok_or_else(|| "expected two numbers separated by a comma, like 2,4".to_string())
+}
+
+/// `book fill` depth, 1..=61.
+pub fn fill_depth(s: &str) -> Result<u32, String> {
+    ranged(s, 1, 61, "a fill depth")
+}
+
+/// A number of empty squares, 0..=60.
+pub fn empties(s: &str) -> Result<u32, String> {
+    ranged(s, 0, 60, "a number of empty squares")
+}
+
+/// Jobs leased ahead of the free threads, 0..=64.
+pub fn lookahead(s: &str) -> Result<usize, String> {
+    let n: u8 = ranged(s, 0, 64, "a number of jobs leased ahead")?;
+    Ok(usize::from(n))
+}
+
+/// A duration in seconds, 1..=86400.
+pub fn seconds(s: &str) -> Result<u64, String> {
+    ranged(s, 1, 86_400, "a number of seconds")
+}
+
+/// A file that exists (an input).
+pub fn existing_file(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    if p.is_file() {
+        Ok(p)
+    } else if p.exists() {
+        Err("expected a file, found something else".into())
+    } else {
+        Err("no such file".into())
+    }
+}
+
+/// A file to write: its directory must exist, and it must not be a directory.
+pub fn output_file(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    if p.is_dir() {
+        return Err("expected a file name, found a directory".into());
+    }
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() && !d.is_dir() => {
+            Err(format!("no such directory {}", d.display()))
+        }
+        _ => Ok(p),
+    }
 }
 
 fn ranged<T>(s: &str, lo: T, hi: T, what: &str) -> Result<T, String>
@@ -53,5 +134,31 @@ mod tests {
             count("0"),
             Err("expected a number of workers or threads from 1 to 4096".into())
         );
+        assert_eq!(relative_error("-2"), Ok(-2));
+        assert!(relative_error("130").is_err() && absolute_error("-1").is_err());
+        assert_eq!(deviate_pair("2,4"), Ok((2, 4)));
+        assert!(deviate_pair("2,99").is_err() && deviate_pair("2").is_err());
+        assert_eq!(enhance_pair("1,3"), Ok((1, 3)));
+        assert!(enhance_pair("-1,3").is_err());
+        assert!(fill_depth("0").is_err() && fill_depth("61").is_ok());
+        assert!(lookahead("65").is_err() && lookahead("0").is_ok());
+    }
+
+    #[test]
+    fn paths_are_checked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("f.txt");
+        std::fs::write(&f, "x").expect("write");
+        let s = |p: &std::path::Path| p.display().to_string();
+        assert_eq!(existing_file(&s(&f)), Ok(f.clone()));
+        assert_eq!(
+            existing_file(&s(&dir.path().join("none"))),
+            Err("no such file".into())
+        );
+        assert!(existing_file(&s(dir.path())).is_err());
+        assert!(output_file(&s(&dir.path().join("out.dat"))).is_ok());
+        assert!(output_file("out.dat").is_ok());
+        assert!(output_file(&s(dir.path())).is_err());
+        assert!(output_file(&s(&dir.path().join("no/out.dat"))).is_err());
     }
 }

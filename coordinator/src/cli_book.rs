@@ -13,12 +13,14 @@ use bookfarm_coordinator::offline;
 use bookfarm_coordinator::service::{
     Coordinator, ServiceConfig, StatusReport, new_book, operation,
 };
-use bookfarm_coordinator::store::Store;
+use bookfarm_coordinator::store::{Store, StoreError};
+use bookfarm_coordinator::{CoordinatorError, server};
 use bookfarm_engine::eval::Eval;
 use bookfarm_engine::formats::{ggf, transcript, wthor};
 use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::{Board, Move};
 use bookfarm_proto::domain::Selector;
+use bookfarm_runner::exec::{engine_factory, map_with_searchers};
 use clap::Subcommand;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::{RngCore, SeedableRng};
@@ -35,6 +37,7 @@ pub enum BookCommand {
     /// Print the canonical dump of an Edax book.dat (as `edax_book_dump.py --header`).
     Dump {
         /// The book file.
+        #[arg(value_parser = crate::cli_args::existing_file)]
         file: PathBuf,
         /// Omit the first `# {…}` header line (the tool's output without `--header`).
         #[arg(long)]
@@ -50,14 +53,16 @@ pub enum BookCommand {
     /// `bookfarm_book::egbk3`), linked and negamaxed like a CSV.
     Convert {
         /// Input file (.dat, .csv or .egbk3).
+        #[arg(value_parser = crate::cli_args::existing_file)]
         input: PathBuf,
         /// Output file (.dat, .csv or .egbk3).
+        #[arg(value_parser = crate::cli_args::output_file)]
         output: PathBuf,
     },
     /// Print Edax's `book info` facts: positions, links, leaves, levels, depth.
     Info {
         /// The book file (.dat, .csv or .egbk3); or use --db.
-        #[arg(required_unless_present = "db", conflicts_with = "db")]
+        #[arg(required_unless_present = "db", conflicts_with = "db", value_parser = crate::cli_args::existing_file)]
         file: Option<PathBuf>,
         /// Store directory.
         #[arg(long)]
@@ -66,7 +71,7 @@ pub enum BookCommand {
     /// Print Edax's `book stats`: hash, stage and best-score distributions.
     Stats {
         /// The book file (.dat, .csv or .egbk3); or use --db.
-        #[arg(required_unless_present = "db", conflicts_with = "db")]
+        #[arg(required_unless_present = "db", conflicts_with = "db", value_parser = crate::cli_args::existing_file)]
         file: Option<PathBuf>,
         /// Store directory.
         #[arg(long)]
@@ -94,6 +99,7 @@ pub enum BookCommand {
     /// Edax `book import FILE`: replace the store's book by a book.dat or CSV.
     Import {
         /// The book (.dat, .csv or .egbk3).
+        #[arg(value_parser = crate::cli_args::existing_file)]
         file: PathBuf,
         #[command(flatten)]
         db: Db,
@@ -103,6 +109,7 @@ pub enum BookCommand {
         #[command(flatten)]
         db: Db,
         /// Output file (.dat, .csv or .egbk3).
+        #[arg(value_parser = crate::cli_args::output_file)]
         file: PathBuf,
     },
     /// Edax `book negamax`: recompute every value and sort the links.
@@ -154,6 +161,7 @@ pub enum BookCommand {
     /// Edax `book add GAMES`: add the games' positions (transcripts one per line, or .wtb).
     Add {
         /// Games file.
+        #[arg(value_parser = crate::cli_args::existing_file)]
         games: PathBuf,
         #[command(flatten)]
         db: Db,
@@ -162,11 +170,11 @@ pub enum BookCommand {
     },
     /// Edax `book deviate [REL=2] [ABS=4]`.
     Deviate {
-        /// Relative error.
-        #[arg(allow_negative_numbers = true, default_value_t = 2)]
+        /// Relative error in discs (-129..=129).
+        #[arg(allow_negative_numbers = true, default_value_t = 2, value_parser = crate::cli_args::relative_error)]
         rel: i32,
-        /// Absolute error.
-        #[arg(default_value_t = 4)]
+        /// Absolute error in discs (0..=65).
+        #[arg(default_value_t = 4, value_parser = crate::cli_args::absolute_error)]
         abs: i32,
         #[command(flatten)]
         db: Db,
@@ -177,11 +185,11 @@ pub enum BookCommand {
     },
     /// Edax `book enhance [MID=2] [END=4]`.
     Enhance {
-        /// Midgame error.
-        #[arg(default_value_t = 2)]
+        /// Midgame error in discs (0..=129).
+        #[arg(default_value_t = 2, value_parser = crate::cli_args::error_margin)]
         mid: i32,
-        /// Endcut error.
-        #[arg(default_value_t = 4)]
+        /// Endcut error in discs (0..=129).
+        #[arg(default_value_t = 4, value_parser = crate::cli_args::error_margin)]
         end: i32,
         #[command(flatten)]
         db: Db,
@@ -211,7 +219,7 @@ pub enum BookCommand {
     /// Edax `book fill [DEPTH=1]`: add missing children near the book's positions.
     Fill {
         /// Fill depth (1..=61).
-        #[arg(default_value_t = 1)]
+        #[arg(default_value_t = 1, value_parser = crate::cli_args::fill_depth)]
         depth: u32,
         #[command(flatten)]
         db: Db,
@@ -223,6 +231,7 @@ pub enum BookCommand {
     /// then link, search cleared leaves, negamax (Edax's own `book merge` is broken).
     Merge {
         /// The other book (.dat, .csv or .egbk3).
+        #[arg(value_parser = crate::cli_args::existing_file)]
         other: PathBuf,
         #[command(flatten)]
         db: Db,
@@ -233,14 +242,15 @@ pub enum BookCommand {
     /// then report the better leaves (a leaf scoring above every link; `book fix` expands them).
     Check {
         /// Games file (transcripts one per line, or .wtb).
+        #[arg(value_parser = crate::cli_args::existing_file)]
         games: Option<PathBuf>,
         #[command(flatten)]
         db: Db,
     },
     /// Edax `book problem [EMPTIES=24] [COUNT=10]`: positions with a unique best book move.
     Problem {
-        /// Empty squares of the positions.
-        #[arg(default_value_t = 24)]
+        /// Empty squares of the positions (0..=60).
+        #[arg(default_value_t = 24, value_parser = crate::cli_args::empties)]
         empties: u32,
         /// Number of positions.
         #[arg(default_value_t = 10)]
@@ -254,7 +264,7 @@ pub enum BookCommand {
         #[arg(default_value = "")]
         moves: String,
         /// The book file (.dat, .csv or .egbk3); or use --db.
-        #[arg(long, required_unless_present = "db", conflicts_with = "db")]
+        #[arg(long, required_unless_present = "db", conflicts_with = "db", value_parser = crate::cli_args::existing_file)]
         file: Option<PathBuf>,
         /// Store directory.
         #[arg(long)]
@@ -266,7 +276,7 @@ pub enum BookCommand {
         /// Moves from the start position (e.g. f5d6c3).
         moves: String,
         /// The book file (.dat, .csv or .egbk3); or use --db.
-        #[arg(long, required_unless_present = "db", conflicts_with = "db")]
+        #[arg(long, required_unless_present = "db", conflicts_with = "db", value_parser = crate::cli_args::existing_file)]
         file: Option<PathBuf>,
         /// Store directory.
         #[arg(long)]
@@ -276,8 +286,8 @@ pub enum BookCommand {
     /// 61 − DEPTH empties).
     Depth {
         /// Book depth in plies (1..=60).
-        #[arg(default_value_t = 36)]
-        depth: i32,
+        #[arg(default_value_t = 36, value_parser = crate::cli_args::depth)]
+        depth: u8,
         #[command(flatten)]
         db: Db,
     },
@@ -302,6 +312,7 @@ pub enum BookCommand {
     /// F5, transpositions once), written as transcripts, GGF (.ggf) or WTHOR (.wtb).
     Extract {
         /// Output file: .ggf, .wtb, or anything else for transcripts one per line.
+        #[arg(value_parser = crate::cli_args::output_file)]
         file: PathBuf,
         #[command(flatten)]
         db: Db,
@@ -327,8 +338,8 @@ pub enum BookCommand {
         /// Moves from the start position (e.g. f5d6; empty = the start).
         #[arg(default_value = "")]
         moves: String,
-        /// Edax's book randomness, in discs.
-        #[arg(long, default_value_t = 0)]
+        /// Edax's book randomness, in discs (0..=129).
+        #[arg(long, default_value_t = 0, value_parser = crate::cli_args::error_margin)]
         randomness: i32,
         /// Keep choosing book moves until the line leaves the book, and print the line.
         #[arg(long)]
@@ -337,7 +348,7 @@ pub enum BookCommand {
         #[arg(long)]
         seed: Option<u64>,
         /// The book file (.dat, .csv or .egbk3); or use --db.
-        #[arg(long, required_unless_present = "db", conflicts_with = "db")]
+        #[arg(long, required_unless_present = "db", conflicts_with = "db", value_parser = crate::cli_args::existing_file)]
         file: Option<PathBuf>,
         /// Store directory.
         #[arg(long)]
@@ -351,8 +362,8 @@ pub enum BookCommand {
         /// The level to re-search at (1..=60).
         #[arg(value_parser = crate::cli_args::search_level)]
         level: u8,
-        /// Half-width of the window around the root's value, in discs.
-        #[arg(long, default_value_t = 4)]
+        /// Half-width of the window around the root's value, in discs (0..=129).
+        #[arg(long, default_value_t = 4, value_parser = crate::cli_args::error_margin)]
         error: i32,
         #[command(flatten)]
         db: Db,
@@ -367,7 +378,7 @@ pub enum BookCommand {
         level: u8,
         /// Write the contradicting lines (book line and continuation) as transcripts to FILE,
         /// ready for `book add`.
-        #[arg(long)]
+        #[arg(long, value_parser = crate::cli_args::output_file)]
         contradictions: Option<PathBuf>,
         #[command(flatten)]
         db: Db,
@@ -391,7 +402,7 @@ pub struct EngineArgs {
     #[arg(long, value_parser = crate::cli_args::count)]
     threads: Option<usize>,
     /// Evaluation weights [default: the embedded bookfarm weights].
-    #[arg(long, env = "BOOKFARM_EVAL")]
+    #[arg(long, env = "BOOKFARM_EVAL", value_parser = crate::cli_args::existing_file)]
     eval: Option<PathBuf>,
     /// No progress bar.
     #[arg(long)]
@@ -722,8 +733,8 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
             select,
         } => {
             let sel = Selector::Deviate {
-                relative: rel.clamp(-129, 129),
-                absolute: abs.clamp(0, 65),
+                relative: rel,
+                absolute: abs,
             };
             expansion(&db.db, &engine, &select, sel)
         }
@@ -749,7 +760,7 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
         BookCommand::Fill { depth, db, engine } => {
             transform(&db.db, Some(&engine), move |book, search| {
                 let mut search = search.context("fill needs the engine")?;
-                let r = grow::fill(book, depth.clamp(1, 61), &mut search);
+                let r = grow::fill(book, depth, &mut search);
                 Ok(format!(
                     "fill: {} positions added, {} searches in {} passes",
                     r.changes.positions, r.changes.searches, r.passes
@@ -836,34 +847,30 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
             let steps = line::inspect(&book, &list).map_err(|e| anyhow!("moves {moves:?}: {e}"))?;
             print(&line::render(&steps))
         }
-        BookCommand::Depth { depth, db } => {
-            if !(1..=60).contains(&depth) {
-                bail!("depth must be 1..=60 (got {depth})");
-            }
-            transform(&db.db, None, move |book, _| {
-                book.header_mut().n_empties = 61 - depth;
-                Ok(format!(
-                    "depth: book depth {depth} (n_empties {})",
-                    61 - depth
-                ))
-            })
-        }
+        BookCommand::Depth { depth, db } => transform(&db.db, None, move |book, _| {
+            book.header_mut().n_empties = 61 - i32::from(depth);
+            Ok(format!(
+                "depth: book depth {depth} (n_empties {})",
+                61 - depth
+            ))
+        }),
         BookCommand::Correct { db, engine } => transform(&db.db, Some(&engine), |book, search| {
             let mut search = search.context("correct needs the engine")?;
             let (r, fixed) = research::correct_command(book, &mut search);
+            let mut found = String::new();
             for c in &r.corrections {
                 let black = c.board.empties().is_multiple_of(2);
-                println!(
-                    "error found: {} leaf {}:{:+} instead of {}:{:+}",
+                found.push_str(&format!(
+                    "error found: {} leaf {}:{:+} instead of {}:{:+}\n",
                     query::board_text(&c.board, black),
                     query::move_text(c.new.mv, black),
                     c.new.score,
                     query::move_text(c.old.mv, black),
                     c.old.score
-                );
+                ));
             }
             Ok(format!(
-                "correct: {} solved positions, {} searches, {} errors found; fix: {} searches",
+                "{found}correct: {} solved positions, {} searches, {} errors found; fix: {} searches",
                 r.solved,
                 r.searches,
                 r.corrections.len(),
@@ -893,11 +900,11 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
             transform(&db.db, Some(&engine), move |book, search| {
                 let mut search = search.context("store needs the engine")?;
                 let r = grow::store_game(book, &moves, &mut search);
-                if let Some(ill) = r.illegal {
-                    println!("illegal move {} at ply {}", ill.mv, ill.index + 1);
-                }
+                let illegal = r.illegal.map_or_else(String::new, |ill| {
+                    format!("illegal move {} at ply {}\n", ill.mv, ill.index + 1)
+                });
                 Ok(format!(
-                    "store: {} moves replayed, {} positions and {} links added, {} searches",
+                    "{illegal}store: {} moves replayed, {} positions and {} links added, {} searches",
                     r.replayed, r.changes.positions, r.changes.links, r.changes.searches
                 ))
             })
@@ -956,38 +963,45 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
             error,
             db,
             engine,
-        } => {
-            if !(1..=60).contains(&level) {
-                bail!("level must be 1..=60 (got {level})");
-            }
-            transform(&db.db, Some(&engine), move |book, search| {
-                let mut search = search.context("upgrade needs the engine")?;
-                let params = research::Upgrade { level, error };
-                let r = research::upgrade(book, params, &mut search);
-                negamax::sort_links(book);
-                Ok(format!(
-                    "upgrade to level {level} (error {error}): {} positions raised, {} searches \
+        } => transform(&db.db, Some(&engine), move |book, search| {
+            let mut search = search.context("upgrade needs the engine")?;
+            let params = research::Upgrade { level, error };
+            let r = research::upgrade(book, params, &mut search);
+            negamax::sort_links(book);
+            Ok(format!(
+                "upgrade to level {level} (error {error}): {} positions raised, {} searches \
                      in {} rounds; root value {}",
-                    r.raised,
-                    r.searches,
-                    r.rounds,
-                    root_value(book)
-                ))
-            })
-        }
+                r.raised,
+                r.searches,
+                r.rounds,
+                root_value(book)
+            ))
+        }),
         BookCommand::Audit {
             level,
             contradictions,
             db,
             engine,
         } => {
-            let (eval, _) = bookfarm_worker::exec::load_eval(engine.eval.as_deref())?;
+            let (eval, _) = bookfarm_runner::load_eval(engine.eval.as_deref())?;
             let c = open_db(&db.db, ServiceConfig::default())?;
             let book = offline::load_book(&c);
             let (abort, _rt) = interrupt_flag()?;
-            let mut search = offline::engine_search(eval, abort.clone());
             let lines = extract::best_lines(&book);
-            let audit = extract::audit(&book, &lines, level.min(60), &mut search);
+            // Lines are played out independently: one line at a time per thread.
+            let audit: Vec<_> = map_with_searchers(
+                &engine_factory(eval),
+                threads(&engine),
+                &lines,
+                |s, line| {
+                    extract::audit(&book, std::slice::from_ref(line), level, &mut |r| {
+                        s.search(r, &abort)
+                    })
+                },
+            )?
+            .into_iter()
+            .flatten()
+            .collect();
             if abort.load(Ordering::SeqCst) {
                 bail!("interrupted");
             }
@@ -1033,11 +1047,13 @@ fn store_context(db: &Path) -> String {
     format!("store {}", db.display())
 }
 
-fn open_db(db: &Path, cfg: ServiceConfig) -> anyhow::Result<Coordinator> {
-    match offline::open(db, cfg) {
+/// Open the book stored in `db` (the one store-opening path of every command: a missing book
+/// is one error naming the directory and how to create a book there).
+pub(crate) fn open_db(db: &Path, cfg: ServiceConfig) -> anyhow::Result<Coordinator> {
+    match server::open(db, cfg) {
         Ok(c) => Ok(c),
         // That message names the directory already.
-        Err(e @ offline::OfflineError::NoBook(_)) => Err(e.into()),
+        Err(e @ CoordinatorError::Store(StoreError::NoBook(_))) => Err(e.into()),
         Err(e) => Err(anyhow::Error::new(e).context(store_context(db))),
     }
 }
@@ -1104,7 +1120,7 @@ fn read_games(path: &Path) -> anyhow::Result<Vec<Vec<Move>>> {
 
 /// Ctrl-C (and SIGTERM) as a flag: installed once, the signal no longer kills the process, so
 /// a store write in progress always completes. Returns the flag and the runtime that watches.
-fn interrupt_flag() -> anyhow::Result<(Arc<AtomicBool>, tokio::runtime::Runtime)> {
+pub(crate) fn interrupt_flag() -> anyhow::Result<(Arc<AtomicBool>, tokio::runtime::Runtime)> {
     let rt = runtime()?;
     let flag = Arc::new(AtomicBool::new(false));
     let f = flag.clone();
@@ -1113,6 +1129,13 @@ fn interrupt_flag() -> anyhow::Result<(Arc<AtomicBool>, tokio::runtime::Runtime)
         f.store(true, Ordering::SeqCst);
     });
     Ok((flag, rt))
+}
+
+/// Resolves once `flag` is set (by [`interrupt_flag`]'s watcher).
+pub(crate) async fn flag_set(flag: Arc<AtomicBool>) {
+    while !flag.load(Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 async fn shutdown_signal() {
@@ -1147,27 +1170,46 @@ fn threads(e: &EngineArgs) -> usize {
 type Search<'a> = Option<&'a mut dyn FnMut(&LeafRequest) -> LeafResult>;
 
 /// Run a whole-book transformation on a copy of the stored book and store the result; an
-/// interrupt (Ctrl-C) before the end leaves the store unchanged.
-fn transform<F>(db: &Path, engine: Option<&EngineArgs>, f: F) -> anyhow::Result<()>
+/// interrupt (Ctrl-C) before the end leaves the store unchanged. With the engine, `f`'s
+/// searches run on every thread ([`offline::speculate`]: `f` may run several times on copies;
+/// the book stored is the one a serial run gives).
+fn transform<F>(db: &Path, engine: Option<&EngineArgs>, mut f: F) -> anyhow::Result<()>
 where
-    F: FnOnce(&mut MemBook, Search<'_>) -> anyhow::Result<String>,
+    F: FnMut(&mut MemBook, Search<'_>) -> anyhow::Result<String>,
 {
-    let eval = match engine {
-        Some(e) => Some(bookfarm_worker::exec::load_eval(e.eval.as_deref())?.0),
+    let make = match engine {
+        Some(e) => Some(engine_factory(
+            bookfarm_runner::load_eval(e.eval.as_deref())?.0,
+        )),
         None => None,
     };
     let c = open_db(db, ServiceConfig::default())?;
     let (abort, _rt) = interrupt_flag()?;
     let mut book = offline::load_book(&c);
-    let message = match eval {
-        Some(eval) => {
-            if engine.is_some_and(|e| e.threads.is_some_and(|t| t > 1)) {
-                tracing::warn!("this command searches on one thread");
-            }
-            let mut search = offline::engine_search(eval, abort.clone());
-            f(&mut book, Some(&mut search))?
+    let message = match (make, engine) {
+        (Some(make), Some(e)) => {
+            let n = threads(e);
+            let t0 = Instant::now();
+            let run =
+                offline::speculate(&mut book, &make, n, &abort, |b, search| f(b, Some(search)));
+            let (message, sp) = match run {
+                Ok(done) => done,
+                Err(offline::SpeculateError::Interrupted) => {
+                    bail!("interrupted: the store is unchanged")
+                }
+                Err(e) => return Err(e.into()),
+            };
+            tracing::info!(
+                threads = n,
+                waves = sp.waves,
+                searched = sp.searched,
+                used = sp.used,
+                seconds = t0.elapsed().as_secs_f64(),
+                "searches done"
+            );
+            message?
         }
-        None => f(&mut book, None)?,
+        _ => f(&mut book, None)?,
     };
     if abort.load(Ordering::SeqCst) {
         bail!("interrupted: the store is unchanged");
@@ -1188,7 +1230,7 @@ fn searches(
 ) -> anyhow::Result<()> {
     // Catch Ctrl-C before anything touches the store.
     let interrupt = interrupt_flag()?;
-    let (eval, hash) = bookfarm_worker::exec::load_eval(engine.eval.as_deref())?;
+    let (eval, hash) = bookfarm_runner::load_eval(engine.eval.as_deref())?;
     let n = threads(engine);
     let c = open_db(db, offline::service_config(&eval, &hash))?;
     prepare(&c)?;
@@ -1218,18 +1260,13 @@ fn run_searches(
     };
     let before = c.status().completed;
     let t0 = Instant::now();
-    let interrupted = async move {
-        while !flag.load(Ordering::SeqCst) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
     let out = rt.block_on(offline::run_local(
         c,
         selector,
         n,
         eval,
         hash,
-        interrupted,
+        flag_set(flag),
         |s: &StatusReport| {
             let done = s.completed - before;
             bar.set_length(done + s.queued + s.in_flight);
@@ -1271,10 +1308,7 @@ fn book_new(
     if_missing: bool,
     engine: &EngineArgs,
 ) -> anyhow::Result<()> {
-    if level > 60 || !(1..=60).contains(&depth) {
-        bail!("level must be 0..=60 and depth 1..=60 (got {level} and {depth})");
-    }
-    let exists = offline::has_book(db).with_context(|| store_context(db))?;
+    let exists = Store::dir_has_book(db).with_context(|| store_context(db))?;
     if exists && if_missing {
         println!("{} already holds a book; kept", db.display());
         return Ok(());
@@ -1286,7 +1320,7 @@ fn book_new(
         );
     }
     let interrupt = interrupt_flag()?;
-    let (eval, hash) = bookfarm_worker::exec::load_eval(engine.eval.as_deref())?;
+    let (eval, hash) = bookfarm_runner::load_eval(engine.eval.as_deref())?;
     let store = Store::open(db).with_context(|| store_context(db))?;
     let (h, entries) = new_book(level, depth);
     store

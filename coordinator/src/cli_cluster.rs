@@ -1,19 +1,18 @@
-//! Cluster subcommands: `serve`, `local`, `expand`, `pause`, `resume`, `export`, `status`, and the
-//! store commands `db new|import|export|info`.
+//! Cluster subcommands: `serve`, `local`, `expand`, `pause`, `resume`, `export`, `status`.
+//! Stores are created and read with the `book … --db` commands.
 
 use anyhow::{Context, bail};
+use bookfarm_coordinator::CoordinatorError;
 use bookfarm_coordinator::config::CoordinatorFile;
-use bookfarm_coordinator::export::{ExportFormat, decode, encode};
+use bookfarm_coordinator::export::{ExportFormat, encode};
 use bookfarm_coordinator::server;
-use bookfarm_coordinator::service::{Coordinator, ServiceConfig, StatusReport, new_book};
-use bookfarm_coordinator::store::Store;
+use bookfarm_coordinator::service::{ServiceConfig, StatusReport, new_book};
+use bookfarm_coordinator::store::{Store, StoreError};
 use bookfarm_engine::eval::Eval;
 use bookfarm_proto::auth::Bearer;
 use bookfarm_proto::domain::Selector;
 use bookfarm_proto::pb;
 use bookfarm_proto::pb::admin_service_client::AdminServiceClient;
-use bookfarm_worker::exec::{EngineSearcher, LeafSearcher};
-use bookfarm_worker::pull_loop::SearcherFactory;
 use clap::Subcommand;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
@@ -32,7 +31,7 @@ const DEFAULT_COORDINATOR: &str = "http://127.0.0.1:7700";
 pub enum ClusterCommand {
     /// Serve the book to workers over gRPC (plus /metrics, /healthz, /readyz over HTTP).
     Serve {
-        /// The store directory (create it with `db new` or `db import`).
+        /// The store directory (create it with `book new` or `book import`).
         #[arg(long, env = "BOOKFARM_DB")]
         db: Option<PathBuf>,
         /// gRPC listen address [default: 127.0.0.1:7700].
@@ -49,10 +48,10 @@ pub enum ClusterCommand {
         #[arg(long, env = "BOOKFARM_ADMIN_TOKEN", hide_env_values = true)]
         admin_token: Option<String>,
         /// Evaluation file whose fingerprint workers must match.
-        #[arg(long, env = "BOOKFARM_EVAL")]
+        #[arg(long, env = "BOOKFARM_EVAL", value_parser = crate::cli_args::existing_file)]
         eval: Option<PathBuf>,
-        /// Seconds without heartbeat before a worker's jobs are re-queued.
-        #[arg(long)]
+        /// Seconds without heartbeat before a worker's jobs are re-queued (1..=86400).
+        #[arg(long, value_parser = crate::cli_args::seconds)]
         lease_timeout: Option<u64>,
         /// TLS certificate chain (PEM) for the gRPC port.
         #[arg(long, requires = "tls_key")]
@@ -61,13 +60,13 @@ pub enum ClusterCommand {
         #[arg(long, requires = "tls_cert")]
         tls_key: Option<PathBuf>,
     },
-    /// Build a book on this machine: a coordinator plus N in-process workers over gRPC on
-    /// 127.0.0.1, then write an Edax book.dat. Run again on the same --db to resume.
+    /// Build a book on this machine: the coordinator's service with in-process workers on
+    /// every thread, then write an Edax book.dat. Run again on the same --db to resume.
     Local {
         /// The store directory (created when new).
         #[arg(long)]
         db: PathBuf,
-        /// Number of workers (one search thread each) [default: all cores].
+        /// Search threads [default: all cores].
         #[arg(long, value_parser = crate::cli_args::count)]
         workers: Option<usize>,
         /// Level of new positions (for a new book). Measured on 2 busy cores with 2 workers and
@@ -78,20 +77,20 @@ pub enum ClusterCommand {
         /// Book depth in plies (for a new book).
         #[arg(long, default_value_t = 14, value_parser = crate::cli_args::depth)]
         depth: u8,
-        /// Deviate REL,ABS (Edax's defaults 2,4).
-        #[arg(long, value_parser = parse_pair, default_value = "2,4")]
+        /// Deviate REL,ABS (Edax's defaults 2,4; -129..=129 and 0..=65).
+        #[arg(long, value_parser = crate::cli_args::deviate_pair, default_value = "2,4")]
         deviate: (i32, i32),
-        /// Enhance MID,END instead of deviate.
-        #[arg(long, value_parser = parse_pair, conflicts_with = "deviate")]
+        /// Enhance MID,END instead of deviate (each 0..=129).
+        #[arg(long, value_parser = crate::cli_args::enhance_pair, conflicts_with = "deviate")]
         enhance: Option<(i32, i32)>,
         /// Output file (.dat: Edax book; .csv: Edax CSV).
-        #[arg(long)]
+        #[arg(long, value_parser = crate::cli_args::output_file)]
         out: PathBuf,
         /// Seed the book with these games (transcripts, one per line) before expanding.
-        #[arg(long)]
+        #[arg(long, value_parser = crate::cli_args::existing_file)]
         games: Option<PathBuf>,
         /// Evaluation weights [default: the embedded bookfarm weights].
-        #[arg(long, env = "BOOKFARM_EVAL")]
+        #[arg(long, env = "BOOKFARM_EVAL", value_parser = crate::cli_args::existing_file)]
         eval: Option<PathBuf>,
         /// Also serve HTTP metrics on this address.
         #[arg(long)]
@@ -99,9 +98,8 @@ pub enum ClusterCommand {
         /// No progress bar.
         #[arg(long)]
         quiet: bool,
-        /// Jobs each worker leases beyond its free thread (measured: 2 is slower than 1 in
-        /// round mode at low levels, as workers hoard the last jobs of a round).
-        #[arg(long, default_value_t = 1)]
+        /// Jobs leased beyond the free threads (0..=64; more hoards the last jobs of a pass).
+        #[arg(long, default_value_t = 1, value_parser = crate::cli_args::lookahead)]
         lookahead: usize,
         /// Kept for scripts; no effect: growth always runs Edax's serial program, and workers
         /// stay busy through the whole-pass lookahead instead.
@@ -149,9 +147,6 @@ pub enum ClusterCommand {
         #[command(flatten)]
         remote: Remote,
     },
-    /// Store commands (offline, on a store directory).
-    #[command(subcommand)]
-    Db(DbCommand),
 }
 
 /// Which selector to run.
@@ -196,56 +191,6 @@ pub struct Remote {
     /// CA certificate (PEM) of a TLS coordinator (use an https:// URL).
     #[arg(long, global = true, env = "BOOKFARM_TLS_CA")]
     tls_ca: Option<PathBuf>,
-}
-
-/// Store commands.
-#[derive(Debug, Subcommand)]
-pub enum DbCommand {
-    /// Create a new book (Edax `book new LEVEL DEPTH`): the start position, pending its search.
-    New {
-        /// Level of new positions.
-        #[arg(value_parser = crate::cli_args::level)]
-        level: u8,
-        /// Book depth in plies.
-        #[arg(value_parser = crate::cli_args::depth)]
-        depth: u8,
-        /// Store directory.
-        #[arg(long)]
-        db: PathBuf,
-        /// Replace an existing book.
-        #[arg(long)]
-        force: bool,
-    },
-    /// Replace the store's book by an Edax book.dat.
-    Import {
-        /// The book.dat.
-        file: PathBuf,
-        /// Store directory.
-        #[arg(long)]
-        db: PathBuf,
-    },
-    /// Write the store's book as book.dat or CSV.
-    Export {
-        /// Store directory.
-        #[arg(long)]
-        db: PathBuf,
-        /// Output file.
-        out: PathBuf,
-    },
-    /// Header and counts of the store's book.
-    Info {
-        /// Store directory.
-        #[arg(long)]
-        db: PathBuf,
-    },
-}
-
-fn parse_pair(s: &str) -> Result<(i32, i32), String> {
-    let (a, b) = s
-        .split_once(',')
-        .ok_or_else(|| format!("expected two numbers like 2,4, got {s:?}"))?;
-    let p = |x: &str| x.trim().parse::<i32>().map_err(|e| format!("{x:?}: {e}"));
-    Ok((p(a)?, p(b)?))
 }
 
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -297,8 +242,8 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
             let selector = match enhance {
                 Some((midgame, endcut)) => Selector::Enhance { midgame, endcut },
                 None => Selector::Deviate {
-                    relative: deviate.0.clamp(-129, 129),
-                    absolute: deviate.1.clamp(0, 65),
+                    relative: deviate.0,
+                    absolute: deviate.1,
                 },
             };
             let workers = workers
@@ -412,7 +357,6 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
             }
             Ok(())
         }),
-        ClusterCommand::Db(cmd) => db(cmd),
     }
 }
 
@@ -577,7 +521,7 @@ fn service_config(
                 .with_context(|| format!("loading evaluation {}", p.display()))?,
         );
         let hash = bookfarm_proto::eval_fingerprint(&bytes);
-        cfg.signature = Some(bookfarm_worker::exec::signature(&eval, &hash));
+        cfg.signature = Some(bookfarm_runner::signature(&eval, &hash));
         cfg.eval_hash = Some(hash);
     }
     if let Some(s) = lease_timeout {
@@ -646,13 +590,6 @@ fn serve(
     }
     // Anonymous workers only on loopback, and only while no worker credential exists.
     ids.anonymous_workers = loopback;
-    if !db.join("db").exists() && !db.join("conf").exists() {
-        bail!(
-            "{}: no store here; create one with `bookfarm-coordinator db new LEVEL DEPTH --db {}`",
-            db.display(),
-            db.display()
-        );
-    }
     let tls = match tls.or(file.tls_cert.clone().zip(file.tls_key.clone())) {
         Some((cert, key)) => Some(server::TlsIdentity {
             cert_pem: std::fs::read(&cert)
@@ -661,8 +598,14 @@ fn serve(
         }),
         None => None,
     };
-    let (c, ids) = server::open_with_identities(&db, cfg, ids)
-        .with_context(|| format!("opening store {}", db.display()))?;
+    let (c, ids) = match server::open_with_identities(&db, cfg, ids) {
+        Ok(opened) => opened,
+        // That message names the directory already.
+        Err(e @ CoordinatorError::Store(StoreError::NoBook(_))) => return Err(e.into()),
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!("opening store {}", db.display())));
+        }
+    };
     let opts = server::ServeOptions {
         tls,
         limits: file.limits(),
@@ -698,19 +641,21 @@ struct LocalArgs {
 
 /// Create the store when it holds no book yet; returns true when created.
 fn ensure_book(db: &Path, level: u8, depth: u8) -> anyhow::Result<bool> {
-    let store = Store::open(db).with_context(|| format!("opening store {}", db.display()))?;
-    if store.has_book()? {
+    if Store::dir_has_book(db).with_context(|| format!("opening store {}", db.display()))? {
         return Ok(false);
     }
-    let (h, entries) = new_book(level.min(60), depth.clamp(1, 60));
+    let store = Store::open(db).with_context(|| format!("opening store {}", db.display()))?;
+    let (h, entries) = new_book(level, depth);
     store.create(&h, &entries)?;
     Ok(true)
 }
 
 fn local(a: LocalArgs) -> anyhow::Result<()> {
-    let (weights, hash) = bookfarm_worker::exec::load_eval(a.eval.as_deref())?;
+    // Catch Ctrl-C before anything touches the store.
+    let (flag, rt) = crate::cli_book::interrupt_flag()?;
+    let (weights, hash) = bookfarm_runner::load_eval(a.eval.as_deref())?;
     let created = ensure_book(&a.db, a.level, a.depth)?;
-    let search_signature = bookfarm_worker::exec::signature(&weights, &hash);
+    let search_signature = bookfarm_runner::signature(&weights, &hash);
     let cfg = ServiceConfig {
         eval_hash: Some(hash.clone()),
         signature: Some(search_signature.clone()),
@@ -718,8 +663,7 @@ fn local(a: LocalArgs) -> anyhow::Result<()> {
         lookahead: u32::try_from(a.lookahead).unwrap_or(u32::MAX),
         ..ServiceConfig::default()
     };
-    let c =
-        server::open(&a.db, cfg).with_context(|| format!("opening store {}", a.db.display()))?;
+    let c = crate::cli_book::open_db(&a.db, cfg)?;
     let (h, _, _, _) = c.info();
     if created {
         println!(
@@ -754,9 +698,6 @@ fn local(a: LocalArgs) -> anyhow::Result<()> {
         c.add_games(&games)?;
     }
     c.start_expansion(a.selector, 0)?;
-    let factory: SearcherFactory = Arc::new(move || -> Box<dyn LeafSearcher> {
-        Box::new(EngineSearcher::new(weights.clone()))
-    });
     let t0 = Instant::now();
     let opts = bookfarm_coordinator::local::LocalOptions {
         workers: a.workers,
@@ -770,13 +711,11 @@ fn local(a: LocalArgs) -> anyhow::Result<()> {
     } else {
         spinner()
     };
-    let outcome = runtime()?.block_on(bookfarm_coordinator::local::run(
+    let outcome = rt.block_on(bookfarm_coordinator::local::run(
         c.clone(),
         &opts,
-        factory,
-        async {
-            let _ = tokio::signal::ctrl_c().await;
-        },
+        bookfarm_runner::exec::engine_factory(weights),
+        crate::cli_book::flag_set(flag),
         |s: &StatusReport| {
             bar.set_message(format!(
                 "{} | {} positions | queued {} | in flight {} | {} results | {:.1} results/s",
@@ -809,89 +748,18 @@ fn local(a: LocalArgs) -> anyhow::Result<()> {
         t0.elapsed().as_secs_f64(),
         a.out.display()
     );
-    let search: f64 = outcome
-        .workers
-        .iter()
-        .map(|w| w.search_time.as_secs_f64())
-        .sum();
-    let rpc: f64 = outcome
-        .workers
-        .iter()
-        .map(|w| w.rpc_time.as_secs_f64())
-        .sum();
-    let nodes: u64 = outcome.workers.iter().map(|w| w.nodes).sum();
-    println!(
-        "workers: {:.2}s searching ({} nodes), {:.2}s in RPCs ({:.1}% of worker time)",
-        search,
-        nodes,
-        rpc,
-        100.0 * outcome.rpc_share()
-    );
-    Ok(())
-}
-
-fn db(cmd: DbCommand) -> anyhow::Result<()> {
-    match cmd {
-        DbCommand::New {
-            level,
-            depth,
-            db,
-            force,
-        } => {
-            if level > 60 || !(1..=60).contains(&depth) {
-                bail!("level must be 0..=60 and depth 1..=60 (got {level} and {depth})");
-            }
-            let store =
-                Store::open(&db).with_context(|| format!("opening store {}", db.display()))?;
-            if store.has_book()? && !force {
-                bail!(
-                    "{} already holds a book (use --force to replace it)",
-                    db.display()
-                );
-            }
-            let (h, entries) = new_book(level, depth);
-            store.create(&h, &entries)?;
-            println!("new book in {}: level {level}, depth {depth}", db.display());
-            Ok(())
-        }
-        DbCommand::Import { file, db } => {
-            let bytes =
-                std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
-            let (h, positions) = decode(&bytes).with_context(|| format!("{}", file.display()))?;
-            let store =
-                Store::open(&db).with_context(|| format!("opening store {}", db.display()))?;
-            let c = Coordinator::open_for_import(store, &db, h, positions)?;
-            println!(
-                "imported {} positions into {}",
-                c.status().positions,
-                db.display()
-            );
-            Ok(())
-        }
-        DbCommand::Export { db, out } => {
-            let c = server::open(&db, ServiceConfig::default())
-                .with_context(|| format!("opening store {}", db.display()))?;
-            let (h, positions) = c.snapshot();
-            write_atomic(&out, &encode(h, &positions, ExportFormat::from_path(&out)))?;
-            println!("wrote {} positions to {}", positions.len(), out.display());
-            Ok(())
-        }
-        DbCommand::Info { db } => {
-            let c = server::open(&db, ServiceConfig::default())
-                .with_context(|| format!("opening store {}", db.display()))?;
-            let (h, n, links, leaves) = c.info();
-            let s = c.status();
-            println!(
-                "level {}  depth {}  midgame error {}  endcut error {}\npositions {n}  links {links}  leaves {leaves}  pending {}  state {} {}",
-                h.level,
-                h.depth(),
-                h.midgame_error,
-                h.endcut_error,
-                s.queued,
-                s.state.as_str(),
-                s.expansion
-            );
-            Ok(())
-        }
+    for w in &outcome.workers {
+        println!(
+            "workers: {} threads, {:.2}s searching ({} nodes), {:.2}s idle ({:.1}% of thread time; \
+             {:.2}s with no job at all), {:.2}s in service calls",
+            a.workers,
+            w.search_time.as_secs_f64(),
+            w.nodes,
+            w.idle_time.as_secs_f64(),
+            100.0 * outcome.idle_share(a.workers),
+            w.starved_time.as_secs_f64(),
+            w.rpc_time.as_secs_f64()
+        );
     }
+    Ok(())
 }

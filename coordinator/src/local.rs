@@ -1,30 +1,179 @@
-//! Local mode: a coordinator and N in-process workers on one machine, talking through the same
-//! gRPC code path on 127.0.0.1 (`bookfarm-coordinator local`).
+//! In-process workers: the runner's worker loop ([`bookfarm_runner::Runner`]) on this machine's
+//! threads, calling the [`Coordinator`] service directly through [`InProcess`] (no TCP, no
+//! protobuf). `bookfarm-coordinator local` and the searching `book … --db` commands use it.
+//!
+//! Durability: a remote worker's result is acknowledged only after a flush (the gRPC handlers
+//! wait for it). In-process results are acknowledged once applied to the store, which sled
+//! flushes within a second: a crash loses at most that second of searches, and the growth state
+//! stored with the book never runs ahead of the results (sled recovers a prefix of its log), so
+//! running the command again searches them again.
 
 use crate::error::{CoordinatorError, Result};
-use crate::server;
 use crate::service::{Coordinator, State, StatusReport};
-use bookfarm_worker::WorkerConfig;
-use bookfarm_worker::pull_loop::SearcherFactory;
+use bookfarm_proto::domain::{Ack, Failure, Identity, JobResult};
+use bookfarm_proto::status::{ErrorCode, ServiceError};
+use bookfarm_proto::{ENGINE_VERSION, MAX_RESULTS_PER_CALL, PROTOCOL_VERSION};
+use bookfarm_runner::exec::SearcherFactory;
+use bookfarm_runner::transport::{CallError, CallErrorKind, Leased, Registration, Transport};
+use bookfarm_runner::{Runner, RunnerConfig, WorkerStats};
 use std::future::Future;
 use std::time::Duration;
+use uuid::Uuid;
 
 /// How often progress is reported.
 pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
 
+/// How long an in-process lease that found no job waits for growth runs under way to queue the
+/// next searches.
+const GROWTH_WAIT: Duration = Duration::from_millis(500);
+
+/// What a service error means to the worker loop.
+fn call_error(e: &CoordinatorError) -> CallError {
+    let kind = match (e, e.code()) {
+        (CoordinatorError::UnknownWorker(_), _) => CallErrorKind::UnknownWorker,
+        (_, ErrorCode::Unauthenticated | ErrorCode::PermissionDenied) => {
+            CallErrorKind::Unauthorized
+        }
+        (_, ErrorCode::FailedPrecondition) => CallErrorKind::Incompatible,
+        (_, ErrorCode::InvalidArgument | ErrorCode::NotFound | ErrorCode::ResourceExhausted) => {
+            CallErrorKind::Rejected
+        }
+        _ => CallErrorKind::Unavailable,
+    };
+    CallError::new(kind, e.to_string())
+}
+
+/// The worker loop's transport into a coordinator in this process: each call is the domain
+/// service's method of the same name.
+#[derive(Debug, Clone)]
+pub struct InProcess {
+    c: Coordinator,
+    identity: Identity,
+}
+
+impl InProcess {
+    /// Calls into `c` with the identity of a worker searching with `search_signature` over
+    /// weights whose fingerprint is `eval_hash`.
+    pub fn new(c: Coordinator, eval_hash: &str, search_signature: &str) -> InProcess {
+        InProcess {
+            c,
+            identity: Identity {
+                protocol_version: PROTOCOL_VERSION,
+                engine_version: ENGINE_VERSION.to_string(),
+                eval_hash: eval_hash.to_string(),
+                search_signature: search_signature.to_string(),
+            },
+        }
+    }
+
+    fn acks(&self, worker: Uuid, results: &[JobResult]) -> Result<Vec<(Uuid, Ack)>, CallError> {
+        if results.is_empty() {
+            return Ok(Vec::new());
+        }
+        let a = self
+            .c
+            .submit(&self.identity, &worker, results)
+            .map_err(|e| call_error(&e))?;
+        Ok(results.iter().map(|r| r.job_id).zip(a).collect())
+    }
+}
+
+impl Transport for InProcess {
+    fn endpoint(&self) -> String {
+        "in-process".into()
+    }
+
+    fn max_results(&self) -> usize {
+        MAX_RESULTS_PER_CALL
+    }
+
+    fn register(&mut self, name: &str, threads: u32) -> Result<Registration, CallError> {
+        let worker_id = self
+            .c
+            .register(&self.identity, name, threads)
+            .map_err(|e| call_error(&e))?;
+        let cfg = self.c.config();
+        Ok(Registration {
+            worker_id,
+            heartbeat: cfg.heartbeat_interval,
+            lease_timeout: cfg.lease_timeout,
+        })
+    }
+
+    fn lease(
+        &mut self,
+        worker: Uuid,
+        free: u32,
+        results: &[JobResult],
+    ) -> Result<Leased, CallError> {
+        let acks = self.acks(worker, results)?;
+        let jobs = self
+            .c
+            .lease_blocking(&self.identity, &worker, free, GROWTH_WAIT)
+            .map_err(|e| call_error(&e))?;
+        let retry_after = if jobs.is_empty() {
+            self.c.config().retry_after
+        } else {
+            Duration::ZERO
+        };
+        Ok(Leased {
+            jobs,
+            acks,
+            retry_after,
+        })
+    }
+
+    fn submit(
+        &mut self,
+        worker: Uuid,
+        results: &[JobResult],
+    ) -> Result<Vec<(Uuid, Ack)>, CallError> {
+        self.acks(worker, results)
+    }
+
+    fn heartbeat(&mut self, worker: Uuid, held: &[Uuid]) -> Result<Vec<Uuid>, CallError> {
+        self.c
+            .heartbeat(&self.identity, &worker, held)
+            .map_err(|e| call_error(&e))
+    }
+
+    fn fail(
+        &mut self,
+        worker: Uuid,
+        job: Uuid,
+        reason: &str,
+        retryable: bool,
+    ) -> Result<bool, CallError> {
+        let f = Failure {
+            job_id: job,
+            reason: reason.to_string(),
+            retryable,
+        };
+        self.c
+            .fail(&self.identity, &worker, &f)
+            .map_err(|e| call_error(&e))
+    }
+
+    fn release(&mut self, worker: Uuid, jobs: &[Uuid]) -> Result<u32, CallError> {
+        self.c
+            .release_leases(&self.identity, &worker, jobs)
+            .map_err(|e| call_error(&e))
+    }
+}
+
 /// Options of a local run.
 #[derive(Debug, Clone)]
 pub struct LocalOptions {
-    /// Number of in-process workers (one search thread each).
+    /// Search threads of the in-process worker.
     pub workers: usize,
-    /// Fingerprint of the evaluation the workers load.
+    /// Fingerprint of the evaluation the searchers load.
     pub eval_hash: String,
-    /// The workers' search signature.
+    /// The searchers' search signature.
     pub search_signature: String,
     /// Optional HTTP listener address for metrics.
     pub http: Option<String>,
-    /// Jobs each worker leases beyond its free thread (hides the result round trip; more
-    /// hoards jobs at the end of a round).
+    /// Jobs leased beyond the free threads (hides the call between two searches; more hoards
+    /// jobs at the end of a pass).
     pub lookahead: usize,
 }
 
@@ -33,30 +182,27 @@ pub struct LocalOptions {
 pub struct LocalOutcome {
     /// Stopped by the interrupt rather than by reaching the fixed point.
     pub interrupted: bool,
-    /// Per-worker figures (search time, RPC time, results).
-    pub workers: Vec<bookfarm_worker::WorkerStats>,
+    /// The in-process worker's figures (search, call and idle time, results).
+    pub workers: Vec<WorkerStats>,
 }
 
 impl LocalOutcome {
-    /// Share of worker time spent in RPCs rather than searching.
-    pub fn rpc_share(&self) -> f64 {
-        let rpc: f64 = self.workers.iter().map(|w| w.rpc_time.as_secs_f64()).sum();
-        let search: f64 = self
+    /// Share of worker thread time spent without a job (`idle_time` over threads × wall).
+    pub fn idle_share(&self, threads: usize) -> f64 {
+        let idle: f64 = self.workers.iter().map(|w| w.idle_time.as_secs_f64()).sum();
+        let wall: f64 = self
             .workers
             .iter()
-            .map(|w| w.search_time.as_secs_f64())
-            .sum();
-        if rpc + search > 0.0 {
-            rpc / (rpc + search)
-        } else {
-            0.0
-        }
+            .map(|w| w.wall_time.as_secs_f64())
+            .fold(0.0, f64::max);
+        let total = wall * threads.max(1) as f64;
+        if total > 0.0 { idle / total } else { 0.0 }
     }
 }
 
-/// Serve `c` on an ephemeral 127.0.0.1 port, run the workers until the expansion is done (or
-/// `interrupt` resolves), then stop the workers (drain) and the server (flush). `progress` is
-/// called every [`PROGRESS_INTERVAL`].
+/// Run in-process workers (`opts.workers` search threads) on `c` until its expansion is done
+/// (or `interrupt` resolves), then stop them (drain) and flush the store. `progress` is called
+/// every [`PROGRESS_INTERVAL`]. With `opts.http`, the metrics endpoints are served meanwhile.
 pub async fn run(
     c: Coordinator,
     opts: &LocalOptions,
@@ -64,46 +210,37 @@ pub async fn run(
     interrupt: impl Future<Output = ()>,
     mut progress: impl FnMut(&StatusReport),
 ) -> Result<LocalOutcome> {
-    let io = |e: std::io::Error| CoordinatorError::Internal(format!("local listener: {e}"));
-    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(io)?;
-    let addr = grpc.local_addr().map_err(io)?;
+    let (stop_http, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let http = match &opts.http {
-        Some(h) => Some(tokio::net::TcpListener::bind(h).await.map_err(io)?),
+        Some(h) => {
+            let l = tokio::net::TcpListener::bind(h)
+                .await
+                .map_err(|e| CoordinatorError::Internal(format!("binding HTTP {h}: {e}")))?;
+            let _ = crate::http::metrics_handle();
+            let app = crate::http::router(c.clone());
+            Some(tokio::spawn(async move {
+                axum::serve(l, app)
+                    .with_graceful_shutdown(async {
+                        let _ = http_stop_rx.await;
+                    })
+                    .await
+            }))
+        }
         None => None,
     };
-    let (stop_server, server_stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(server::run(c.clone(), grpc, http, async {
-        let _ = server_stop_rx.await;
-    }));
-    let (stop_workers, workers_rx) = tokio::sync::watch::channel(false);
-    let mut handles = Vec::new();
-    for i in 0..opts.workers.max(1) {
-        let cfg = WorkerConfig {
-            coordinator: format!("http://{addr}"),
-            threads: 1,
-            lookahead: opts.lookahead,
-            name: format!("local-{i}"),
-            eval_hash: opts.eval_hash.clone(),
-            search_signature: opts.search_signature.clone(),
-            ..WorkerConfig::default()
-        };
-        let mut rx = workers_rx.clone();
-        handles.push(tokio::spawn(bookfarm_worker::run(
-            cfg,
-            factory.clone(),
-            async move {
-                while !*rx.borrow() {
-                    if rx.changed().await.is_err() {
-                        break;
-                    }
-                }
-            },
-        )));
-    }
+    let runner = Runner::new();
+    let stopper = runner.stopper();
+    let cfg = RunnerConfig {
+        threads: opts.workers.max(1),
+        lookahead: opts.lookahead,
+        name: "local".into(),
+        ..RunnerConfig::default()
+    };
+    let transport = InProcess::new(c.clone(), &opts.eval_hash, &opts.search_signature);
+    let mut worker = tokio::task::spawn_blocking(move || runner.run(cfg, transport, &factory));
     tokio::pin!(interrupt);
     let mut interrupted = false;
+    let mut finished = None;
     loop {
         let s = c.status();
         progress(&s);
@@ -113,23 +250,28 @@ pub async fn run(
         tokio::select! {
             _ = tokio::time::sleep(PROGRESS_INTERVAL) => {}
             _ = &mut interrupt => { interrupted = true; break; }
+            // The loop only returns early when the service refuses it (a bug in this process).
+            r = &mut worker => { finished = Some(r); break; }
         }
     }
-    let _ = stop_workers.send(true);
-    let mut workers = Vec::new();
-    for h in handles {
-        match h.await {
-            Ok(Ok(st)) => workers.push(st),
-            Ok(Err(e)) => tracing::warn!(error = %e, "worker stopped with an error"),
-            Err(e) => tracing::warn!(error = %e, "worker task failed"),
-        }
+    stopper.stop();
+    let joined = match finished {
+        Some(r) => r,
+        None => worker.await,
+    };
+    let stats = match joined {
+        Ok(r) => r.map_err(|e| CoordinatorError::Internal(format!("in-process worker: {e}"))),
+        Err(e) => Err(CoordinatorError::Internal(format!(
+            "in-process worker: {e}"
+        ))),
+    };
+    if let Some(h) = http {
+        let _ = stop_http.send(());
+        let _ = h.await;
     }
-    let _ = stop_server.send(());
-    server
-        .await
-        .map_err(|e| CoordinatorError::Internal(format!("server task: {e}")))??;
+    c.flush()?;
     Ok(LocalOutcome {
         interrupted,
-        workers,
+        workers: vec![stats?],
     })
 }

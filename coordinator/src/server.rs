@@ -26,7 +26,8 @@ pub const REAPER_INTERVAL: Duration = Duration::from_secs(1);
 /// Largest admin message (book imports travel in one message).
 pub const MAX_ADMIN_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
 
-/// Open the store at `db` and the service over it (with the real clock).
+/// Open the book stored at `db` ([`Store::open_book`]: refused when there is none) and the
+/// service over it (with the real clock). The one way the commands open a stored book.
 pub fn open(db: &Path, cfg: ServiceConfig) -> Result<Coordinator> {
     open_with_clock(db, cfg, Arc::new(SystemClock::default()))
 }
@@ -38,7 +39,7 @@ pub fn open_with_identities(
     cfg: ServiceConfig,
     ids: IdentityConfig,
 ) -> Result<(Coordinator, Identities)> {
-    let store = Store::open(db)?;
+    let store = Store::open_book(db)?;
     let creds = store.credentials()?;
     let c = Coordinator::open(store, db, cfg, Arc::new(SystemClock::default()))?;
     let ids = Identities::open(ids, Some(creds))
@@ -52,7 +53,7 @@ pub fn open_with_clock(
     cfg: ServiceConfig,
     clock: Arc<dyn Clock>,
 ) -> Result<Coordinator> {
-    let store = Store::open(db)?;
+    let store = Store::open_book(db)?;
     let c = Coordinator::open(store, db, cfg, clock)?;
     let s = c.status();
     tracing::info!(db = %db.display(), positions = s.positions, queued = s.queued, state = s.state.as_str(), "store opened");

@@ -72,7 +72,7 @@ fn workers_commands_on_a_store() {
 fn serve_refuses_a_public_address_without_credentials() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().display().to_string();
-    assert!(run(&["db", "new", "2", "10", "--db", &db]).0);
+    assert!(run(&["book", "new", "2", "10", "--db", &db]).0);
     let (ok, _, err) = run(&[
         "serve",
         "--db",

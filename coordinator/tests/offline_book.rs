@@ -504,7 +504,7 @@ fn remaining_edax_commands_on_the_golden_tiny_book() {
     ok(&["depth", "20", "--db", s(&db)]);
     assert!(ok(&["info", "--db", s(&db)]).contains("Depth: 20\n"));
     let e = fails(&["depth", "0", "--db", s(&db)]);
-    assert!(e.contains("depth must be"), "{e}");
+    assert!(e.contains("from 1 to 60"), "{e}");
 
     let st = with(&["store", "f5d6c5f4e3", "--db", s(&db)]);
     assert!(
@@ -611,6 +611,19 @@ fn out_of_range_arguments_are_refused_naming_the_flag() {
         (vec!["--level", "99"], "--level", "from 0 to 60"),
         (vec!["--workers", "0"], "--workers", "from 1 to 4096"),
         (vec!["--depth", "61"], "--depth", "from 1 to 60"),
+        (vec!["--deviate", "2,99"], "--deviate", "from 0 to 65"),
+        (vec!["--enhance=-1,4"], "--enhance", "from 0 to 129"),
+        (vec!["--lookahead", "100"], "--lookahead", "from 0 to 64"),
+        (
+            vec!["--games", "/no/such/games.txt"],
+            "--games",
+            "no such file",
+        ),
+        (
+            vec!["--eval", "/no/such/eval.dat"],
+            "--eval",
+            "no such file",
+        ),
     ] {
         let o = Command::new(BIN)
             .args(["local", "--db", s(&db), "--out", s(&out), "--quiet"])
@@ -622,7 +635,42 @@ fn out_of_range_arguments_are_refused_naming_the_flag() {
         assert!(err.contains(flag) && err.contains(range), "{err}");
         assert!(!db.exists() && !out.exists(), "nothing was created");
     }
-    let err = fails(&["new", "4", "0", "--db", s(&db)]);
-    assert!(err.contains("from 1 to 60"), "{err}");
+    let o = Command::new(BIN)
+        .args([
+            "local",
+            "--db",
+            s(&db),
+            "--quiet",
+            "--out",
+            "/no/such/dir/b.dat",
+        ])
+        .output()
+        .expect("run local");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("--out") && err.contains("no such directory"));
+    assert_eq!(err.lines().count(), 1, "{err}");
+    for (args, range) in [
+        (vec!["new", "4", "0"], "from 1 to 60"),
+        (vec!["deviate", "2", "66"], "from 0 to 65"),
+        (vec!["enhance", "2", "130"], "from 0 to 129"),
+        (vec!["fill", "0"], "from 1 to 61"),
+        (vec!["depth", "0"], "from 1 to 60"),
+        (vec!["upgrade", "0"], "from 1 to 60"),
+        (vec!["upgrade", "8", "--error=-1"], "from 0 to 129"),
+        (vec!["fix", "--threads", "0"], "from 1 to 4096"),
+        (vec!["import", "/no/such/book.dat"], "no such file"),
+    ] {
+        let mut a = args.clone();
+        a.extend(["--db", s(&db)]);
+        let err = fails(&a);
+        assert!(err.contains(range), "{args:?}: {err}");
+    }
     assert!(!db.exists());
+    // A missing book is one error naming the directory and how to create a book there.
+    let err = fails(&["info", "--db", s(&db)]);
+    assert!(
+        err.contains(s(&db)) && err.contains("no book here") && err.contains("book new --db"),
+        "{err}"
+    );
+    assert!(!db.exists(), "a mistyped --db leaves nothing behind");
 }

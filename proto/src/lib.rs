@@ -2,8 +2,8 @@
 //!
 //! * [`pb`]: the prost/tonic code generated at build time from `proto/bookfarm/v1/coordinator.proto`
 //!   (compiled with protox, so no `protoc` binary is needed);
-//! * [`domain`]: plain Rust job and result types used by the coordinator and worker libraries, so that
-//!   prost types stay at the edge;
+//! * [`domain`]: the plain Rust job and result types (defined in `bookfarm-runner`, re-exported
+//!   here), so that prost types stay at the edge;
 //! * [`convert`]: validating `TryFrom`/`From` conversions between the two;
 //! * [`status`]: the single place where domain errors become `tonic::Status`;
 //! * [`auth`]: credentials in request metadata (`authorization: Bearer <token>`).
@@ -13,8 +13,10 @@
 
 pub mod auth;
 pub mod convert;
-pub mod domain;
 pub mod status;
+
+pub use bookfarm_runner::domain;
+pub use bookfarm_runner::eval_fingerprint;
 
 /// Generated protobuf and gRPC code for `bookfarm.v1`.
 #[allow(missing_docs, missing_debug_implementations, clippy::all)]
@@ -48,29 +50,9 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
 /// The engine version string workers and coordinators compare (the engine crate's version).
 pub const ENGINE_VERSION: &str = concat!("bookfarm-engine/", env!("CARGO_PKG_VERSION"));
 
-/// A stable fingerprint of evaluation weights: 64-bit FNV-1a of the bytes, as 16 hex digits.
-///
-/// Workers send it with every RPC; a coordinator configured with an evaluation refuses workers
-/// whose weights differ, since their scores would not be comparable.
-pub fn eval_fingerprint(bytes: &[u8]) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{h:016x}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fingerprint_is_fnv1a() {
-        // Known FNV-1a 64 test vectors.
-        assert_eq!(eval_fingerprint(b""), "cbf29ce484222325");
-        assert_eq!(eval_fingerprint(b"a"), "af63dc4c8601ec8c");
-    }
 
     #[test]
     fn descriptor_set_names_the_services() {

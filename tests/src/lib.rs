@@ -34,8 +34,8 @@ pub fn eval_hash(p: &Path) -> String {
 
 /// The search signature a `bft-worker` process loading the eval file `p` sends.
 pub fn eval_signature(p: &Path) -> String {
-    let (weights, hash) = bookfarm_worker::exec::load_eval(Some(p)).expect("eval file");
-    bookfarm_worker::exec::signature(&weights, &hash)
+    let (weights, hash) = bookfarm_runner::load_eval(Some(p)).expect("eval file");
+    bookfarm_runner::signature(&weights, &hash)
 }
 
 /// A free TCP port on 127.0.0.1 (bound and released).

@@ -201,7 +201,6 @@ async fn killed_coordinator_restarts_without_losing_acknowledged_results() {
 async fn local_mode_and_worker_processes_build_the_same_book() {
     use bookfarm_coordinator::local::{LocalOptions, run};
     use bookfarm_coordinator::service::ServiceConfig;
-    use bookfarm_worker::exec::{EngineSearcher, LeafSearcher};
     let Some(eval) = eval_path() else { return };
     // Processes.
     let dir = tempfile::tempdir().unwrap();
@@ -231,11 +230,8 @@ async fn local_mode_and_worker_processes_build_the_same_book() {
     )
     .unwrap();
     let weights = std::sync::Arc::new(bookfarm_engine::eval::Eval::load(&eval).unwrap());
-    let search_signature = bookfarm_worker::exec::signature(&weights, &eval_hash(&eval));
-    let factory: bookfarm_worker::pull_loop::SearcherFactory =
-        std::sync::Arc::new(move || -> Box<dyn LeafSearcher> {
-            Box::new(EngineSearcher::new(weights.clone()))
-        });
+    let search_signature = bookfarm_runner::signature(&weights, &eval_hash(&eval));
+    let factory = bookfarm_runner::exec::engine_factory(weights);
     let opts = LocalOptions {
         workers: 2,
         eval_hash: eval_hash(&eval),

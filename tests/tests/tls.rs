@@ -5,7 +5,6 @@ use bookfarm_coordinator::server::{self, TlsIdentity};
 use bookfarm_coordinator::service::ServiceConfig;
 use bookfarm_proto::domain::Selector;
 use bookfarm_tests::*;
-use bookfarm_worker::exec::{EngineSearcher, LeafSearcher};
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -134,15 +133,13 @@ async fn worker_builds_a_book_over_tls() {
         coordinator: format!("https://localhost:{port}"),
         tls_ca: Some(std::fs::read(certs.path().join("ca.pem")).unwrap()),
         eval_hash: eval_hash(&eval),
-        search_signature: bookfarm_worker::exec::signature(&weights, &eval_hash(&eval)),
+        search_signature: bookfarm_runner::signature(&weights, &eval_hash(&eval)),
         ..bookfarm_worker::WorkerConfig::default()
     };
     let (wstop, mut wrx) = tokio::sync::watch::channel(false);
     let worker = tokio::spawn(bookfarm_worker::run(
         cfg,
-        Arc::new(move || -> Box<dyn LeafSearcher> {
-            Box::new(EngineSearcher::new(weights.clone()))
-        }),
+        bookfarm_runner::exec::engine_factory(weights),
         async move {
             while !*wrx.borrow() {
                 if wrx.changed().await.is_err() {

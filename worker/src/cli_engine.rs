@@ -156,7 +156,7 @@ fn load_eval(path: Option<&Path>) -> anyhow::Result<Arc<Eval>> {
 
 /// [`load_eval`] with the weights' fingerprint.
 fn load_eval_with_fingerprint(path: Option<&Path>) -> anyhow::Result<(Arc<Eval>, String)> {
-    let (eval, fingerprint) = bookfarm_worker::exec::load_eval(path)?;
+    let (eval, fingerprint) = bookfarm_runner::load_eval(path)?;
     let h = eval.header();
     tracing::info!(
         path = %path.map_or_else(|| "embedded default".to_string(), |p| p.display().to_string()),
@@ -392,7 +392,7 @@ fn select_backend(name: Option<&str>) -> anyhow::Result<Kernels> {
 fn bench(args: &BenchArgs) -> anyhow::Result<()> {
     let kernels = select_backend(args.backend.as_deref())?;
     let (eval, fingerprint) = load_eval_with_fingerprint(args.eval.as_deref())?;
-    let signature = bookfarm_worker::exec::signature(&eval, &fingerprint);
+    let signature = bookfarm_runner::signature(&eval, &fingerprint);
     let boards: Vec<Board> = match &args.obf {
         Some(p) => read_obf(p)?.into_iter().map(|p| p.board).collect(),
         None => bench_positions(),

@@ -3,11 +3,8 @@
 use anyhow::Context;
 use bookfarm_worker::WorkerConfig;
 use bookfarm_worker::config::WorkerFile;
-use bookfarm_worker::exec::{EngineSearcher, LeafSearcher};
-use bookfarm_worker::pull_loop::SearcherFactory;
 use clap::Subcommand;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Worker commands against a coordinator.
@@ -19,9 +16,9 @@ pub enum RunCommand {
         /// Coordinator URL.
         #[arg(long, env = "BOOKFARM_COORDINATOR")]
         coordinator: Option<String>,
-        /// Search threads (default: all cores).
-        #[arg(long, env = "BOOKFARM_THREADS")]
-        threads: Option<usize>,
+        /// Search threads, 1..=4096 (default: all cores).
+        #[arg(long, env = "BOOKFARM_THREADS", value_parser = clap::value_parser!(u16).range(1..=4096))]
+        threads: Option<u16>,
         /// Worker name shown by the coordinator (default: host name).
         #[arg(long, env = "BOOKFARM_NAME")]
         name: Option<String>,
@@ -37,9 +34,9 @@ pub enum RunCommand {
         /// credentials (`LoadCredential=`) hand it over.
         #[arg(long, env = "BOOKFARM_TOKEN_FILE", conflicts_with = "token")]
         token_file: Option<PathBuf>,
-        /// Jobs leased beyond the free threads.
-        #[arg(long)]
-        lookahead: Option<usize>,
+        /// Jobs leased beyond the free threads, 0..=64.
+        #[arg(long, value_parser = clap::value_parser!(u8).range(0..=64))]
+        lookahead: Option<u8>,
         /// CA certificate (PEM) of a TLS coordinator (use an https:// URL).
         #[arg(long, env = "BOOKFARM_TLS_CA")]
         tls_ca: Option<PathBuf>,
@@ -115,7 +112,7 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         None => WorkerFile::default(),
     };
     let eval_path = eval.or(file.eval.clone());
-    let (weights, eval_hash) = bookfarm_worker::exec::load_eval(eval_path.as_deref())?;
+    let (weights, eval_hash) = bookfarm_runner::load_eval(eval_path.as_deref())?;
     let tls_ca = match tls_ca.or(file.tls_ca.clone()) {
         Some(p) => Some(std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?),
         None => None,
@@ -136,11 +133,18 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let cfg = WorkerConfig {
         coordinator: coordinator.or(file.coordinator).unwrap_or(d.coordinator),
-        threads: threads.or(file.threads).unwrap_or(cores).max(1),
-        lookahead: lookahead.or(file.lookahead).unwrap_or(d.lookahead),
+        threads: threads
+            .map(usize::from)
+            .or(file.threads)
+            .unwrap_or(cores)
+            .max(1),
+        lookahead: lookahead
+            .map(usize::from)
+            .or(file.lookahead)
+            .unwrap_or(d.lookahead),
         name: name.or(file.name).unwrap_or_else(host_name),
         token: token.or(file.token).unwrap_or_default(),
-        search_signature: bookfarm_worker::exec::signature(&weights, &eval_hash),
+        search_signature: bookfarm_runner::signature(&weights, &eval_hash),
         eval_hash,
         max_backoff: file
             .max_backoff_secs
@@ -149,9 +153,7 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         tls_domain: tls_domain.or(file.tls_domain.clone()),
         ..d
     };
-    let make: SearcherFactory = Arc::new(move || -> Box<dyn LeafSearcher> {
-        Box::new(EngineSearcher::new(weights.clone()))
-    });
+    let make = bookfarm_runner::exec::engine_factory(weights);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

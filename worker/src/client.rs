@@ -7,10 +7,11 @@ use bookfarm_proto::convert::parse_job_id;
 use bookfarm_proto::domain::{Ack, Identity, Job, JobResult};
 use bookfarm_proto::pb;
 use bookfarm_proto::pb::worker_service_client::WorkerServiceClient;
+use bookfarm_runner::transport::{CallError, CallErrorKind, Leased, Registration, Transport};
 use std::time::Duration;
-use tonic::Status;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status};
 use uuid::Uuid;
 
 /// A connection to a coordinator (connected lazily; transport errors surface as `Unavailable`).
@@ -18,28 +19,7 @@ use uuid::Uuid;
 pub struct Client {
     inner: WorkerServiceClient<InterceptedService<Channel, Bearer>>,
     identity: pb::WorkerIdentity,
-}
-
-/// What `RegisterWorker` returns.
-#[derive(Debug, Clone, Copy)]
-pub struct Registration {
-    /// The worker id.
-    pub worker_id: Uuid,
-    /// Heartbeat period.
-    pub heartbeat: Duration,
-    /// Lease timeout.
-    pub lease_timeout: Duration,
-}
-
-/// What `LeaseJobs` returns.
-#[derive(Debug, Clone)]
-pub struct Leased {
-    /// New jobs.
-    pub jobs: Vec<Job>,
-    /// Acknowledgements of the submitted results.
-    pub acks: Vec<(Uuid, Ack)>,
-    /// Suggested wait when no job was given.
-    pub retry_after: Duration,
+    url: String,
 }
 
 fn acks(a: Vec<pb::ResultAck>) -> Vec<(Uuid, Ack)> {
@@ -97,6 +77,7 @@ impl Client {
         Ok(Client {
             inner,
             identity: identity.into(),
+            url: url.to_string(),
         })
     }
 
@@ -229,5 +210,99 @@ impl Client {
             .await?
             .into_inner();
         Ok(r.released)
+    }
+}
+
+/// What a gRPC status means to the worker loop.
+pub fn call_error(s: &Status) -> CallError {
+    let kind = match s.code() {
+        Code::Unauthenticated | Code::PermissionDenied => CallErrorKind::Unauthorized,
+        Code::FailedPrecondition => CallErrorKind::Incompatible,
+        Code::NotFound if s.message().starts_with("unknown worker") => CallErrorKind::UnknownWorker,
+        Code::InvalidArgument | Code::NotFound => CallErrorKind::Rejected,
+        _ => CallErrorKind::Unavailable,
+    };
+    CallError::new(kind, s.message())
+}
+
+/// The gRPC client as the worker loop's [`Transport`]: each call is driven to completion on
+/// the runtime behind `rt` (the loop runs on a thread outside the runtime's workers).
+#[derive(Debug)]
+pub struct GrpcTransport {
+    client: Client,
+    rt: tokio::runtime::Handle,
+}
+
+impl GrpcTransport {
+    /// Calls through `client` on the runtime `rt`.
+    pub fn new(client: Client, rt: tokio::runtime::Handle) -> GrpcTransport {
+        GrpcTransport { client, rt }
+    }
+}
+
+impl Transport for GrpcTransport {
+    fn endpoint(&self) -> String {
+        self.client.url.clone()
+    }
+
+    fn max_results(&self) -> usize {
+        bookfarm_proto::MAX_RESULTS_PER_CALL
+    }
+
+    fn register(&mut self, name: &str, threads: u32) -> Result<Registration, CallError> {
+        let c = &mut self.client;
+        self.rt
+            .block_on(c.register(name, threads))
+            .map_err(|s| call_error(&s))
+    }
+
+    fn lease(
+        &mut self,
+        worker: Uuid,
+        free: u32,
+        results: &[JobResult],
+    ) -> Result<Leased, CallError> {
+        let c = &mut self.client;
+        self.rt
+            .block_on(c.lease(worker, free, results))
+            .map_err(|s| call_error(&s))
+    }
+
+    fn submit(
+        &mut self,
+        worker: Uuid,
+        results: &[JobResult],
+    ) -> Result<Vec<(Uuid, Ack)>, CallError> {
+        let c = &mut self.client;
+        self.rt
+            .block_on(c.submit(worker, results))
+            .map_err(|s| call_error(&s))
+    }
+
+    fn heartbeat(&mut self, worker: Uuid, held: &[Uuid]) -> Result<Vec<Uuid>, CallError> {
+        let c = &mut self.client;
+        self.rt
+            .block_on(c.heartbeat(worker, held))
+            .map_err(|s| call_error(&s))
+    }
+
+    fn fail(
+        &mut self,
+        worker: Uuid,
+        job: Uuid,
+        reason: &str,
+        retryable: bool,
+    ) -> Result<bool, CallError> {
+        let c = &mut self.client;
+        self.rt
+            .block_on(c.fail(worker, job, reason, retryable))
+            .map_err(|s| call_error(&s))
+    }
+
+    fn release(&mut self, worker: Uuid, jobs: &[Uuid]) -> Result<u32, CallError> {
+        let c = &mut self.client;
+        self.rt
+            .block_on(c.release(worker, jobs))
+            .map_err(|s| call_error(&s))
     }
 }

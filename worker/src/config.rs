@@ -1,6 +1,7 @@
 //! Worker configuration: the validated library [`WorkerConfig`] and the optional `worker.toml`.
 //! Precedence: flag > environment (`BOOKFARM_*`, read by clap in `main`) > file > default.
 
+pub use bookfarm_runner::AckHook;
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -20,7 +21,8 @@ pub struct WorkerConfig {
     pub token: String,
     /// Fingerprint of the evaluation weights (sent with every RPC).
     pub eval_hash: String,
-    /// The search signature of the searchers ([`crate::exec::signature`]; sent with every RPC).
+    /// The search signature of the searchers ([`bookfarm_runner::signature`]; sent with every
+    /// RPC).
     pub search_signature: String,
     /// Longest wait between reconnection attempts.
     pub max_backoff: Duration,
@@ -36,18 +38,6 @@ pub struct WorkerConfig {
     pub tls_ca: Option<Vec<u8>>,
     /// Server name to verify (default: the URL's host).
     pub tls_domain: Option<String>,
-}
-
-/// A callback run on every result acknowledgement.
-#[derive(Clone)]
-pub struct AckHook(
-    pub std::sync::Arc<dyn Fn(uuid::Uuid, bookfarm_proto::domain::Ack) + Send + Sync>,
-);
-
-impl std::fmt::Debug for AckHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("AckHook")
-    }
 }
 
 impl Default for WorkerConfig {

@@ -1,20 +1,21 @@
-//! bookfarm-worker library: the pull loop and search execution.
+//! bookfarm-worker library: the worker process over gRPC.
 //!
 //! A worker is stateless: it registers, leases jobs a little ahead of its free threads, runs
 //! each leaf search on its own OS thread (never on the async runtime), and returns results with
 //! its next lease call, keeping them until the coordinator acknowledges them. Connection loss is
 //! retried with jittered exponential backoff; a shutdown signal stops leasing, finishes the
-//! leased jobs, delivers their results and exits.
+//! leased jobs, delivers their results and exits. The loop and the searches are
+//! `bookfarm-runner`'s; this crate adds the transport.
 //!
-//! * [`exec`]: the [`exec::LeafSearcher`] trait, the engine implementation and the thread pool;
-//! * [`client`]: the gRPC client wrapper (identity, message limits, timeouts);
+//! * [`client`]: the gRPC client wrapper (identity, message limits, timeouts) and
+//!   [`client::GrpcTransport`], the runner's transport over it;
 //! * [`pull_loop`]: [`pull_loop::run`], the worker itself;
 //! * [`config`]: [`config::WorkerConfig`] and the `worker.toml` file.
 
 pub mod client;
 pub mod config;
-pub mod exec;
 pub mod pull_loop;
 
+pub use bookfarm_runner::WorkerStats;
 pub use config::WorkerConfig;
-pub use pull_loop::{WorkerError, WorkerStats, run};
+pub use pull_loop::{WorkerError, run};

@@ -267,6 +267,8 @@ struct Shared {
     pending: AtomicBool,
     /// Growth runs completed (waiters watch it).
     runs: tokio::sync::watch::Sender<u64>,
+    /// The same count for waiters on plain threads (in-process workers).
+    runs_done: (Mutex<u64>, std::sync::Condvar),
     /// The search signature the book is pinned to (None until the first run or worker).
     signature: Mutex<Option<SearchSignature>>,
     store: Store,
@@ -439,6 +441,7 @@ impl Coordinator {
             paused: AtomicBool::new(paused),
             pending: AtomicBool::new(false),
             runs,
+            runs_done: (Mutex::new(0), std::sync::Condvar::new()),
             signature: Mutex::new(pinned),
             store,
             cfg,
@@ -644,6 +647,51 @@ impl Coordinator {
         self.lease(id, worker, slots)
     }
 
+    /// [`Coordinator::lease`] for a caller on a plain thread (an in-process worker): when it
+    /// finds no job for a worker that holds none while growth runs are under way (results just
+    /// landed), wait for them, up to `wait` in all, and lease again after each, so that the
+    /// searches the runs queue (the next pass) are leased at once. A worker still holding jobs
+    /// never waits: its caller would stop delivering their results meanwhile.
+    pub fn lease_blocking(
+        &self,
+        id: &Identity,
+        worker: &Uuid,
+        slots: u32,
+        wait: Duration,
+    ) -> Result<Vec<Job>> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let seen = self.growth_run_count();
+            let jobs = self.lease(id, worker, slots)?;
+            if !jobs.is_empty() || slots == 0 {
+                return Ok(jobs);
+            }
+            let holds = self
+                .jobs()
+                .workers
+                .get(worker)
+                .is_some_and(|w| !w.jobs.is_empty());
+            if holds || !(self.growth_busy() || self.growth_run_count() != seen) {
+                return Ok(jobs);
+            }
+            let (count, cv) = &self.0.runs_done;
+            let mut n = count.lock().unwrap_or_else(|p| p.into_inner());
+            while *n == seen {
+                let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                    return Ok(jobs);
+                };
+                n = cv
+                    .wait_timeout(n, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
+    }
+
+    fn growth_run_count(&self) -> u64 {
+        *self.0.runs_done.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Whether the growth runner has work under way (a worker that got no job may wait for it
     /// instead of sleeping: new jobs appear when it finishes).
     pub fn growth_busy(&self) -> bool {
@@ -840,6 +888,9 @@ impl Coordinator {
         metrics::gauge!(crate::telemetry::PREFETCH_USED).set(prefetch.used as f64);
         metrics::gauge!(crate::telemetry::PREFETCH_UNUSED).set(prefetch.unused as f64);
         self.0.runs.send_modify(|n| *n += 1);
+        let (count, cv) = &self.0.runs_done;
+        *count.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        cv.notify_all();
         Ok(())
     }
 

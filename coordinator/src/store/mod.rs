@@ -52,8 +52,10 @@ pub enum StoreError {
     /// A record could not be encoded.
     #[error("store encode: {0}")]
     Encode(#[source] postcard::Error),
-    /// The store has no book header (not created with `db new`/`db import`).
-    #[error("store at {0} holds no book (create it with `book new` or `db new` first)")]
+    /// The directory holds no store with a book (the one text for a missing book).
+    #[error(
+        "{0}: no book here; create one with `book new --db {0}` or `book import FILE --db {0}`"
+    )]
     NoBook(String),
 }
 
@@ -287,6 +289,29 @@ impl Store {
         })
     }
 
+    /// Open the store of an existing book: refused with [`StoreError::NoBook`] when `dir` does
+    /// not exist or holds no book, without creating anything (a mistyped `--db` must not leave
+    /// an empty store behind). Every command that needs a book opens it through here.
+    pub fn open_book(dir: &Path) -> Result<Store, StoreError> {
+        let no_book = || StoreError::NoBook(dir.display().to_string());
+        if !dir.is_dir() {
+            return Err(no_book());
+        }
+        let store = Store::open(dir)?;
+        if !store.has_book()? {
+            return Err(no_book());
+        }
+        Ok(store)
+    }
+
+    /// Whether `dir` holds a store with a book (false when the directory does not exist).
+    pub fn dir_has_book(dir: &Path) -> Result<bool, StoreError> {
+        if !dir.is_dir() {
+            return Ok(false);
+        }
+        Store::open(dir)?.has_book()
+    }
+
     /// Whether the store holds a book header.
     pub fn has_book(&self) -> Result<bool, StoreError> {
         Ok(self.tree.contains_key(meta_key("header"))?)
@@ -360,33 +385,31 @@ impl Store {
         Ok(())
     }
 
-    /// Remove every record (before an import).
-    pub fn clear(&self) -> Result<(), StoreError> {
-        self.tree.clear()?;
-        self.positions.store(0, Ordering::Relaxed);
-        Ok(())
-    }
-
     /// Number of stored positions (kept as a counter: sled's `len` is a full scan).
     pub fn position_count(&self) -> usize {
         self.positions.load(Ordering::Relaxed)
     }
 
-    /// Create a new book: header plus the given positions (all pending a leaf search unless
-    /// they already carry one). Replaces anything stored.
+    /// Replace everything the book tree holds (positions, results, growth state, header) by a
+    /// new book: the header plus the given positions (all pending a leaf search unless they
+    /// already carry one). Worker credentials (their own tree) are kept.
+    ///
+    /// Crash-safe: the removals and the writes are one sled batch, which sled recovers whole or
+    /// not at all, so a kill at any moment leaves the old book or the new one; durable on
+    /// return.
     pub fn create(&self, header: &BookHeader, entries: &[Entry]) -> Result<(), StoreError> {
-        self.clear()?;
-        for chunk in entries.chunks(512) {
-            let mut b = Batch::default();
-            for e in chunk {
-                b.put_entry(e, true)?;
-            }
-            self.apply(b)?;
-        }
         let mut b = Batch::default();
+        for k in self.tree.iter().keys() {
+            b.batch.remove(k?);
+        }
+        for e in entries {
+            b.put_entry(e, true)?;
+        }
         b.put_header(header)?;
         b.put_expansion(None)?;
-        self.apply(b)?;
+        self.tree.apply_batch(b.batch)?;
+        self.positions
+            .store(self.tree.scan_prefix([P]).count(), Ordering::Relaxed);
         self.flush()
     }
 }

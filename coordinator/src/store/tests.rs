@@ -58,7 +58,49 @@ fn missing_book_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(dir.path()).unwrap();
     let e = s.load(dir.path()).unwrap_err();
-    assert!(e.to_string().contains("holds no book"), "{e}");
+    assert!(e.to_string().contains("no book here"), "{e}");
+    drop(s);
+    let e = Store::open_book(dir.path()).unwrap_err().to_string();
+    assert!(
+        e.contains("no book here") && e.contains("book new --db"),
+        "{e}"
+    );
+    // A directory that does not exist is refused without being created.
+    let missing = dir.path().join("typo");
+    assert!(Store::open_book(&missing).is_err());
+    assert!(!missing.exists());
+}
+
+/// Replacing the book is one batch: the old positions, results and growth state are gone, the
+/// new header (date included) and positions are there, credentials stay.
+#[test]
+fn create_replaces_everything_but_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path()).unwrap();
+    let mut h = BookHeader::new(8, 20);
+    h.date.year = 1999;
+    s.create(&h, &[sample_entry()]).unwrap();
+    let mut b = Batch::default();
+    b.put_signature("sig").unwrap();
+    s.apply(b).unwrap();
+    let cred = CredentialRecord {
+        name: "host".into(),
+        owner: "me".into(),
+        trusted: false,
+        state: CredentialState::Active,
+        reason: String::new(),
+        created_unix: 0,
+        token_sha256: [1; 32],
+    };
+    assert!(s.credentials().unwrap().insert_new(&cred).unwrap());
+    let mut h2 = BookHeader::new(4, 10);
+    h2.date.year = 2003;
+    s.create(&h2, &[]).unwrap();
+    let l = s.load(dir.path()).unwrap();
+    assert_eq!(l.header, h2);
+    assert!(l.entries.is_empty() && l.signature.is_none());
+    assert_eq!(s.position_count(), 0);
+    assert_eq!(s.credentials().unwrap().list().unwrap().len(), 1);
 }
 
 #[test]

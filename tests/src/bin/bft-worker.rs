@@ -5,8 +5,6 @@ use anyhow::Context;
 use bookfarm_engine::eval::Eval;
 use bookfarm_proto::domain::Ack;
 use bookfarm_worker::config::AckHook;
-use bookfarm_worker::exec::{EngineSearcher, LeafSearcher};
-use bookfarm_worker::pull_loop::SearcherFactory;
 use clap::Parser;
 use std::io::Write;
 use std::path::PathBuf;
@@ -62,7 +60,7 @@ fn main() -> anyhow::Result<()> {
         threads: a.threads,
         name: a.name,
         eval_hash: bookfarm_proto::eval_fingerprint(&bytes),
-        search_signature: bookfarm_worker::exec::signature(
+        search_signature: bookfarm_runner::signature(
             &eval,
             &bookfarm_proto::eval_fingerprint(&bytes),
         ),
@@ -71,8 +69,7 @@ fn main() -> anyhow::Result<()> {
         on_ack,
         ..bookfarm_worker::WorkerConfig::default()
     };
-    let make: SearcherFactory =
-        Arc::new(move || -> Box<dyn LeafSearcher> { Box::new(EngineSearcher::new(eval.clone())) });
+    let make = bookfarm_runner::exec::engine_factory(eval);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

@@ -1,4 +1,5 @@
-//! Plain job and result types shared by the coordinator and worker libraries (no prost types).
+//! Plain job and result types of the worker protocol, shared by the coordinator, the worker and
+//! the in-process runner (no prost types; `bookfarm_proto::convert` maps them to the wire).
 
 use bookfarm_engine::search::LeafResult;
 use bookfarm_engine::{Board, Move};
@@ -8,7 +9,7 @@ use uuid::Uuid;
 /// Who a worker claims to be, as carried by every worker RPC.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Identity {
-    /// Wire protocol version ([`crate::PROTOCOL_VERSION`] for a compatible peer).
+    /// Wire protocol version (`bookfarm_proto::PROTOCOL_VERSION` for a compatible peer).
     pub protocol_version: u32,
     /// Engine version string.
     pub engine_version: String,
