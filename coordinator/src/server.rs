@@ -219,6 +219,9 @@ pub async fn serve(
                     _ = tick.tick() => {
                         c.expire_leases();
                         ids.expire_sessions();
+                        if let Err(e) = c.sample_history(crate::http::unix_ms()) {
+                            tracing::warn!(error = %e, "history not stored");
+                        }
                     }
                 }
             }
@@ -228,7 +231,7 @@ pub async fn serve(
     let http_task = match http {
         Some(l) => {
             let _ = crate::http::metrics_handle();
-            let app = crate::http::router(c.clone());
+            let app = crate::http::router(c.clone(), ids.clone());
             let stop = wait_stop(stop_rx.clone());
             tracing::info!(addr = %l.local_addr().map(|a| a.to_string()).unwrap_or_default(), "http listening");
             Some(tokio::spawn(async move {

@@ -54,18 +54,30 @@ pub(crate) struct JobEntry {
     queue_key: Option<(u32, u64)>,
 }
 
+/// One accepted result, for the recent-window figures (results/s, nodes/s, mean search time).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Landed {
+    pub(crate) at: Duration,
+    pub(crate) nodes: u64,
+    pub(crate) search_us: u64,
+}
+
 #[derive(Debug)]
 pub(crate) struct WorkerEntry {
     pub(crate) name: String,
     /// Who runs the worker (its credential's owner); `None` for an anonymous local worker,
     /// whose failure reports count one by one.
     pub(crate) owner: Option<String>,
+    /// Its credential is trusted by the operator.
+    pub(crate) trusted: bool,
+    /// Engine version it registered with.
+    pub(crate) version: String,
     pub(crate) threads: u32,
     pub(crate) last_seen: Duration,
     pub(crate) jobs: HashSet<Uuid>,
     pub(crate) completed: u64,
     pub(crate) failed: u64,
-    pub(crate) recent: VecDeque<Duration>,
+    pub(crate) recent: VecDeque<Landed>,
 }
 
 #[derive(Debug, Default)]
@@ -82,7 +94,10 @@ pub(crate) struct Jobs {
     /// list them as needed, and they must not get a second job.
     pub(crate) landed: HashSet<LeafRequest>,
     pub(crate) counters: Counters,
-    pub(crate) recent: VecDeque<Duration>,
+    pub(crate) recent: VecDeque<Landed>,
+    /// Results accepted per contributor — (anonymous, owner or an anonymous worker's name) —
+    /// since the history last took them (see `super::history`).
+    pub(crate) contributions: HashMap<(bool, String), u64>,
 }
 
 impl Jobs {
@@ -98,11 +113,11 @@ impl Jobs {
 
     pub(crate) fn trim_rates(&mut self, now: Duration) {
         let cut = now.saturating_sub(RATE_WINDOW);
-        while self.recent.front().is_some_and(|t| *t < cut) {
+        while self.recent.front().is_some_and(|l| l.at < cut) {
             self.recent.pop_front();
         }
         for w in self.workers.values_mut() {
-            while w.recent.front().is_some_and(|t| *t < cut) {
+            while w.recent.front().is_some_and(|l| l.at < cut) {
                 w.recent.pop_front();
             }
         }
