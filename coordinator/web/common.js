@@ -36,6 +36,7 @@ const bf = {
   },
   duration(s) {
     if (s === null || s === undefined) return "unknown";
+    if (s > 0 && s < 1) return "<1s";
     s = Math.round(s);
     if (s < 60) return s + "s";
     if (s < 3600) return Math.floor(s / 60) + "m " + String(s % 60).padStart(2, "0") + "s";

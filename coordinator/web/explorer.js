@@ -102,7 +102,7 @@
     if (!scoreChart) {
       scoreChart = bf.chart(document.getElementById("chart-scores"),
         [{ label: "positions", stroke: "#2b5fa8", fill: "rgba(43,95,168,.3)", paths: uPlot.paths.bars({ size: [0.9, 12] }) }],
-        { scales: { x: { time: false } } });
+        { scales: { x: { time: false } }, axes: [{ incrs: [1, 2, 4, 8, 16] }, {}] });
     }
     scoreChart.setData([s.best_scores.map((p) => p[0]), s.best_scores.map((p) => p[1])]);
     // Level × ply table: a row per level, a column per ply that has positions.

@@ -1063,7 +1063,8 @@ impl Coordinator {
         g.trim_rates(now);
         let window = RATE_WINDOW.as_secs_f64().min(now.as_secs_f64().max(1.0));
         let rate = |v: &VecDeque<Landed>| v.len() as f64 / window;
-        let nodes = |v: &VecDeque<Landed>| v.iter().map(|l| l.nodes as f64).sum::<f64>() / window;
+        // A fold from +0.0: an empty f64 sum is -0.0.
+        let nodes = |v: &VecDeque<Landed>| v.iter().fold(0.0, |a, l| a + l.nodes as f64) / window;
         let workers: Vec<WorkerReport> = g
             .workers
             .iter()
