@@ -300,7 +300,8 @@ impl From<&[Sample]> for SeriesV1 {
     }
 }
 
-/// `/api/v1/history?since=MS`: points after `since` (milliseconds since the epoch) per tier.
+/// `/api/v1/history?since=MS&tier=T`: points after `since` (milliseconds since the epoch) per
+/// tier (only tier `T`, `fine|minutes|hours`, when given).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryV1 {
     /// [`VERSION`].

@@ -93,12 +93,15 @@ async fn readyz(State(c): State<Coordinator>) -> (StatusCode, String) {
 /// Book statistics are recomputed (one pass over the book) at most this often.
 pub const STATS_MAX_AGE: Duration = Duration::from_secs(10);
 
+/// The last book statistics and when they were computed.
+type StatsCache = Arc<Mutex<Option<(Instant, Arc<BookStatsV1>)>>>;
+
 /// What the HTTP handlers share.
 #[derive(Debug, Clone)]
 pub struct AppState {
     c: Coordinator,
     ids: Identities,
-    stats: Arc<Mutex<Option<(Instant, Arc<BookStatsV1>)>>>,
+    stats: StatsCache,
 }
 
 impl FromRef<AppState> for Coordinator {
@@ -149,12 +152,23 @@ async fn api_contributors(State(s): State<AppState>) -> Response {
 
 #[derive(Debug, serde::Deserialize)]
 struct Since {
+    /// Only points after this time (milliseconds since the epoch).
     #[serde(default)]
     since: u64,
+    /// Only this tier (`fine`, `minutes` or `hours`; the others come back empty).
+    tier: Option<String>,
 }
 
 async fn api_history(State(c): State<Coordinator>, Query(q): Query<Since>) -> Response {
-    json(&api::HistoryV1::from(&c.history(q.since)))
+    let mut h = c.history(q.since);
+    match q.tier.as_deref() {
+        None => {}
+        Some("fine") => (h.minutes, h.hours) = (Vec::new(), Vec::new()),
+        Some("minutes") => (h.fine, h.hours) = (Vec::new(), Vec::new()),
+        Some("hours") => (h.fine, h.minutes) = (Vec::new(), Vec::new()),
+        Some(t) => return bad_request(format!("unknown tier {t:?} (fine, minutes or hours)")),
+    }
+    json(&api::HistoryV1::from(&h))
 }
 
 #[derive(Debug, serde::Deserialize)]

@@ -22,7 +22,8 @@
 
   async function history() {
     const tier = range.value;
-    const h = await bf.api("/api/v1/history?since=" + (series ? last : 0));
+    const h = await bf.api("/api/v1/history?tier=" + tier + "&since=" + (series ? last : 0));
+    if (tier !== range.value) return; // the range changed while this was on its way
     const add = h[tier];
     if (!series) series = { t: [], positions: [], results_per_second: [], knodes_per_second: [], root_value: [] };
     for (const k of Object.keys(series)) series[k] = series[k].concat(add[k]);

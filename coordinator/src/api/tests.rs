@@ -317,6 +317,14 @@ async fn history_survives_a_restart_at_minute_resolution() {
     )
     .unwrap();
     assert_eq!(newer.fine.t.len(), 4);
+    let only: HistoryV1 =
+        serde_json::from_value(get_json(w.addr, "/api/v1/history?tier=minutes").await).unwrap();
+    assert!(only.fine.t.is_empty() && only.hours.t.is_empty());
+    assert_eq!(only.minutes, h.minutes);
+    assert_eq!(
+        request(w.addr, "GET", "/api/v1/history?tier=days").await.0,
+        400
+    );
     // Restart (the store reopened by a new coordinator in a new server): the per-minute
     // points are back, the per-second ones are gone.
     let dir = tempfile::tempdir().unwrap();
