@@ -11,6 +11,7 @@ use axum::extract::Path;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use std::sync::LazyLock;
 
 /// One embedded file.
 #[derive(Debug, Clone, Copy)]
@@ -59,12 +60,82 @@ pub const ASSETS: &[Asset] = &[
     ),
 ];
 
-/// The pages: (path, html).
-pub const PAGES: &[(&str, &str)] = &[
-    ("/", include_str!("../web/index.html")),
-    ("/workers", include_str!("../web/workers.html")),
-    ("/explorer", include_str!("../web/explorer.html")),
+/// One page: its path, the name in its title and navigation, whether it draws charts, its
+/// `<main>` and its script.
+#[derive(Debug, Clone, Copy)]
+pub struct PageSpec {
+    /// URL path.
+    pub path: &'static str,
+    /// Name in the title and the navigation bar.
+    pub name: &'static str,
+    /// Loads the charting library.
+    pub charts: bool,
+    /// The page's `<main>` element.
+    pub main: &'static str,
+    /// Its script under `/assets/`.
+    pub script: &'static str,
+}
+
+/// The pages, in navigation order.
+pub const PAGE_SPECS: &[PageSpec] = &[
+    PageSpec {
+        path: "/",
+        name: "Overview",
+        charts: true,
+        main: include_str!("../web/overview.html"),
+        script: "overview.js",
+    },
+    PageSpec {
+        path: "/workers",
+        name: "Workers",
+        charts: false,
+        main: include_str!("../web/workers.html"),
+        script: "workers.js",
+    },
+    PageSpec {
+        path: "/explorer",
+        name: "Explorer",
+        charts: true,
+        main: include_str!("../web/explorer.html"),
+        script: "explorer.js",
+    },
 ];
+
+const LAYOUT: &str = include_str!("../web/layout.html");
+
+/// A page's HTML: the shared layout around its `<main>`.
+fn render(p: &PageSpec) -> String {
+    let nav: String = PAGE_SPECS
+        .iter()
+        .map(|q| {
+            let here = if q.path == p.path {
+                " class=\"here\""
+            } else {
+                ""
+            };
+            format!("<a href=\"{}\"{here}>{}</a>", q.path, q.name)
+        })
+        .collect();
+    let mut scripts = String::new();
+    let mut styles = String::new();
+    if p.charts {
+        styles.push_str("<link rel=\"stylesheet\" href=\"/assets/uPlot.min.css\">\n");
+        scripts.push_str("<script src=\"/assets/uPlot.iife.min.js\"></script>\n");
+    }
+    scripts.push_str("<script src=\"/assets/common.js\"></script>\n");
+    scripts.push_str(&format!("<script src=\"/assets/{}\"></script>\n", p.script));
+    LAYOUT
+        .replace("{{title}}", &p.name.to_lowercase())
+        .replace("{{page}}", &p.name.to_lowercase())
+        .replace("{{nav}}", &nav)
+        .replace("{{styles}}", &styles)
+        .replace("{{scripts}}", &scripts)
+        .replace("{{main}}", p.main)
+}
+
+/// The pages' HTML, rendered once: (path, html).
+pub static PAGES: LazyLock<Vec<(&'static str, String)>> =
+    LazyLock::new(|| PAGE_SPECS.iter().map(|p| (p.path, render(p))).collect());
 
 /// Content-Security-Policy of the pages: scripts, styles, images and API calls from this
 /// origin only.
@@ -98,7 +169,8 @@ async fn serve_asset(Path(name): Path<String>) -> Response {
 /// The routes of the pages and assets (merged into `crate::http::router`).
 pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     let mut r = Router::new().route("/assets/{name}", get(serve_asset));
-    for &(path, html) in PAGES {
+    for (path, html) in PAGES.iter() {
+        let html: &'static str = html;
         r = r.route(
             path,
             get(move || async move { reply(HTML, html, "no-cache") }),
@@ -110,7 +182,7 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
 /// Bytes a browser downloads for `page` before its first API call: the HTML and every asset
 /// it names (the page weight in docs/benchmarks.md).
 pub fn page_weight(page: &str) -> Option<usize> {
-    let html = PAGES.iter().find(|(p, _)| *p == page)?.1;
+    let html = &PAGES.iter().find(|(p, _)| *p == page)?.1;
     let assets: usize = ASSETS
         .iter()
         .filter(|a| html.contains(&format!("/assets/{}", a.name)))
@@ -125,7 +197,7 @@ mod tests {
 
     #[test]
     fn pages_name_only_embedded_assets_and_no_other_host() {
-        for (path, html) in PAGES {
+        for (path, html) in PAGES.iter() {
             for part in html.split("/assets/").skip(1) {
                 let name: String = part
                     .chars()
@@ -136,7 +208,7 @@ mod tests {
                     "{path} names /assets/{name}, which is not embedded"
                 );
             }
-            for a in std::iter::once(*html).chain(ASSETS.iter().map(|a| a.body)) {
+            for a in std::iter::once(html.as_str()).chain(ASSETS.iter().map(|a| a.body)) {
                 for bad in [
                     "src=\"http",
                     "href=\"http",
@@ -154,6 +226,19 @@ mod tests {
                 .iter()
                 .any(|a| a.name == "uPlot.LICENSE.txt" && a.body.contains("MIT License"))
         );
+    }
+
+    #[test]
+    fn every_page_has_the_layout_and_marks_itself_in_the_navigation() {
+        for (spec, (path, html)) in PAGE_SPECS.iter().zip(PAGES.iter()) {
+            assert_eq!(spec.path, *path);
+            assert!(html.starts_with("<!doctype html>"), "{path}");
+            assert!(!html.contains("{{"), "{path}: a placeholder left");
+            assert_eq!(html.matches("class=\"here\"").count(), 1, "{path}");
+            assert!(html.contains(&format!("class=\"here\">{}</a>", spec.name)));
+            assert_eq!(html.contains("uPlot.iife.min.js"), spec.charts, "{path}");
+            assert!(html.contains(&format!("/assets/{}", spec.script)));
+        }
     }
 
     #[test]
