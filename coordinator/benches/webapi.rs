@@ -1,7 +1,8 @@
 //! The web UI at scale: a synthetic book of 1,000,000 positions in a sled store, 1,000
 //! registered workers and a deviate expansion under way (its queue filled), served by the real
 //! HTTP router on 127.0.0.1. Prints each page's weight (HTML plus the assets it loads) and the
-//! latency and size of every JSON API call the pages make.
+//! latency and size of every JSON API call the pages make (with the gzip size for reference: the
+//! server sends them uncompressed).
 //!
 //! `cargo bench -p bookfarm-coordinator --bench webapi [-- POSITIONS WORKERS CALLS]`
 //! (defaults 1,000,000 positions, 1,000 workers, 50 calls per endpoint).
@@ -16,8 +17,16 @@ use bookfarm_proto::{ENGINE_VERSION, PROTOCOL_VERSION};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// One HTTP/1.1 GET; returns the body's length.
-async fn get(addr: std::net::SocketAddr, path: &str) -> usize {
+/// Bytes of `data` gzipped (default level).
+fn gzipped(data: &[u8]) -> usize {
+    use std::io::Write;
+    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    z.write_all(data).expect("gzip");
+    z.finish().expect("gzip").len()
+}
+
+/// One HTTP/1.1 GET; returns the body.
+async fn get(addr: std::net::SocketAddr, path: &str) -> Vec<u8> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
     s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
@@ -31,7 +40,8 @@ async fn get(addr: std::net::SocketAddr, path: &str) -> usize {
         "{path}: {}",
         &text[..text.len().min(200)]
     );
-    text.split_once("\r\n\r\n").map_or(0, |(_, b)| b.len())
+    text.split_once("\r\n\r\n")
+        .map_or_else(Vec::new, |(_, b)| b.as_bytes().to_vec())
 }
 
 fn main() {
@@ -45,7 +55,18 @@ fn main() {
 
     for page in ["/", "/workers", "/explorer"] {
         let w = bookfarm_coordinator::web::page_weight(page).expect("page");
-        println!("page {page:<10} {w:>7} bytes (HTML and assets, uncompressed)");
+        let html = &bookfarm_coordinator::web::PAGES
+            .iter()
+            .find(|(p, _)| *p == page)
+            .expect("page")
+            .1;
+        let z: usize = gzipped(html.as_bytes())
+            + bookfarm_coordinator::web::ASSETS
+                .iter()
+                .filter(|a| html.contains(&format!("/assets/{}", a.name)))
+                .map(|a| gzipped(a.body.as_bytes()))
+                .sum::<usize>();
+        println!("page {page:<10} {w:>7} bytes (HTML and assets), {z:>6} gzipped");
     }
 
     let t0 = Instant::now();
@@ -145,17 +166,18 @@ fn main() {
             "/api/v1/book/stats",
         ] {
             let mut times = Vec::with_capacity(calls);
-            let mut bytes = 0;
+            let mut body = Vec::new();
             for _ in 0..calls {
                 let t = Instant::now();
-                bytes = get(addr, path).await;
+                body = get(addr, path).await;
                 times.push(t.elapsed());
             }
+            let (bytes, z) = (body.len(), gzipped(&body));
             times.sort();
             let q = |p: f64| times[((times.len() - 1) as f64 * p) as usize];
             let ms = |d: Duration| d.as_secs_f64() * 1000.0;
             println!(
-                "{path:<40} median {:>7.2} ms  p90 {:>7.2} ms  max {:>7.2} ms  {bytes:>8} bytes",
+                "{path:<40} median {:>7.2} ms  p90 {:>7.2} ms  max {:>7.2} ms  {bytes:>8} bytes ({z} gzipped)",
                 ms(q(0.5)),
                 ms(q(0.9)),
                 ms(q(1.0))

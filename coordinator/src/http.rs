@@ -239,4 +239,6 @@ pub fn router(c: Coordinator, ids: Identities) -> Router {
         .route("/api/v1/book/stats", get(api_book_stats))
         .merge(crate::web::routes())
         .with_state(state)
+        // gzip for clients that ask (the worker table of a big farm shrinks about 20 times).
+        .layer(tower_http::compression::CompressionLayer::new())
 }

@@ -59,22 +59,29 @@ async fn start(level: u8, depth: u8) -> Web {
 
 /// (status code, headers, body) of one HTTP/1.1 request.
 async fn request(addr: std::net::SocketAddr, method: &str, path: &str) -> (u16, String, String) {
+    let (code, head, body) = request_raw(addr, method, path, "").await;
+    (code, head, String::from_utf8(body).unwrap())
+}
+
+/// [`request`] with extra header lines, the body as bytes.
+async fn request_raw(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &str,
+) -> (u16, String, Vec<u8>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(
-        format!(
-            "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        )
-        .as_bytes(),
-    )
-    .await
-    .unwrap();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\n{headers}Content-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
     let mut out = Vec::new();
     s.read_to_end(&mut out).await.unwrap();
-    let text = String::from_utf8(out).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let split = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8(out[..split].to_vec()).unwrap();
     let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (code, head.to_ascii_lowercase(), body.to_string())
+    (code, head.to_ascii_lowercase(), out[split + 4..].to_vec())
 }
 
 async fn get_json(addr: std::net::SocketAddr, path: &str) -> Value {
@@ -380,4 +387,15 @@ async fn pages_and_assets_are_served_and_nothing_changes_state() {
     }
     // /metrics stays where it was.
     assert_eq!(request(w.addr, "GET", "/healthz").await.0, 200);
+    // Clients that accept gzip get it.
+    let (code, head, body) = request_raw(
+        w.addr,
+        "GET",
+        "/assets/uPlot.iife.min.js",
+        "Accept-Encoding: gzip\r\n",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert!(head.contains("content-encoding: gzip"), "{head}");
+    assert!(body.len() < 40_000, "{} bytes", body.len());
 }
