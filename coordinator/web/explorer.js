@@ -65,18 +65,23 @@
     document.querySelector("#book-moves tbody").replaceChildren(frag);
   }
 
-  let seq = 0; // only the newest request's answer is shown (a poll may cross a click)
-  async function go(next) {
+  // Only the newest request's answer is shown, and the refresh asks for the newest transcript
+  // asked for, so that a refresh crossing a click cannot undo it.
+  let seq = 0;
+  let wanted = moves;
+  async function go(next, refresh) {
     const mine = ++seq;
+    wanted = next;
     try {
       const p = await bf.api("/api/v1/book/position?moves=" + encodeURIComponent(next));
       if (mine !== seq) return;
-      errorEl.hidden = true;
-      moves = p.moves;
+      if (!refresh) errorEl.hidden = true;
+      moves = wanted = p.moves;
       if (location.hash.replace(/^#/, "") !== moves) history.replaceState(null, "", "#" + moves);
       render(p);
     } catch (e) {
       if (mine !== seq) return;
+      wanted = moves; // back to the last position shown
       errorEl.textContent = e.message;
       errorEl.hidden = false;
     }
@@ -125,6 +130,6 @@
   }
 
   buildBoard();
-  bf.poll(() => go(moves), 2000);
+  bf.poll(() => go(wanted, true), 2000);
   bf.poll(stats, 10000);
 })();
