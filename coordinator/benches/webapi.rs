@@ -154,7 +154,7 @@ fn main() {
         tokio::spawn(async move { axum::serve(l, app).await });
         // What the pages poll: the overview's status every second and its newest history
         // points every two; the workers page's tables; the explorer's position and statistics
-        // (recomputed at most every 10 s: the first call pays the scan).
+        // (recomputed at most every 30 s: the first call pays the scan).
         let recent = format!("/api/v1/history?tier=fine&since={}", t_ms - 2_000);
         for path in [
             "/api/v1/status",

@@ -91,7 +91,7 @@ async fn readyz(State(c): State<Coordinator>) -> (StatusCode, String) {
 }
 
 /// Book statistics are recomputed (one pass over the book) at most this often.
-pub const STATS_MAX_AGE: Duration = Duration::from_secs(10);
+pub const STATS_MAX_AGE: Duration = Duration::from_secs(30);
 
 /// The last book statistics and when they were computed.
 type StatsCache = Arc<Mutex<Option<(Instant, Arc<BookStatsV1>)>>>;

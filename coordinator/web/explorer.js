@@ -1,6 +1,6 @@
 // Book explorer: walk the book by clicking moves or pasting a transcript; the position's book
 // moves, values and counts as `book show` reports them, refreshed every 2 seconds (the book
-// grows while you look); book statistics every 10 seconds.
+// grows while you look); book statistics every 30 seconds (one scan of the book each).
 "use strict";
 (function () {
   const FILES = "abcdefgh";
@@ -131,5 +131,5 @@
 
   buildBoard();
   bf.poll(() => go(wanted, true), 2000);
-  bf.poll(stats, 10000);
+  bf.poll(stats, 30000);
 })();
