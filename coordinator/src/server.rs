@@ -311,6 +311,9 @@ pub async fn serve(
     if let Some(t) = http_task {
         let _ = t.await;
     }
+    if let Err(e) = c.save_history() {
+        tracing::warn!(error = %e, "history not stored at shutdown");
+    }
     let c2 = c.clone();
     tokio::task::spawn_blocking(move || c2.flush())
         .await

@@ -307,20 +307,20 @@ async fn position_shows_what_book_show_shows() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_survives_a_restart_at_minute_resolution() {
     let w = start(2, 8).await;
-    let t0 = 1_700_000_000_000 - 1_700_000_000_000 % 60_000;
-    for i in 0..130 {
+    // Five minutes and a second of ticks from a five-minute boundary: the fifth minute's close
+    // saves the record.
+    let t0 = 1_700_000_000_000 - 1_700_000_000_000 % 300_000;
+    for i in 0..=300 {
         w.c.sample_history(t0 + i * 1000).unwrap();
     }
     let h: HistoryV1 = serde_json::from_value(get_json(w.addr, "/api/v1/history").await).unwrap();
-    assert_eq!(h.fine.t.len(), 130);
-    assert_eq!(
-        h.minutes.t,
-        [t0 as f64 / 1000.0, (t0 + 60_000) as f64 / 1000.0]
-    );
-    assert_eq!(h.minutes.positions, [1, 1]);
-    assert_eq!(h.minutes.root_value, [None, None], "-127 is unknown");
+    assert_eq!(h.fine.t.len(), 301);
+    let minutes: Vec<f64> = (0..5).map(|k| (t0 + k * 60_000) as f64 / 1000.0).collect();
+    assert_eq!(h.minutes.t, minutes);
+    assert_eq!(h.minutes.positions, [1; 5]);
+    assert_eq!(h.minutes.root_value, [None; 5], "-127 is unknown");
     let newer: HistoryV1 = serde_json::from_value(
-        get_json(w.addr, &format!("/api/v1/history?since={}", t0 + 125_000)).await,
+        get_json(w.addr, &format!("/api/v1/history?since={}", t0 + 296_000)).await,
     )
     .unwrap();
     assert_eq!(newer.fine.t.len(), 4);
@@ -332,8 +332,8 @@ async fn history_survives_a_restart_at_minute_resolution() {
         request(w.addr, "GET", "/api/v1/history?tier=days").await.0,
         400
     );
-    // Restart (the store reopened by a new coordinator in a new server): the per-minute
-    // points are back, the per-second ones are gone.
+    // Restart (the store, as a crash leaves it, reopened by a new coordinator in a new server):
+    // the per-minute points are back, the per-second ones are gone.
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("copy");
     w.c.flush().unwrap();

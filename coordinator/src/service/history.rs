@@ -3,6 +3,8 @@
 //! (the `history` meta record) and so survive restarts at reduced resolution; plus the results
 //! accepted per contributor, per UTC day, for the contributors' leaderboard.
 //!
+//! The record is rewritten every [`SAVE_EVERY_MINUTES`] minutes and at shutdown.
+//!
 //! Time is wall-clock milliseconds passed in by the caller (charts are labelled with dates), so
 //! tests drive it by hand. Invariants: points of each tier are in increasing time order; a
 //! minute (hour) point is the merge of the ticks (minutes) that fell in it: mean rates, last
@@ -21,6 +23,9 @@ pub const MINUTE_KEEP: usize = 2 * 24 * 60;
 pub const HOUR_KEEP: usize = 90 * 24;
 /// Days of per-day contributor tallies kept (the "month" column sums the last 30).
 pub const DAYS_KEEP: u32 = 31;
+/// The stored record (about 36 bytes a point, under 200 KB when full) is rewritten this often, and
+/// at shutdown: a crash loses at most these minutes of per-minute points.
+pub const SAVE_EVERY_MINUTES: u64 = 5;
 
 const MINUTE_MS: u64 = 60_000;
 const HOUR_MS: u64 = 3_600_000;
@@ -231,7 +236,8 @@ pub struct ContributorReport {
 
 impl Coordinator {
     /// Take a history point at wall-clock time `now_ms` (the server calls this every
-    /// `crate::server::REAPER_INTERVAL`); the stored history is rewritten when a minute closes.
+    /// `crate::server::REAPER_INTERVAL`); the stored history is rewritten when a minute closes
+    /// on a multiple of [`SAVE_EVERY_MINUTES`].
     pub fn sample_history(&self, now_ms: u64) -> Result<()> {
         let s = self.status();
         let contributions: Vec<(bool, String, u64)> = self
@@ -251,15 +257,19 @@ impl Coordinator {
             queued: s.queued,
             in_flight: s.in_flight,
         };
-        let record = {
-            let mut h = self.history_lock();
-            h.add(point, contributions).then(|| h.record())
-        };
-        if let Some(r) = record {
-            let mut b = Batch::default();
-            b.put_history(&r)?;
-            self.0.store.apply(b)?;
+        let closed = self.history_lock().add(point, contributions);
+        if closed && (now_ms / MINUTE_MS).is_multiple_of(SAVE_EVERY_MINUTES) {
+            self.save_history()?;
         }
+        Ok(())
+    }
+
+    /// Write the history record (every [`SAVE_EVERY_MINUTES`] minutes, and at shutdown).
+    pub fn save_history(&self) -> Result<()> {
+        let r = self.history_lock().record();
+        let mut b = Batch::default();
+        b.put_history(&r)?;
+        self.0.store.apply(b)?;
         Ok(())
     }
 
@@ -323,6 +333,29 @@ mod tests {
         // Incremental reads return only newer points.
         assert_eq!(h.view(b + 60_000).minutes.len(), 2);
         assert_eq!(h.view(b + 119_000).fine.len(), 3);
+    }
+
+    #[test]
+    fn a_full_record_stays_small() {
+        let big = |t_ms| Sample {
+            t_ms,
+            positions: 1_000_000,
+            results_per_second: 1234.5,
+            nodes_per_second: 9.9e9,
+            root_value: -3,
+            workers: 1000,
+            threads: 4000,
+            queued: 100_000,
+            in_flight: 4000,
+        };
+        let t = 1_800_000_000_000;
+        let h = History {
+            minutes: (0..MINUTE_KEEP as u64).map(|i| big(t + i * MINUTE_MS)).collect(),
+            hours: (0..HOUR_KEEP as u64).map(|i| big(t + i * HOUR_MS)).collect(),
+            ..History::default()
+        };
+        let bytes = postcard::to_stdvec(&h.record()).unwrap().len();
+        assert!(bytes < 200_000, "{bytes} bytes");
     }
 
     #[test]
