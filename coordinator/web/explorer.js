@@ -7,7 +7,6 @@
   const boardEl = document.getElementById("board");
   const errorEl = document.getElementById("error");
   let moves = decodeURIComponent(location.hash.replace(/^#/, "")); // the transcript shown
-  let pos = null;
 
   const cells = [];
   function buildBoard() {
@@ -25,8 +24,11 @@
     }
   }
 
+  let shown = ""; // the last answer rendered: an unchanged refresh changes nothing
   function render(p) {
-    pos = p;
+    const text = JSON.stringify(p);
+    if (text === shown) return;
+    shown = text;
     boardEl.dataset.board = p.board;
     boardEl.dataset.moves = p.moves;
     const scores = new Map(p.book_moves.map((m) => [m.move, m]));

@@ -68,11 +68,22 @@ fn js_str(tab: &Tab, expr: &str) -> String {
     }
 }
 
-/// Poll a JavaScript condition until it holds (panics after `limit`).
+/// Poll a JavaScript condition until it holds (panics after `limit`, with the page's URL,
+/// connection state and any error it shows).
 fn wait_js(tab: &Tab, cond: &str, limit: Duration) {
     let t0 = Instant::now();
     while js(tab, cond) != serde_json::Value::Bool(true) {
-        assert!(t0.elapsed() < limit, "not reached within {limit:?}: {cond}");
+        if t0.elapsed() > limit {
+            let state = js_str(
+                tab,
+                "JSON.stringify({url: location.href, \
+                 conn: (document.getElementById('conn') || {}).textContent, \
+                 error: (document.getElementById('error') || {}).textContent, \
+                 moves: (document.getElementById('board') || {dataset: {}}).dataset.moves, \
+                 legal: [...document.querySelectorAll('.cell.legal')].map(c => c.dataset.sq)})",
+            );
+            panic!("not reached within {limit:?}: {cond}; page: {state}");
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
 }

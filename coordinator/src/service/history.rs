@@ -350,8 +350,12 @@ mod tests {
         };
         let t = 1_800_000_000_000;
         let h = History {
-            minutes: (0..MINUTE_KEEP as u64).map(|i| big(t + i * MINUTE_MS)).collect(),
-            hours: (0..HOUR_KEEP as u64).map(|i| big(t + i * HOUR_MS)).collect(),
+            minutes: (0..MINUTE_KEEP as u64)
+                .map(|i| big(t + i * MINUTE_MS))
+                .collect(),
+            hours: (0..HOUR_KEEP as u64)
+                .map(|i| big(t + i * HOUR_MS))
+                .collect(),
             ..History::default()
         };
         let bytes = postcard::to_stdvec(&h.record()).unwrap().len();
