@@ -237,7 +237,7 @@ pub struct ContributorReport {
 impl Coordinator {
     /// Take a history point at wall-clock time `now_ms` (the server calls this every
     /// `crate::server::REAPER_INTERVAL`); the stored history is rewritten when a minute closes
-    /// on a multiple of [`SAVE_EVERY_MINUTES`].
+    /// on a multiple of five minutes.
     pub fn sample_history(&self, now_ms: u64) -> Result<()> {
         let s = self.status();
         let contributions: Vec<(bool, String, u64)> = self
@@ -264,7 +264,7 @@ impl Coordinator {
         Ok(())
     }
 
-    /// Write the history record (every [`SAVE_EVERY_MINUTES`] minutes, and at shutdown).
+    /// Write the history record (every five minutes, and at shutdown).
     pub fn save_history(&self) -> Result<()> {
         let r = self.history_lock().record();
         let mut b = Batch::default();
