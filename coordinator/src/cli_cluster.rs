@@ -3,8 +3,10 @@
 
 use anyhow::{Context, bail};
 use bookfarm_coordinator::CoordinatorError;
+use bookfarm_coordinator::api::StatusV1;
 use bookfarm_coordinator::config::CoordinatorFile;
 use bookfarm_coordinator::export::{ExportFormat, encode};
+use bookfarm_coordinator::progress::{Progress, Snapshot, state_name};
 use bookfarm_coordinator::server;
 use bookfarm_coordinator::service::{ServiceConfig, StatusReport, new_book};
 use bookfarm_coordinator::store::{Store, StoreError};
@@ -351,7 +353,7 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
                 .context("getting the status")?
                 .into_inner();
             if json {
-                println!("{}", status_json(&s));
+                println!("{}", status_json(&s)?);
             } else {
                 print_status(&s);
             }
@@ -384,39 +386,9 @@ pub(crate) async fn admin(r: &Remote) -> anyhow::Result<Admin> {
         .max_encoding_message_size(server::MAX_ADMIN_MESSAGE_BYTES))
 }
 
-fn state_name(s: i32) -> &'static str {
-    match pb::ExpansionState::try_from(s) {
-        Ok(pb::ExpansionState::Running) => "running",
-        Ok(pb::ExpansionState::Paused) => "paused",
-        Ok(pb::ExpansionState::Done) => "done",
-        _ => "idle",
-    }
-}
-
-fn status_json(s: &pb::GetStatusResponse) -> serde_json::Value {
-    serde_json::json!({
-        "positions": s.positions,
-        "queued": s.queued,
-        "in_flight": s.in_flight,
-        "workers": s.workers.iter().map(|w| serde_json::json!({
-            "id": w.worker_id, "name": w.name, "threads": w.threads, "in_flight": w.in_flight,
-            "completed": w.completed, "failed": w.failed,
-            "results_per_second": w.results_per_second, "last_seen_ms": w.last_seen_ms,
-        })).collect::<Vec<_>>(),
-        "results_per_second": s.results_per_second,
-        "state": state_name(s.state),
-        "expansion": s.expansion,
-        "completed": s.completed,
-        "workers_total": s.workers_total,
-        "quarantined": s.quarantined_total,
-        "root_value": s.root_value,
-        "prefetch": {
-            "speculative_leased": s.speculative_leased,
-            "used": s.prefetch_used,
-            "unused": s.prefetch_unused,
-            "backup_leased": s.backup_leased,
-        },
-    })
+/// `status --json`: the web UI's `/api/v1/status` object for the same coordinator.
+fn status_json(s: &pb::GetStatusResponse) -> anyhow::Result<String> {
+    serde_json::to_string(&StatusV1::from(s)).context("encoding the status")
 }
 
 fn print_status(s: &pb::GetStatusResponse) {
@@ -463,25 +435,23 @@ fn print_status(s: &pb::GetStatusResponse) {
     }
 }
 
+/// Refresh the one-line progress (state, throughput with its sparkline, queue, workers, round
+/// ETA) every second; with `until_done`, return when the expansion is done.
 async fn watch(c: &mut Admin, until_done: bool) -> anyhow::Result<()> {
-    let pb_ = spinner();
+    let bar = spinner();
+    let mut progress = Progress::new();
+    let t0 = Instant::now();
     loop {
         let s = c
             .get_status(pb::GetStatusRequest::default())
             .await
             .context("getting the status")?
             .into_inner();
-        pb_.set_message(format!(
-            "{} | {} positions | queued {} | in flight {} | {} workers | {:.1} results/s",
-            state_name(s.state),
-            s.positions,
-            s.queued,
-            s.in_flight,
-            s.workers.len(),
-            s.results_per_second
-        ));
+        let snap = Snapshot::from(&s);
+        progress.observe(t0.elapsed(), &snap);
+        bar.set_message(progress.line(&snap));
         if until_done && s.state == pb::ExpansionState::Done as i32 {
-            pb_.finish();
+            bar.finish();
             println!("done: {} positions", s.positions);
             return Ok(());
         }

@@ -8,7 +8,7 @@
 use crate::error::CoordinatorError;
 use crate::export::{ExportFormat, decode, encode};
 use crate::identity::{Identities, IdentityError, Principal, SessionError};
-use crate::service::{Coordinator, State};
+use crate::service::{Coordinator, State, StatusReport};
 use crate::store::{CredentialRecord, CredentialState};
 use crate::text::{MAX_NAME_CHARS, MAX_REASON_CHARS, clean};
 use bookfarm_proto::convert::{ConvertError, required};
@@ -106,7 +106,8 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         let wid = self
             .ids
             .open_session(&p, peer, || {
-                self.c.register_owned(&id, &name, r.threads, p.owner())
+                self.c
+                    .register_with(&id, &name, r.threads, p.owner(), p.trusted())
             })
             .map_err(|e| match e {
                 SessionError::Identity(e) => idst(e),
@@ -280,6 +281,69 @@ fn state(s: State) -> pb::ExpansionState {
     }
 }
 
+/// The wire form of a status report, with one page of the workers (ordered by id; `limit` 0:
+/// [`STATUS_PAGE`], at most [`STATUS_PAGE_MAX`]). The web UI's `/api/v1/status` is built from
+/// this same message, so that `status --json` and the API say the same thing.
+pub fn status_response(s: StatusReport, offset: usize, limit: usize) -> pb::GetStatusResponse {
+    let mut workers = s.workers;
+    workers.sort_by_key(|w| w.id);
+    let limit = match limit {
+        0 => STATUS_PAGE,
+        n => n.min(STATUS_PAGE_MAX),
+    };
+    pb::GetStatusResponse {
+        positions: s.positions,
+        queued: s.queued,
+        in_flight: s.in_flight,
+        workers_total: workers.len() as u64,
+        quarantined_total: s.quarantined.len() as u64,
+        workers: workers
+            .iter()
+            .skip(offset)
+            .take(limit)
+            .map(|w| pb::WorkerStatus {
+                worker_id: w.id.to_string(),
+                name: w.name.clone(),
+                threads: w.threads,
+                in_flight: u32::try_from(w.in_flight).unwrap_or(u32::MAX),
+                completed: w.completed,
+                failed: w.failed,
+                results_per_second: w.results_per_second,
+                last_seen_ms: u64::try_from(w.last_seen.as_millis()).unwrap_or(u64::MAX),
+                owner: w.owner.clone().unwrap_or_default(),
+                engine_version: w.version.clone(),
+                nodes_per_second: w.nodes_per_second,
+                trusted: w.trusted,
+            })
+            .collect(),
+        results_per_second: s.results_per_second,
+        state: state(s.state) as i32,
+        expansion: s.expansion,
+        completed: s.completed,
+        quarantined: s
+            .quarantined
+            .iter()
+            .take(STATUS_QUARANTINED_MAX)
+            .map(|q| pb::QuarantinedJob {
+                job_id: q.job_id.to_string(),
+                position: Some((&q.board).into()),
+                last_reason: q.reason.clone(),
+            })
+            .collect(),
+        root_value: s.root_value,
+        nodes_per_second: s.nodes_per_second,
+        threads: s.threads,
+        busy_threads: s.busy_threads,
+        mean_search_us: s.mean_search.map_or(0, |d| {
+            u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
+        }),
+        speculative_leased: s.speculative_leased,
+        prefetch_used: s.prefetch.used,
+        prefetch_unused: s.prefetch.unused,
+        backup_leased: s.backup_leased,
+    }
+}
+
 /// Size of the chunks an export is streamed in.
 const EXPORT_CHUNK: usize = 1 << 20;
 
@@ -292,54 +356,11 @@ impl pb::admin_service_server::AdminService for AdminApi {
         req: Request<pb::GetStatusRequest>,
     ) -> Result<Response<pb::GetStatusResponse>, Status> {
         let r = req.into_inner();
-        let s = self.c.status();
-        let mut workers = s.workers;
-        workers.sort_by_key(|w| w.id);
-        let limit = match r.worker_limit as usize {
-            0 => STATUS_PAGE,
-            n => n.min(STATUS_PAGE_MAX),
-        };
-        Ok(Response::new(pb::GetStatusResponse {
-            positions: s.positions,
-            queued: s.queued,
-            in_flight: s.in_flight,
-            workers_total: workers.len() as u64,
-            quarantined_total: s.quarantined.len() as u64,
-            workers: workers
-                .iter()
-                .skip(r.worker_offset as usize)
-                .take(limit)
-                .map(|w| pb::WorkerStatus {
-                    worker_id: w.id.to_string(),
-                    name: w.name.clone(),
-                    threads: w.threads,
-                    in_flight: u32::try_from(w.in_flight).unwrap_or(u32::MAX),
-                    completed: w.completed,
-                    failed: w.failed,
-                    results_per_second: w.results_per_second,
-                    last_seen_ms: u64::try_from(w.last_seen.as_millis()).unwrap_or(u64::MAX),
-                })
-                .collect(),
-            results_per_second: s.results_per_second,
-            state: state(s.state) as i32,
-            expansion: s.expansion,
-            completed: s.completed,
-            quarantined: s
-                .quarantined
-                .iter()
-                .take(STATUS_QUARANTINED_MAX)
-                .map(|q| pb::QuarantinedJob {
-                    job_id: q.job_id.to_string(),
-                    position: Some((&q.board).into()),
-                    last_reason: q.reason.clone(),
-                })
-                .collect(),
-            root_value: s.root_value,
-            speculative_leased: s.speculative_leased,
-            prefetch_used: s.prefetch.used,
-            prefetch_unused: s.prefetch.unused,
-            backup_leased: s.backup_leased,
-        }))
+        Ok(Response::new(status_response(
+            self.c.status(),
+            r.worker_offset as usize,
+            r.worker_limit as usize,
+        )))
     }
 
     async fn start_expansion(

@@ -1,15 +1,25 @@
-//! The HTTP side (separate port): `/metrics` (Prometheus text), `/healthz` (process alive) and
-//! `/readyz` (store open and serving).
+//! The HTTP side (separate port): `/metrics` (Prometheus text), `/healthz` (process alive),
+//! `/readyz` (store open and serving), and the web UI: its pages and assets (`crate::web`) and
+//! its read-only JSON API under `/api/v1` (`crate::api`).
+//!
+//! The handlers are thin: they call the domain service and convert. Nothing here changes state
+//! (every route is GET), so nothing needs the admin credential; state changes stay on the admin
+//! gRPC service.
 
+use crate::api::{self, BookStatsV1};
+use crate::identity::Identities;
 use crate::service::Coordinator;
 use axum::Router;
-use axum::extract::State;
-use axum::http::StatusCode;
+use axum::extract::{FromRef, Query, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use metrics_util::MetricKindMask;
 use std::sync::OnceLock;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use std::time::Instant;
 
 /// A gauge not set for this long disappears from `/metrics`: the per-worker series of a worker
 /// that left (every gauge still alive is set at each scrape or more often).
@@ -81,11 +91,155 @@ async fn readyz(State(c): State<Coordinator>) -> (StatusCode, String) {
     )
 }
 
-/// The HTTP router.
-pub fn router(c: Coordinator) -> Router {
+/// Book statistics are recomputed (one pass over the book) at most this often.
+pub const STATS_MAX_AGE: Duration = Duration::from_secs(30);
+
+/// The last book statistics and when they were computed.
+type StatsCache = Arc<Mutex<Option<(Instant, Arc<BookStatsV1>)>>>;
+
+/// What the HTTP handlers share.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    c: Coordinator,
+    ids: Identities,
+    stats: StatsCache,
+}
+
+impl FromRef<AppState> for Coordinator {
+    fn from_ref(s: &AppState) -> Coordinator {
+        s.c.clone()
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A JSON reply the browser must not cache or sniff.
+fn json<T: serde::Serialize>(v: &T) -> Response {
+    let mut r = Json(v).into_response();
+    let h = r.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    r
+}
+
+fn bad_request(msg: String) -> Response {
+    let mut r = json(&serde_json::json!({ "api": api::VERSION, "error": msg }));
+    *r.status_mut() = StatusCode::BAD_REQUEST;
+    r
+}
+
+async fn api_status(State(c): State<Coordinator>) -> Response {
+    json(&api::status_of(c.status()))
+}
+
+async fn api_workers(State(s): State<AppState>) -> Response {
+    json(&api::WorkersV1::new(&s.c.status().workers, &s.ids.list()))
+}
+
+async fn api_contributors(State(s): State<AppState>) -> Response {
+    json(&api::ContributorsV1::new(
+        &s.c.contributors(unix_ms()),
+        &s.ids.list(),
+    ))
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Since {
+    /// Only points after this time (milliseconds since the epoch).
+    #[serde(default)]
+    since: u64,
+    /// Only this tier (`fine`, `minutes` or `hours`; the others come back empty).
+    tier: Option<String>,
+}
+
+async fn api_history(State(c): State<Coordinator>, Query(q): Query<Since>) -> Response {
+    let mut h = c.history(q.since);
+    match q.tier.as_deref() {
+        None => {}
+        Some("fine") => (h.minutes, h.hours) = (Vec::new(), Vec::new()),
+        Some("minutes") => (h.fine, h.hours) = (Vec::new(), Vec::new()),
+        Some("hours") => (h.fine, h.minutes) = (Vec::new(), Vec::new()),
+        Some(t) => return bad_request(format!("unknown tier {t:?} (fine, minutes or hours)")),
+    }
+    json(&api::HistoryV1::from(&h))
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Moves {
+    #[serde(default)]
+    moves: String,
+}
+
+async fn api_position(State(c): State<Coordinator>, Query(q): Query<Moves>) -> Response {
+    if q.moves.len() > 400 {
+        return bad_request("move list longer than a game".into());
+    }
+    match api::replay(&q.moves) {
+        Ok((board, moves, ply, black)) => json(&api::PositionV1::new(
+            &board,
+            moves,
+            ply,
+            black,
+            &c.position_view(&board),
+        )),
+        Err(e) => bad_request(e.to_string()),
+    }
+}
+
+async fn api_book_stats(State(s): State<AppState>) -> Response {
+    let cached = {
+        let g = s.stats.lock().unwrap_or_else(|p| p.into_inner());
+        g.as_ref()
+            .filter(|(at, _)| at.elapsed() < STATS_MAX_AGE)
+            .map(|(_, v)| v.clone())
+    };
+    let stats = match cached {
+        Some(v) => v,
+        None => {
+            let c = s.c.clone();
+            let fresh = match tokio::task::spawn_blocking(move || c.book_stats()).await {
+                Ok(st) => Arc::new(BookStatsV1::from(&st)),
+                Err(e) => {
+                    let mut r = json(&serde_json::json!({ "error": e.to_string() }));
+                    *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+                    return r;
+                }
+            };
+            *s.stats.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some((Instant::now(), fresh.clone()));
+            fresh
+        }
+    };
+    json(&*stats)
+}
+
+/// The HTTP router: metrics and health, the web UI's pages and assets, and its JSON API.
+pub fn router(c: Coordinator, ids: Identities) -> Router {
+    let state = AppState {
+        c,
+        ids,
+        stats: Arc::new(Mutex::new(None)),
+    };
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .with_state(c)
+        .route("/api/v1/status", get(api_status))
+        .route("/api/v1/workers", get(api_workers))
+        .route("/api/v1/contributors", get(api_contributors))
+        .route("/api/v1/history", get(api_history))
+        .route("/api/v1/book/position", get(api_position))
+        .route("/api/v1/book/stats", get(api_book_stats))
+        .merge(crate::web::routes())
+        .with_state(state)
+        // gzip for clients that ask (the worker table of a big farm shrinks about 20 times).
+        .layer(tower_http::compression::CompressionLayer::new())
 }

@@ -155,6 +155,14 @@ impl Principal {
         }
     }
 
+    /// Whether the operator trusts its credential (anonymous: no).
+    pub fn trusted(&self) -> bool {
+        match self {
+            Principal::Anonymous => false,
+            Principal::Worker(w) => w.trusted,
+        }
+    }
+
     /// The principal attached to a request by the worker interceptor.
     pub fn of<T>(req: &Request<T>) -> Result<Principal, Status> {
         req.extensions()

@@ -217,7 +217,7 @@ pub async fn run(
                 .await
                 .map_err(|e| CoordinatorError::Internal(format!("binding HTTP {h}: {e}")))?;
             let _ = crate::http::metrics_handle();
-            let app = crate::http::router(c.clone());
+            let app = crate::http::router(c.clone(), crate::identity::Identities::local());
             Some(tokio::spawn(async move {
                 axum::serve(l, app)
                     .with_graceful_shutdown(async {

@@ -220,6 +220,9 @@ pub async fn serve(
                     _ = tick.tick() => {
                         c.expire_leases();
                         ids.expire_sessions();
+                        if let Err(e) = c.sample_history(crate::http::unix_ms()) {
+                            tracing::warn!(error = %e, "history not stored");
+                        }
                     }
                 }
             }
@@ -229,7 +232,7 @@ pub async fn serve(
     let http_task = match http {
         Some(l) => {
             let _ = crate::http::metrics_handle();
-            let app = crate::http::router(c.clone());
+            let app = crate::http::router(c.clone(), ids.clone());
             let stop = wait_stop(stop_rx.clone());
             tracing::info!(addr = %l.local_addr().map(|a| a.to_string()).unwrap_or_default(), "http listening");
             Some(tokio::spawn(async move {
@@ -308,6 +311,9 @@ pub async fn serve(
     reaper.abort();
     if let Some(t) = http_task {
         let _ = t.await;
+    }
+    if let Err(e) = c.save_history() {
+        tracing::warn!(error = %e, "history not stored at shutdown");
     }
     let c2 = c.clone();
     tokio::task::spawn_blocking(move || c2.flush())

@@ -120,18 +120,30 @@ fn dequeue(queue: &mut BTreeSet<QueueKey>, round: &mut usize, k: &QueueKey) {
     }
 }
 
+/// One accepted result, for the recent-window figures (results/s, nodes/s, mean search time).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sample {
+    pub(crate) at: Duration,
+    pub(crate) nodes: u64,
+    pub(crate) search_us: u64,
+}
+
 #[derive(Debug)]
 pub(crate) struct WorkerEntry {
     pub(crate) name: String,
     /// Who runs the worker (its credential's owner); `None` for an anonymous local worker,
     /// whose failure reports count one by one.
     pub(crate) owner: Option<String>,
+    /// Its credential is trusted by the operator.
+    pub(crate) trusted: bool,
+    /// Engine version it registered with.
+    pub(crate) version: String,
     pub(crate) threads: u32,
     pub(crate) last_seen: Duration,
     pub(crate) jobs: HashSet<Uuid>,
     pub(crate) completed: u64,
     pub(crate) failed: u64,
-    pub(crate) recent: VecDeque<Duration>,
+    pub(crate) recent: VecDeque<Sample>,
 }
 
 #[derive(Debug, Default)]
@@ -150,7 +162,7 @@ pub(crate) struct Jobs {
     /// list them as needed, and they must not get a second job.
     pub(crate) landed: HashSet<LeafRequest>,
     pub(crate) counters: Counters,
-    pub(crate) recent: VecDeque<Duration>,
+    pub(crate) recent: VecDeque<Sample>,
     /// Search threads of `workers` (kept with it).
     threads: usize,
     /// Round jobs in `queue`.
@@ -158,6 +170,9 @@ pub(crate) struct Jobs {
     /// Mean lease-to-result time per level, measured by the coordinator (not reported by
     /// workers, who could lie about it): what "runs far longer than usual" means.
     search_time: HashMap<u8, f64>,
+    /// Results accepted per contributor — (anonymous, owner or an anonymous worker's name) —
+    /// since the history last took them (see `super::history`).
+    pub(crate) contributions: HashMap<(bool, String), u64>,
 }
 
 impl Jobs {
@@ -203,8 +218,8 @@ impl Jobs {
     /// worker's when `None` (status reports; per call it would cost O(workers)).
     pub(crate) fn trim_rates(&mut self, now: Duration, worker: Option<&Uuid>) {
         let cut = now.saturating_sub(RATE_WINDOW);
-        let trim = |v: &mut VecDeque<Duration>| {
-            while v.front().is_some_and(|t| *t < cut) {
+        let trim = |v: &mut VecDeque<Sample>| {
+            while v.front().is_some_and(|l| l.at < cut) {
                 v.pop_front();
             }
         };

@@ -18,9 +18,13 @@
 //!   `bookfarm_book::driver`), not on the workers or on arrival order;
 //! * lock order: growth, then jobs.
 
+mod book_view;
 mod growth;
+mod history;
 mod jobs;
 
+pub use book_view::{BookEntryView, BookStats, PositionView, Searching};
+pub use history::{ContributorReport, HistoryView};
 pub use jobs::{Counters, JobClass};
 
 use crate::error::{CoordinatorError, Result};
@@ -36,7 +40,8 @@ use bookfarm_proto::domain::{Ack, Failure, Identity, Job, JobResult, Selector};
 use bookfarm_proto::{MAX_LEASE_SLOTS, MAX_RESULTS_PER_CALL, PROTOCOL_VERSION};
 use growth::{Growth, Landed};
 pub use growth::{Predictor, PrefetchReport, ShallowSearch};
-use jobs::{Jobs, WorkerEntry};
+use history::History;
+use jobs::{Jobs, Sample, WorkerEntry};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -190,6 +195,12 @@ pub struct WorkerReport {
     pub id: Uuid,
     /// Name given at registration.
     pub name: String,
+    /// Its credential's owner (None: anonymous local worker).
+    pub owner: Option<String>,
+    /// Its credential is trusted by the operator.
+    pub trusted: bool,
+    /// Engine version it registered with.
+    pub version: String,
     /// Search threads.
     pub threads: u32,
     /// Jobs leased now.
@@ -200,6 +211,8 @@ pub struct WorkerReport {
     pub failed: u64,
     /// Accepted results per second over the last window.
     pub results_per_second: f64,
+    /// Nodes of its accepted searches per second over the last window.
+    pub nodes_per_second: f64,
     /// Time since the worker's last call.
     pub last_seen: Duration,
 }
@@ -228,6 +241,14 @@ pub struct StatusReport {
     pub workers: Vec<WorkerReport>,
     /// Accepted results per second (recent window).
     pub results_per_second: f64,
+    /// Nodes of the accepted searches per second (recent window).
+    pub nodes_per_second: f64,
+    /// Mean duration of the searches accepted in the recent window (None: none).
+    pub mean_search: Option<Duration>,
+    /// Search threads of all registered workers.
+    pub threads: u64,
+    /// Threads holding a search now (per worker, the fewer of its threads and its leases).
+    pub busy_threads: u64,
     /// Expansion state.
     pub state: State,
     /// Description of the expansion.
@@ -271,6 +292,8 @@ struct Shared {
     runs_done: (Mutex<u64>, std::sync::Condvar),
     /// The search signature the book is pinned to (None until the first run or worker).
     signature: Mutex<Option<SearchSignature>>,
+    /// Time series and contributors for the web UI (lock taken last, alone).
+    history: Mutex<History>,
     store: Store,
     cfg: ServiceConfig,
     clock: Arc<dyn Clock>,
@@ -431,6 +454,7 @@ impl Coordinator {
         )?;
         let mut jobs = Jobs::default();
         jobs.done = loaded.done.into_iter().collect();
+        let history = History::from_record(loaded.history);
         let (runs, _) = tokio::sync::watch::channel(0);
         let paused = growth.paused;
         let c = Coordinator(Arc::new(Shared {
@@ -443,6 +467,7 @@ impl Coordinator {
             runs,
             runs_done: (Mutex::new(0), std::sync::Condvar::new()),
             signature: Mutex::new(pinned),
+            history: Mutex::new(history),
             store,
             cfg,
             clock,
@@ -563,6 +588,18 @@ impl Coordinator {
         threads: u32,
         owner: Option<&str>,
     ) -> Result<Uuid> {
+        self.register_with(id, name, threads, owner, false)
+    }
+
+    /// [`Coordinator::register_owned`] with the trust the operator gave the credential.
+    pub fn register_with(
+        &self,
+        id: &Identity,
+        name: &str,
+        threads: u32,
+        owner: Option<&str>,
+        trusted: bool,
+    ) -> Result<Uuid> {
         self.check_identity(id)?;
         let wid = Uuid::new_v4();
         let now = self.now();
@@ -572,6 +609,8 @@ impl Coordinator {
             WorkerEntry {
                 name: name.chars().take(128).collect(),
                 owner: owner.map(str::to_string),
+                trusted,
+                version: id.engine_version.chars().take(64).collect(),
                 threads,
                 last_seen: now,
                 jobs: HashSet::new(),
@@ -789,10 +828,20 @@ impl Coordinator {
             });
             g.done.insert(r.job_id);
             g.counters.completed += 1;
-            g.recent.push_back(now);
+            let l = Sample {
+                at: now,
+                nodes: r.nodes,
+                search_us: rec.elapsed_us,
+            };
+            g.recent.push_back(l);
             if let Some(w) = g.workers.get_mut(worker) {
                 w.completed += 1;
-                w.recent.push_back(now);
+                w.recent.push_back(l);
+                let who = match &w.owner {
+                    Some(o) => (false, o.clone()),
+                    None => (true, w.name.clone()),
+                };
+                *g.contributions.entry(who).or_default() += 1;
             }
         }
         self.0.store.apply(batch)?;
@@ -1142,29 +1191,44 @@ impl Coordinator {
         let now = self.now();
         let mut g = self.jobs();
         g.trim_rates(now, None);
-        let rate = |v: &VecDeque<Duration>| {
-            v.len() as f64 / RATE_WINDOW.as_secs_f64().min(now.as_secs_f64().max(1.0))
-        };
-        let workers = g
+        let window = RATE_WINDOW.as_secs_f64().min(now.as_secs_f64().max(1.0));
+        let rate = |v: &VecDeque<Sample>| v.len() as f64 / window;
+        // A fold from +0.0: an empty f64 sum is -0.0.
+        let nodes = |v: &VecDeque<Sample>| v.iter().fold(0.0, |a, l| a + l.nodes as f64) / window;
+        let workers: Vec<WorkerReport> = g
             .workers
             .iter()
             .map(|(id, w)| WorkerReport {
                 id: *id,
                 name: w.name.clone(),
+                owner: w.owner.clone(),
+                trusted: w.trusted,
+                version: w.version.clone(),
                 threads: w.threads,
                 in_flight: w.jobs.len(),
                 completed: w.completed,
                 failed: w.failed,
                 results_per_second: rate(&w.recent),
+                nodes_per_second: nodes(&w.recent),
                 last_seen: now.saturating_sub(w.last_seen),
             })
             .collect();
+        let searched: u64 = g.recent.iter().map(|l| l.search_us).sum();
+        let mean_search =
+            (!g.recent.is_empty()).then(|| Duration::from_micros(searched / g.recent.len() as u64));
         StatusReport {
             positions,
             queued: g.queued() as u64,
             in_flight: g.in_flight as u64,
+            threads: workers.iter().map(|w| u64::from(w.threads)).sum(),
+            busy_threads: workers
+                .iter()
+                .map(|w| u64::from(w.threads).min(w.in_flight as u64))
+                .sum(),
             workers,
             results_per_second: rate(&g.recent),
+            nodes_per_second: nodes(&g.recent),
+            mean_search,
             state,
             expansion,
             completed: g.counters.completed,
@@ -1310,4 +1374,4 @@ fn validate(key: &LeafRequest, r: &JobResult) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

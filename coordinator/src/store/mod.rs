@@ -9,6 +9,7 @@
 //! | `d` + 16-byte job id | board of an accepted job (idempotent resubmission) |
 //! | `m` + `header` | [`HeaderRecord`] |
 //! | `m` + `expansion` | [`ExpansionRecord`] |
+//! | `m` + `history` | [`HistoryRecord`] (web UI charts and contributors) |
 //!
 //! Worker credentials live in a second tree (`credentials`, see [`CredentialStore`]).
 //!
@@ -22,8 +23,9 @@ mod record;
 
 pub use credentials::{CredentialRecord, CredentialState, CredentialStore};
 pub use record::{
-    DriverRecord, ExpansionRecord, ExpansionStateRecord, GrowthRecord, HeaderRecord,
-    OperationRecord, PositionRecord, QueueRecord, ResultRecord, TodoRecord,
+    ContributorRecord, DriverRecord, ExpansionRecord, ExpansionStateRecord, GrowthRecord,
+    HeaderRecord, HistoryRecord, OperationRecord, PositionRecord, QueueRecord, ResultRecord,
+    Sample, TodoRecord,
 };
 
 use bookfarm_book::model::{BookHeader, Position};
@@ -160,6 +162,8 @@ pub struct Loaded {
     pub results: Vec<(LeafRequest, ResultRecord)>,
     /// The search signature the book is pinned to.
     pub signature: Option<String>,
+    /// The farm's history (None when absent or unreadable: it only feeds charts).
+    pub history: Option<HistoryRecord>,
 }
 
 /// A set of writes applied atomically.
@@ -227,6 +231,11 @@ impl Batch {
     /// Write the current pass's marked boards.
     pub fn put_todo(&mut self, t: &TodoRecord) -> Result<(), StoreError> {
         self.put_meta("growth-todo", t)
+    }
+
+    /// Write the farm's history.
+    pub fn put_history(&mut self, h: &HistoryRecord) -> Result<(), StoreError> {
+        self.put_meta("history", h)
     }
 
     /// Pin the book to a search signature.
@@ -349,6 +358,12 @@ impl Store {
         let queue = self.meta::<QueueRecord>("growth-queue")?;
         let todo = self.meta::<TodoRecord>("growth-todo")?;
         let signature = self.meta::<String>("signature")?;
+        // The history only feeds charts: an unreadable one (another version's layout) is
+        // dropped rather than refusing to open the book.
+        let history = self.meta::<HistoryRecord>("history").unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "stored history unreadable: starting a new one");
+            None
+        });
         let mut results = Vec::new();
         for kv in self.tree.scan_prefix([R]) {
             let (k, v) = kv?;
@@ -366,6 +381,7 @@ impl Store {
             queue,
             results,
             signature,
+            history,
         })
     }
 

@@ -193,6 +193,54 @@ fn move_of(code: u8) -> Move {
     Move::from_code(code).unwrap_or(Move::None)
 }
 
+/// One point of the farm's history (the overview's charts).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Wall-clock time, milliseconds since the Unix epoch (a bucket's start for merged points).
+    pub t_ms: u64,
+    /// Positions in the book.
+    pub positions: u64,
+    /// Accepted results per second.
+    pub results_per_second: f64,
+    /// Nodes of the accepted searches per second.
+    pub nodes_per_second: f64,
+    /// Value of the start position (-127 when unknown).
+    pub root_value: i32,
+    /// Registered workers.
+    pub workers: u32,
+    /// Their search threads.
+    pub threads: u32,
+    /// Searches waiting.
+    pub queued: u64,
+    /// Searches leased.
+    pub in_flight: u64,
+}
+
+/// Results accepted from one contributor (a credential's owner, or an anonymous worker's name).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContributorRecord {
+    /// Owner, or worker name when `anonymous`.
+    pub name: String,
+    /// An anonymous local worker (no credential).
+    pub anonymous: bool,
+    /// Results accepted since the store's history began.
+    pub total: u64,
+    /// Results per UTC day (days since the epoch), recent days only, oldest first.
+    pub days: Vec<(u32, u64)>,
+}
+
+/// The farm's history at reduced resolution (per-minute and per-hour points) and the
+/// contributors' tallies: what survives a restart (the per-second points do not).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HistoryRecord {
+    /// Per-minute points, oldest first.
+    pub minutes: Vec<Sample>,
+    /// Per-hour points, oldest first.
+    pub hours: Vec<Sample>,
+    /// Contributors.
+    pub contributors: Vec<ContributorRecord>,
+}
+
 /// A persisted growth program ([`Operation`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperationRecord {

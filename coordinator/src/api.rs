@@ -1,0 +1,543 @@
+//! The web UI's JSON API, version 1 (`/api/v1/…` on the HTTP address; see `crate::http`).
+//!
+//! These types are the contract: fields are only ever added within a version. They are built
+//! from the domain reports (`crate::service`); the status object is built from the admin RPC's
+//! status message ([`StatusV1::from`]), the same conversion `status --json` uses, so the two
+//! cannot drift apart.
+//!
+//! Everything here is safe to publish: no tokens, worker ids or network addresses. Names that
+//! volunteers choose arrive escaped for control characters (`crate::text`) and are HTML-escaped
+//! by the pages (they are only ever set as text, never as markup).
+
+use crate::identity::CredentialInfo;
+use crate::progress::Snapshot;
+use crate::service::{
+    BookStats, ContributorReport, HistoryView, PositionView, StatusReport, WorkerReport,
+};
+use crate::store::{CredentialState, Sample};
+use bookfarm_book::query::move_text;
+use bookfarm_engine::formats::transcript::parse_transcript;
+use bookfarm_engine::{Board, Move};
+use bookfarm_proto::pb;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The API version in the paths (`/api/v1`) and in every object's `api` field.
+pub const VERSION: u32 = 1;
+
+/// Root value meaning "not known yet".
+pub const UNKNOWN_VALUE: i32 = -127;
+
+/// `/api/v1/status`, and `status --json`: the overview's numbers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatusV1 {
+    /// [`VERSION`].
+    pub api: u32,
+    /// `idle|running|paused|done`.
+    pub state: String,
+    /// The running growth program, or the last finished one.
+    pub expansion: String,
+    /// Positions in the book.
+    pub positions: u64,
+    /// Results accepted since the coordinator started.
+    pub completed: u64,
+    /// Searches of the current round waiting for a worker.
+    pub queued: u64,
+    /// Searches leased.
+    pub in_flight: u64,
+    /// Registered workers.
+    pub workers_total: u64,
+    /// Their search threads.
+    pub threads: u64,
+    /// Threads holding a search now.
+    pub busy_threads: u64,
+    /// Accepted results per second (recent window).
+    pub results_per_second: f64,
+    /// Nodes of the accepted searches per second (recent window).
+    pub nodes_per_second: f64,
+    /// Mean duration of the recently accepted searches (null: none recently).
+    pub mean_search_seconds: Option<f64>,
+    /// ETA of the current round: remaining searches × mean search time ÷ busy threads (null:
+    /// unknown).
+    pub round_eta_seconds: Option<f64>,
+    /// The whole expansion's ETA: always "unknown" (the rounds still needed are not knowable).
+    pub expansion_eta: String,
+    /// Value of the start position (-127: unknown).
+    pub root_value: i32,
+    /// Quarantined searches.
+    pub quarantined: u64,
+    /// Speculative prefetch since the coordinator started.
+    pub prefetch: PrefetchV1,
+}
+
+/// The prefetch figures of [`StatusV1`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PrefetchV1 {
+    /// Leases of speculative searches.
+    pub speculative_leased: u64,
+    /// Prefetched results the growth programs used.
+    pub used: u64,
+    /// Prefetched results not used (yet).
+    pub unused: u64,
+    /// Backup leases of round searches that ran far longer than their level's mean.
+    pub backup_leased: u64,
+}
+
+impl From<&pb::GetStatusResponse> for StatusV1 {
+    fn from(s: &pb::GetStatusResponse) -> StatusV1 {
+        let snap = Snapshot::from(s);
+        StatusV1 {
+            api: VERSION,
+            state: snap.state.clone(),
+            expansion: s.expansion.clone(),
+            positions: s.positions,
+            completed: s.completed,
+            queued: s.queued,
+            in_flight: s.in_flight,
+            workers_total: s.workers_total,
+            threads: s.threads,
+            busy_threads: s.busy_threads,
+            results_per_second: s.results_per_second,
+            nodes_per_second: s.nodes_per_second,
+            mean_search_seconds: snap.mean_search.map(|d| d.as_secs_f64()),
+            round_eta_seconds: snap.round_eta().map(|d| d.as_secs_f64()),
+            expansion_eta: "unknown".into(),
+            root_value: s.root_value,
+            quarantined: s.quarantined_total,
+            prefetch: PrefetchV1 {
+                speculative_leased: s.speculative_leased,
+                used: s.prefetch_used,
+                unused: s.prefetch_unused,
+                backup_leased: s.backup_leased,
+            },
+        }
+    }
+}
+
+/// One row of `/api/v1/workers`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerV1 {
+    /// The name the worker chose (or the credential's name for a row without a live worker).
+    pub name: String,
+    /// Its credential's owner (null: anonymous local worker).
+    pub owner: Option<String>,
+    /// Engine version it registered with (empty for a row without a live worker).
+    pub version: String,
+    /// Search threads.
+    pub threads: u32,
+    /// Searches it holds.
+    pub in_flight: u32,
+    /// Thousands of nodes per second of its accepted searches (recent window).
+    pub knodes_per_second: f64,
+    /// Accepted results per second (recent window).
+    pub results_per_second: f64,
+    /// Results accepted from it.
+    pub results: u64,
+    /// Failures it reported.
+    pub failures: u64,
+    /// Its credential is trusted (null: anonymous).
+    pub trusted: Option<bool>,
+    /// Credit: always null until validated results define it.
+    pub credit: Option<f64>,
+    /// Its credential is blocked or revoked (such rows have no live worker).
+    pub blocked: bool,
+    /// Seconds since its last call (null: no live worker).
+    pub last_seen_seconds: Option<f64>,
+}
+
+/// `/api/v1/workers`: live workers, then credentials that are blocked or revoked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkersV1 {
+    /// [`VERSION`].
+    pub api: u32,
+    /// The rows.
+    pub workers: Vec<WorkerV1>,
+}
+
+impl WorkersV1 {
+    /// The table from the live workers and the credential registry.
+    pub fn new(workers: &[WorkerReport], credentials: &[CredentialInfo]) -> WorkersV1 {
+        let mut rows: Vec<WorkerV1> = workers
+            .iter()
+            .map(|w| WorkerV1 {
+                name: w.name.clone(),
+                owner: w.owner.clone(),
+                version: w.version.clone(),
+                threads: w.threads,
+                in_flight: u32::try_from(w.in_flight).unwrap_or(u32::MAX),
+                knodes_per_second: w.nodes_per_second / 1000.0,
+                results_per_second: w.results_per_second,
+                results: w.completed,
+                failures: w.failed,
+                trusted: w.owner.as_ref().map(|_| w.trusted),
+                credit: None,
+                blocked: false,
+                last_seen_seconds: Some(w.last_seen.as_secs_f64()),
+            })
+            .collect();
+        rows.sort_by(|a, b| a.name.cmp(&b.name));
+        rows.extend(
+            credentials
+                .iter()
+                .filter(|c| c.record.state != CredentialState::Active)
+                .map(|c| WorkerV1 {
+                    name: c.record.name.clone(),
+                    owner: Some(c.record.owner.clone()),
+                    version: String::new(),
+                    threads: 0,
+                    in_flight: 0,
+                    knodes_per_second: 0.0,
+                    results_per_second: 0.0,
+                    results: 0,
+                    failures: 0,
+                    trusted: Some(c.record.trusted),
+                    credit: None,
+                    blocked: true,
+                    last_seen_seconds: None,
+                }),
+        );
+        WorkersV1 {
+            api: VERSION,
+            workers: rows,
+        }
+    }
+}
+
+/// One row of `/api/v1/contributors`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContributorV1 {
+    /// Owner, or an anonymous worker's name.
+    pub name: String,
+    /// An anonymous local worker (no credential).
+    pub anonymous: bool,
+    /// Results accepted today (UTC).
+    pub results_today: u64,
+    /// ...in the last 30 days.
+    pub results_month: u64,
+    /// ...since the coordinator's history began.
+    pub results_all_time: u64,
+    /// Credentials (machines) of this owner.
+    pub machines: u32,
+    /// ...of which trusted.
+    pub trusted: u32,
+    /// ...of which blocked or revoked.
+    pub blocked: u32,
+    /// Credit per period: always null until validated results define it.
+    pub credit: Option<f64>,
+}
+
+/// `/api/v1/contributors`: the leaderboard, most results first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContributorsV1 {
+    /// [`VERSION`].
+    pub api: u32,
+    /// The rows.
+    pub contributors: Vec<ContributorV1>,
+}
+
+impl ContributorsV1 {
+    /// The leaderboard from the tallies and the credential registry (owners with credentials
+    /// but no result yet are listed too).
+    pub fn new(tallies: &[ContributorReport], credentials: &[CredentialInfo]) -> ContributorsV1 {
+        let mut machines: BTreeMap<&str, (u32, u32, u32)> = BTreeMap::new();
+        for c in credentials {
+            let m = machines.entry(c.record.owner.as_str()).or_default();
+            m.0 += 1;
+            m.1 += u32::from(c.record.trusted);
+            m.2 += u32::from(c.record.state != CredentialState::Active);
+        }
+        let row = |t: &ContributorReport, m: (u32, u32, u32)| ContributorV1 {
+            name: t.name.clone(),
+            anonymous: t.anonymous,
+            results_today: t.today,
+            results_month: t.month,
+            results_all_time: t.total,
+            machines: m.0,
+            trusted: m.1,
+            blocked: m.2,
+            credit: None,
+        };
+        let mut rows: Vec<ContributorV1> = tallies
+            .iter()
+            .map(|t| {
+                let m = if t.anonymous {
+                    None
+                } else {
+                    machines.remove(t.name.as_str())
+                };
+                row(t, m.unwrap_or_default())
+            })
+            .collect();
+        for (owner, m) in machines {
+            rows.push(row(
+                &ContributorReport {
+                    name: owner.to_string(),
+                    anonymous: false,
+                    today: 0,
+                    month: 0,
+                    total: 0,
+                },
+                m,
+            ));
+        }
+        ContributorsV1 {
+            api: VERSION,
+            contributors: rows,
+        }
+    }
+}
+
+/// A time series in columns (the charting library's layout): seconds since the epoch and one
+/// value per point in each column.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SeriesV1 {
+    /// Time, seconds since the Unix epoch.
+    pub t: Vec<f64>,
+    /// Positions in the book.
+    pub positions: Vec<u64>,
+    /// Accepted results per second.
+    pub results_per_second: Vec<f64>,
+    /// Thousands of nodes per second.
+    pub knodes_per_second: Vec<f64>,
+    /// Value of the start position (null: unknown).
+    pub root_value: Vec<Option<i32>>,
+    /// Registered workers.
+    pub workers: Vec<u32>,
+}
+
+impl From<&[Sample]> for SeriesV1 {
+    fn from(v: &[Sample]) -> SeriesV1 {
+        SeriesV1 {
+            t: v.iter().map(|s| s.t_ms as f64 / 1000.0).collect(),
+            positions: v.iter().map(|s| s.positions).collect(),
+            results_per_second: v.iter().map(|s| s.results_per_second).collect(),
+            knodes_per_second: v.iter().map(|s| s.nodes_per_second / 1000.0).collect(),
+            root_value: v
+                .iter()
+                .map(|s| (s.root_value != UNKNOWN_VALUE).then_some(s.root_value))
+                .collect(),
+            workers: v.iter().map(|s| s.workers).collect(),
+        }
+    }
+}
+
+/// `/api/v1/history?since=MS&tier=T`: points after `since` (milliseconds since the epoch) per
+/// tier (only tier `T`, `fine|minutes|hours`, when given).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryV1 {
+    /// [`VERSION`].
+    pub api: u32,
+    /// One point per second, last 15 minutes (not stored).
+    pub fine: SeriesV1,
+    /// One point per minute, last two days (stored: survives restarts).
+    pub minutes: SeriesV1,
+    /// One point per hour, last 90 days (stored).
+    pub hours: SeriesV1,
+}
+
+impl From<&HistoryView> for HistoryV1 {
+    fn from(h: &HistoryView) -> HistoryV1 {
+        HistoryV1 {
+            api: VERSION,
+            fine: h.fine.as_slice().into(),
+            minutes: h.minutes.as_slice().into(),
+            hours: h.hours.as_slice().into(),
+        }
+    }
+}
+
+/// One book move of the explorer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BookMoveV1 {
+    /// `d3`, or `pass`.
+    #[serde(rename = "move")]
+    pub mv: String,
+    /// Its score for the side to move.
+    pub score: i32,
+    /// The leaf (the best move outside the book), not a link.
+    pub leaf: bool,
+}
+
+/// `/api/v1/book/position?moves=f5d6c3`: the position after a transcript.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PositionV1 {
+    /// [`VERSION`].
+    pub api: u32,
+    /// The transcript, normalised (lowercase, passes written as `pa`).
+    pub moves: String,
+    /// Plies played (passes included).
+    pub ply: u32,
+    /// 64 cells from A1 to H8: `X` black, `O` white, `-` empty.
+    pub board: String,
+    /// Black is to move.
+    pub black_to_move: bool,
+    /// The game is over.
+    pub game_over: bool,
+    /// Legal moves (`pass` when the side to move must pass).
+    pub legal: Vec<String>,
+    /// The position is in the book.
+    pub in_book: bool,
+    /// Its level.
+    pub level: Option<u8>,
+    /// Best score and bounds (`book show`'s "Best score: V [L, U]").
+    pub value: Option<i32>,
+    /// Lower bound.
+    pub lower: Option<i32>,
+    /// Upper bound.
+    pub upper: Option<i32>,
+    /// Book moves, best first (`book show`'s order and scores).
+    pub book_moves: Vec<BookMoveV1>,
+    /// Full games below won, drawn and lost by the side to move, and lines below.
+    pub wins: u32,
+    /// Draws.
+    pub draws: u32,
+    /// Losses.
+    pub losses: u32,
+    /// Lines.
+    pub lines: u32,
+    /// `queued`, `leased`, or null: a search of this position under way.
+    pub searching: Option<String>,
+}
+
+/// A transcript the explorer cannot replay.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadMoves(pub String);
+
+/// Replay a transcript: the board (side to move = player), the normalised transcript, the
+/// plies played and whether Black is to move.
+pub fn replay(moves: &str) -> Result<(Board, String, u32, bool), BadMoves> {
+    let g = parse_transcript(moves).map_err(|e| BadMoves(e.to_string()))?;
+    let (board, black) = g.final_position().map_err(|e| BadMoves(e.to_string()))?;
+    let ply = u32::try_from(g.moves.len()).unwrap_or(u32::MAX);
+    // Passes stay written, so that the transcript leads to this very position.
+    let text = g
+        .moves
+        .iter()
+        .map(|&m| match m {
+            Move::Pass => "pa".to_string(),
+            m => m.to_edax_upper().to_ascii_lowercase(),
+        })
+        .collect();
+    Ok((board, text, ply, black))
+}
+
+fn mv_name(mv: Move) -> String {
+    match mv {
+        Move::Pass => "pass".into(),
+        m => move_text(m, false),
+    }
+}
+
+impl PositionV1 {
+    /// The explorer's view of `board` (after `moves`, `ply` plies, `black` to move).
+    pub fn new(
+        board: &Board,
+        moves: String,
+        ply: u32,
+        black: bool,
+        view: &PositionView,
+    ) -> PositionV1 {
+        let (bk, wh) = if black {
+            (board.player, board.opponent)
+        } else {
+            (board.opponent, board.player)
+        };
+        let cells: String = (0..64)
+            .map(|x| {
+                let bit = 1u64 << x;
+                if bk & bit != 0 {
+                    'X'
+                } else if wh & bit != 0 {
+                    'O'
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        let mut legal: Vec<String> = board
+            .legal_squares()
+            .map(|s| mv_name(Move::Square(s)))
+            .collect();
+        if board.must_pass() {
+            legal.push(mv_name(Move::Pass));
+        }
+        let e = view.entry.as_ref();
+        PositionV1 {
+            api: VERSION,
+            moves,
+            ply,
+            board: cells,
+            black_to_move: black,
+            game_over: board.is_game_over(),
+            legal,
+            in_book: e.is_some(),
+            level: e.map(|e| e.level),
+            value: e.map(|e| i32::from(e.value)),
+            lower: e.map(|e| i32::from(e.lower)),
+            upper: e.map(|e| i32::from(e.upper)),
+            book_moves: e.map_or_else(Vec::new, |e| {
+                e.moves
+                    .iter()
+                    .map(|m| BookMoveV1 {
+                        mv: mv_name(m.mv),
+                        score: i32::from(m.score),
+                        leaf: m.leaf,
+                    })
+                    .collect()
+            }),
+            wins: e.map_or(0, |e| e.counts.n_wins),
+            draws: e.map_or(0, |e| e.counts.n_draws),
+            losses: e.map_or(0, |e| e.counts.n_losses),
+            lines: e.map_or(0, |e| e.counts.n_lines),
+            searching: view.searching.map(|s| s.as_str().to_string()),
+        }
+    }
+}
+
+/// `/api/v1/book/stats`: positions per level × ply and the best-score distribution.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BookStatsV1 {
+    /// [`VERSION`].
+    pub api: u32,
+    /// Positions.
+    pub positions: u64,
+    /// Links.
+    pub links: u64,
+    /// Positions with a leaf move.
+    pub leaves: u64,
+    /// `[level, ply, positions]` triples, ascending.
+    pub by_level_ply: Vec<[u64; 3]>,
+    /// `[best score, positions]` pairs, ascending.
+    pub best_scores: Vec<[i64; 2]>,
+}
+
+impl From<&BookStats> for BookStatsV1 {
+    fn from(s: &BookStats) -> BookStatsV1 {
+        BookStatsV1 {
+            api: VERSION,
+            positions: s.positions,
+            links: s.links,
+            leaves: s.leaves,
+            by_level_ply: s
+                .by_level_ply
+                .iter()
+                .map(|&(l, p, n)| [u64::from(l), u64::from(p), n])
+                .collect(),
+            best_scores: s
+                .best_scores
+                .iter()
+                .map(|&(v, n)| [i64::from(v), i64::try_from(n).unwrap_or(i64::MAX)])
+                .collect(),
+        }
+    }
+}
+
+/// The status object of a domain report, through the admin RPC's message (what `status
+/// --json` prints for the same coordinator; the message's worker page is left empty).
+pub fn status_of(report: StatusReport) -> StatusV1 {
+    StatusV1::from(&crate::grpc::status_response(report, usize::MAX, 0))
+}
+
+#[cfg(test)]
+mod tests;

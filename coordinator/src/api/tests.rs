@@ -1,0 +1,401 @@
+//! The JSON API over real HTTP (the router on an ephemeral 127.0.0.1 port) against a real
+//! coordinator on a sled store, driven by the mock engine of the service tests.
+
+use super::*;
+use crate::identity::{Identities, IdentityConfig};
+use crate::service::tests::{identity, mock_result};
+use crate::service::{Coordinator, ManualClock, ServiceConfig, new_book};
+use crate::store::{CredentialState, Store};
+use bookfarm_proto::domain::Selector;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use uuid::Uuid;
+
+struct Web {
+    dir: tempfile::TempDir,
+    c: Coordinator,
+    ids: Identities,
+    addr: std::net::SocketAddr,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+async fn serve(
+    c: Coordinator,
+    ids: Identities,
+) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let app = crate::http::router(c, ids);
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(l, app).await;
+    });
+    (addr, server)
+}
+
+async fn start(level: u8, depth: u8) -> Web {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let (h, entries) = new_book(level, depth);
+    store.create(&h, &entries).unwrap();
+    let ids =
+        Identities::open(IdentityConfig::local(), Some(store.credentials().unwrap())).unwrap();
+    let c = Coordinator::open(
+        store,
+        dir.path(),
+        ServiceConfig::default(),
+        Arc::new(ManualClock::default()),
+    )
+    .unwrap();
+    let (addr, server) = serve(c.clone(), ids.clone()).await;
+    Web {
+        dir,
+        c,
+        ids,
+        addr,
+        _server: server,
+    }
+}
+
+/// (status code, headers, body) of one HTTP/1.1 request.
+async fn request(addr: std::net::SocketAddr, method: &str, path: &str) -> (u16, String, String) {
+    let (code, head, body) = request_raw(addr, method, path, "").await;
+    (code, head, String::from_utf8(body).unwrap())
+}
+
+/// [`request`] with extra header lines, the body as bytes.
+async fn request_raw(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &str,
+) -> (u16, String, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\n{headers}Content-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    let split = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8(out[..split].to_vec()).unwrap();
+    let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (code, head.to_ascii_lowercase(), out[split + 4..].to_vec())
+}
+
+async fn get_json(addr: std::net::SocketAddr, path: &str) -> Value {
+    let (code, head, body) = request(addr, "GET", path).await;
+    assert_eq!(code, 200, "{path}: {body}");
+    assert!(head.contains("content-type: application/json"), "{head}");
+    assert!(head.contains("x-content-type-options: nosniff"), "{head}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// Lease and answer up to `n` jobs as `worker`; returns how many were answered.
+fn answer(c: &Coordinator, worker: &Uuid, n: u32) -> usize {
+    let id = identity();
+    let jobs = c.lease(&id, worker, n).unwrap();
+    let results: Vec<_> = jobs
+        .iter()
+        .map(|j| {
+            let mut r = mock_result(j);
+            r.elapsed = Duration::from_millis(4);
+            r.nodes = 1000;
+            r
+        })
+        .collect();
+    c.submit(&id, worker, &results).unwrap();
+    c.settle().unwrap();
+    results.len()
+}
+
+fn deviate(c: &Coordinator) {
+    c.start_expansion(
+        Selector::Deviate {
+            relative: 2,
+            absolute: 4,
+        },
+        0,
+    )
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_is_the_admin_status_and_has_the_round_eta() {
+    let w = start(2, 8).await;
+    deviate(&w.c);
+    let id = identity();
+    let a = w.c.register(&id, "a", 2).unwrap();
+    let b = w.c.register(&id, "b", 1).unwrap();
+    let done = answer(&w.c, &a, 2) as u64;
+    // Leave leases out so that threads are busy: a holds 2 (both threads), b holds 1.
+    w.c.lease(&id, &a, 2).unwrap();
+    w.c.lease(&id, &b, 1).unwrap();
+    let v = get_json(w.addr, "/api/v1/status").await;
+    let s: StatusV1 = serde_json::from_value(v.clone()).unwrap();
+    // The same object `status --json` prints (built from the admin RPC's message; the manual
+    // clock keeps the rates still).
+    assert_eq!(
+        s,
+        StatusV1::from(&crate::grpc::status_response(w.c.status(), 0, 0))
+    );
+    assert_eq!(s.api, 1);
+    assert_eq!(s.state, "running");
+    assert_eq!(s.completed, done);
+    // Busy threads: per worker, the fewer of its threads and its leases.
+    let busy: u64 =
+        w.c.status()
+            .workers
+            .iter()
+            .map(|r| u64::from(r.threads).min(r.in_flight as u64))
+            .sum();
+    assert!(busy > 0);
+    assert_eq!((s.workers_total, s.threads, s.busy_threads), (2, 3, busy));
+    assert_eq!(s.mean_search_seconds, Some(0.004));
+    let remaining = (s.queued + s.in_flight) as f64;
+    let eta = s.round_eta_seconds.unwrap();
+    assert!(
+        (eta - remaining * 0.004 / busy as f64).abs() < 1e-9,
+        "{eta}"
+    );
+    assert_eq!(s.expansion_eta, "unknown");
+    for key in ["state", "positions", "completed"] {
+        assert!(v.get(key).is_some(), "status keeps {key}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_list_live_workers_then_blocked_credentials() {
+    let w = start(2, 8).await;
+    deviate(&w.c);
+    w.ids.add("m1", Some("alice"), true).unwrap();
+    w.ids.add("m2", Some("bob"), false).unwrap();
+    w.ids
+        .set_state("m2", CredentialState::Blocked, "bad results")
+        .unwrap();
+    let id = identity();
+    let evil = "<script>alert(1)</script>";
+    let a =
+        w.c.register_with(&id, evil, 2, Some("alice"), true)
+            .unwrap();
+    let anon = w.c.register(&id, "laptop", 1).unwrap();
+    let from_alice = answer(&w.c, &a, 2) as u64;
+    let from_laptop = answer(&w.c, &anon, 1) as u64;
+    assert!(from_alice > 0 && from_laptop > 0);
+    let v: WorkersV1 = serde_json::from_value(get_json(w.addr, "/api/v1/workers").await).unwrap();
+    let names: Vec<&str> = v.workers.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, [evil, "laptop", "m2"]);
+    let alice = &v.workers[0];
+    assert_eq!(alice.owner.as_deref(), Some("alice"));
+    assert_eq!(alice.trusted, Some(true));
+    assert_eq!(alice.results, from_alice);
+    assert_eq!(alice.version, bookfarm_proto::ENGINE_VERSION);
+    assert_eq!(alice.credit, None, "no credit before validated results");
+    assert!(!alice.blocked);
+    assert_eq!(v.workers[1].owner, None);
+    assert_eq!(v.workers[1].trusted, None);
+    let m2 = &v.workers[2];
+    assert!(m2.blocked && m2.last_seen_seconds.is_none());
+    // Nothing secret: no worker ids, no token hashes.
+    let body = request(w.addr, "GET", "/api/v1/workers").await.2;
+    assert!(!body.contains(&a.to_string()));
+    assert!(!body.contains("token"));
+
+    // Contributors: results per owner once the history took them.
+    w.c.sample_history(1_000_000).unwrap();
+    let c: ContributorsV1 =
+        serde_json::from_value(get_json(w.addr, "/api/v1/contributors").await).unwrap();
+    let rows: Vec<(&str, bool, u64, u32, u32)> = c
+        .contributors
+        .iter()
+        .map(|r| {
+            (
+                r.name.as_str(),
+                r.anonymous,
+                r.results_all_time,
+                r.machines,
+                r.blocked,
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("alice", false, from_alice, 1, 0),
+            ("laptop", true, from_laptop, 0, 0),
+            ("bob", false, 0, 1, 1),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn position_shows_what_book_show_shows() {
+    let w = start(1, 6).await;
+    deviate(&w.c);
+    let id = identity();
+    let a = w.c.register(&id, "a", 4).unwrap();
+    while w.c.status().state != crate::service::State::Done {
+        answer(&w.c, &a, 8);
+    }
+    let book = w.c.book_snapshot();
+    for moves in ["", "f5", "f5d6", "F5 D6 C3"] {
+        let p: PositionV1 = serde_json::from_value(
+            get_json(
+                w.addr,
+                &format!("/api/v1/book/position?moves={}", moves.replace(' ', "%20")),
+            )
+            .await,
+        )
+        .unwrap();
+        let (board, text, ply, black) = replay(moves).unwrap();
+        assert_eq!(p.moves, text);
+        assert_eq!(p.ply, ply);
+        assert_eq!(p.black_to_move, black);
+        let (nid, want) = bookfarm_book::query::book_moves(&book, &board).expect("in the book");
+        assert!(p.in_book);
+        let got: Vec<(String, i32, bool)> = p
+            .book_moves
+            .iter()
+            .map(|m| (m.mv.clone(), m.score, m.leaf))
+            .collect();
+        let want: Vec<(String, i32, bool)> = want
+            .iter()
+            .map(|m| (mv_name(m.mv), i32::from(m.score), m.leaf))
+            .collect();
+        assert_eq!(got, want, "after {moves:?}");
+        let s = book.score(nid);
+        assert_eq!(
+            (p.value, p.lower, p.upper, p.level),
+            (
+                Some(i32::from(s.value)),
+                Some(i32::from(s.lower)),
+                Some(i32::from(s.upper)),
+                Some(book.level(nid))
+            )
+        );
+        assert_eq!(p.searching, None, "nothing is searched once done");
+    }
+    let start: PositionV1 =
+        serde_json::from_value(get_json(w.addr, "/api/v1/book/position").await).unwrap();
+    assert_eq!(
+        start.board,
+        format!("{}{}{}", "-".repeat(27), "OX------XO", "-".repeat(27))
+    );
+    assert_eq!(start.legal, ["d3", "c4", "f5", "e6"]);
+    for bad in ["f5z9", "f5a1", "f5d"] {
+        let (code, _, body) =
+            request(w.addr, "GET", &format!("/api/v1/book/position?moves={bad}")).await;
+        assert_eq!(code, 400, "{bad}: {body}");
+        assert!(body.contains("\"error\""), "{body}");
+    }
+    // Book statistics add up to the book.
+    let st: BookStatsV1 =
+        serde_json::from_value(get_json(w.addr, "/api/v1/book/stats").await).unwrap();
+    assert_eq!(st.positions, book.len() as u64);
+    assert_eq!(
+        st.by_level_ply.iter().map(|x| x[2]).sum::<u64>(),
+        st.positions
+    );
+    assert_eq!(
+        st.best_scores.iter().map(|x| x[1]).sum::<i64>(),
+        st.positions as i64
+    );
+    assert!(st.by_level_ply.iter().any(|x| x == &[1, 0, 1]), "the root");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_survives_a_restart_at_minute_resolution() {
+    let w = start(2, 8).await;
+    // Five minutes and a second of ticks from a five-minute boundary: the fifth minute's close
+    // saves the record.
+    let t0 = 1_700_000_000_000 - 1_700_000_000_000 % 300_000;
+    for i in 0..=300 {
+        w.c.sample_history(t0 + i * 1000).unwrap();
+    }
+    let h: HistoryV1 = serde_json::from_value(get_json(w.addr, "/api/v1/history").await).unwrap();
+    assert_eq!(h.fine.t.len(), 301);
+    let minutes: Vec<f64> = (0..5).map(|k| (t0 + k * 60_000) as f64 / 1000.0).collect();
+    assert_eq!(h.minutes.t, minutes);
+    assert_eq!(h.minutes.positions, [1; 5]);
+    assert_eq!(h.minutes.root_value, [None; 5], "-127 is unknown");
+    let newer: HistoryV1 = serde_json::from_value(
+        get_json(w.addr, &format!("/api/v1/history?since={}", t0 + 296_000)).await,
+    )
+    .unwrap();
+    assert_eq!(newer.fine.t.len(), 4);
+    let only: HistoryV1 =
+        serde_json::from_value(get_json(w.addr, "/api/v1/history?tier=minutes").await).unwrap();
+    assert!(only.fine.t.is_empty() && only.hours.t.is_empty());
+    assert_eq!(only.minutes, h.minutes);
+    assert_eq!(
+        request(w.addr, "GET", "/api/v1/history?tier=days").await.0,
+        400
+    );
+    // Restart (the store, as a crash leaves it, reopened by a new coordinator in a new server):
+    // the per-minute points are back, the per-second ones are gone.
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("copy");
+    w.c.flush().unwrap();
+    copy_dir(w.dir.path(), &copy);
+    let store = Store::open(&copy).unwrap();
+    let c = Coordinator::open(
+        store,
+        &copy,
+        ServiceConfig::default(),
+        Arc::new(ManualClock::default()),
+    )
+    .unwrap();
+    let (addr, _server) = serve(c, Identities::open(IdentityConfig::local(), None).unwrap()).await;
+    let again: HistoryV1 = serde_json::from_value(get_json(addr, "/api/v1/history").await).unwrap();
+    assert!(again.fine.t.is_empty());
+    assert_eq!(again.minutes, h.minutes);
+}
+
+/// Copy a flushed store directory (what a restarted process finds on disk).
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_and_assets_are_served_and_nothing_changes_state() {
+    let w = start(2, 8).await;
+    for page in ["/", "/workers", "/explorer"] {
+        let (code, head, body) = request(w.addr, "GET", page).await;
+        assert_eq!(code, 200);
+        assert!(head.contains("content-type: text/html"), "{head}");
+        assert!(head.contains("content-security-policy: default-src 'self'"));
+        assert!(body.contains("/assets/common.js"));
+    }
+    let (code, head, body) = request(w.addr, "GET", "/assets/uPlot.iife.min.js").await;
+    assert_eq!(code, 200);
+    assert!(head.contains("content-type: text/javascript"));
+    assert!(body.starts_with("/*! https://github.com/leeoniya/uPlot (v1.6.32) */"));
+    assert_eq!(request(w.addr, "GET", "/assets/nope.js").await.0, 404);
+    // Every route is read-only.
+    for path in ["/api/v1/status", "/api/v1/workers", "/api/v1/book/position"] {
+        assert_eq!(request(w.addr, "POST", path).await.0, 405, "{path}");
+    }
+    // /metrics stays where it was.
+    assert_eq!(request(w.addr, "GET", "/healthz").await.0, 200);
+    // Clients that accept gzip get it.
+    let (code, head, body) = request_raw(
+        w.addr,
+        "GET",
+        "/assets/uPlot.iife.min.js",
+        "Accept-Encoding: gzip\r\n",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert!(head.contains("content-encoding: gzip"), "{head}");
+    assert!(body.len() < 40_000, "{} bytes", body.len());
+}

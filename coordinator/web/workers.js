@@ -1,0 +1,87 @@
+// Workers (sortable, filterable) and the contributors' leaderboard, polled every 2 seconds.
+"use strict";
+(function () {
+  const table = document.getElementById("workers");
+  const body = table.querySelector("tbody");
+  const filter = document.getElementById("filter");
+  let rows = [];
+  let sort = { key: "name", dir: 1 };
+
+  // "my workers": ?owner=NAME preselects the filter.
+  const params = new URLSearchParams(location.search);
+  if (params.get("owner")) filter.value = params.get("owner");
+
+  function cellText(w, key) {
+    const v = w[key];
+    switch (key) {
+      case "owner": return v === null ? "(anonymous)" : v;
+      case "knodes_per_second": return bf.num(v, 1);
+      case "trusted": return v === null ? "–" : v ? "trusted" : "untrusted";
+      case "credit": return v === null ? "—" : bf.num(v, 1);
+      case "blocked": return v ? "blocked" : "no";
+      case "last_seen_seconds": return v === null ? "–" : bf.num(v, 1) + " s ago";
+      case "threads": case "results": case "failures": return bf.num(v);
+      default: return v;
+    }
+  }
+
+  function render() {
+    const q = filter.value.trim().toLowerCase();
+    const shown = rows.filter((w) => !q || w.name.toLowerCase().includes(q) || (w.owner || "").toLowerCase().includes(q));
+    shown.sort((a, b) => {
+      const x = a[sort.key], y = b[sort.key];
+      if (x === y) return a.name < b.name ? -1 : 1;
+      if (x === null) return 1;
+      if (y === null) return -1;
+      return (x < y ? -1 : 1) * sort.dir;
+    });
+    const keys = [...table.querySelectorAll("th")].map((th) => th.dataset.key);
+    const frag = document.createDocumentFragment();
+    for (const w of shown) {
+      const tr = bf.el("tr", w.blocked ? { class: "blocked" } : {});
+      for (const k of keys) {
+        const num = ["threads", "knodes_per_second", "results", "failures", "credit", "last_seen_seconds"].includes(k);
+        tr.appendChild(bf.el("td", num ? { class: "num", "data-key": k } : { "data-key": k }, cellText(w, k)));
+      }
+      frag.appendChild(tr);
+    }
+    body.replaceChildren(frag);
+    document.getElementById("worker-count").textContent = "(" + shown.length + " of " + rows.length + ")";
+    for (const th of table.querySelectorAll("th")) {
+      th.classList.toggle("asc", th.dataset.key === sort.key && sort.dir === 1);
+      th.classList.toggle("desc", th.dataset.key === sort.key && sort.dir === -1);
+    }
+  }
+
+  for (const th of table.querySelectorAll("th")) {
+    th.addEventListener("click", () => {
+      sort = { key: th.dataset.key, dir: sort.key === th.dataset.key ? -sort.dir : 1 };
+      render();
+    });
+  }
+  filter.addEventListener("input", render);
+
+  async function workers() {
+    rows = (await bf.api("/api/v1/workers")).workers;
+    render();
+  }
+
+  async function contributors() {
+    const c = (await bf.api("/api/v1/contributors")).contributors;
+    const frag = document.createDocumentFragment();
+    c.forEach((r, i) => {
+      const tr = bf.el("tr");
+      tr.appendChild(bf.el("td", { class: "num" }, i + 1));
+      tr.appendChild(bf.el("td", {}, r.anonymous ? r.name + " (anonymous)" : r.name));
+      for (const k of ["results_today", "results_month", "results_all_time", "machines", "trusted", "blocked"]) {
+        tr.appendChild(bf.el("td", { class: "num" }, bf.num(r[k])));
+      }
+      tr.appendChild(bf.el("td", { class: "num", title: "not computed yet" }, r.credit === null ? "—" : bf.num(r.credit, 1)));
+      frag.appendChild(tr);
+    });
+    document.querySelector("#contributors tbody").replaceChildren(frag);
+  }
+
+  bf.poll(workers, 2000);
+  bf.poll(contributors, 2000);
+})();

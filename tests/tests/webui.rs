@@ -1,0 +1,352 @@
+//! The web UI in a real headless Chromium (Debian's `chromium`, driven over the DevTools
+//! protocol) against a real coordinator process (sled store on disk) and two real worker
+//! processes over gRPC: the overview's numbers change while the workers run, the workers table
+//! lists both workers (one named `<script>alert(1)</script>`, shown as text), the explorer walks
+//! three moves by clicking and shows what `book show` shows, and a pasted transcript lands on
+//! its position. Screenshots go to `target/tmp/webui/`.
+//!
+//! Without Chromium the test skips with a message, unless `BOOKFARM_REQUIRE_SHARED` is set (CI,
+//! whose `.ci/run` installs it), where it fails.
+
+use bookfarm_book::query;
+use bookfarm_engine::formats::transcript::parse_transcript;
+use bookfarm_proto::pb;
+use bookfarm_tests::*;
+use headless_chrome::protocol::cdp::Page;
+use headless_chrome::{Browser, LaunchOptions, Tab};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const COORD: &str = env!("CARGO_BIN_EXE_bft-coordinator");
+const WORKER: &str = env!("CARGO_BIN_EXE_bft-worker");
+const LIMIT: Duration = Duration::from_secs(120);
+const EVIL: &str = "<script>alert(1)</script>";
+
+/// A headless Chromium, or `None` (skipped) where there is none and CI does not require it.
+fn browser() -> Option<Browser> {
+    let required = std::env::var_os("BOOKFARM_REQUIRE_SHARED").is_some();
+    let exe = match headless_chrome::browser::default_executable() {
+        Ok(p) => p,
+        Err(e) if required => panic!("no Chromium ({e}); install Debian's chromium package"),
+        Err(e) => {
+            eprintln!("skipped: no Chromium to drive ({e}); `apt-get install chromium` runs it");
+            return None;
+        }
+    };
+    let opts = LaunchOptions::default_builder()
+        .path(Some(exe.clone()))
+        // CI runs as root, where Chromium's sandbox cannot start.
+        .sandbox(false)
+        .window_size(Some((1300, 1000)))
+        .idle_browser_timeout(Duration::from_secs(300))
+        .build()
+        .expect("launch options");
+    match Browser::new(opts) {
+        Ok(b) => Some(b),
+        Err(e) if required => panic!("Chromium {} does not start: {e}", exe.display()),
+        Err(e) => {
+            eprintln!("skipped: Chromium {} does not start: {e}", exe.display());
+            None
+        }
+    }
+}
+
+/// The value of a JavaScript expression (primitives only).
+fn js(tab: &Tab, expr: &str) -> serde_json::Value {
+    tab.evaluate(expr, false)
+        .unwrap_or_else(|e| panic!("evaluating {expr}: {e}"))
+        .value
+        .unwrap_or(serde_json::Value::Null)
+}
+
+fn js_str(tab: &Tab, expr: &str) -> String {
+    match js(tab, expr) {
+        serde_json::Value::String(s) => s,
+        v => v.to_string(),
+    }
+}
+
+/// Poll a JavaScript condition until it holds (panics after `limit`, with the page's URL,
+/// connection state and any error it shows).
+fn wait_js(tab: &Tab, cond: &str, limit: Duration) {
+    let t0 = Instant::now();
+    while js(tab, cond) != serde_json::Value::Bool(true) {
+        if t0.elapsed() > limit {
+            let state = js_str(
+                tab,
+                "JSON.stringify({url: location.href, \
+                 conn: (document.getElementById('conn') || {}).textContent, \
+                 error: (document.getElementById('error') || {}).textContent, \
+                 moves: (document.getElementById('board') || {dataset: {}}).dataset.moves, \
+                 legal: [...document.querySelectorAll('.cell.legal')].map(c => c.dataset.sq)})",
+            );
+            panic!("not reached within {limit:?}: {cond}; page: {state}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn screenshot(tab: &Tab, dir: &Path, name: &str) {
+    let png = tab
+        .capture_screenshot(Page::CaptureScreenshotFormatOption::Png, None, None, true)
+        .expect("screenshot");
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    std::fs::write(dir.join(name), png).expect("writing the screenshot");
+}
+
+fn open(tab: &Arc<Tab>, url: &str) {
+    tab.navigate_to(url)
+        .and_then(|t| t.wait_until_navigated())
+        .unwrap_or_else(|e| panic!("{url} did not finish loading: {e}"));
+}
+
+/// `book show`'s facts of a position: level, best score and bounds, the book moves as
+/// (move, score, leaf) in its order, and the incomplete lines.
+#[derive(Debug, PartialEq)]
+struct Shown {
+    level: i64,
+    best: Vec<i64>,
+    moves: Vec<(String, i64, bool)>,
+    incomplete: i64,
+}
+
+fn numbers(s: &str) -> Vec<i64> {
+    s.split(|c: char| !(c.is_ascii_digit() || c == '-' || c == '+'))
+        .filter_map(|t| t.trim_start_matches('+').parse().ok())
+        .collect()
+}
+
+/// Parse `book show`'s text.
+fn parse_show(text: &str) -> Shown {
+    let line = |p: &str| {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(p))
+            .unwrap_or_else(|| panic!("no {p} in {text}"))
+            .to_string()
+    };
+    let moves = line("Moves:")
+        .split_whitespace()
+        .map(|t| {
+            let leaf = t.starts_with('<');
+            let (mv, score) = t[1..t.len() - 1].split_once(':').expect("move:score");
+            let mv = if mv.eq_ignore_ascii_case("pa") {
+                "pass".to_string()
+            } else {
+                mv.to_ascii_lowercase()
+            };
+            (
+                mv,
+                score.trim_start_matches('+').parse().expect("score"),
+                leaf,
+            )
+        })
+        .collect();
+    Shown {
+        level: numbers(&line("Level:"))[0],
+        best: numbers(&line("Best score:")),
+        moves,
+        incomplete: text
+            .lines()
+            .find(|l| l.contains("incomplete lines"))
+            .map(numbers)
+            .and_then(|n| n.first().copied())
+            .unwrap_or_else(|| panic!("no incomplete lines in {text}")),
+    }
+}
+
+/// What the explorer page shows now, in the same terms.
+fn explorer_shows(tab: &Tab) -> Shown {
+    let rows = js_str(
+        tab,
+        "JSON.stringify([...document.querySelectorAll('#book-moves tbody tr')].map(r => \
+         [r.dataset.move, Number(r.dataset.score), r.dataset.leaf === 'true']))",
+    );
+    let moves: Vec<(String, i64, bool)> = serde_json::from_str(&rows).expect("rows");
+    let wdl = numbers(&js_str(tab, "document.getElementById('wdl').textContent"));
+    let lines = numbers(&js_str(tab, "document.getElementById('lines').textContent"))[0];
+    Shown {
+        level: numbers(&js_str(tab, "document.getElementById('level').textContent"))[0],
+        best: numbers(&js_str(tab, "document.getElementById('best').textContent")),
+        moves,
+        incomplete: lines - wdl.iter().sum::<i64>(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_ui_in_headless_chromium() {
+    let Some(eval) = eval_path() else { return };
+    let Some(browser) = browser() else { return };
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("webui");
+    std::fs::create_dir_all(&shots).expect("screenshot folder");
+    let dir = tempfile::tempdir().unwrap();
+    new_store(dir.path(), 4, 14);
+    let (port, http) = (free_port(), free_port());
+    let _c = Proc::spawn(
+        COORD,
+        &[
+            "--db".into(),
+            dir.path().display().to_string(),
+            "--listen".into(),
+            format!("127.0.0.1:{port}"),
+            "--http".into(),
+            format!("127.0.0.1:{http}"),
+            "--eval-hash".into(),
+            eval_hash(&eval),
+        ],
+    );
+    let mut a = admin(port).await;
+    let base = format!("http://127.0.0.1:{http}");
+    let tab = browser.new_tab().expect("tab");
+    tab.set_default_timeout(Duration::from_secs(30));
+    // Count alert() calls in every page (an injected script would call it).
+    tab.call_method(Page::AddScriptToEvaluateOnNewDocument {
+        source: "window.__alerts = 0; window.alert = () => { window.__alerts += 1; };".into(),
+        world_name: None,
+        include_command_line_api: None,
+        run_immediately: None,
+    })
+    .expect("alert counter");
+
+    // Overview, opened before the workers start: its numbers change while they run.
+    open(&tab, &base);
+    wait_js(
+        &tab,
+        "document.getElementById('positions').dataset.value === '1'",
+        LIMIT,
+    );
+    start_deviate(&mut a, 2, 4).await;
+    let _w1 = Proc::spawn(WORKER, &worker_args(port, &eval, "w1"));
+    let _w2 = Proc::spawn(WORKER, &worker_args(port, &eval, EVIL));
+    let mut seen = BTreeSet::new();
+    let mut running = false;
+    let t0 = Instant::now();
+    while seen.len() < 3 {
+        assert!(
+            t0.elapsed() < LIMIT,
+            "the overview's numbers did not move: {seen:?}"
+        );
+        let completed = js_str(&tab, "document.getElementById('completed').dataset.value");
+        let state = js_str(&tab, "document.getElementById('state').dataset.value");
+        if state == "running" && completed != "0" && completed != "undefined" {
+            running = true;
+            seen.insert(completed.parse::<u64>().expect("a count"));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(running);
+    wait_js(
+        &tab,
+        "document.getElementById('workers').textContent.startsWith('2 ')",
+        LIMIT,
+    );
+    screenshot(&tab, &shots, "overview.png");
+
+    // Workers: both listed, the hostile name as text (no element, no alert), sortable, filtered.
+    open(&tab, &format!("{base}/workers"));
+    wait_js(
+        &tab,
+        "document.querySelectorAll('#workers tbody tr').length === 2",
+        LIMIT,
+    );
+    let names = "JSON.stringify([...document.querySelectorAll('#workers tbody td[data-key=name]')]\
+                 .map(td => td.textContent))";
+    let listed: Vec<String> = serde_json::from_str(&js_str(&tab, names)).unwrap();
+    assert_eq!(listed, [EVIL, "w1"], "sorted by name");
+    assert_eq!(
+        js(&tab, "document.querySelectorAll('#workers script').length"),
+        0
+    );
+    assert!(
+        js_str(&tab, "document.querySelector('#workers tbody').innerHTML")
+            .contains("&lt;script&gt;alert(1)&lt;/script&gt;")
+    );
+    tab.find_element("#workers th[data-key=name]")
+        .and_then(|th| th.click().map(|_| ()))
+        .expect("sorting by name");
+    wait_js(
+        &tab,
+        "document.querySelector('#workers tbody td[data-key=name]').textContent === 'w1'",
+        LIMIT,
+    );
+    tab.find_element("#filter")
+        .and_then(|f| f.click().map(|_| ()))
+        .expect("filter");
+    tab.type_str("script").expect("typing a filter");
+    wait_js(
+        &tab,
+        "document.querySelectorAll('#workers tbody tr').length === 1",
+        LIMIT,
+    );
+    wait_js(
+        &tab,
+        "document.querySelectorAll('#contributors tbody tr').length === 2",
+        LIMIT,
+    );
+    screenshot(&tab, &shots, "workers.png");
+    assert_eq!(js(&tab, "window.__alerts"), 0, "no script ran");
+
+    // Explorer, once the book is built: three clicked moves show what `book show` shows.
+    wait_for(&mut a, LIMIT, |s| {
+        s.state == pb::ExpansionState::Done as i32
+    })
+    .await;
+    let book = check_book(&export(&mut a).await);
+    open(&tab, &format!("{base}/explorer"));
+    wait_js(
+        &tab,
+        "document.getElementById('board').dataset.moves === ''",
+        LIMIT,
+    );
+    let mut line = String::new();
+    for mv in ["f5", "d6", "c3"] {
+        tab.find_element(&format!(".cell[data-sq={mv}]"))
+            .and_then(|c| c.click().map(|_| ()))
+            .unwrap_or_else(|e| panic!("clicking {mv}: {e}"));
+        line.push_str(mv);
+        wait_js(
+            &tab,
+            &format!("document.getElementById('board').dataset.moves === '{line}'"),
+            LIMIT,
+        );
+        let (board, _) = parse_transcript(&line)
+            .and_then(|g| g.final_position().map_err(Into::into))
+            .expect("legal line");
+        let text = query::show(&book, &board).expect("the line is in the book");
+        assert_eq!(explorer_shows(&tab), parse_show(&text), "after {line}");
+    }
+    screenshot(&tab, &shots, "explorer.png");
+
+    // A pasted transcript lands on its position.
+    let pasted = "f5d6c3d3c4f4";
+    tab.find_element("#transcript")
+        .and_then(|t| t.click().map(|_| ()))
+        .expect("transcript box");
+    tab.type_str(pasted).expect("typing the transcript");
+    tab.press_key("Enter").expect("submitting");
+    wait_js(
+        &tab,
+        &format!("document.getElementById('board').dataset.moves === '{pasted}'"),
+        LIMIT,
+    );
+    let (board, black) = parse_transcript(pasted)
+        .expect("legal")
+        .final_position()
+        .expect("legal");
+    let want = &query::board_text(&board, black)[..64];
+    assert_eq!(
+        js_str(&tab, "document.getElementById('board').dataset.board"),
+        want
+    );
+    assert_eq!(
+        js_str(&tab, "document.getElementById('ply').dataset.value"),
+        "6"
+    );
+    assert_eq!(
+        js_str(&tab, "document.getElementById('to_move').textContent"),
+        if black { "Black" } else { "White" }
+    );
+    screenshot(&tab, &shots, "explorer-pasted.png");
+    assert_eq!(js(&tab, "window.__alerts"), 0, "no script ran");
+}
