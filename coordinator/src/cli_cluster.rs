@@ -17,6 +17,7 @@ use bookfarm_proto::pb;
 use bookfarm_proto::pb::admin_service_client::AdminServiceClient;
 use clap::Subcommand;
 use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -676,26 +677,32 @@ fn local(a: LocalArgs) -> anyhow::Result<()> {
         http: a.http.clone(),
         lookahead: a.lookahead,
     };
-    let bar = if a.quiet {
-        ProgressBar::hidden()
-    } else {
+    let quiet = a.quiet;
+    let terminal = !quiet && std::io::stderr().is_terminal();
+    let bar = if terminal {
         spinner()
+    } else {
+        ProgressBar::hidden()
     };
+    let mut progress = Progress::new();
+    let mut next_log = Duration::ZERO;
     let outcome = rt.block_on(bookfarm_coordinator::local::run(
         c.clone(),
         &opts,
         bookfarm_runner::exec::engine_factory(weights),
         crate::cli_book::flag_set(flag),
         |s: &StatusReport| {
-            bar.set_message(format!(
-                "{} | {} positions | queued {} | in flight {} | {} results | {:.1} results/s",
-                s.state.as_str(),
-                s.positions,
-                s.queued,
-                s.in_flight,
-                s.completed,
-                s.results_per_second
-            ))
+            // One line on a terminal, refreshed; a log line every 10 s otherwise.
+            let snap = Snapshot::from(s);
+            let at = t0.elapsed();
+            progress.observe(at, &snap);
+            let line = progress.line(&snap);
+            if terminal {
+                bar.set_message(line);
+            } else if !quiet && at >= next_log {
+                tracing::info!(progress = %line, "local build");
+                next_log = at + Duration::from_secs(10);
+            }
         },
     ))?;
     bar.finish_and_clear();
