@@ -10,6 +10,7 @@ use bookfarm_book::{
     maintain, merge, negamax, play, query, research,
 };
 use bookfarm_coordinator::offline;
+use bookfarm_coordinator::progress::{Progress, Snapshot};
 use bookfarm_coordinator::service::{
     Coordinator, ServiceConfig, StatusReport, new_book, operation,
 };
@@ -1260,6 +1261,7 @@ fn run_searches(
     };
     let before = c.status().completed;
     let t0 = Instant::now();
+    let mut progress = Progress::new();
     let out = rt.block_on(offline::run_local(
         c,
         selector,
@@ -1271,10 +1273,11 @@ fn run_searches(
             let done = s.completed - before;
             bar.set_length(done + s.queued + s.in_flight);
             bar.set_position(done);
-            bar.set_message(format!(
-                "{} positions | {:.1} results/s",
-                s.positions, s.results_per_second
-            ));
+            // The shared progress line: positions, results/s, nodes/s with its sparkline, queue,
+            // round ETA.
+            let snap = Snapshot::from(s);
+            progress.observe(t0.elapsed(), &snap);
+            bar.set_message(progress.line(&snap));
         },
     ))?;
     bar.finish_and_clear();
