@@ -130,7 +130,16 @@ async fn killed_worker_jobs_are_released_and_the_build_completes() {
     // leased ahead), short enough for a quick test.
     new_store(dir.path(), 5, 10);
     let (port, http) = (free_port(), free_port());
-    let _c = coordinator_with(dir.path(), port, Some(http), 2, &eval, &[]);
+    // Without backup leases: the survivor could otherwise answer the victim's searches before
+    // the victim's leases expire, and this test is about expiry.
+    let _c = coordinator_with(
+        dir.path(),
+        port,
+        Some(http),
+        2,
+        &eval,
+        &["--backup-after", "0"],
+    );
     let mut a = admin(port).await;
     start_deviate(&mut a, 2, 4).await;
     let mut victim = worker(port, "victim", &eval, None);

@@ -38,6 +38,9 @@ struct Args {
     /// Handshake timeout, milliseconds.
     #[arg(long)]
     handshake_timeout_ms: Option<u64>,
+    /// Backup leases after this many mean search times (0: off).
+    #[arg(long)]
+    backup_after: Option<u32>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -58,6 +61,9 @@ fn main() -> anyhow::Result<()> {
             ServiceConfig::default().max_lease_base,
             Duration::from_millis,
         ),
+        backup_after: a
+            .backup_after
+            .unwrap_or(ServiceConfig::default().backup_after),
         ..ServiceConfig::default()
     };
     let ids = IdentityConfig {
