@@ -501,6 +501,66 @@ mod tests {
         }
     }
 
+    /// [`fake_search`] as a worker's searcher.
+    struct FakeSearcher;
+
+    impl bookfarm_runner::exec::LeafSearcher for FakeSearcher {
+        fn search(
+            &mut self,
+            req: &LeafRequest,
+            _abort: &std::sync::atomic::AtomicBool,
+        ) -> LeafResult {
+            fake_search(req)
+        }
+    }
+
+    /// The simulator's reference (the serial build) is the book a real `local` build grows
+    /// with the same search: the in-process worker loop, 2 threads, prefetch on.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_serial_build_is_what_a_real_local_build_grows_with_the_same_search() {
+        let dir = tempfile::tempdir().unwrap();
+        let (h, entries) = new_book(4, 12);
+        Store::open(dir.path())
+            .unwrap()
+            .create(&h, &entries)
+            .unwrap();
+        let sig = identity().search_signature;
+        let cfg = ServiceConfig {
+            signature: Some(sig.clone()),
+            ..ServiceConfig::default()
+        };
+        let c = crate::server::open(dir.path(), cfg).unwrap();
+        c.set_predictor(Box::new(SimPredictor(Guess::Noisy {
+            move_error_percent: 40,
+            score_noise: 4,
+        })));
+        let ops = vec![Operation::Deviate {
+            root: Board::start(),
+            params: bookfarm_book::select::Deviate::new(2, 4),
+        }];
+        for op in &ops {
+            c.start(op.clone(), None).unwrap();
+        }
+        let opts = crate::local::LocalOptions {
+            workers: 2,
+            eval_hash: "simulated".into(),
+            search_signature: sig,
+            http: None,
+            lookahead: 2,
+        };
+        let factory: bookfarm_runner::exec::SearcherFactory =
+            Arc::new(|| -> Box<dyn bookfarm_runner::exec::LeafSearcher> { Box::new(FakeSearcher) });
+        let out = crate::local::run(c.clone(), &opts, factory, std::future::pending(), |_| {})
+            .await
+            .unwrap();
+        assert!(!out.interrupted);
+        let (serial, asked) = serial_build(4, 12, &ops);
+        assert!(serial.len() > 100);
+        assert!(same_positions(c.snapshot().1, &serial));
+        // Every search the serial build needs was done, plus what prefetch wasted.
+        assert!(c.stored_results() >= asked.len());
+    }
+
     #[test]
     fn fake_search_is_pure_and_reports_the_level_tables_depth() {
         let req = LeafRequest {
