@@ -676,8 +676,11 @@ impl Coordinator {
     ) -> Result<Vec<Job>> {
         let mut runs = self.growth_runs();
         let jobs = self.lease(id, worker, slots)?;
+        // A worker still holding jobs never waits: its threads are busy, and the call would hold
+        // back the results and leases it makes next.
         if !jobs.is_empty()
             || slots == 0
+            || self.holds_jobs(worker)
             || !(self.growth_busy() || runs.has_changed().unwrap_or(false))
         {
             return Ok(jobs);
@@ -705,12 +708,7 @@ impl Coordinator {
             if !jobs.is_empty() || slots == 0 {
                 return Ok(jobs);
             }
-            let holds = self
-                .jobs()
-                .workers
-                .get(worker)
-                .is_some_and(|w| !w.jobs.is_empty());
-            if holds || !(self.growth_busy() || self.growth_run_count() != seen) {
+            if self.holds_jobs(worker) || !(self.growth_busy() || self.growth_run_count() != seen) {
                 return Ok(jobs);
             }
             let (count, cv) = &self.0.runs_done;
@@ -729,6 +727,14 @@ impl Coordinator {
 
     fn growth_run_count(&self) -> u64 {
         *self.0.runs_done.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether `worker` holds a lease now.
+    fn holds_jobs(&self, worker: &Uuid) -> bool {
+        self.jobs()
+            .workers
+            .get(worker)
+            .is_some_and(|w| !w.jobs.is_empty())
     }
 
     /// Whether the growth runner has work under way (a worker that got no job may wait for it
