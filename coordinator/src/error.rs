@@ -104,6 +104,9 @@ pub enum CoordinatorError {
         /// Limit.
         max: usize,
     },
+    /// The worker's contributor was blocked for invalid results.
+    #[error("{0} is blocked: it sent too many invalid results")]
+    Blocked(String),
     /// A request argument is invalid (e.g. a move list that cannot be played).
     #[error("{0}")]
     InvalidArgument(String),
@@ -136,6 +139,7 @@ impl ServiceError for CoordinatorError {
             | E::BadDepth { .. }
             | E::InvalidArgument(_) => ErrorCode::InvalidArgument,
             E::TooMany { .. } => ErrorCode::ResourceExhausted,
+            E::Blocked(_) => ErrorCode::PermissionDenied,
             E::Store(_) | E::Internal(_) => ErrorCode::Internal,
         }
     }

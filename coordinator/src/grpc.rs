@@ -107,7 +107,13 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
             .ids
             .open_session(&p, peer, || {
                 self.c
-                    .register_with(&id, &name, r.threads, p.owner(), p.trusted())
+                    .register_as(
+                    &id,
+                    &name,
+                    r.threads,
+                    p.credential().zip(p.owner()),
+                    p.trusted(),
+                )
             })
             .map_err(|e| match e {
                 SessionError::Identity(e) => idst(e),

@@ -140,7 +140,8 @@ pub enum Principal {
 }
 
 impl Principal {
-    fn credential(&self) -> Option<&str> {
+    /// The credential name (None: anonymous).
+    pub fn credential(&self) -> Option<&str> {
         match self {
             Principal::Anonymous => None,
             Principal::Worker(w) => Some(&w.name),

@@ -2,6 +2,7 @@
 //! sessions, and shut down cleanly (stop accepting, finish in-flight requests without waiting
 //! for idle connections, flush the store).
 
+use crate::store::CredentialState;
 use crate::error::{CoordinatorError, Result};
 use crate::grpc::{AdminApi, WorkerApi};
 use crate::identity::{Identities, IdentityConfig};
@@ -44,6 +45,18 @@ pub fn open_with_identities(
     let c = Coordinator::open(store, db, cfg, Arc::new(SystemClock::default()))?;
     let ids = Identities::open(ids, Some(creds))
         .map_err(|e| CoordinatorError::Internal(format!("reading worker credentials: {e}")))?;
+    // A credential caught with too many invalid results is blocked like an operator would.
+    let blocker = ids.clone();
+    c.set_block_hook(Box::new(move |name| {
+        let why = "blocked by the coordinator: too many invalid results";
+        match blocker.set_state(name, CredentialState::Blocked, why) {
+            Ok((_, ended)) => ended,
+            Err(e) => {
+                tracing::debug!(contributor = name, error = %e, "not a credential: nothing to block");
+                Vec::new()
+            }
+        }
+    }));
     Ok((c, ids))
 }
 

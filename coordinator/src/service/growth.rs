@@ -19,6 +19,7 @@ use crate::store::{
 use bookfarm_book::MemBook;
 use bookfarm_book::driver::{Driver, Operation, Progress, Results};
 use bookfarm_book::model::{BookHeader, Position};
+use bookfarm_engine::Board;
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -180,6 +181,40 @@ pub(crate) struct Growth {
     pub(crate) landed_since_plan: usize,
     /// Guesses results for speculation (built on first use).
     predictor: Option<Box<dyn Predictor>>,
+    /// What a replay needs: the programs finished since the base book and which positions'
+    /// base versions are saved.
+    replay: Replay,
+}
+
+/// The programs finished since the base book and the boards whose base version is stored: with
+/// the result store, everything needed to grow the book again (rollback by replay).
+#[derive(Debug, Default)]
+pub(crate) struct Replay {
+    /// Finished programs, oldest first, with the level of the positions they created.
+    pub(crate) log: Vec<(Operation, Option<u8>)>,
+    /// `log` changed since it was stored.
+    pub(crate) log_dirty: bool,
+    /// Boards whose base version is stored.
+    pub(crate) based: HashSet<Board>,
+    /// The store keeps its base book (stores created before replay existed do not).
+    pub(crate) has_base: bool,
+}
+
+impl Replay {
+    /// From the store's records.
+    pub(crate) fn load(log: Option<QueueRecord>, based: Vec<Board>, has_base: bool) -> Replay {
+        Replay {
+            log: log
+                .unwrap_or_default()
+                .queue
+                .iter()
+                .map(|(op, level)| (op.operation(), *level))
+                .collect(),
+            log_dirty: false,
+            based: based.into_iter().collect(),
+            has_base,
+        }
+    }
 }
 
 impl Growth {
@@ -191,6 +226,7 @@ impl Growth {
         queue: Option<QueueRecord>,
         todo: Option<TodoRecord>,
         results: HashMap<LeafRequest, LeafResult>,
+        replay: Replay,
     ) -> Result<Growth> {
         let mut book = MemBook::with_capacity(header, positions.len(), 0);
         for p in &positions {
@@ -247,7 +283,67 @@ impl Growth {
             finished: 0,
             landed_since_plan: 0,
             predictor: None,
+            replay,
         })
+    }
+
+    /// Rollback by replay: forget the `dropped` results, put the base book back and run every
+    /// program since it again, reusing every known result (the driver then blocks on the
+    /// searches the dropped results answered, which become round work again). The book after
+    /// the replay is the book those results and programs give, whoever sent them first.
+    pub(crate) fn replay(&mut self, store: &Store, dropped: &[LeafRequest]) -> Result<()> {
+        let Some(header) = store.base_header()? else {
+            return Err(CoordinatorError::Internal(
+                "this store predates base books: it cannot be replayed (build it again)".into(),
+            ));
+        };
+        for k in dropped {
+            self.results.remove(k);
+        }
+        let mut positions: HashMap<Board, Position> =
+            self.book.positions().map(|p| (p.board, p)).collect();
+        let mut batch = Batch::default();
+        for (b, old) in store.base_positions()? {
+            match old {
+                Some(p) => {
+                    positions.insert(b, p);
+                }
+                None => {
+                    positions.remove(&b);
+                    batch.remove_position(&b);
+                }
+            }
+        }
+        let mut book = MemBook::with_capacity(header, positions.len(), 0);
+        for p in positions.values() {
+            book.put_position(p);
+        }
+        let ids: Vec<_> = book.ids().collect();
+        bookfarm_book::negamax::propagate(&mut book, &ids);
+        for p in book.positions() {
+            batch.put_position(&p)?;
+        }
+        batch.put_header(book.header())?;
+        book.track_changes();
+        book.take_changed();
+        self.book = book;
+        let mut queue: VecDeque<(Operation, Option<u8>)> =
+            std::mem::take(&mut self.replay.log).into_iter().collect();
+        queue.extend(self.queue.drain(..));
+        tracing::warn!(
+            programs = queue.len(),
+            dropped = dropped.len(),
+            "rollback: replaying the growth programs from the base book"
+        );
+        self.queue = queue;
+        self.queue_dirty = true;
+        self.replay.log_dirty = true;
+        self.driver = None;
+        self.todo_written = None;
+        self.needed.clear();
+        self.planned_from = None;
+        store.apply(batch)?;
+        Ok(())
     }
 
     /// Take accepted results in (they are stored already).
@@ -351,6 +447,15 @@ impl Growth {
         !self.queue.is_empty()
     }
 
+    /// Whether the running program selects by a window (deviate, enhance): then every result
+    /// can move a value inside it (see `super::trust`).
+    pub(crate) fn in_window(&self) -> bool {
+        matches!(
+            self.queue.front(),
+            Some((Operation::Deviate { .. } | Operation::Enhance { .. }, _))
+        )
+    }
+
     /// Whether programs ran and all finished.
     pub(crate) fn is_done(&self) -> bool {
         self.queue.is_empty() && !self.last.is_empty()
@@ -413,7 +518,10 @@ impl Growth {
                         ),
                     });
                     self.last = self.describe();
-                    self.queue.pop_front();
+                    if let Some(done) = self.queue.pop_front() {
+                        self.replay.log.push(done);
+                        self.replay.log_dirty = true;
+                    }
                     self.queue_dirty = true;
                     self.driver = None;
                     self.finished += 1;
@@ -430,8 +538,23 @@ impl Growth {
         for id in self.book.take_changed() {
             if self.book.is_live(id) {
                 let pos = self.book.position(id);
+                // Copy on write: the first change of a position saves its base version.
+                if self.replay.has_base && self.replay.based.insert(pos.board) {
+                    batch.put_base(&pos.board, store.position_record(&pos.board)?.as_ref())?;
+                }
                 batch.put_position(&pos)?;
             }
+        }
+        if self.replay.log_dirty {
+            batch.put_log(&QueueRecord {
+                queue: self
+                    .replay
+                    .log
+                    .iter()
+                    .map(|(op, level)| (OperationRecord::new(op), *level))
+                    .collect(),
+            })?;
+            self.replay.log_dirty = false;
         }
         batch.put_header(self.book.header())?;
         if let Some(d) = &self.driver

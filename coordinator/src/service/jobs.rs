@@ -17,6 +17,7 @@
 //!   [`max_lease_duration`] of its level by more than one expiry pass (heartbeats do not
 //!   extend it).
 
+use super::trust::{Need, Standing, TrustState};
 use super::{QuarantineReport, RATE_WINDOW, ServiceConfig, max_lease_duration};
 use bookfarm_engine::search::LeafRequest;
 use bookfarm_proto::domain::Job;
@@ -35,6 +36,9 @@ pub enum JobClass {
     /// Growth will probably need it soon (see `Growth::speculate`): leased only when no round
     /// work is queued, dropped when a later plan no longer lists it.
     Speculative,
+    /// A replica of a search answered already (validation or a spot check; see
+    /// `super::trust`): leased only to workers its [`Need`] admits, before any other work.
+    Check,
 }
 
 /// Counters since start.
@@ -89,6 +93,8 @@ pub(crate) struct JobEntry {
     pub(crate) lessees: Vec<Uuid>,
     /// Leased speculatively at least once (its result counts as prefetched).
     pub(crate) prefetched: bool,
+    /// Who may answer a [`JobClass::Check`] job.
+    pub(crate) need: Option<Need>,
     queued: bool,
 }
 
@@ -144,6 +150,11 @@ pub(crate) struct WorkerEntry {
     pub(crate) completed: u64,
     pub(crate) failed: u64,
     pub(crate) recent: VecDeque<Sample>,
+    /// Whose results these are (see `super::trust`): a credential name, `(local)`,
+    /// `(coordinator)` or `(anonymous) NAME`.
+    pub(crate) contributor: String,
+    /// The coordinator's verifier: leases check jobs only.
+    pub(crate) verifier: bool,
 }
 
 #[derive(Debug, Default)]
@@ -173,6 +184,8 @@ pub(crate) struct Jobs {
     /// Results accepted per contributor — (anonymous, owner or an anonymous worker's name) —
     /// since the history last took them (see `super::history`).
     pub(crate) contributions: HashMap<(bool, String), u64>,
+    /// Standing, credit and open validation cases.
+    pub(crate) trust: TrustState,
 }
 
 impl Jobs {
@@ -327,6 +340,7 @@ impl Jobs {
                         leases: Vec::new(),
                         lessees: Vec::new(),
                         prefetched: false,
+                        need: None,
                         queued: true,
                     },
                 );
@@ -351,7 +365,8 @@ impl Jobs {
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
         };
-        if j.class == class && j.prio == prio {
+        // A check job keeps its class until its case closes.
+        if (j.class == class && j.prio == prio) || j.class == JobClass::Check {
             return;
         }
         if j.queued {
@@ -384,12 +399,39 @@ impl Jobs {
         cfg: &ServiceConfig,
     ) -> Vec<Job> {
         let mut out = Vec::new();
+        let (who, verifier) = self
+            .workers
+            .get(worker)
+            .map(|w| (w.contributor.clone(), w.verifier))
+            .unwrap_or_default();
+        let standing = self.trust.standing_of(&who, &cfg.trust);
+        let owner = self
+            .trust
+            .records
+            .get(&who)
+            .map(|r| r.owner.clone())
+            .unwrap_or_default();
         while out.len() < slots {
-            let id = match self.queue.first().copied() {
+            // Checks first for those who can serve them (a held result blocks its round); the
+            // verifier serves checks only.
+            let check = (standing >= Standing::Earned)
+                .then(|| self.check_for(standing, &who, &owner))
+                .flatten();
+            let next = match check {
+                Some(k) => Some(k),
+                None if verifier => None,
+                None => self
+                    .queue
+                    .first()
+                    .copied()
+                    .filter(|k| k.0 != JobClass::Check),
+            };
+            let id = match next {
                 Some(k) => {
                     dequeue(&mut self.queue, &mut self.round_queued, &k);
                     k.3
                 }
+                None if verifier => break,
                 None => match self.backup_candidate(worker, now, cfg) {
                     Some(id) => {
                         self.counters.backup_leased += 1;
@@ -435,6 +477,54 @@ impl Jobs {
         metrics::counter!(crate::telemetry::JOBS_LEASED).increment(out.len() as u64);
         self.update_gauges();
         out
+    }
+
+    /// The first queued check job a worker of this standing, contributor and owner may answer.
+    /// Cost: the queued check jobs it may not answer are walked (few: a contributor's own
+    /// results waiting for someone else).
+    fn check_for(&self, standing: Standing, who: &str, owner: &str) -> Option<QueueKey> {
+        let from = (JobClass::Check, 0, 0, Uuid::nil());
+        self.queue.range(from..).copied().find(|k| {
+            self.jobs
+                .get(&k.3)
+                .and_then(|j| j.need.as_ref())
+                .is_some_and(|n| n.admits(standing, who, owner))
+        })
+    }
+
+    /// Turn job `id` into a check job waiting for `need`, ending `worker`'s lease (its answer
+    /// arrived): it goes back to the queue when nobody else holds it.
+    pub(crate) fn to_check(&mut self, id: Uuid, worker: &Uuid, need: Need) {
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        if j.queued {
+            let k = j.queue_key(id);
+            dequeue(&mut self.queue, &mut self.round_queued, &k);
+        }
+        if j.class == JobClass::Round && !j.leases.is_empty() {
+            self.leased_round.remove(&(j.prio, j.seq, id));
+        }
+        j.class = JobClass::Check;
+        j.need = Some(need);
+        let before = j.leases.len();
+        j.leases.retain(|l| l.worker != *worker);
+        if j.leases.len() < before {
+            self.in_flight -= 1;
+        }
+        j.queued = j.leases.is_empty();
+        if j.queued {
+            let k = j.queue_key(id);
+            enqueue(&mut self.queue, &mut self.round_queued, k);
+        }
+        if let Some(w) = self.workers.get_mut(worker) {
+            w.jobs.remove(&id);
+        }
+    }
+
+    /// The job of a request, if any.
+    pub(crate) fn job_of(&self, key: &LeafRequest) -> Option<Uuid> {
+        self.by_key.get(key).copied()
     }
 
     /// The first round search (in growth's order) worth a backup lease for `worker`: leased
@@ -512,6 +602,7 @@ impl Jobs {
         }
         let w = self.workers.remove(&wid)?;
         self.threads -= w.threads as usize;
+        self.trust.verifiers -= usize::from(w.verifier);
         Some((w.name, n))
     }
 

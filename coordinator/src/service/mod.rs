@@ -22,10 +22,12 @@ mod book_view;
 mod growth;
 mod history;
 mod jobs;
+pub mod trust;
 
 pub use book_view::{BookEntryView, BookStats, PositionView, Searching};
 pub use history::{ContributorReport, HistoryView};
 pub use jobs::{Counters, JobClass};
+pub use trust::{Standing, TrustCounters, TrustRules};
 
 use crate::error::{CoordinatorError, Result};
 use crate::store::Entry;
@@ -38,7 +40,8 @@ use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::{Board, Move};
 use bookfarm_proto::domain::{Ack, Failure, Identity, Job, JobResult, Selector};
 use bookfarm_proto::{MAX_LEASE_SLOTS, MAX_RESULTS_PER_CALL, PROTOCOL_VERSION};
-use growth::{Growth, Landed};
+use growth::{Growth, Landed, Replay};
+use trust::{Case, Replica, TrustState};
 pub use growth::{Predictor, PrefetchReport, ShallowSearch};
 use history::History;
 use jobs::{Jobs, Sample, WorkerEntry};
@@ -139,6 +142,13 @@ pub struct ServiceConfig {
     /// Apply results on the submitting thread instead of the growth runner thread (the
     /// simulator: one thread, no hand-offs; a server keeps RPCs off growth's path).
     pub inline_growth: bool,
+    /// Validation rules: N to earn trust, K invalid results to block, the spot-check floor
+    /// (see [`trust`]).
+    pub trust: TrustRules,
+    /// Search threads of the coordinator's own verifier (its share of the coordinator's CPU;
+    /// 0: none). The verifier answers validation and spot-check searches only; the service
+    /// draws spot checks only while one is registered. Started by `serve`, not by the service.
+    pub verify_threads: u32,
 }
 
 impl Default for ServiceConfig {
@@ -159,6 +169,8 @@ impl Default for ServiceConfig {
             speculation: 2,
             backup_after: 4,
             inline_growth: false,
+            trust: TrustRules::default(),
+            verify_threads: 0,
         }
     }
 }
@@ -265,7 +277,42 @@ pub struct StatusReport {
     pub speculative_leased: u64,
     /// Backup leases since start.
     pub backup_leased: u64,
+    /// What validation did since start.
+    pub validation: TrustCounters,
+    /// Standing and credit of every contributor seen.
+    pub credit: Vec<CreditReport>,
 }
+
+/// One contributor's standing and credit (a credential, the coordinator's own searches, the
+/// in-process workers or an anonymous worker).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreditReport {
+    /// Contributor name (credential name, `(local)`, `(coordinator)`, `(anonymous) NAME`).
+    pub name: String,
+    /// Owner (empty for the coordinator's own).
+    pub owner: String,
+    /// Standing now.
+    pub standing: Standing,
+    /// Consecutive results that agreed with the trust root.
+    pub streak: u64,
+    /// Results validated or used by the book.
+    pub results: u64,
+    /// Nodes of those results.
+    pub nodes: u64,
+    /// Search time of those results (reported by the worker).
+    pub cpu: Duration,
+    /// Invalid results.
+    pub invalid: u64,
+    /// Blocked for invalid results.
+    pub blocked: bool,
+    /// Time from its first result to earned trust (None: not earned).
+    pub time_to_trust: Option<Duration>,
+}
+
+/// Called with a contributor's name when it is blocked for invalid results: the server blocks
+/// the credential and returns the worker ids of its sessions, which the service then forgets
+/// (their leases go back to the queue).
+pub type BlockHook = Box<dyn Fn(&str) -> Vec<Uuid> + Send + Sync>;
 
 /// The most speculative searches planned at once (a plan runs the programs on a copy of the
 /// book, so its cost grows with it).
@@ -300,6 +347,22 @@ struct Shared {
     written: AtomicU64,
     flushed: AtomicU64,
     flush_lock: tokio::sync::Mutex<()>,
+    /// The running program has a deviate/enhance window (every request is critical).
+    critical: AtomicBool,
+    /// Results dropped by a caught worker, waiting for the growth runner's replay.
+    rollback: Mutex<Option<Vec<LeafRequest>>>,
+    /// See [`BlockHook`].
+    on_block: Mutex<HookSlot>,
+}
+
+/// The block hook's slot (Debug without the closure).
+#[derive(Default)]
+struct HookSlot(Option<BlockHook>);
+
+impl std::fmt::Debug for HookSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "HookSlot(set)" } else { "HookSlot(none)" })
+    }
 }
 
 /// The coordinator service: a cheap-clone handle.
@@ -436,6 +499,14 @@ impl Coordinator {
             .map(|(k, r)| (*k, r.result()))
             .collect();
         let positions: Vec<Position> = loaded.entries.into_iter().map(|e| e.pos).collect();
+        let trust = TrustState::load(
+            loaded.trust,
+            loaded.cases,
+            loaded
+                .results
+                .iter()
+                .map(|(k, r)| (*k, r.sources.clone())),
+        );
         let mut growth = Growth::load(
             loaded.header,
             positions,
@@ -443,6 +514,7 @@ impl Coordinator {
             loaded.queue,
             loaded.todo,
             results,
+            Replay::load(loaded.log, loaded.based, loaded.has_base),
         )?;
         if !growth.is_running() && start_unsearched(&growth.book) {
             growth.push(Operation::New, None);
@@ -454,6 +526,7 @@ impl Coordinator {
         )?;
         let mut jobs = Jobs::default();
         jobs.done = loaded.done.into_iter().collect();
+        jobs.trust = trust;
         let history = History::from_record(loaded.history);
         let (runs, _) = tokio::sync::watch::channel(0);
         let paused = growth.paused;
@@ -474,8 +547,12 @@ impl Coordinator {
             written: AtomicU64::new(0),
             flushed: AtomicU64::new(0),
             flush_lock: tokio::sync::Mutex::new(()),
+            critical: AtomicBool::new(false),
+            rollback: Mutex::new(None),
+            on_block: Mutex::new(HookSlot::default()),
         }));
         c.run_growth()?;
+        c.reopen_cases();
         c.0.store.flush()?;
         Ok(c)
     }
@@ -574,9 +651,11 @@ impl Coordinator {
         }
     }
 
-    /// Register an anonymous worker; returns its id.
+    /// Register one of the coordinator's in-process workers (its own searches: the trust
+    /// root); returns its id.
     pub fn register(&self, id: &Identity, name: &str, threads: u32) -> Result<Uuid> {
-        self.register_owned(id, name, threads, None)
+        let who = (trust::LOCAL.to_string(), String::new(), false, true);
+        self.enroll(id, name, threads, None, who, false)
     }
 
     /// Register a worker run by `owner` (its credential's owner; `None`: anonymous local
@@ -591,7 +670,8 @@ impl Coordinator {
         self.register_with(id, name, threads, owner, false)
     }
 
-    /// [`Coordinator::register_owned`] with the trust the operator gave the credential.
+    /// [`Coordinator::register_owned`] with the trust the operator gave the credential (the
+    /// owner stands for the credential's name: tests, benches).
     pub fn register_with(
         &self,
         id: &Identity,
@@ -600,10 +680,75 @@ impl Coordinator {
         owner: Option<&str>,
         trusted: bool,
     ) -> Result<Uuid> {
+        self.register_as(id, name, threads, owner.map(|o| (o, o)), trusted)
+    }
+
+    /// Register a remote worker: `credential` is its (credential name, owner), `None` for an
+    /// anonymous worker (loopback only, while no credential exists: the operator's own, whose
+    /// results count as trusted); `trusted` the operator's trust in the credential. The
+    /// worker's results are credited to, and trusted as, the credential (see [`trust`]).
+    pub fn register_as(
+        &self,
+        id: &Identity,
+        name: &str,
+        threads: u32,
+        credential: Option<(&str, &str)>,
+        trusted: bool,
+    ) -> Result<Uuid> {
+        let name: String = name.chars().take(128).collect();
+        let (contributor, owner, given) = match credential {
+            Some((c, o)) => (c.to_string(), o.to_string(), trusted),
+            None => (
+                format!("{} {name}", trust::ANONYMOUS),
+                trust::ANONYMOUS.to_string(),
+                true,
+            ),
+        };
+        self.enroll(
+            id,
+            &name,
+            threads,
+            credential.map(|(_, o)| o),
+            (contributor, owner, given, false),
+            false,
+        )
+    }
+
+    /// Register the coordinator's verifier (its own searches: the trust root).
+    pub fn register_verifier(&self, id: &Identity, threads: u32) -> Result<Uuid> {
+        let who = (trust::VERIFIER.to_string(), String::new(), false, true);
+        self.enroll(id, "verifier", threads, None, who, true)
+    }
+
+    /// Register a worker as `contributor` = (name, owner, given trust, root).
+    fn enroll(
+        &self,
+        id: &Identity,
+        name: &str,
+        threads: u32,
+        owner: Option<&str>,
+        contributor: (String, String, bool, bool),
+        verifier: bool,
+    ) -> Result<Uuid> {
         self.check_identity(id)?;
+        let (who, who_owner, given, root) = contributor;
+        let trusted = given || root;
         let wid = Uuid::new_v4();
         let now = self.now();
         let mut g = self.jobs();
+        if g.trust.blocked(&who) {
+            return Err(CoordinatorError::Blocked(who));
+        }
+        let before = g.trust.records.get(&who).cloned();
+        g.trust.enroll(&who, &who_owner, given, root);
+        if g.trust.records.get(&who) != before.as_ref()
+            && let Some(r) = g.trust.records.get(&who)
+        {
+            let mut b = Batch::default();
+            b.put_trust(&who, r)?;
+            self.0.store.apply(b)?;
+        }
+        g.trust.verifiers += usize::from(verifier);
         g.add_worker(
             wid,
             WorkerEntry {
@@ -617,11 +762,23 @@ impl Coordinator {
                 completed: 0,
                 failed: 0,
                 recent: VecDeque::new(),
+                contributor: who.clone(),
+                verifier,
             },
         );
         g.update_gauges();
-        tracing::info!(worker_id = %wid, name, threads, "worker registered");
+        tracing::info!(worker_id = %wid, name, threads, contributor = %who, "worker registered");
         Ok(wid)
+    }
+
+    /// Refuse a worker whose contributor was blocked for invalid results.
+    fn check_blocked(g: &Jobs, worker: &Uuid) -> Result<()> {
+        match g.workers.get(worker) {
+            Some(w) if g.trust.blocked(&w.contributor) => {
+                Err(CoordinatorError::Blocked(w.contributor.clone()))
+            }
+            _ => Ok(()),
+        }
     }
 
     fn touch(g: &mut Jobs, worker: &Uuid, now: Duration) -> Result<()> {
@@ -654,6 +811,7 @@ impl Coordinator {
         let now = self.now();
         let mut g = self.jobs();
         Self::touch(&mut g, worker, now)?;
+        Self::check_blocked(&g, worker)?;
         if paused {
             return Ok(Vec::new());
         }
@@ -763,6 +921,12 @@ impl Coordinator {
         let now = self.now();
         let mut g = self.jobs();
         Self::touch(&mut g, worker, now)?;
+        Self::check_blocked(&g, worker)?;
+        let who = g
+            .workers
+            .get(worker)
+            .map(|w| w.contributor.clone())
+            .unwrap_or_default();
         // Pass 1: validate everything without changing anything.
         let mut acks = Vec::with_capacity(results.len());
         let mut seen = HashSet::new();
@@ -793,51 +957,64 @@ impl Coordinator {
                 g.counters.rejected += 1;
                 return Err(e);
             }
-            acks.push(Ack::Accepted);
+            // A contributor answers a request once (another session of the same credential
+            // adds nothing to a case).
+            let answered = g
+                .trust
+                .cases
+                .get(&j.key)
+                .is_some_and(|c| c.replicas.iter().any(|x| x.contributor == who));
+            acks.push(if answered {
+                Ack::Duplicate
+            } else {
+                Ack::Accepted
+            });
         }
-        // Pass 2: store.
+        // Pass 2: store, and let the validation rules decide what reaches the book.
         let mut batch = Batch::default();
         let mut landed = Vec::new();
+        let mut caught = Vec::new();
+        let mut rollback = Vec::new();
         let at = now_ms();
+        let critical = self.0.critical.load(Ordering::SeqCst);
         for (r, ack) in results.iter().zip(&acks) {
             if *ack == Ack::Duplicate {
                 g.counters.duplicates += 1;
                 continue;
             }
             g.record_search_time(&r.job_id, worker, now);
-            let Some(j) = g.remove(r.job_id) else {
+            let Some((key, prefetched)) = g.jobs.get(&r.job_id).map(|j| (j.key, j.prefetched))
+            else {
                 continue;
             };
-            if j.prefetched {
-                g.counters.speculative_completed += 1;
+            let outcome = self.take_replica(
+                &mut g,
+                &mut batch,
+                (worker, &who),
+                (key, r),
+                critical,
+                at,
+            )?;
+            if let Some(result) = outcome.apply {
+                if prefetched {
+                    g.counters.speculative_completed += 1;
+                }
+                g.landed.insert(key);
+                landed.push(Landed {
+                    key,
+                    result,
+                    prefetched,
+                });
             }
-            let result = r.leaf();
-            let rec = ResultRecord {
-                mv: r.mv.code(),
-                score: r.score,
-                depth: r.depth,
-                selectivity: r.selectivity,
-                exact: r.exact,
-                nodes: r.nodes,
-                elapsed_us: u64::try_from(r.elapsed.as_micros()).unwrap_or(u64::MAX),
-                worker: *worker.as_bytes(),
-                job: *r.job_id.as_bytes(),
-                accepted_ms: at,
-            };
-            batch.put_result(&j.key, &rec)?;
-            batch.put_done(&r.job_id, &j.key.board)?;
-            g.landed.insert(j.key);
-            landed.push(Landed {
-                key: j.key,
-                result,
-                prefetched: j.prefetched,
-            });
-            g.done.insert(r.job_id);
+            caught.extend(outcome.losers);
+            if outcome.reached_book {
+                rollback.push(key);
+            }
             g.counters.completed += 1;
             let l = Sample {
                 at: now,
                 nodes: r.nodes,
-                search_us: rec.elapsed_us,
+                search_us: u64::try_from(r.elapsed.as_micros()).unwrap_or(u64::MAX),
             };
             g.recent.push_back(l);
             if let Some(w) = g.workers.get_mut(worker) {
@@ -850,12 +1027,38 @@ impl Coordinator {
                 *g.contributions.entry(who).or_default() += 1;
             }
         }
+        let mut blocked = Vec::new();
+        for loser in caught {
+            let (dropped, block) = self.catch(&mut g, &mut batch, &loser)?;
+            rollback.extend(dropped);
+            if block {
+                blocked.push(loser);
+            }
+        }
+        let replay = !rollback.is_empty();
+        if replay {
+            g.trust.counters.rollbacks += 1;
+            self.0
+                .rollback
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert_with(Vec::new)
+                .extend(rollback);
+        }
         self.0.store.apply(batch)?;
         self.0.written.fetch_add(1, Ordering::SeqCst);
         g.trim_rates(now, Some(worker));
         g.update_gauges();
         drop(g);
-        if !landed.is_empty() {
+        for b in blocked {
+            tracing::warn!(contributor = %b, "blocked: too many invalid results");
+            let ended = match &self.0.on_block.lock().unwrap_or_else(|p| p.into_inner()).0 {
+                Some(hook) => hook(&b),
+                None => Vec::new(),
+            };
+            self.drop_workers(&ended);
+        }
+        if !landed.is_empty() || replay {
             metrics::counter!(crate::telemetry::JOBS_COMPLETED).increment(landed.len() as u64);
             self.0
                 .inbox
@@ -871,6 +1074,234 @@ impl Coordinator {
             }
         }
         Ok(acks)
+    }
+
+    /// Fold one accepted replica into its request's case (see [`trust`]): credit, streaks,
+    /// invalid counts, the stored result and case, and the job (closed, or a check job).
+    fn take_replica(
+        &self,
+        g: &mut Jobs,
+        batch: &mut Batch,
+        (worker, who): (&Uuid, &str),
+        (key, r): (LeafRequest, &JobResult),
+        critical: bool,
+        at: u64,
+    ) -> Result<Taken> {
+        let rules = self.0.cfg.trust;
+        let standing = g.trust.standing_of(who, &rules);
+        let owner = g
+            .trust
+            .records
+            .get(who)
+            .map(|t| t.owner.clone())
+            .unwrap_or_default();
+        let result = r.leaf();
+        let mut case = g.trust.cases.remove(&key).unwrap_or_default();
+        let first = case.replicas.is_empty();
+        let was_applied = case.applied;
+        case.replicas.push(Replica {
+            contributor: who.to_string(),
+            owner,
+            standing,
+            result,
+        });
+        let applied = was_applied.then(|| case.replicas[0].result);
+        let streak = g.trust.records.get(who).map_or(0, |t| t.streak);
+        let spot = g.trust.verifiers > 0
+            && trust::coin(&r.job_id) < trust::spot_probability(streak, &rules);
+        let d = trust::decide(&case.replicas, applied.as_ref(), critical, spot);
+        // Counters.
+        let c = &mut g.trust.counters;
+        if first {
+            c.used_nodes += r.nodes;
+            match (&d.apply, &d.need) {
+                (None, _) => c.held += 1,
+                (Some(_), need) => {
+                    c.applied_at_once += 1;
+                    c.spot_checks += u64::from(need.is_some());
+                }
+            }
+        } else {
+            c.replica_nodes += r.nodes;
+            if d.apply.is_some() && !was_applied {
+                c.validated += 1;
+            }
+        }
+        c.invalid += d.losers.len() as u64;
+        let reached_book = was_applied && d.losers.contains(&case.replicas[0].contributor);
+        c.reached_book += u64::from(reached_book);
+        // Records: credit once per replica, streaks, invalid results.
+        let mut touched: Vec<String> = vec![who.to_string()];
+        if let Some(t) = g.trust.records.get_mut(who)
+            && t.first_ms == 0
+        {
+            t.first_ms = at;
+        }
+        for (i, x) in case.replicas.iter().enumerate() {
+            if !d.credited.contains(&x.contributor) || (i == 0 && was_applied) {
+                continue;
+            }
+            if let Some(t) = g.trust.records.get_mut(&x.contributor) {
+                t.results += 1;
+                t.nodes += x.result.nodes;
+                t.cpu_us += u64::try_from(x.result.elapsed.as_micros()).unwrap_or(u64::MAX);
+                touched.push(x.contributor.clone());
+            }
+        }
+        for name in &d.confirmed {
+            if let Some(t) = g.trust.records.get_mut(name) {
+                t.streak += 1;
+                if t.streak == rules.earn_after && !t.given && !t.root {
+                    t.earned_ms = at;
+                    tracing::info!(contributor = %name, "trust earned");
+                }
+                touched.push(name.clone());
+            }
+        }
+        for name in &d.losers {
+            if let Some(t) = g.trust.records.get_mut(name) {
+                t.streak = 0;
+                t.invalid += 1;
+                if t.invalid >= rules.block_after && !t.root {
+                    t.blocked = true;
+                }
+                touched.push(name.clone());
+            }
+            tracing::warn!(contributor = %name, request = ?key, "invalid result caught");
+        }
+        touched.sort();
+        touched.dedup();
+        for name in &touched {
+            if let Some(t) = g.trust.records.get(name) {
+                batch.put_trust(name, t)?;
+            }
+        }
+        // The stored result and who vouches for it.
+        let chosen = d.apply.or(applied.filter(|_| d.need.is_none()));
+        if let Some(res) = chosen {
+            let mut rec = ResultRecord::of(&res);
+            rec.worker = *worker.as_bytes();
+            rec.job = *r.job_id.as_bytes();
+            rec.accepted_ms = at;
+            rec.sources = d.sources.clone();
+            batch.put_result(&key, &rec)?;
+            g.trust.sources.insert(key, d.sources.clone());
+        }
+        let job = g.job_of(&key);
+        match d.need {
+            Some(need) => {
+                case.applied |= d.apply.is_some();
+                batch.put_case(&key, Some(&trust::case_record(&case.replicas, case.applied)))?;
+                g.trust.cases.insert(key, case);
+                if let Some(id) = job {
+                    g.to_check(id, worker, need);
+                }
+            }
+            None => {
+                if !first {
+                    batch.put_case(&key, None)?;
+                }
+                if let Some(id) = job {
+                    g.remove(id);
+                }
+                g.done.insert(r.job_id);
+                batch.put_done(&r.job_id, &key.board)?;
+            }
+        }
+        Ok(Taken {
+            apply: d.apply,
+            losers: d.losers,
+            reached_book,
+        })
+    }
+
+    /// A contributor was caught with an invalid result: drop every applied result no one else
+    /// vouches for (trusted, or earned from another owner) and its replicas in open cases.
+    /// Returns the dropped requests (the book must be replayed when any was applied) and
+    /// whether the contributor is blocked now.
+    fn catch(
+        &self,
+        g: &mut Jobs,
+        batch: &mut Batch,
+        loser: &str,
+    ) -> Result<(Vec<LeafRequest>, bool)> {
+        let rules = self.0.cfg.trust;
+        let mut dropped = Vec::new();
+        let keys: Vec<LeafRequest> = g
+            .trust
+            .sources
+            .iter()
+            .filter(|(_, s)| s.iter().any(|c| c == loser))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in keys {
+            let Some(mut srcs) = g.trust.sources.remove(&k) else {
+                continue;
+            };
+            srcs.retain(|c| c != loser);
+            if srcs
+                .iter()
+                .any(|c| g.trust.standing_of(c, &rules) >= Standing::Earned)
+            {
+                g.trust.sources.insert(k, srcs);
+            } else {
+                batch.remove_result(&k);
+                dropped.push(k);
+            }
+        }
+        g.trust.counters.dropped += dropped.len() as u64;
+        let open: Vec<LeafRequest> = g
+            .trust
+            .cases
+            .iter()
+            .filter(|(_, c)| c.replicas.iter().any(|x| x.contributor == loser))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in open {
+            let Some(mut case) = g.trust.cases.remove(&k) else {
+                continue;
+            };
+            if case.replicas.first().is_some_and(|x| x.contributor == loser) {
+                case.applied = false;
+            }
+            case.replicas.retain(|x| x.contributor != loser);
+            if case.replicas.is_empty() {
+                batch.put_case(&k, None)?;
+                // The search starts over as ordinary work (growth lists it again if needed).
+                if let Some(id) = g.job_of(&k) {
+                    g.remove(id);
+                }
+            } else {
+                batch.put_case(&k, Some(&trust::case_record(&case.replicas, case.applied)))?;
+                g.trust.cases.insert(k, case);
+            }
+        }
+        let blocked = g.trust.blocked(loser);
+        tracing::warn!(contributor = %loser, dropped = dropped.len(), blocked, "results of a caught contributor dropped");
+        Ok((dropped, blocked))
+    }
+
+    /// After a restart: the jobs of open cases are check jobs again.
+    fn reopen_cases(&self) {
+        let mut g = self.jobs();
+        let open: Vec<(LeafRequest, Case)> = g
+            .trust
+            .cases
+            .iter()
+            .map(|(k, c)| (*k, c.clone()))
+            .collect();
+        for (k, case) in open {
+            let applied = case.applied.then(|| case.replicas[0].result);
+            let d = trust::decide(&case.replicas, applied.as_ref(), true, false);
+            if let (Some(id), Some(need)) = (g.job_of(&k), d.need) {
+                g.to_check(id, &Uuid::nil(), need);
+            }
+        }
+    }
+
+    /// Call `hook` with a contributor's name when it is blocked for invalid results.
+    pub fn set_block_hook(&self, hook: BlockHook) {
+        self.0.on_block.lock().unwrap_or_else(|p| p.into_inner()).0 = Some(hook);
     }
 
     /// Have the growth runner apply what landed (one runner thread at a time; a kick while it
@@ -904,9 +1335,19 @@ impl Coordinator {
     fn run_growth(&self) -> Result<()> {
         let landed = std::mem::take(&mut *self.0.inbox.lock().unwrap_or_else(|p| p.into_inner()));
         let applied: Vec<LeafRequest> = landed.iter().map(|l| l.key).collect();
+        let rollback = self
+            .0
+            .rollback
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         let mut growth = self.growth();
         growth.land(landed);
+        if let Some(dropped) = rollback {
+            growth.replay(&self.0.store, &dropped)?;
+        }
         let needed = growth.advance(&self.0.store)?;
+        self.0.critical.store(growth.in_window(), Ordering::SeqCst);
         let positions = growth.book.len();
         // Speculate only at a round's tail: when fewer round searches wait than the workers
         // have threads (before that, every idle thread gets round work anyway); plan again
@@ -1219,6 +1660,26 @@ impl Coordinator {
                 last_seen: now.saturating_sub(w.last_seen),
             })
             .collect();
+        let rules = self.0.cfg.trust;
+        let mut credit: Vec<CreditReport> = g
+            .trust
+            .records
+            .iter()
+            .map(|(name, t)| CreditReport {
+                name: name.clone(),
+                owner: t.owner.clone(),
+                standing: trust::standing(t, &rules),
+                streak: t.streak,
+                results: t.results,
+                nodes: t.nodes,
+                cpu: Duration::from_micros(t.cpu_us),
+                invalid: t.invalid,
+                blocked: t.blocked,
+                time_to_trust: (t.earned_ms > 0)
+                    .then(|| Duration::from_millis(t.earned_ms.saturating_sub(t.first_ms))),
+            })
+            .collect();
+        credit.sort_by(|a, b| a.name.cmp(&b.name));
         let searched: u64 = g.recent.iter().map(|l| l.search_us).sum();
         let mean_search =
             (!g.recent.is_empty()).then(|| Duration::from_micros(searched / g.recent.len() as u64));
@@ -1243,6 +1704,8 @@ impl Coordinator {
             prefetch,
             speculative_leased: g.counters.speculative_leased,
             backup_leased: g.counters.backup_leased,
+            validation: g.trust.counters,
+            credit,
         }
     }
 
@@ -1319,13 +1782,34 @@ impl Coordinator {
         }
         let entries: Vec<Entry> = positions.iter().cloned().map(Entry::new).collect();
         self.0.store.create(&header, &entries)?;
-        *growth = Growth::load(header, positions, None, None, None, HashMap::new())?;
+        *growth = Growth::load(
+            header,
+            positions,
+            None,
+            None,
+            None,
+            HashMap::new(),
+            Replay::load(None, Vec::new(), true),
+        )?;
+        jobs.trust.cases.clear();
+        jobs.trust.sources.clear();
         growth.clear();
         self.0.paused.store(false, Ordering::SeqCst);
         let n = growth.book.len() as u64;
         jobs.clear_jobs();
         Ok(n)
     }
+}
+
+/// What one replica did (see [`Coordinator::take_replica`]).
+#[derive(Debug)]
+struct Taken {
+    /// The result the book must use now.
+    apply: Option<LeafResult>,
+    /// Contributors caught with an invalid result.
+    losers: Vec<String>,
+    /// A wrong result had reached the book (replay).
+    reached_book: bool,
 }
 
 /// Validate one result against its search: the move must be legal and not excluded (a pass only

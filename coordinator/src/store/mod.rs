@@ -10,6 +10,12 @@
 //! | `m` + `header` | [`HeaderRecord`] |
 //! | `m` + `expansion` | [`ExpansionRecord`] |
 //! | `m` + `history` | [`HistoryRecord`] (web UI charts and contributors) |
+//! | `m` + `growth-log` | [`QueueRecord`]: the programs finished since the base book |
+//! | `m` + `base` | [`HeaderRecord`] of the base book (present: replay is possible) |
+//! | `r` + request | [`ResultRecord`] (applied results, with the contributors vouching) |
+//! | `u` + request | [`CaseRecord`] (replicas of a request waiting for validation) |
+//! | `t` + contributor name | [`TrustRecord`] (standing and credit) |
+//! | `b` + 16-byte canonical board | the position as it was before growth first changed it (an empty value: growth created it) |
 //!
 //! Worker credentials live in a second tree (`credentials`, see [`CredentialStore`]).
 //!
@@ -23,10 +29,11 @@ mod record;
 
 pub use credentials::{CredentialRecord, CredentialState, CredentialStore};
 pub use record::{
-    ContributorRecord, DriverRecord, ExpansionRecord, ExpansionStateRecord, GrowthRecord,
-    HeaderRecord, HistoryRecord, OperationRecord, PositionRecord, QueueRecord, ResultRecord,
-    Sample, TodoRecord,
+    CaseRecord, ContributorRecord, DriverRecord, ExpansionRecord, ExpansionStateRecord,
+    GrowthRecord, HeaderRecord, HistoryRecord, OperationRecord, PositionRecord, QueueRecord,
+    ReplicaRecord, ResultRecord, Sample, TodoRecord, TrustRecord,
 };
+use record::LegacyResultRecord;
 
 use bookfarm_book::model::{BookHeader, Position};
 use bookfarm_book::store::{BookStore, StoreError as BookStoreError, ensure_canonical};
@@ -65,6 +72,37 @@ const P: u8 = b'p';
 const D: u8 = b'd';
 const M: u8 = b'm';
 const R: u8 = b'r';
+const U: u8 = b'u';
+const T: u8 = b't';
+const B: u8 = b'b';
+
+/// The key of an open case: its request.
+fn case_key(r: &LeafRequest) -> [u8; 26] {
+    let mut k = result_key(r);
+    k[0] = U;
+    k
+}
+
+fn trust_key(name: &str) -> Vec<u8> {
+    let mut k = vec![T];
+    k.extend_from_slice(name.as_bytes());
+    k
+}
+
+fn base_key(b: &Board) -> [u8; 17] {
+    let mut k = pos_key(b);
+    k[0] = B;
+    k
+}
+
+/// A stored result, in this version's layout or the one before validation existed.
+fn decode_result(k: &[u8], v: &[u8]) -> Result<ResultRecord, StoreError> {
+    decode::<ResultRecord>(k, v).or_else(|e| {
+        decode::<LegacyResultRecord>(k, v)
+            .map(ResultRecord::from)
+            .map_err(|_| e)
+    })
+}
 
 /// The key of a stored result: its search request (board as searched, excluded moves, level).
 fn result_key(r: &LeafRequest) -> [u8; 26] {
@@ -87,6 +125,15 @@ fn request_of(k: &[u8]) -> Option<LeafRequest> {
         },
         excluded: u(17)?,
         level: k[25],
+    })
+}
+
+fn board_of_key(k: &[u8]) -> Option<Board> {
+    let k: &[u8; 17] = k.try_into().ok()?;
+    let u = |i: usize| k[i..i + 8].try_into().ok().map(u64::from_be_bytes);
+    Some(Board {
+        player: u(1)?,
+        opponent: u(9)?,
     })
 }
 
@@ -164,6 +211,16 @@ pub struct Loaded {
     pub signature: Option<String>,
     /// The farm's history (None when absent or unreadable: it only feeds charts).
     pub history: Option<HistoryRecord>,
+    /// Open validation cases, by request.
+    pub cases: Vec<(LeafRequest, CaseRecord)>,
+    /// Contributors' standing and credit, by name.
+    pub trust: Vec<(String, TrustRecord)>,
+    /// The programs finished since the base book.
+    pub log: Option<QueueRecord>,
+    /// Boards whose base version is saved (see [`Batch::put_base`]).
+    pub based: Vec<Board>,
+    /// The store keeps its base book (created by this version: replay is possible).
+    pub has_base: bool,
 }
 
 /// A set of writes applied atomically.
@@ -209,6 +266,56 @@ impl Batch {
     /// Write the book header.
     pub fn put_header(&mut self, h: &BookHeader) -> Result<(), StoreError> {
         self.put_meta("header", &HeaderRecord::from(h))
+    }
+
+    /// Delete a position (a replay drops positions growth created).
+    pub fn remove_position(&mut self, b: &Board) {
+        self.batch.remove(&pos_key(b)[..]);
+        self.len += 1;
+    }
+
+    /// Save the base version of a position about to change for the first time (`None`: the
+    /// position did not exist before growth created it).
+    pub fn put_base(&mut self, b: &Board, old: Option<&PositionRecord>) -> Result<(), StoreError> {
+        let v = match old {
+            Some(p) => encode(p)?,
+            None => Vec::new(),
+        };
+        self.batch.insert(&base_key(b)[..], v);
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Write (or delete, when `None`) the open case of a request.
+    pub fn put_case(
+        &mut self,
+        req: &LeafRequest,
+        case: Option<&CaseRecord>,
+    ) -> Result<(), StoreError> {
+        match case {
+            Some(c) => self.batch.insert(&case_key(req)[..], encode(c)?),
+            None => self.batch.remove(&case_key(req)[..]),
+        }
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Write a contributor's trust record.
+    pub fn put_trust(&mut self, name: &str, t: &TrustRecord) -> Result<(), StoreError> {
+        self.batch.insert(trust_key(name), encode(t)?);
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Delete a stored leaf result (its only voucher was caught).
+    pub fn remove_result(&mut self, req: &LeafRequest) {
+        self.batch.remove(&result_key(req)[..]);
+        self.len += 1;
+    }
+
+    /// Write the programs finished since the base book.
+    pub fn put_log(&mut self, q: &QueueRecord) -> Result<(), StoreError> {
+        self.put_meta("growth-log", q)
     }
 
     /// Store a leaf result under its request.
@@ -368,9 +475,31 @@ impl Store {
         for kv in self.tree.scan_prefix([R]) {
             let (k, v) = kv?;
             if let Some(req) = request_of(&k) {
-                results.push((req, decode::<ResultRecord>(&k, &v)?));
+                results.push((req, decode_result(&k, &v)?));
             }
         }
+        let mut cases = Vec::new();
+        for kv in self.tree.scan_prefix([U]) {
+            let (k, v) = kv?;
+            if let Some(req) = request_of(&k) {
+                cases.push((req, decode::<CaseRecord>(&k, &v)?));
+            }
+        }
+        let mut trust = Vec::new();
+        for kv in self.tree.scan_prefix([T]) {
+            let (k, v) = kv?;
+            let name = String::from_utf8_lossy(&k[1..]).into_owned();
+            trust.push((name, decode::<TrustRecord>(&k, &v)?));
+        }
+        let mut based = Vec::new();
+        for kv in self.tree.scan_prefix([B]) {
+            let (k, _) = kv?;
+            if let Some(b) = board_of_key(&k) {
+                based.push(b);
+            }
+        }
+        let log = self.meta::<QueueRecord>("growth-log")?;
+        let has_base = self.tree.contains_key(meta_key("base"))?;
         Ok(Loaded {
             header,
             entries,
@@ -382,7 +511,43 @@ impl Store {
             results,
             signature,
             history,
+            cases,
+            trust,
+            log,
+            based,
+            has_base,
         })
+    }
+
+    /// The base book's header (None: the store predates base books).
+    pub fn base_header(&self) -> Result<Option<BookHeader>, StoreError> {
+        Ok(self.meta::<HeaderRecord>("base")?.map(BookHeader::from))
+    }
+
+    /// The stored version of a position (a base snapshot's source).
+    pub fn position_record(&self, b: &Board) -> Result<Option<PositionRecord>, StoreError> {
+        let k = pos_key(b);
+        match self.tree.get(k)? {
+            Some(v) => Ok(Some(decode::<PositionRecord>(&k, &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The base book's versions of every position growth changed: `None` for positions growth
+    /// created.
+    pub fn base_positions(&self) -> Result<Vec<(Board, Option<Position>)>, StoreError> {
+        let mut out = Vec::new();
+        for kv in self.tree.scan_prefix([B]) {
+            let (k, v) = kv?;
+            let Some(b) = board_of_key(&k) else { continue };
+            let p = if v.is_empty() {
+                None
+            } else {
+                Some(decode::<PositionRecord>(&k, &v)?.into_entry().pos)
+            };
+            out.push((b, p));
+        }
+        Ok(out)
     }
 
     /// Apply a batch atomically (not yet durable: see [`Store::flush`]).
@@ -423,6 +588,8 @@ impl Store {
         }
         b.put_header(header)?;
         b.put_expansion(None)?;
+        // The entries are the base book: growth saves what it changes under `b`.
+        b.put_meta("base", &HeaderRecord::from(header))?;
         self.tree.apply_batch(b.batch)?;
         self.positions
             .store(self.tree.scan_prefix([P]).count(), Ordering::Relaxed);

@@ -545,9 +545,116 @@ pub struct ResultRecord {
     pub job: [u8; 16],
     /// Milliseconds since the Unix epoch when it was accepted.
     pub accepted_ms: u64,
+    /// The contributors vouching for it (credential names, `(local)`, `(coordinator)`, ...;
+    /// see `crate::service::trust`), the submitter first. Empty in stores written before
+    /// validation existed.
+    pub sources: Vec<String>,
+}
+
+/// [`ResultRecord`] as stores written before validation existed hold it (no sources).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LegacyResultRecord {
+    mv: u8,
+    score: i32,
+    depth: u32,
+    selectivity: u8,
+    exact: bool,
+    nodes: u64,
+    elapsed_us: u64,
+    worker: [u8; 16],
+    job: [u8; 16],
+    accepted_ms: u64,
+}
+
+impl From<LegacyResultRecord> for ResultRecord {
+    fn from(r: LegacyResultRecord) -> ResultRecord {
+        ResultRecord {
+            mv: r.mv,
+            score: r.score,
+            depth: r.depth,
+            selectivity: r.selectivity,
+            exact: r.exact,
+            nodes: r.nodes,
+            elapsed_us: r.elapsed_us,
+            worker: r.worker,
+            job: r.job,
+            accepted_ms: r.accepted_ms,
+            sources: Vec::new(),
+        }
+    }
+}
+
+/// One contributor's standing and credit (see `crate::service::trust`), keyed by its name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct TrustRecord {
+    /// Its owner (empty: the coordinator's own).
+    pub owner: String,
+    /// The coordinator's own searches (verifier, in-process workers).
+    pub root: bool,
+    /// Trusted by the operator (`workers add --trusted`, anonymous loopback workers).
+    pub given: bool,
+    /// Consecutive results that agreed with the trust root (reset by an invalid one).
+    pub streak: u64,
+    /// When it first earned trust, milliseconds since the Unix epoch (0: never).
+    pub earned_ms: u64,
+    /// When its first result arrived, milliseconds since the Unix epoch.
+    pub first_ms: u64,
+    /// Invalid results (at `block_after` it is blocked).
+    pub invalid: u64,
+    /// Blocked for invalid results: its calls are refused.
+    pub blocked: bool,
+    /// Results validated or used by the book.
+    pub results: u64,
+    /// Nodes of those results.
+    pub nodes: u64,
+    /// Search time of those results, microseconds (as reported by the worker).
+    pub cpu_us: u64,
+    /// Results it sent that were not needed for validation (spot checks and replicas of the
+    /// root's work count here, not in `results`).
+    pub replicas: u64,
+}
+
+/// One replica of a request whose case is open (stored so that an acknowledged replica
+/// survives a restart).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaRecord {
+    /// Its contributor.
+    pub contributor: String,
+    /// The contributor's owner.
+    pub owner: String,
+    /// Its standing when it arrived (`Standing as u8`).
+    pub standing: u8,
+    /// The result.
+    pub result: ResultRecord,
+}
+
+/// An open case: the replicas of one request waiting for a decision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaseRecord {
+    /// The replicas, earliest first.
+    pub replicas: Vec<ReplicaRecord>,
+    /// The first replica's result reached the book already (a spot check is open).
+    pub applied: bool,
 }
 
 impl ResultRecord {
+    /// A record of `r` without provenance (filled in by the caller).
+    pub fn of(r: &LeafResult) -> ResultRecord {
+        ResultRecord {
+            mv: r.mv.code(),
+            score: r.score,
+            depth: r.depth,
+            selectivity: r.selectivity,
+            exact: r.exact,
+            nodes: r.nodes,
+            elapsed_us: u64::try_from(r.elapsed.as_micros()).unwrap_or(u64::MAX),
+            worker: [0; 16],
+            job: [0; 16],
+            accepted_ms: 0,
+            sources: Vec::new(),
+        }
+    }
+
     /// The leaf result.
     pub fn result(&self) -> LeafResult {
         LeafResult {

@@ -1,0 +1,515 @@
+//! Validated results: who vouches for a leaf result, when it may reach the book, and what
+//! happens to a worker caught answering wrongly (BOINC's quorum and adaptive replication, with
+//! a trust root).
+//!
+//! A leaf search is a pure function of its request, so honest replicas agree exactly (move,
+//! score, depth, selectivity, exact flag, nodes); replicas are compared with `==`.
+//!
+//! **Standing.** Every result comes from a *contributor* (a worker credential; the coordinator's
+//! own searches; the in-process workers; anonymous loopback workers) with a [`Standing`]:
+//! * [`Standing::Root`]: the coordinator's verification searches and its in-process workers;
+//! * [`Standing::Given`]: credentials the operator added with `--trusted`, and anonymous
+//!   workers (which exist only on a loopback address while no credential does: the operator's
+//!   own machines);
+//! * [`Standing::Earned`]: an untrusted credential whose last [`TrustRules::earn_after`] (N)
+//!   results in a row agreed with the trust root (Root or Given);
+//! * [`Standing::Untrusted`]: every other credential (open enrollment included).
+//!
+//! **When a result is applied.** Agreeing replicas weigh, per distinct owner, 2 (Root, Given),
+//! 1 (Earned) or 0 (Untrusted). A request is *established* once the replicas agreeing with the
+//! first one weigh at least 1, or 2 for a *critical* request: one whose result can move a value
+//! inside the running deviate/enhance window. Any deviate or enhance leaf can (a lie may move a
+//! value into the window as well as out of it), so during those programs every request is
+//! critical, and an earned-trust result waits for the root or another owner's earned trust;
+//! during `new`, `add`, `play` and `extend` an earned-trust result is applied at once. So an
+//! untrusted result is applied only once a trusted source agrees, and untrusted workers never
+//! validate each other, however many names or owners they register.
+//!
+//! **Spot checks.** A result applied on its submitter's word alone (Given, or Earned outside a
+//! window) is re-searched by the coordinator's verifier with probability
+//! `max(1 / (streak + 1), spot_floor)`, `streak` being the submitter's consecutive results that
+//! agreed with the root (BOINC's 1/CV). Spot checks exist only when a verifier runs.
+//!
+//! **Mismatch.** Replicas that disagree are settled by the highest standing present when it
+//! is Root, or Given without disagreement among the Given replicas; otherwise the request waits
+//! for the next level up (Given, then Root). Every replica that differs from the settled result
+//! is *invalid*: its contributor's streak and earned trust reset, its invalid count grows, and
+//! at [`TrustRules::block_after`] (K) invalid results it is blocked. Each result of the loser that
+//! no other owner vouches for is dropped, and when one of them (or the wrong result itself) had
+//! reached the book the growth programs are replayed from the base book (see `super::growth`).
+
+use crate::store::{CaseRecord, ReplicaRecord, TrustRecord};
+use bookfarm_engine::search::{LeafRequest, LeafResult};
+use std::collections::HashMap;
+
+/// Contributor name of the coordinator's own verification searches.
+pub const VERIFIER: &str = "(coordinator)";
+/// Contributor name of the coordinator's in-process workers.
+pub const LOCAL: &str = "(local)";
+/// Contributor name prefix of anonymous (loopback) workers, followed by the worker's name.
+pub const ANONYMOUS: &str = "(anonymous)";
+
+/// How far a contributor's results are trusted (ordered: more trusted is greater).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Standing {
+    /// Its results are applied only once a trusted source agrees.
+    Untrusted,
+    /// Earned by agreeing with the root N times in a row.
+    Earned,
+    /// Trusted by the operator.
+    Given,
+    /// The coordinator's own searches.
+    Root,
+}
+
+impl Standing {
+    /// Lowercase name (`untrusted|earned|trusted|root`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Standing::Untrusted => "untrusted",
+            Standing::Earned => "earned",
+            Standing::Given => "trusted",
+            Standing::Root => "root",
+        }
+    }
+
+    /// Weight of an agreeing replica (see the module comment).
+    fn weight(self) -> u32 {
+        match self {
+            Standing::Untrusted => 0,
+            Standing::Earned => 1,
+            Standing::Given | Standing::Root => 2,
+        }
+    }
+}
+
+/// The rules' parameters (service configuration).
+#[derive(Debug, Clone, Copy)]
+pub struct TrustRules {
+    /// N: consecutive results agreeing with the root that earn an untrusted credential trust.
+    pub earn_after: u64,
+    /// K: invalid results that block a credential.
+    pub block_after: u64,
+    /// Lowest spot-check probability of a trusted result.
+    pub spot_floor: f64,
+}
+
+impl Default for TrustRules {
+    fn default() -> Self {
+        TrustRules {
+            earn_after: 10,
+            block_after: 3,
+            spot_floor: 0.02,
+        }
+    }
+}
+
+/// One contributor's durable record: standing, streak and credit.
+pub(crate) fn standing(rec: &TrustRecord, rules: &TrustRules) -> Standing {
+    if rec.root {
+        Standing::Root
+    } else if rec.given {
+        Standing::Given
+    } else if rec.streak >= rules.earn_after {
+        Standing::Earned
+    } else {
+        Standing::Untrusted
+    }
+}
+
+/// The spot-check probability of a result applied on the word of a contributor with `streak`
+/// consecutive results agreeing with the root.
+pub(crate) fn spot_probability(streak: u64, rules: &TrustRules) -> f64 {
+    (1.0 / (streak as f64 + 1.0)).max(rules.spot_floor)
+}
+
+/// What the next replica of an open case must be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Need {
+    /// Lowest standing that can help.
+    pub(crate) min: Standing,
+    /// Contributors that answered already (a contributor answers a request once).
+    pub(crate) answered: Vec<String>,
+    /// Owners that answered already (validation needs another owner).
+    pub(crate) owners: Vec<String>,
+}
+
+impl Need {
+    /// Whether a worker of `standing`, `contributor` and `owner` can serve it.
+    pub(crate) fn admits(&self, standing: Standing, contributor: &str, owner: &str) -> bool {
+        standing >= self.min
+            && !self.answered.iter().any(|c| c == contributor)
+            && (standing == Standing::Root || !self.owners.iter().any(|o| o == owner))
+    }
+}
+
+/// A replica as the rules see it.
+#[derive(Debug, Clone)]
+pub(crate) struct Replica {
+    pub(crate) contributor: String,
+    pub(crate) owner: String,
+    pub(crate) standing: Standing,
+    pub(crate) result: LeafResult,
+}
+
+/// The decision after a replica arrived.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Decision {
+    /// The result the book must use now (None: unchanged).
+    pub(crate) apply: Option<LeafResult>,
+    /// Contributors vouching for the applied result.
+    pub(crate) sources: Vec<String>,
+    /// Contributors whose replica agreed with a result the root established (streak grows).
+    pub(crate) confirmed: Vec<String>,
+    /// Contributors whose replica agreed with an established result (credit).
+    pub(crate) credited: Vec<String>,
+    /// Contributors whose replica was wrong.
+    pub(crate) losers: Vec<String>,
+    /// The case stays open, waiting for this (None: closed).
+    pub(crate) need: Option<Need>,
+}
+
+/// Fold the replicas of one request (the first is the earliest) into a decision. `applied`:
+/// the result the book uses now, if any; `critical`: the request can move a value inside the
+/// running window; `spot`: draw a spot check of a result applied on one word (the caller's
+/// coin, tossed with the submitter's probability; false when no verifier runs).
+pub(crate) fn decide(
+    replicas: &[Replica],
+    applied: Option<&LeafResult>,
+    critical: bool,
+    spot: bool,
+) -> Decision {
+    let mut d = Decision::default();
+    let answered = || Need {
+        min: Standing::Untrusted,
+        answered: replicas.iter().map(|r| r.contributor.clone()).collect(),
+        owners: replicas.iter().map(|r| r.owner.clone()).collect(),
+    };
+    let Some(first) = replicas.first() else {
+        return d;
+    };
+    let agree = replicas.iter().all(|r| r.result == first.result);
+    let top = replicas.iter().map(|r| r.standing).max().unwrap_or(Standing::Untrusted);
+    let settle = |truth: LeafResult, d: &mut Decision| {
+        for (i, r) in replicas.iter().enumerate() {
+            if r.result == truth {
+                d.credited.push(r.contributor.clone());
+                // Its streak grows when another root-level replica agreed with it.
+                let rooted = replicas.iter().enumerate().any(|(j, o)| {
+                    j != i && o.standing >= Standing::Given && o.result == truth
+                });
+                if rooted && r.standing < Standing::Root {
+                    d.confirmed.push(r.contributor.clone());
+                }
+            } else {
+                d.losers.push(r.contributor.clone());
+            }
+        }
+        d.sources = replicas
+            .iter()
+            .filter(|r| r.result == truth)
+            .map(|r| r.contributor.clone())
+            .collect();
+        if applied != Some(&truth) {
+            d.apply = Some(truth);
+        }
+    };
+    if !agree {
+        // The highest standing settles, unless its own replicas disagree (then the next level
+        // up decides: Given, then Root).
+        let tops: Vec<&Replica> = replicas.iter().filter(|r| r.standing == top).collect();
+        let top_agree = tops.iter().all(|r| r.result == tops[0].result);
+        if top >= Standing::Given && (top_agree || top == Standing::Root) {
+            settle(tops[0].result, &mut d);
+        } else {
+            d.need = Some(Need {
+                min: if top >= Standing::Given {
+                    Standing::Root
+                } else {
+                    Standing::Given
+                },
+                ..answered()
+            });
+        }
+        return d;
+    }
+    // All agree: weigh them per owner.
+    let mut by_owner: HashMap<&str, u32> = HashMap::new();
+    for r in replicas {
+        let w = by_owner.entry(r.owner.as_str()).or_default();
+        *w = (*w).max(r.standing.weight());
+    }
+    let weight: u32 = by_owner.values().sum();
+    let needed = if critical { 2 } else { 1 };
+    let rooted = top >= Standing::Given;
+    if replicas.len() > 1 && rooted {
+        // A second opinion from the root confirmed it (a validation or a spot check).
+        settle(first.result, &mut d);
+        return d;
+    }
+    if weight >= needed {
+        if replicas.len() == 1 && spot && top < Standing::Root {
+            // Applied on one word; the verifier searches it again.
+            settle(first.result, &mut d);
+            d.need = Some(Need {
+                min: Standing::Root,
+                ..answered()
+            });
+            return d;
+        }
+        settle(first.result, &mut d);
+        return d;
+    }
+    // Not enough weight: wait for someone who adds some (Earned from another owner, or the
+    // root). A result the book already uses (applied on one word before its request became
+    // critical) stays until a replica disagrees.
+    d.need = Some(Need {
+        min: Standing::Earned,
+        ..answered()
+    });
+    d
+}
+
+/// Replica record of a stored case.
+pub(crate) fn replica_record(r: &Replica) -> ReplicaRecord {
+    ReplicaRecord {
+        contributor: r.contributor.clone(),
+        owner: r.owner.clone(),
+        standing: r.standing as u8,
+        result: crate::store::ResultRecord::of(&r.result),
+    }
+}
+
+/// The replica of a stored record.
+pub(crate) fn replica_of(r: &ReplicaRecord) -> Replica {
+    Replica {
+        contributor: r.contributor.clone(),
+        owner: r.owner.clone(),
+        standing: match r.standing {
+            0 => Standing::Untrusted,
+            1 => Standing::Earned,
+            2 => Standing::Given,
+            _ => Standing::Root,
+        },
+        result: r.result.result(),
+    }
+}
+
+/// An open case: the replicas of a request still waiting for a decision.
+pub(crate) fn case_record(replicas: &[Replica], applied: bool) -> CaseRecord {
+    CaseRecord {
+        replicas: replicas.iter().map(replica_record).collect(),
+        applied,
+    }
+}
+
+/// An open case in memory.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Case {
+    /// Replicas, earliest first.
+    pub(crate) replicas: Vec<Replica>,
+    /// The first replica's result reached the book already.
+    pub(crate) applied: bool,
+}
+
+/// What validation did since start (status, benchmarks, the lying-workers test).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TrustCounters {
+    /// Results held until validated (untrusted or inside a window).
+    pub held: u64,
+    /// Held results that were then validated and applied.
+    pub validated: u64,
+    /// Results applied on one trusted word.
+    pub applied_at_once: u64,
+    /// Spot checks drawn.
+    pub spot_checks: u64,
+    /// Replicas that disagreed with the settled result (lies caught, or broken machines).
+    pub invalid: u64,
+    /// Wrong results that had reached the book before they were caught.
+    pub reached_book: u64,
+    /// Rollbacks by replay.
+    pub rollbacks: u64,
+    /// Results dropped because their only voucher was caught.
+    pub dropped: u64,
+    /// Nodes of results the book used (first replica of each request).
+    pub used_nodes: u64,
+    /// Nodes of replicas beyond the first (validation and spot checks: the extra compute).
+    pub replica_nodes: u64,
+}
+
+/// The validation state: standing and credit per contributor, open cases, and who vouches for
+/// each applied result. Lives in the job table's lock (leases need standings; submissions change
+/// everything at once).
+#[derive(Debug, Default)]
+pub(crate) struct TrustState {
+    pub(crate) records: HashMap<String, TrustRecord>,
+    pub(crate) cases: HashMap<LeafRequest, Case>,
+    /// Contributors vouching for each applied result with provenance.
+    pub(crate) sources: HashMap<LeafRequest, Vec<String>>,
+    pub(crate) counters: TrustCounters,
+    /// Verification workers registered now (spot checks are drawn only while one is).
+    pub(crate) verifiers: usize,
+}
+
+impl TrustState {
+    /// From the store's records.
+    pub(crate) fn load(
+        records: Vec<(String, TrustRecord)>,
+        cases: Vec<(LeafRequest, CaseRecord)>,
+        sources: impl Iterator<Item = (LeafRequest, Vec<String>)>,
+    ) -> TrustState {
+        TrustState {
+            records: records.into_iter().collect(),
+            cases: cases
+                .into_iter()
+                .map(|(k, c)| {
+                    (
+                        k,
+                        Case {
+                            replicas: c.replicas.iter().map(replica_of).collect(),
+                            applied: c.applied,
+                        },
+                    )
+                })
+                .collect(),
+            sources: sources.filter(|(_, s)| !s.is_empty()).collect(),
+            counters: TrustCounters::default(),
+            verifiers: 0,
+        }
+    }
+
+    /// The standing of a contributor (unknown: untrusted).
+    pub(crate) fn standing_of(&self, contributor: &str, rules: &TrustRules) -> Standing {
+        self.records
+            .get(contributor)
+            .map_or(Standing::Untrusted, |r| standing(r, rules))
+    }
+
+    /// Whether a contributor is blocked.
+    pub(crate) fn blocked(&self, contributor: &str) -> bool {
+        self.records.get(contributor).is_some_and(|r| r.blocked)
+    }
+
+    /// A contributor's record, created on first use with the standing the operator gave it.
+    pub(crate) fn enroll(&mut self, contributor: &str, owner: &str, given: bool, root: bool) {
+        let r = self.records.entry(contributor.to_string()).or_default();
+        r.owner = owner.to_string();
+        r.given = given;
+        r.root = root;
+    }
+}
+
+/// A uniform number in [0, 1) drawn from a random id (job ids are random v4 UUIDs; the bits
+/// are mixed so that the fixed version and variant bits do not bias it).
+pub(crate) fn coin(id: &uuid::Uuid) -> f64 {
+    let v = id.as_u128();
+    let mut z = (v as u64) ^ ((v >> 64) as u64).rotate_left(29);
+    // splitmix64's finaliser.
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bookfarm_engine::Move;
+    use std::time::Duration;
+
+    fn res(score: i32) -> LeafResult {
+        LeafResult {
+            mv: Move::None,
+            score,
+            depth: 1,
+            selectivity: 5,
+            exact: false,
+            nodes: 7,
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    fn rep(c: &str, owner: &str, s: Standing, score: i32) -> Replica {
+        Replica {
+            contributor: c.into(),
+            owner: owner.into(),
+            standing: s,
+            result: res(score),
+        }
+    }
+
+    #[test]
+    fn untrusted_results_wait_for_a_trusted_source() {
+        use Standing::*;
+        let one = [rep("u1", "a", Untrusted, 4)];
+        let d = decide(&one, None, false, false);
+        assert!(d.apply.is_none());
+        assert_eq!(d.need.as_ref().unwrap().min, Earned);
+        // Untrusted workers of other owners never validate each other.
+        let two = [rep("u1", "a", Untrusted, 4), rep("u2", "b", Untrusted, 4)];
+        let d = decide(&two, None, false, false);
+        assert!(d.apply.is_none() && d.need.is_some());
+        // An earned-trust worker of another owner validates outside a window...
+        let e = [rep("u1", "a", Untrusted, 4), rep("e", "b", Earned, 4)];
+        let d = decide(&e, None, false, false);
+        assert_eq!(d.apply, Some(res(4)));
+        assert!(d.need.is_none());
+        // ...but inside one the root or a second owner's earned trust must agree.
+        let d = decide(&e, None, true, false);
+        assert!(d.apply.is_none());
+        let g = [rep("u1", "a", Untrusted, 4), rep("t", "op", Given, 4)];
+        let d = decide(&g, None, true, false);
+        assert_eq!(d.apply, Some(res(4)));
+        assert_eq!(d.confirmed, vec!["u1".to_string()]);
+        // The same owner under another name adds nothing.
+        let same = [rep("e1", "a", Earned, 4), rep("e2", "a", Earned, 4)];
+        assert!(decide(&same, None, true, false).apply.is_none());
+    }
+
+    #[test]
+    fn trusted_results_apply_at_once_and_mismatches_go_to_the_root() {
+        use Standing::*;
+        let t = [rep("t", "op", Given, 4)];
+        let d = decide(&t, None, true, false);
+        assert_eq!(d.apply, Some(res(4)));
+        assert!(d.need.is_none());
+        let d = decide(&t, None, true, true);
+        assert_eq!(d.apply, Some(res(4)));
+        assert_eq!(d.need.as_ref().unwrap().min, Root);
+        // The trusted worker settles a mismatch with an untrusted one.
+        let m = [rep("u", "a", Untrusted, -6), rep("t", "op", Given, 4)];
+        let d = decide(&m, None, false, false);
+        assert_eq!(d.apply, Some(res(4)));
+        assert_eq!(d.losers, vec!["u".to_string()]);
+        // Two trusted workers that disagree wait for the coordinator, which wins.
+        let tt = [rep("t1", "op", Given, 4), rep("t2", "op2", Given, 6)];
+        let d = decide(&tt, Some(&res(4)), false, false);
+        assert_eq!(d.need.as_ref().unwrap().min, Root);
+        assert!(d.apply.is_none());
+        let mut ttr = tt.to_vec();
+        ttr.push(rep(VERIFIER, "", Root, 6));
+        let d = decide(&ttr, Some(&res(4)), false, false);
+        assert_eq!(d.apply, Some(res(6)), "the applied result is replaced");
+        assert_eq!(d.losers, vec!["t1".to_string()]);
+        // Earned against untrusted: the root must settle it.
+        let eu = [rep("e", "a", Earned, 4), rep("u", "b", Untrusted, 6)];
+        assert_eq!(decide(&eu, None, false, false).need.unwrap().min, Given);
+    }
+
+    #[test]
+    fn spot_checks_fall_with_the_record() {
+        let r = TrustRules::default();
+        assert_eq!(spot_probability(0, &r), 1.0);
+        assert!((spot_probability(9, &r) - 0.1).abs() < 1e-12);
+        assert_eq!(spot_probability(1_000_000, &r), r.spot_floor);
+        let need = Need {
+            min: Standing::Earned,
+            answered: vec!["u".into()],
+            owners: vec!["a".into()],
+        };
+        assert!(!need.admits(Standing::Earned, "e", "a"), "same owner");
+        assert!(!need.admits(Standing::Untrusted, "x", "b"));
+        assert!(need.admits(Standing::Earned, "e", "b"));
+        assert!(need.admits(Standing::Root, VERIFIER, ""));
+    }
+}
