@@ -68,6 +68,54 @@ pub struct StatusV1 {
     pub quarantined: u64,
     /// Speculative prefetch since the coordinator started.
     pub prefetch: PrefetchV1,
+    /// Result validation since the coordinator started.
+    pub validation: ValidationV1,
+    /// Standing and credit of every contributor seen (credential names and owners: public).
+    pub credit: Vec<CreditV1>,
+}
+
+/// The validation figures of [`StatusV1`] (see the coordinator's `service::trust`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ValidationV1 {
+    /// Results held until a trusted source agreed.
+    pub held: u64,
+    /// Held results validated and applied.
+    pub validated: u64,
+    /// Results applied on one trusted word.
+    pub applied_at_once: u64,
+    /// Spot checks drawn among them.
+    pub spot_checks: u64,
+    /// Replicas that disagreed with the settled result (lies caught).
+    pub invalid: u64,
+    /// Wrong results that had reached the book before they were caught.
+    pub reached_book: u64,
+    /// Rollbacks by replay.
+    pub rollbacks: u64,
+    /// Extra compute: nodes of replicas over nodes of the results the book used.
+    pub replica_share: f64,
+}
+
+/// One contributor's row of [`StatusV1::credit`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CreditV1 {
+    /// Credential name, `(local)`, `(coordinator)` or `(anonymous) NAME`.
+    pub name: String,
+    /// Owner.
+    pub owner: String,
+    /// `untrusted|earned|trusted|root`.
+    pub standing: String,
+    /// Results validated or used by the book.
+    pub results: u64,
+    /// Their nodes.
+    pub nodes: u64,
+    /// Their search time (reported by the worker).
+    pub cpu_seconds: f64,
+    /// Invalid results.
+    pub invalid: u64,
+    /// Blocked for invalid results.
+    pub blocked: bool,
+    /// From its first result to earned trust (null: not earned).
+    pub time_to_trust_seconds: Option<f64>,
 }
 
 /// The prefetch figures of [`StatusV1`].
@@ -110,6 +158,39 @@ impl From<&pb::GetStatusResponse> for StatusV1 {
                 unused: s.prefetch_unused,
                 backup_leased: s.backup_leased,
             },
+            validation: {
+                let v = s.validation.unwrap_or_default();
+                ValidationV1 {
+                    held: v.held,
+                    validated: v.validated,
+                    applied_at_once: v.applied_at_once,
+                    spot_checks: v.spot_checks,
+                    invalid: v.invalid,
+                    reached_book: v.reached_book,
+                    rollbacks: v.rollbacks,
+                    replica_share: if v.used_nodes == 0 {
+                        0.0
+                    } else {
+                        v.replica_nodes as f64 / v.used_nodes as f64
+                    },
+                }
+            },
+            credit: s
+                .credit
+                .iter()
+                .map(|c| CreditV1 {
+                    name: c.name.clone(),
+                    owner: c.owner.clone(),
+                    standing: c.standing.clone(),
+                    results: c.results,
+                    nodes: c.nodes,
+                    cpu_seconds: c.cpu_seconds,
+                    invalid: c.invalid,
+                    blocked: c.blocked,
+                    time_to_trust_seconds: (c.time_to_trust_ms > 0)
+                        .then(|| c.time_to_trust_ms as f64 / 1000.0),
+                })
+                .collect(),
         }
     }
 }
@@ -137,7 +218,8 @@ pub struct WorkerV1 {
     pub failures: u64,
     /// Its credential is trusted (null: anonymous).
     pub trusted: Option<bool>,
-    /// Credit: always null until validated results define it.
+    /// Credit: its contributor's results validated or used by the book (null: a row without a
+    /// live worker).
     pub credit: Option<f64>,
     /// Its credential is blocked or revoked (such rows have no live worker).
     pub blocked: bool,
@@ -170,7 +252,7 @@ impl WorkersV1 {
                 results: w.completed,
                 failures: w.failed,
                 trusted: w.owner.as_ref().map(|_| w.trusted),
-                credit: None,
+                credit: Some(w.credit_results as f64),
                 blocked: false,
                 last_seen_seconds: Some(w.last_seen.as_secs_f64()),
             })

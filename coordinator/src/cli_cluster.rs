@@ -482,8 +482,9 @@ fn service_config(
     file: &CoordinatorFile,
     eval: Option<&Path>,
     lease_timeout: Option<u64>,
-) -> anyhow::Result<ServiceConfig> {
+) -> anyhow::Result<(ServiceConfig, Option<Arc<Eval>>)> {
     let mut cfg = file.service();
+    let mut weights = None;
     if let Some(p) = eval.or(file.eval.as_deref()) {
         let bytes =
             std::fs::read(p).with_context(|| format!("reading evaluation {}", p.display()))?;
@@ -494,11 +495,12 @@ fn service_config(
         let hash = bookfarm_proto::eval_fingerprint(&bytes);
         cfg.signature = Some(bookfarm_runner::signature(&eval, &hash));
         cfg.eval_hash = Some(hash);
+        weights = Some(eval);
     }
     if let Some(s) = lease_timeout {
         cfg.lease_timeout = Duration::from_secs(s.max(1));
     }
-    Ok(cfg)
+    Ok((cfg, weights))
 }
 
 async fn shutdown_signal() {
@@ -543,7 +545,7 @@ fn serve(
     let http = http
         .or(file.http.clone())
         .unwrap_or_else(|| "127.0.0.1:7701".into());
-    let cfg = service_config(&file, eval.as_deref(), lease_timeout)?;
+    let (cfg, weights) = service_config(&file, eval.as_deref(), lease_timeout)?;
     let mut ids = file.identity(&cfg);
     if let Some(t) = admin_token.filter(|t| !t.is_empty()) {
         ids.admin_token = Some(t);
@@ -581,6 +583,24 @@ fn serve(
         tls,
         limits: file.limits(),
     };
+    // The trust root's own searches, on the configured share of this machine's threads.
+    let verifier = match (weights, c.config().verify_threads) {
+        (Some(eval), n) if n > 0 => {
+            let (hash, sig) = (
+                c.config().eval_hash.clone().unwrap_or_default(),
+                c.config().signature.clone().unwrap_or_default(),
+            );
+            Some(bookfarm_coordinator::local::spawn_verifier(
+                c.clone(),
+                n as usize,
+                bookfarm_runner::exec::engine_factory(eval),
+                &hash,
+                &sig,
+            ))
+        }
+        _ => None,
+    };
+    let _verifier = verifier;
     runtime()?.block_on(async move {
         let g = tokio::net::TcpListener::bind(&listen)
             .await

@@ -2,6 +2,7 @@
 //! store offline (`--db`, coordinator stopped) or on a running coordinator (`--coordinator URL`
 //! with the admin token).
 
+use bookfarm_coordinator::service::{CreditReport, TrustRules, credit_report};
 use crate::cli_cluster::{Remote, admin, runtime};
 use anyhow::{Context, bail};
 use bookfarm_coordinator::grpc::credential;
@@ -102,33 +103,60 @@ fn state_name(s: i32) -> &'static str {
 
 fn print_list(cs: &[pb::Credential]) {
     println!(
-        "{:<24} {:<20} {:<7} {:<8} {:>8}  reason",
-        "name", "owner", "trusted", "state", "sessions"
+        "{:<24} {:<20} {:<7} {:<8} {:>8} {:<9} {:>8} {:>12} {:>9} {:>7}  reason",
+        "name",
+        "owner",
+        "trusted",
+        "state",
+        "sessions",
+        "standing",
+        "results",
+        "nodes",
+        "cpu_s",
+        "invalid"
     );
     for c in cs {
+        let credit = c.credit.clone().unwrap_or_default();
         println!(
-            "{:<24} {:<20} {:<7} {:<8} {:>8}  {}",
+            "{:<24} {:<20} {:<7} {:<8} {:>8} {:<9} {:>8} {:>12} {:>9.1} {:>7}  {}",
             c.name,
             c.owner,
             if c.trusted { "yes" } else { "no" },
             state_name(c.state),
             c.live_sessions,
+            if credit.standing.is_empty() {
+                "-"
+            } else {
+                &credit.standing
+            },
+            credit.results,
+            credit.nodes,
+            credit.cpu_seconds,
+            credit.invalid,
             c.reason
         );
     }
 }
 
-fn offline(db: &std::path::Path) -> anyhow::Result<Identities> {
+/// The credentials of a stopped coordinator's store, and its contributors' credit (under the
+/// default rules: a configured N only changes which standing is shown).
+fn offline(db: &std::path::Path) -> anyhow::Result<(Identities, Vec<CreditReport>)> {
     let store = Store::open(db).with_context(|| {
         format!(
             "opening store {} (stop the coordinator first, or use --coordinator)",
             db.display()
         )
     })?;
-    Ok(Identities::open(
-        IdentityConfig::default(),
-        Some(store.credentials()?),
-    )?)
+    let rules = TrustRules::default();
+    let credit = store
+        .trust_records()?
+        .iter()
+        .map(|(name, t)| credit_report(name, t, &rules))
+        .collect();
+    Ok((
+        Identities::open(IdentityConfig::default(), Some(store.credentials()?))?,
+        credit,
+    ))
 }
 
 /// What a `workers` command does, on either target.
@@ -201,7 +229,7 @@ pub fn run(cmd: WorkersCommand) -> anyhow::Result<()> {
     };
     match &target.db {
         Some(db) => {
-            let ids = offline(db)?;
+            let (ids, credit) = offline(db)?;
             match op {
                 Op::Add {
                     name,
@@ -210,13 +238,16 @@ pub fn run(cmd: WorkersCommand) -> anyhow::Result<()> {
                     token_file,
                 } => {
                     let (token, rec) = ids.add(&name, owner.as_deref(), trusted)?;
-                    print_added(&token, &credential(&rec, 0), token_file.as_deref())?;
+                    print_added(&token, &credential(&rec, 0, None), token_file.as_deref())?;
                 }
                 Op::List => {
                     let cs: Vec<pb::Credential> = ids
                         .list()
                         .iter()
-                        .map(|c| credential(&c.record, c.live_sessions))
+                        .map(|c| {
+                            let mine = credit.iter().find(|x| x.name == c.record.name);
+                            credential(&c.record, c.live_sessions, mine)
+                        })
                         .collect();
                     print_list(&cs);
                 }

@@ -62,6 +62,15 @@ pub struct CoordinatorFile {
     /// Backup lease of a round search leased for more than this many times its level's mean
     /// search time (default 4; 0 turns backup leases off).
     pub backup_after: Option<u32>,
+    /// Search threads of the coordinator's verifier, its share of this machine's CPU for the
+    /// trust root's searches (validating untrusted results, spot checks; default 1, needs
+    /// `eval`; 0: none, then only `--trusted` workers validate).
+    pub verify_threads: Option<u32>,
+    /// N: consecutive results agreeing with the trust root that earn a credential trust
+    /// (default 10).
+    pub trust_after: Option<u64>,
+    /// K: invalid results that block a credential (default 3).
+    pub block_after: Option<u64>,
 }
 
 impl CoordinatorFile {
@@ -92,6 +101,12 @@ impl CoordinatorFile {
                 .map_or(d.max_lease_cap, |s| Duration::from_secs(s.max(1))),
             speculation: self.speculation.unwrap_or(d.speculation),
             backup_after: self.backup_after.unwrap_or(d.backup_after),
+            verify_threads: self.verify_threads.unwrap_or(1),
+            trust: crate::service::TrustRules {
+                earn_after: self.trust_after.unwrap_or(d.trust.earn_after).max(1),
+                block_after: self.block_after.unwrap_or(d.trust.block_after).max(1),
+                ..d.trust
+            },
             engine_version: if self.check_engine_version.unwrap_or(true) {
                 Some(bookfarm_proto::ENGINE_VERSION.to_string())
             } else {

@@ -5,6 +5,7 @@
 //! worker handlers bind worker ids to the caller's credential, escape and truncate the strings
 //! a worker supplies (`crate::text`), and admin replies are bounded (paged status).
 
+use crate::service::{CreditReport, TrustCounters};
 use crate::error::CoordinatorError;
 use crate::export::{ExportFormat, decode, encode};
 use crate::identity::{Identities, IdentityError, Principal, SessionError};
@@ -266,8 +267,13 @@ fn credential_state(s: CredentialState) -> pb::CredentialState {
 }
 
 /// The wire form of a credential.
-pub fn credential(r: &CredentialRecord, live_sessions: usize) -> pb::Credential {
+pub fn credential(
+    r: &CredentialRecord,
+    live_sessions: usize,
+    credit: Option<&CreditReport>,
+) -> pb::Credential {
     pb::Credential {
+        credit: credit.map(credit_pb),
         name: r.name.clone(),
         owner: r.owner.clone(),
         trusted: r.trusted,
@@ -275,6 +281,39 @@ pub fn credential(r: &CredentialRecord, live_sessions: usize) -> pb::Credential 
         reason: r.reason.clone(),
         created_unix: r.created_unix,
         live_sessions: u32::try_from(live_sessions).unwrap_or(u32::MAX),
+    }
+}
+
+/// A contributor's standing and credit on the wire.
+pub fn credit_pb(c: &CreditReport) -> pb::Credit {
+    pb::Credit {
+        name: c.name.clone(),
+        owner: c.owner.clone(),
+        standing: c.standing.as_str().into(),
+        streak: c.streak,
+        results: c.results,
+        nodes: c.nodes,
+        cpu_seconds: c.cpu.as_secs_f64(),
+        invalid: c.invalid,
+        blocked: c.blocked,
+        time_to_trust_ms: c
+            .time_to_trust
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+    }
+}
+
+fn validation_pb(v: &TrustCounters) -> pb::Validation {
+    pb::Validation {
+        held: v.held,
+        validated: v.validated,
+        applied_at_once: v.applied_at_once,
+        spot_checks: v.spot_checks,
+        invalid: v.invalid,
+        reached_book: v.reached_book,
+        rollbacks: v.rollbacks,
+        dropped: v.dropped,
+        used_nodes: v.used_nodes,
+        replica_nodes: v.replica_nodes,
     }
 }
 
@@ -320,6 +359,9 @@ pub fn status_response(s: StatusReport, offset: usize, limit: usize) -> pb::GetS
                 engine_version: w.version.clone(),
                 nodes_per_second: w.nodes_per_second,
                 trusted: w.trusted,
+                standing: w.standing.as_str().into(),
+                credit_results: w.credit_results,
+                invalid: w.invalid,
             })
             .collect(),
         results_per_second: s.results_per_second,
@@ -340,6 +382,8 @@ pub fn status_response(s: StatusReport, offset: usize, limit: usize) -> pb::GetS
         nodes_per_second: s.nodes_per_second,
         threads: s.threads,
         busy_threads: s.busy_threads,
+        validation: Some(validation_pb(&s.validation)),
+        credit: s.credit.iter().map(credit_pb).collect(),
         mean_search_us: s.mean_search.map_or(0, |d| {
             u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
         }),
@@ -510,7 +554,7 @@ impl pb::admin_service_server::AdminService for AdminApi {
                 .map_err(idst)?;
         Ok(Response::new(pb::AddCredentialResponse {
             token,
-            credential: Some(credential(&rec, 0)),
+            credential: Some(credential(&rec, 0, None)),
         }))
     }
 
@@ -518,12 +562,16 @@ impl pb::admin_service_server::AdminService for AdminApi {
         &self,
         _req: Request<pb::ListCredentialsRequest>,
     ) -> Result<Response<pb::ListCredentialsResponse>, Status> {
+        let credit = self.c.status().credit;
         Ok(Response::new(pb::ListCredentialsResponse {
             credentials: self
                 .ids
                 .list()
                 .iter()
-                .map(|c| credential(&c.record, c.live_sessions))
+                .map(|c| {
+                    let mine = credit.iter().find(|x| x.name == c.record.name);
+                    credential(&c.record, c.live_sessions, mine)
+                })
                 .collect(),
         }))
     }
@@ -553,7 +601,7 @@ impl pb::admin_service_server::AdminService for AdminApi {
         // The credential's sessions end now: their leases go back to the queue.
         self.c.drop_workers(&ended);
         Ok(Response::new(pb::SetCredentialStateResponse {
-            credential: Some(credential(&rec, 0)),
+            credential: Some(credential(&rec, 0, None)),
         }))
     }
 

@@ -49,6 +49,8 @@ fn call_error(e: &CoordinatorError) -> CallError {
 pub struct InProcess {
     c: Coordinator,
     identity: Identity,
+    /// Registers as the coordinator's verifier (check jobs only).
+    verifier: bool,
 }
 
 impl InProcess {
@@ -63,6 +65,16 @@ impl InProcess {
                 eval_hash: eval_hash.to_string(),
                 search_signature: search_signature.to_string(),
             },
+            verifier: false,
+        }
+    }
+
+    /// [`InProcess::new`] for the coordinator's verifier: it answers validation and
+    /// spot-check searches only (see `crate::service::trust`).
+    pub fn verifier(c: Coordinator, eval_hash: &str, search_signature: &str) -> InProcess {
+        InProcess {
+            verifier: true,
+            ..InProcess::new(c, eval_hash, search_signature)
         }
     }
 
@@ -88,10 +100,12 @@ impl Transport for InProcess {
     }
 
     fn register(&mut self, name: &str, threads: u32) -> Result<Registration, CallError> {
-        let worker_id = self
-            .c
-            .register(&self.identity, name, threads)
-            .map_err(|e| call_error(&e))?;
+        let worker_id = if self.verifier {
+            self.c.register_verifier(&self.identity, threads)
+        } else {
+            self.c.register(&self.identity, name, threads)
+        }
+        .map_err(|e| call_error(&e))?;
         let cfg = self.c.config();
         Ok(Registration {
             worker_id,
@@ -274,4 +288,49 @@ pub async fn run(
         interrupted,
         workers: vec![stats?],
     })
+}
+
+/// The coordinator's verifier running on `threads` threads of this process (its configured
+/// share of the CPU), until the returned handle is stopped or dropped.
+pub fn spawn_verifier(
+    c: Coordinator,
+    threads: usize,
+    factory: SearcherFactory,
+    eval_hash: &str,
+    search_signature: &str,
+) -> Verifier {
+    let runner = Runner::new();
+    let stopper = runner.stopper();
+    let cfg = RunnerConfig {
+        threads: threads.max(1),
+        lookahead: 0,
+        name: "verifier".into(),
+        ..RunnerConfig::default()
+    };
+    let transport = InProcess::verifier(c, eval_hash, search_signature);
+    let thread = std::thread::spawn(move || {
+        if let Err(e) = runner.run(cfg, transport, &factory) {
+            tracing::error!(error = %e, "verifier stopped");
+        }
+    });
+    Verifier {
+        stopper,
+        thread: Some(thread),
+    }
+}
+
+/// A running verifier (stopped when dropped).
+#[derive(Debug)]
+pub struct Verifier {
+    stopper: bookfarm_runner::Stopper,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Verifier {
+    fn drop(&mut self) {
+        self.stopper.stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }

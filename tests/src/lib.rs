@@ -8,6 +8,7 @@
 pub mod deploy;
 
 use bookfarm_book::{MemBook, edax, negamax};
+use bookfarm_coordinator::identity::{Identities, IdentityConfig};
 use bookfarm_coordinator::service::new_book;
 use bookfarm_coordinator::store::Store;
 use bookfarm_proto::auth::Bearer;
@@ -63,6 +64,18 @@ pub fn new_store(dir: &Path, level: u8, depth: u8) {
     let s = Store::open(dir).expect("open store");
     let (h, e) = new_book(level, depth);
     s.create(&h, &e).expect("create book");
+}
+
+/// Add a worker credential to a stopped coordinator's store (the `workers add --db` path);
+/// returns its token.
+pub fn add_credential(db: &Path, name: &str, owner: &str, trusted: bool) -> String {
+    let store = Store::open(db).expect("open store");
+    let ids = Identities::open(
+        IdentityConfig::default(),
+        Some(store.credentials().expect("credential tree")),
+    )
+    .expect("credentials");
+    ids.add(name, Some(owner), trusted).expect("add credential").0
 }
 
 /// A child process killed (SIGKILL) when dropped.

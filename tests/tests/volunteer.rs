@@ -50,17 +50,6 @@ fn worker_proc(port: u16, eval: &Path, name: &str, token: &str) -> Proc {
     Proc::spawn(WORKER, &args)
 }
 
-/// Add a worker credential to a stopped coordinator's store (the `workers add --db` path).
-fn add_credential(db: &Path, name: &str, owner: &str, trusted: bool) -> String {
-    let store = Store::open(db).unwrap();
-    let ids = Identities::open(
-        IdentityConfig::default(),
-        Some(store.credentials().unwrap()),
-    )
-    .unwrap();
-    ids.add(name, Some(owner), trusted).unwrap().0
-}
-
 /// Seed the book with `n` short games (many positions pending a search), so that the queue
 /// holds more jobs than one worker may lease. The new book's start position is answered first
 /// (its search blocks the programs after it), by a stand-in worker with the default search

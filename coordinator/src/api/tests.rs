@@ -191,7 +191,11 @@ async fn workers_list_live_workers_then_blocked_credentials() {
     assert_eq!(alice.trusted, Some(true));
     assert_eq!(alice.results, from_alice);
     assert_eq!(alice.version, bookfarm_proto::ENGINE_VERSION);
-    assert_eq!(alice.credit, None, "no credit before validated results");
+    assert_eq!(
+        alice.credit,
+        Some(from_alice as f64),
+        "a trusted worker's results are used at once, and credited"
+    );
     assert!(!alice.blocked);
     assert_eq!(v.workers[1].owner, None);
     assert_eq!(v.workers[1].trusted, None);

@@ -31,7 +31,7 @@ pub use trust::{Standing, TrustCounters, TrustRules};
 
 use crate::error::{CoordinatorError, Result};
 use crate::store::Entry;
-use crate::store::{Batch, ResultRecord, Store};
+use crate::store::{Batch, ResultRecord, Store, TrustRecord};
 use bookfarm_book::driver::Operation;
 use bookfarm_book::model::{BookHeader, Position};
 use bookfarm_book::select::Deviate;
@@ -227,6 +227,12 @@ pub struct WorkerReport {
     pub nodes_per_second: f64,
     /// Time since the worker's last call.
     pub last_seen: Duration,
+    /// Standing of its results (see [`trust`]).
+    pub standing: Standing,
+    /// Its contributor's results validated or used by the book.
+    pub credit_results: u64,
+    /// Its contributor's invalid results.
+    pub invalid: u64,
 }
 
 /// A quarantined search.
@@ -353,6 +359,23 @@ struct Shared {
     rollback: Mutex<Option<Vec<LeafRequest>>>,
     /// See [`BlockHook`].
     on_block: Mutex<HookSlot>,
+}
+
+/// The report of a contributor's record.
+pub fn credit_report(name: &str, t: &TrustRecord, rules: &TrustRules) -> CreditReport {
+    CreditReport {
+        name: name.to_string(),
+        owner: t.owner.clone(),
+        standing: trust::standing(t, rules),
+        streak: t.streak,
+        results: t.results,
+        nodes: t.nodes,
+        cpu: Duration::from_micros(t.cpu_us),
+        invalid: t.invalid,
+        blocked: t.blocked,
+        time_to_trust: (t.earned_ms > 0)
+            .then(|| Duration::from_millis(t.earned_ms.saturating_sub(t.first_ms))),
+    }
 }
 
 /// The block hook's slot (Debug without the closure).
@@ -1658,6 +1681,9 @@ impl Coordinator {
                 results_per_second: rate(&w.recent),
                 nodes_per_second: nodes(&w.recent),
                 last_seen: now.saturating_sub(w.last_seen),
+                standing: g.trust.standing_of(&w.contributor, &self.0.cfg.trust),
+                credit_results: g.trust.records.get(&w.contributor).map_or(0, |t| t.results),
+                invalid: g.trust.records.get(&w.contributor).map_or(0, |t| t.invalid),
             })
             .collect();
         let rules = self.0.cfg.trust;
@@ -1665,19 +1691,7 @@ impl Coordinator {
             .trust
             .records
             .iter()
-            .map(|(name, t)| CreditReport {
-                name: name.clone(),
-                owner: t.owner.clone(),
-                standing: trust::standing(t, &rules),
-                streak: t.streak,
-                results: t.results,
-                nodes: t.nodes,
-                cpu: Duration::from_micros(t.cpu_us),
-                invalid: t.invalid,
-                blocked: t.blocked,
-                time_to_trust: (t.earned_ms > 0)
-                    .then(|| Duration::from_millis(t.earned_ms.saturating_sub(t.first_ms))),
-            })
+            .map(|(name, t)| credit_report(name, t, &rules))
             .collect();
         credit.sort_by(|a, b| a.name.cmp(&b.name));
         let searched: u64 = g.recent.iter().map(|l| l.search_us).sum();

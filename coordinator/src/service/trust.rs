@@ -104,8 +104,8 @@ impl Default for TrustRules {
     }
 }
 
-/// One contributor's durable record: standing, streak and credit.
-pub(crate) fn standing(rec: &TrustRecord, rules: &TrustRules) -> Standing {
+/// The standing a contributor's record gives it.
+pub fn standing(rec: &TrustRecord, rules: &TrustRules) -> Standing {
     if rec.root {
         Standing::Root
     } else if rec.given {

@@ -485,12 +485,7 @@ impl Store {
                 cases.push((req, decode::<CaseRecord>(&k, &v)?));
             }
         }
-        let mut trust = Vec::new();
-        for kv in self.tree.scan_prefix([T]) {
-            let (k, v) = kv?;
-            let name = String::from_utf8_lossy(&k[1..]).into_owned();
-            trust.push((name, decode::<TrustRecord>(&k, &v)?));
-        }
+        let trust = self.trust_records()?;
         let mut based = Vec::new();
         for kv in self.tree.scan_prefix([B]) {
             let (k, _) = kv?;
@@ -517,6 +512,19 @@ impl Store {
             based,
             has_base,
         })
+    }
+
+    /// Every contributor's trust record (`workers list --db`).
+    pub fn trust_records(&self) -> Result<Vec<(String, TrustRecord)>, StoreError> {
+        let mut out = Vec::new();
+        for kv in self.tree.scan_prefix([T]) {
+            let (k, v) = kv?;
+            out.push((
+                String::from_utf8_lossy(&k[1..]).into_owned(),
+                decode::<TrustRecord>(&k, &v)?,
+            ));
+        }
+        Ok(out)
     }
 
     /// The base book's header (None: the store predates base books).

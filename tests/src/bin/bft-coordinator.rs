@@ -6,7 +6,7 @@
 use anyhow::Context;
 use bookfarm_coordinator::identity::IdentityConfig;
 use bookfarm_coordinator::server::{self, ServeOptions, ServerLimits};
-use bookfarm_coordinator::service::ServiceConfig;
+use bookfarm_coordinator::service::{ServiceConfig, TrustRules};
 use clap::Parser;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -41,6 +41,15 @@ struct Args {
     /// Backup leases after this many mean search times (0: off).
     #[arg(long)]
     backup_after: Option<u32>,
+    /// Evaluation file of the coordinator's verifier (with `--verify-threads`).
+    #[arg(long)]
+    eval: Option<PathBuf>,
+    /// Search threads of the coordinator's verifier (0: none).
+    #[arg(long, default_value_t = 0)]
+    verify_threads: u32,
+    /// N: consecutive results agreeing with the root that earn trust.
+    #[arg(long)]
+    trust_after: Option<u64>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -64,6 +73,13 @@ fn main() -> anyhow::Result<()> {
         backup_after: a
             .backup_after
             .unwrap_or(ServiceConfig::default().backup_after),
+        verify_threads: a.verify_threads,
+        trust: TrustRules {
+            earn_after: a
+                .trust_after
+                .unwrap_or(TrustRules::default().earn_after),
+            ..TrustRules::default()
+        },
         ..ServiceConfig::default()
     };
     let ids = IdentityConfig {
@@ -86,6 +102,21 @@ fn main() -> anyhow::Result<()> {
         },
     };
     let (c, ids) = server::open_with_identities(&a.db, cfg, ids).context("opening the store")?;
+    // The verifier: the coordinator's own searches (the code path of `serve --eval`).
+    let _verifier = match &a.eval {
+        Some(p) if a.verify_threads > 0 => {
+            let (eval, hash) = bookfarm_runner::load_eval(Some(p))?;
+            let sig = bookfarm_runner::signature(&eval, &hash);
+            Some(bookfarm_coordinator::local::spawn_verifier(
+                c.clone(),
+                a.verify_threads as usize,
+                bookfarm_runner::exec::engine_factory(eval),
+                &hash,
+                &sig,
+            ))
+        }
+        _ => None,
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

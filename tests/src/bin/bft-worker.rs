@@ -1,5 +1,7 @@
 //! Test worker process: the library pull loop with the real engine (the code path of
-//! `bookfarm-worker run`). Optionally appends every acknowledged job id to a log file.
+//! `bookfarm-worker run`). Optionally appends every acknowledged job id to a log file, and
+//! optionally lies (`--lie`, see [`Lie`]): a plausible wrong result that passes every check the
+//! coordinator can make without searching (legal move, score range and parity, depth).
 
 use anyhow::Context;
 use bookfarm_engine::eval::Eval;
@@ -8,6 +10,9 @@ use bookfarm_worker::config::AckHook;
 use clap::Parser;
 use std::io::Write;
 use std::path::PathBuf;
+use bookfarm_engine::search::{LeafRequest, LeafResult};
+use bookfarm_runner::exec::{LeafSearcher, SearcherFactory};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 #[derive(Debug, Parser)]
@@ -24,6 +29,101 @@ struct Args {
     ack_log: Option<PathBuf>,
     #[arg(long, default_value = "")]
     token: String,
+    /// Lie: `always`, `rate:P` (P % of the requests, the same ones for every liar), `subtle:P`
+    /// (score moved by 2 on P % of the requests), `sleeper:N` (honest for N results, then
+    /// always).
+    #[arg(long)]
+    lie: Option<String>,
+    /// Append one line per lie told.
+    #[arg(long)]
+    lie_log: Option<PathBuf>,
+}
+
+/// How a lying worker lies.
+#[derive(Debug, Clone, Copy)]
+enum Lie {
+    /// Sign flipped and moved by 2 (legal move kept), on P % of the requests.
+    Flip(u64),
+    /// Moved by 2, on P % of the requests.
+    Subtle(u64),
+    /// Honest for N results, then `Flip(100)`.
+    Sleeper(u64),
+}
+
+impl Lie {
+    fn parse(s: &str) -> anyhow::Result<Lie> {
+        let (kind, n) = s.split_once(':').unwrap_or((s, "100"));
+        let n: u64 = n.parse().context("--lie: a number after ':'")?;
+        Ok(match kind {
+            "always" => Lie::Flip(100),
+            "rate" => Lie::Flip(n),
+            "subtle" => Lie::Subtle(n),
+            "sleeper" => Lie::Sleeper(n),
+            _ => anyhow::bail!("--lie: unknown mode {kind:?}"),
+        })
+    }
+}
+
+/// Which requests a liar lies on: a hash of the request, so that colluding liars tell the same
+/// lie on the same requests.
+fn percent(req: &LeafRequest) -> u64 {
+    let h = req
+        .board
+        .player
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        .rotate_left(21)
+        ^ req.board.opponent.wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
+        ^ req.excluded.rotate_left(7)
+        ^ u64::from(req.level);
+    (h ^ (h >> 29)) % 100
+}
+
+/// The engine's result with the lie applied when the rule says so.
+struct Liar {
+    inner: Box<dyn LeafSearcher>,
+    lie: Lie,
+    /// Results given so far by this process (the sleeper's clock).
+    given: Arc<AtomicU64>,
+    log: Option<Arc<Mutex<std::fs::File>>>,
+}
+
+impl LeafSearcher for Liar {
+    fn search(&mut self, req: &LeafRequest, abort: &AtomicBool) -> LeafResult {
+        let mut r = self.inner.search(req, abort);
+        let n = self.given.fetch_add(1, Ordering::SeqCst);
+        let lie = match self.lie {
+            Lie::Flip(p) | Lie::Subtle(p) => percent(req) < p,
+            Lie::Sleeper(honest) => n >= honest,
+        };
+        if !lie || abort.load(Ordering::SeqCst) {
+            return r;
+        }
+        let told = match self.lie {
+            Lie::Subtle(_) => {
+                if r.score <= 62 {
+                    r.score + 2
+                } else {
+                    r.score - 2
+                }
+            }
+            _ => {
+                let flipped = (2 - r.score).clamp(-64, 64);
+                if flipped == r.score { r.score - 2 } else { flipped }
+            }
+        };
+        if let Some(f) = &self.log {
+            let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = f.write_all(
+                format!(
+                    "{:016x} {:016x} {} {}\n",
+                    req.board.player, req.board.opponent, r.score, told
+                )
+                .as_bytes(),
+            );
+        }
+        r.score = told;
+        r
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -69,7 +169,31 @@ fn main() -> anyhow::Result<()> {
         on_ack,
         ..bookfarm_worker::WorkerConfig::default()
     };
-    let make = bookfarm_runner::exec::engine_factory(eval);
+    let honest = bookfarm_runner::exec::engine_factory(eval);
+    let make: SearcherFactory = match &a.lie {
+        None => honest,
+        Some(mode) => {
+            let lie = Lie::parse(mode)?;
+            let given = Arc::new(AtomicU64::new(0));
+            let log = match &a.lie_log {
+                Some(p) => Some(Arc::new(Mutex::new(
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(p)?,
+                ))),
+                None => None,
+            };
+            Arc::new(move || -> Box<dyn LeafSearcher> {
+                Box::new(Liar {
+                    inner: honest(),
+                    lie,
+                    given: given.clone(),
+                    log: log.clone(),
+                })
+            })
+        }
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
