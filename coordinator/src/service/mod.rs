@@ -1132,7 +1132,13 @@ impl Coordinator {
         let streak = g.trust.records.get(who).map_or(0, |t| t.streak);
         let spot = g.trust.verifiers > 0
             && trust::coin(&r.job_id) < trust::spot_probability(streak, &rules);
-        let d = trust::decide(&case.replicas, applied.as_ref(), critical, spot);
+        let d = trust::decide(
+            &case.replicas,
+            applied.as_ref(),
+            critical,
+            spot,
+            g.trust.verifiers > 0,
+        );
         // Counters.
         let c = &mut g.trust.counters;
         if first {
@@ -1181,8 +1187,18 @@ impl Coordinator {
                 touched.push(name.clone());
             }
         }
+        let first_replica = case.replicas[0].clone();
         for name in &d.losers {
             if let Some(t) = g.trust.records.get_mut(name) {
+                if reached_book && *name == first_replica.contributor {
+                    // Its credit for the result the book used is taken back.
+                    let r = &first_replica.result;
+                    t.results = t.results.saturating_sub(1);
+                    t.nodes = t.nodes.saturating_sub(r.nodes);
+                    t.cpu_us = t
+                        .cpu_us
+                        .saturating_sub(u64::try_from(r.elapsed.as_micros()).unwrap_or(0));
+                }
                 t.streak = 0;
                 t.invalid += 1;
                 if t.invalid >= rules.block_after && !t.root {
@@ -1315,7 +1331,7 @@ impl Coordinator {
             .collect();
         for (k, case) in open {
             let applied = case.applied.then(|| case.replicas[0].result);
-            let d = trust::decide(&case.replicas, applied.as_ref(), true, false);
+            let d = trust::decide(&case.replicas, applied.as_ref(), true, false, false);
             if let (Some(id), Some(need)) = (g.job_of(&k), d.need) {
                 g.to_check(id, &Uuid::nil(), need);
             }

@@ -896,3 +896,130 @@ fn sim_result(job: &Job) -> JobResult {
     };
     JobResult::from_leaf(job.id, &crate::sim::fake_search(&req))
 }
+
+/// How a mock worker of the validation tests answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Honest,
+    /// The sign flipped and moved by 2 on one request in `n` (chosen by the request, so that
+    /// every liar of this kind tells the same lie).
+    Flip(u64),
+}
+
+fn answer(job: &Job, how: Answer) -> JobResult {
+    let mut r = mock_result(job);
+    if let Answer::Flip(n) = how {
+        let h = job.board.player.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ job.board.opponent;
+        if (h >> 17) % n == 0 {
+            r.score = 2 - r.score;
+        }
+    }
+    r
+}
+
+/// Run mock workers `(id, answer)` in turns until the growth programs are done and no check
+/// job is left; a worker refused (blocked) stops. Returns the workers refused.
+fn drive_mixed(c: &Coordinator, workers: &[(Uuid, Answer)]) -> Vec<Uuid> {
+    let id = identity();
+    let mut refused = Vec::new();
+    let mut idle = 0;
+    for round in 0..1_000_000usize {
+        let (w, how) = workers[round % workers.len()];
+        if refused.contains(&w) {
+            continue;
+        }
+        let jobs = match c.lease(&id, &w, 2) {
+            Ok(j) => j,
+            Err(CoordinatorError::Blocked(_)) => {
+                refused.push(w);
+                continue;
+            }
+            Err(e) => panic!("lease: {e}"),
+        };
+        if jobs.is_empty() {
+            c.settle().unwrap();
+            idle += 1;
+            let s = c.status();
+            if idle > 4 * workers.len() && s.state == State::Done && s.in_flight == 0 {
+                break;
+            }
+            continue;
+        }
+        idle = 0;
+        let results: Vec<JobResult> = jobs.iter().map(|j| answer(j, how)).collect();
+        match c.submit(&id, &w, &results) {
+            Ok(_) => {}
+            Err(CoordinatorError::Blocked(_)) => refused.push(w),
+            Err(e) => panic!("submit: {e}"),
+        }
+    }
+    c.settle().unwrap();
+    refused
+}
+
+#[test]
+fn untrusted_liars_never_reach_the_book_and_are_blocked() {
+    let f = fixture(2, 10, ServiceConfig::default());
+    let id = identity();
+    let verifier = f.c.register_verifier(&id, 1).unwrap();
+    let alice = f.c.register_with(&id, "a", 1, Some("alice"), false).unwrap();
+    let mallory = f.c.register_with(&id, "m", 1, Some("mallory"), false).unwrap();
+    let eve = f.c.register_with(&id, "e", 1, Some("eve"), false).unwrap();
+    let eve2 = f.c.register_with(&id, "e2", 1, Some("eve2"), false).unwrap();
+    f.c.start_expansion(deviate24(), 0).unwrap();
+    let refused = drive_mixed(
+        &f.c,
+        &[
+            (verifier, Answer::Honest),
+            (alice, Answer::Honest),
+            (mallory, Answer::Flip(1)),
+            (eve, Answer::Flip(3)),
+            (eve2, Answer::Flip(3)),
+        ],
+    );
+    assert_same_book(&f.c, &serial_book(2, 10, &[operation(deviate24())]));
+    let s = f.c.status();
+    let v = s.validation;
+    assert_eq!(v.reached_book, 0, "{v:?}");
+    assert_eq!(v.applied_at_once, 0, "nobody was trusted to apply at once: {v:?}");
+    assert!(v.invalid >= 3 && v.held > 0 && v.validated > 0, "{v:?}");
+    let credit = |n: &str| s.credit.iter().find(|c| c.name == n).unwrap().clone();
+    assert!(credit("mallory").blocked && refused.contains(&mallory));
+    assert_eq!(credit("mallory").results, 0, "no credit for lies");
+    assert!(!credit("alice").blocked && credit("alice").invalid == 0);
+    assert!(credit("alice").results > 0);
+    // A restart keeps standing and credit.
+    let before = s.credit.clone();
+    let f = reopen(f, ServiceConfig::default());
+    assert_eq!(f.c.status().credit, before);
+    assert!(f.c.register_with(&id, "m", 1, Some("mallory"), false).is_err());
+}
+
+#[test]
+fn a_trusted_liar_is_caught_by_spot_checks_and_the_book_is_replayed() {
+    let f = fixture(2, 10, ServiceConfig::default());
+    let id = identity();
+    let verifier = f.c.register_verifier(&id, 1).unwrap();
+    let liar = f.c.register_with(&id, "t", 1, Some("op"), true).unwrap();
+    let honest = f.c.register_with(&id, "u", 1, Some("u"), false).unwrap();
+    f.c.start_expansion(deviate24(), 0).unwrap();
+    drive_mixed(
+        &f.c,
+        &[
+            (liar, Answer::Flip(1)),
+            (verifier, Answer::Honest),
+            (honest, Answer::Honest),
+        ],
+    );
+    assert_same_book(&f.c, &serial_book(2, 10, &[operation(deviate24())]));
+    let s = f.c.status();
+    let v = s.validation;
+    // Its first result is applied at once and spot-checked (its record is empty): the lie
+    // reached the book, was caught, and the book was replayed without it.
+    assert!(v.reached_book > 0 && v.rollbacks > 0 && v.spot_checks > 0, "{v:?}");
+    let op = s.credit.iter().find(|c| c.name == "op").unwrap();
+    assert!(op.blocked && op.invalid >= 3 && op.results == 0, "{op:?}");
+    // The replayed book survives a restart.
+    let f = reopen(f, ServiceConfig::default());
+    assert_same_book(&f.c, &serial_book(2, 10, &[operation(deviate24())]));
+}

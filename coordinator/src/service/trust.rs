@@ -172,12 +172,15 @@ pub(crate) struct Decision {
 /// Fold the replicas of one request (the first is the earliest) into a decision. `applied`:
 /// the result the book uses now, if any; `critical`: the request can move a value inside the
 /// running window; `spot`: draw a spot check of a result applied on one word (the caller's
-/// coin, tossed with the submitter's probability; false when no verifier runs).
+/// coin, tossed with the submitter's probability; false when no verifier runs); `verifier`:
+/// the coordinator's verifier runs (then it settles every mismatch: a trusted machine that went
+/// wrong must not make an honest worker lose).
 pub(crate) fn decide(
     replicas: &[Replica],
     applied: Option<&LeafResult>,
     critical: bool,
     spot: bool,
+    verifier: bool,
 ) -> Decision {
     let mut d = Decision::default();
     let answered = || Need {
@@ -215,11 +218,11 @@ pub(crate) fn decide(
         }
     };
     if !agree {
-        // The highest standing settles, unless its own replicas disagree (then the next level
-        // up decides: Given, then Root).
+        // The highest standing settles when it is the root, or trusted workers that agree
+        // while no verifier runs; otherwise the next level up decides (Given, then Root).
         let tops: Vec<&Replica> = replicas.iter().filter(|r| r.standing == top).collect();
         let top_agree = tops.iter().all(|r| r.result == tops[0].result);
-        if top >= Standing::Given && (top_agree || top == Standing::Root) {
+        if top == Standing::Root || (top == Standing::Given && top_agree && !verifier) {
             settle(tops[0].result, &mut d);
         } else {
             d.need = Some(Need {
@@ -429,6 +432,11 @@ mod tests {
         }
     }
 
+    /// [`decide`] without a verifier.
+    fn decide_t(r: &[Replica], a: Option<&LeafResult>, critical: bool, spot: bool) -> Decision {
+        decide(r, a, critical, spot, false)
+    }
+
     fn rep(c: &str, owner: &str, s: Standing, score: i32) -> Replica {
         Replica {
             contributor: c.into(),
@@ -442,58 +450,63 @@ mod tests {
     fn untrusted_results_wait_for_a_trusted_source() {
         use Standing::*;
         let one = [rep("u1", "a", Untrusted, 4)];
-        let d = decide(&one, None, false, false);
+        let d = decide_t(&one, None, false, false);
         assert!(d.apply.is_none());
         assert_eq!(d.need.as_ref().unwrap().min, Earned);
         // Untrusted workers of other owners never validate each other.
         let two = [rep("u1", "a", Untrusted, 4), rep("u2", "b", Untrusted, 4)];
-        let d = decide(&two, None, false, false);
+        let d = decide_t(&two, None, false, false);
         assert!(d.apply.is_none() && d.need.is_some());
         // An earned-trust worker of another owner validates outside a window...
         let e = [rep("u1", "a", Untrusted, 4), rep("e", "b", Earned, 4)];
-        let d = decide(&e, None, false, false);
+        let d = decide_t(&e, None, false, false);
         assert_eq!(d.apply, Some(res(4)));
         assert!(d.need.is_none());
         // ...but inside one the root or a second owner's earned trust must agree.
-        let d = decide(&e, None, true, false);
+        let d = decide_t(&e, None, true, false);
         assert!(d.apply.is_none());
         let g = [rep("u1", "a", Untrusted, 4), rep("t", "op", Given, 4)];
-        let d = decide(&g, None, true, false);
+        let d = decide_t(&g, None, true, false);
         assert_eq!(d.apply, Some(res(4)));
         assert_eq!(d.confirmed, vec!["u1".to_string()]);
         // The same owner under another name adds nothing.
         let same = [rep("e1", "a", Earned, 4), rep("e2", "a", Earned, 4)];
-        assert!(decide(&same, None, true, false).apply.is_none());
+        assert!(decide_t(&same, None, true, false).apply.is_none());
     }
 
     #[test]
     fn trusted_results_apply_at_once_and_mismatches_go_to_the_root() {
         use Standing::*;
         let t = [rep("t", "op", Given, 4)];
-        let d = decide(&t, None, true, false);
+        let d = decide_t(&t, None, true, false);
         assert_eq!(d.apply, Some(res(4)));
         assert!(d.need.is_none());
-        let d = decide(&t, None, true, true);
+        let d = decide_t(&t, None, true, true);
         assert_eq!(d.apply, Some(res(4)));
         assert_eq!(d.need.as_ref().unwrap().min, Root);
         // The trusted worker settles a mismatch with an untrusted one.
         let m = [rep("u", "a", Untrusted, -6), rep("t", "op", Given, 4)];
-        let d = decide(&m, None, false, false);
+        let d = decide_t(&m, None, false, false);
         assert_eq!(d.apply, Some(res(4)));
         assert_eq!(d.losers, vec!["u".to_string()]);
+        // With a verifier, it settles instead (a broken trusted machine must not make an
+        // honest worker lose).
+        let d = decide(&m, None, false, false, true);
+        assert!(d.apply.is_none() && d.losers.is_empty());
+        assert_eq!(d.need.unwrap().min, Root);
         // Two trusted workers that disagree wait for the coordinator, which wins.
         let tt = [rep("t1", "op", Given, 4), rep("t2", "op2", Given, 6)];
-        let d = decide(&tt, Some(&res(4)), false, false);
+        let d = decide_t(&tt, Some(&res(4)), false, false);
         assert_eq!(d.need.as_ref().unwrap().min, Root);
         assert!(d.apply.is_none());
         let mut ttr = tt.to_vec();
         ttr.push(rep(VERIFIER, "", Root, 6));
-        let d = decide(&ttr, Some(&res(4)), false, false);
+        let d = decide_t(&ttr, Some(&res(4)), false, false);
         assert_eq!(d.apply, Some(res(6)), "the applied result is replaced");
         assert_eq!(d.losers, vec!["t1".to_string()]);
         // Earned against untrusted: the root must settle it.
         let eu = [rep("e", "a", Earned, 4), rep("u", "b", Untrusted, 6)];
-        assert_eq!(decide(&eu, None, false, false).need.unwrap().min, Given);
+        assert_eq!(decide_t(&eu, None, false, false).need.unwrap().min, Given);
     }
 
     #[test]
