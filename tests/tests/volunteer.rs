@@ -1,10 +1,8 @@
 //! A coordinator open to volunteers (issue 13): each probe of the issue against a real
 //! coordinator process on 127.0.0.1, with real worker processes where a build is needed.
 
-use bookfarm_coordinator::identity::{Identities, IdentityConfig};
 use bookfarm_coordinator::server;
 use bookfarm_coordinator::service::ServiceConfig;
-use bookfarm_coordinator::store::Store;
 use bookfarm_engine::board::BitIter;
 use bookfarm_engine::{Board, Move};
 use bookfarm_proto::auth::Bearer;

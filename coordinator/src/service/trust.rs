@@ -152,6 +152,13 @@ pub(crate) struct Replica {
     pub(crate) result: LeafResult,
 }
 
+/// Whether two replicas agree: every field the search determines (move, score, depth,
+/// selectivity, exact flag, nodes); the time is the machine's.
+pub(crate) fn same(a: &LeafResult, b: &LeafResult) -> bool {
+    (a.mv, a.score, a.depth, a.selectivity, a.exact, a.nodes)
+        == (b.mv, b.score, b.depth, b.selectivity, b.exact, b.nodes)
+}
+
 /// The decision after a replica arrived.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Decision {
@@ -191,15 +198,15 @@ pub(crate) fn decide(
     let Some(first) = replicas.first() else {
         return d;
     };
-    let agree = replicas.iter().all(|r| r.result == first.result);
+    let agree = replicas.iter().all(|r| same(&r.result, &first.result));
     let top = replicas.iter().map(|r| r.standing).max().unwrap_or(Standing::Untrusted);
     let settle = |truth: LeafResult, d: &mut Decision| {
         for (i, r) in replicas.iter().enumerate() {
-            if r.result == truth {
+            if same(&r.result, &truth) {
                 d.credited.push(r.contributor.clone());
                 // Its streak grows when another root-level replica agreed with it.
                 let rooted = replicas.iter().enumerate().any(|(j, o)| {
-                    j != i && o.standing >= Standing::Given && o.result == truth
+                    j != i && o.standing >= Standing::Given && same(&o.result, &truth)
                 });
                 if rooted && r.standing < Standing::Root {
                     d.confirmed.push(r.contributor.clone());
@@ -210,10 +217,10 @@ pub(crate) fn decide(
         }
         d.sources = replicas
             .iter()
-            .filter(|r| r.result == truth)
+            .filter(|r| same(&r.result, &truth))
             .map(|r| r.contributor.clone())
             .collect();
-        if applied != Some(&truth) {
+        if !applied.is_some_and(|a| same(a, &truth)) {
             d.apply = Some(truth);
         }
     };
@@ -221,7 +228,7 @@ pub(crate) fn decide(
         // The highest standing settles when it is the root, or trusted workers that agree
         // while no verifier runs; otherwise the next level up decides (Given, then Root).
         let tops: Vec<&Replica> = replicas.iter().filter(|r| r.standing == top).collect();
-        let top_agree = tops.iter().all(|r| r.result == tops[0].result);
+        let top_agree = tops.iter().all(|r| same(&r.result, &tops[0].result));
         if top == Standing::Root || (top == Standing::Given && top_agree && !verifier) {
             settle(tops[0].result, &mut d);
         } else {
@@ -437,12 +444,16 @@ mod tests {
         decide(r, a, critical, spot, false)
     }
 
+    /// A replica; its search time depends on the contributor's name (machines differ).
     fn rep(c: &str, owner: &str, s: Standing, score: i32) -> Replica {
         Replica {
             contributor: c.into(),
             owner: owner.into(),
             standing: s,
-            result: res(score),
+            result: LeafResult {
+                elapsed: Duration::from_micros(c.len() as u64),
+                ..res(score)
+            },
         }
     }
 
@@ -460,14 +471,14 @@ mod tests {
         // An earned-trust worker of another owner validates outside a window...
         let e = [rep("u1", "a", Untrusted, 4), rep("e", "b", Earned, 4)];
         let d = decide_t(&e, None, false, false);
-        assert_eq!(d.apply, Some(res(4)));
+        assert_eq!(d.apply.map(|r| r.score), Some(4));
         assert!(d.need.is_none());
         // ...but inside one the root or a second owner's earned trust must agree.
         let d = decide_t(&e, None, true, false);
         assert!(d.apply.is_none());
         let g = [rep("u1", "a", Untrusted, 4), rep("t", "op", Given, 4)];
         let d = decide_t(&g, None, true, false);
-        assert_eq!(d.apply, Some(res(4)));
+        assert_eq!(d.apply.map(|r| r.score), Some(4));
         assert_eq!(d.confirmed, vec!["u1".to_string()]);
         // The same owner under another name adds nothing.
         let same = [rep("e1", "a", Earned, 4), rep("e2", "a", Earned, 4)];
@@ -479,15 +490,15 @@ mod tests {
         use Standing::*;
         let t = [rep("t", "op", Given, 4)];
         let d = decide_t(&t, None, true, false);
-        assert_eq!(d.apply, Some(res(4)));
+        assert_eq!(d.apply.map(|r| r.score), Some(4));
         assert!(d.need.is_none());
         let d = decide_t(&t, None, true, true);
-        assert_eq!(d.apply, Some(res(4)));
+        assert_eq!(d.apply.map(|r| r.score), Some(4));
         assert_eq!(d.need.as_ref().unwrap().min, Root);
         // The trusted worker settles a mismatch with an untrusted one.
         let m = [rep("u", "a", Untrusted, -6), rep("t", "op", Given, 4)];
         let d = decide_t(&m, None, false, false);
-        assert_eq!(d.apply, Some(res(4)));
+        assert_eq!(d.apply.map(|r| r.score), Some(4));
         assert_eq!(d.losers, vec!["u".to_string()]);
         // With a verifier, it settles instead (a broken trusted machine must not make an
         // honest worker lose).
@@ -496,13 +507,13 @@ mod tests {
         assert_eq!(d.need.unwrap().min, Root);
         // Two trusted workers that disagree wait for the coordinator, which wins.
         let tt = [rep("t1", "op", Given, 4), rep("t2", "op2", Given, 6)];
-        let d = decide_t(&tt, Some(&res(4)), false, false);
+        let d = decide_t(&tt, Some(&tt[0].result), false, false);
         assert_eq!(d.need.as_ref().unwrap().min, Root);
         assert!(d.apply.is_none());
         let mut ttr = tt.to_vec();
         ttr.push(rep(VERIFIER, "", Root, 6));
-        let d = decide_t(&ttr, Some(&res(4)), false, false);
-        assert_eq!(d.apply, Some(res(6)), "the applied result is replaced");
+        let d = decide_t(&ttr, Some(&tt[0].result), false, false);
+        assert_eq!(d.apply.map(|r| r.score), Some(6), "the applied result is replaced");
         assert_eq!(d.losers, vec!["t1".to_string()]);
         // Earned against untrusted: the root must settle it.
         let eu = [rep("e", "a", Earned, 4), rep("u", "b", Untrusted, 6)];
