@@ -2,11 +2,11 @@
 //! store offline (`--db`, coordinator stopped) or on a running coordinator (`--coordinator URL`
 //! with the admin token).
 
-use bookfarm_coordinator::service::{CreditReport, TrustRules, credit_report};
 use crate::cli_cluster::{Remote, admin, runtime};
 use anyhow::{Context, bail};
 use bookfarm_coordinator::grpc::credential;
 use bookfarm_coordinator::identity::{Identities, IdentityConfig};
+use bookfarm_coordinator::service::{CreditReport, TrustRules, credit_report};
 use bookfarm_coordinator::store::{CredentialState, Store};
 use bookfarm_proto::pb;
 use clap::Subcommand;

@@ -5,11 +5,11 @@
 //! worker handlers bind worker ids to the caller's credential, escape and truncate the strings
 //! a worker supplies (`crate::text`), and admin replies are bounded (paged status).
 
-use crate::service::{CreditReport, TrustCounters};
 use crate::error::CoordinatorError;
 use crate::export::{ExportFormat, decode, encode};
 use crate::identity::{Identities, IdentityError, Principal, SessionError};
 use crate::service::{Coordinator, State, StatusReport};
+use crate::service::{CreditReport, TrustCounters};
 use crate::store::{CredentialRecord, CredentialState};
 use crate::text::{MAX_NAME_CHARS, MAX_REASON_CHARS, clean};
 use bookfarm_proto::convert::{ConvertError, required};
@@ -107,8 +107,7 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         let wid = self
             .ids
             .open_session(&p, peer, || {
-                self.c
-                    .register_as(
+                self.c.register_as(
                     &id,
                     &name,
                     r.threads,

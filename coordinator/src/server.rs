@@ -2,11 +2,11 @@
 //! sessions, and shut down cleanly (stop accepting, finish in-flight requests without waiting
 //! for idle connections, flush the store).
 
-use crate::store::CredentialState;
 use crate::error::{CoordinatorError, Result};
 use crate::grpc::{AdminApi, WorkerApi};
 use crate::identity::{Identities, IdentityConfig};
 use crate::service::{Clock, Coordinator, ServiceConfig, SystemClock};
+use crate::store::CredentialState;
 use crate::store::Store;
 use bookfarm_proto::MAX_MESSAGE_BYTES;
 use bookfarm_proto::pb::admin_service_server::AdminServiceServer;

@@ -75,7 +75,9 @@ pub fn add_credential(db: &Path, name: &str, owner: &str, trusted: bool) -> Stri
         Some(store.credentials().expect("credential tree")),
     )
     .expect("credentials");
-    ids.add(name, Some(owner), trusted).expect("add credential").0
+    ids.add(name, Some(owner), trusted)
+        .expect("add credential")
+        .0
 }
 
 /// A child process killed (SIGKILL) when dropped.

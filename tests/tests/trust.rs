@@ -78,7 +78,12 @@ fn credit<'a>(s: &'a pb::GetStatusResponse, name: &str) -> &'a pb::Credit {
 async fn build(
     eval: &Path,
     fleet: &[(&str, &str, bool, Option<&str>)],
-) -> (pb::GetStatusResponse, MemBook, Vec<(String, usize)>, Duration) {
+) -> (
+    pb::GetStatusResponse,
+    MemBook,
+    Vec<(String, usize)>,
+    Duration,
+) {
     let dir = tempfile::tempdir().unwrap();
     new_store(dir.path(), 2, 12);
     let tokens: Vec<String> = fleet
@@ -125,7 +130,7 @@ async fn lying_workers_leave_the_book_identical_to_an_honest_build() {
         &[("op1", "op", true, None), ("op2", "op", true, None)],
     )
     .await;
-    let v = honest.validation.clone().unwrap_or_default();
+    let v = honest.validation.unwrap_or_default();
     let extra = v.replica_nodes as f64 / v.used_nodes.max(1) as f64;
     eprintln!(
         "honest trusted build: {} positions in {took:?}; spot checks {} of {} results, extra compute {:.1} % of the nodes",
@@ -134,7 +139,10 @@ async fn lying_workers_leave_the_book_identical_to_an_honest_build() {
         v.applied_at_once,
         100.0 * extra
     );
-    assert_eq!(v.invalid, 0, "honest workers agree with the verifier: {v:?}");
+    assert_eq!(
+        v.invalid, 0,
+        "honest workers agree with the verifier: {v:?}"
+    );
     assert!(v.spot_checks > 0 && v.held == 0, "{v:?}");
     assert!(reference.len() > 100, "{}", reference.len());
 
@@ -157,7 +165,7 @@ async fn lying_workers_leave_the_book_identical_to_an_honest_build() {
         sorted(&reference),
         "the book built with liars is the honest book"
     );
-    let v = s.validation.clone().unwrap_or_default();
+    let v = s.validation.unwrap_or_default();
     let lies: usize = told.iter().map(|(_, n)| n).sum();
     eprintln!(
         "build with liars: {} positions in {took:?}; lies told {lies} ({told:?}), caught {}, reached the book {}, rollbacks {}; held {}, validated {}, extra compute {:.1} % of the nodes",

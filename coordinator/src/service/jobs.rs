@@ -494,7 +494,7 @@ impl Jobs {
 
     /// Turn job `id` into a check job waiting for `need`, ending `worker`'s lease (its answer
     /// arrived): it goes back to the queue when nobody else holds it.
-    pub(crate) fn to_check(&mut self, id: Uuid, worker: &Uuid, need: Need) {
+    pub(crate) fn make_check(&mut self, id: Uuid, worker: &Uuid, need: Need) {
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
         };

@@ -41,7 +41,6 @@ use bookfarm_engine::{Board, Move};
 use bookfarm_proto::domain::{Ack, Failure, Identity, Job, JobResult, Selector};
 use bookfarm_proto::{MAX_LEASE_SLOTS, MAX_RESULTS_PER_CALL, PROTOCOL_VERSION};
 use growth::{Growth, Landed, Replay};
-use trust::{Case, Replica, TrustState};
 pub use growth::{Predictor, PrefetchReport, ShallowSearch};
 use history::History;
 use jobs::{Jobs, Sample, WorkerEntry};
@@ -50,6 +49,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use trust::{Case, Replica, TrustState};
 use uuid::Uuid;
 
 /// A source of monotonic time, injected so that lease expiry can be tested without sleeping.
@@ -384,7 +384,11 @@ struct HookSlot(Option<BlockHook>);
 
 impl std::fmt::Debug for HookSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() { "HookSlot(set)" } else { "HookSlot(none)" })
+        f.write_str(if self.0.is_some() {
+            "HookSlot(set)"
+        } else {
+            "HookSlot(none)"
+        })
     }
 }
 
@@ -525,10 +529,7 @@ impl Coordinator {
         let trust = TrustState::load(
             loaded.trust,
             loaded.cases,
-            loaded
-                .results
-                .iter()
-                .map(|(k, r)| (*k, r.sources.clone())),
+            loaded.results.iter().map(|(k, r)| (*k, r.sources.clone())),
         );
         let mut growth = Growth::load(
             loaded.header,
@@ -1010,14 +1011,8 @@ impl Coordinator {
             else {
                 continue;
             };
-            let outcome = self.take_replica(
-                &mut g,
-                &mut batch,
-                (worker, &who),
-                (key, r),
-                critical,
-                at,
-            )?;
+            let outcome =
+                self.take_replica(&mut g, &mut batch, (worker, &who), (key, r), critical, at)?;
             if let Some(result) = outcome.apply {
                 if prefetched {
                     g.counters.speculative_completed += 1;
@@ -1230,10 +1225,13 @@ impl Coordinator {
         match d.need {
             Some(need) => {
                 case.applied |= d.apply.is_some();
-                batch.put_case(&key, Some(&trust::case_record(&case.replicas, case.applied)))?;
+                batch.put_case(
+                    &key,
+                    Some(&trust::case_record(&case.replicas, case.applied)),
+                )?;
                 g.trust.cases.insert(key, case);
                 if let Some(id) = job {
-                    g.to_check(id, worker, need);
+                    g.make_check(id, worker, need);
                 }
             }
             None => {
@@ -1300,7 +1298,11 @@ impl Coordinator {
             let Some(mut case) = g.trust.cases.remove(&k) else {
                 continue;
             };
-            if case.replicas.first().is_some_and(|x| x.contributor == loser) {
+            if case
+                .replicas
+                .first()
+                .is_some_and(|x| x.contributor == loser)
+            {
                 case.applied = false;
             }
             case.replicas.retain(|x| x.contributor != loser);
@@ -1323,17 +1325,13 @@ impl Coordinator {
     /// After a restart: the jobs of open cases are check jobs again.
     fn reopen_cases(&self) {
         let mut g = self.jobs();
-        let open: Vec<(LeafRequest, Case)> = g
-            .trust
-            .cases
-            .iter()
-            .map(|(k, c)| (*k, c.clone()))
-            .collect();
+        let open: Vec<(LeafRequest, Case)> =
+            g.trust.cases.iter().map(|(k, c)| (*k, c.clone())).collect();
         for (k, case) in open {
             let applied = case.applied.then(|| case.replicas[0].result);
             let d = trust::decide(&case.replicas, applied.as_ref(), true, false, false);
             if let (Some(id), Some(need)) = (g.job_of(&k), d.need) {
-                g.to_check(id, &Uuid::nil(), need);
+                g.make_check(id, &Uuid::nil(), need);
             }
         }
     }

@@ -910,7 +910,7 @@ fn answer(job: &Job, how: Answer) -> JobResult {
     let mut r = mock_result(job);
     if let Answer::Flip(n) = how {
         let h = job.board.player.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ job.board.opponent;
-        if (h >> 17) % n == 0 {
+        if (h >> 17).is_multiple_of(n) {
             r.score = 2 - r.score;
         }
     }
@@ -962,10 +962,16 @@ fn untrusted_liars_never_reach_the_book_and_are_blocked() {
     let f = fixture(2, 10, ServiceConfig::default());
     let id = identity();
     let verifier = f.c.register_verifier(&id, 1).unwrap();
-    let alice = f.c.register_with(&id, "a", 1, Some("alice"), false).unwrap();
-    let mallory = f.c.register_with(&id, "m", 1, Some("mallory"), false).unwrap();
+    let alice =
+        f.c.register_with(&id, "a", 1, Some("alice"), false)
+            .unwrap();
+    let mallory =
+        f.c.register_with(&id, "m", 1, Some("mallory"), false)
+            .unwrap();
     let eve = f.c.register_with(&id, "e", 1, Some("eve"), false).unwrap();
-    let eve2 = f.c.register_with(&id, "e2", 1, Some("eve2"), false).unwrap();
+    let eve2 =
+        f.c.register_with(&id, "e2", 1, Some("eve2"), false)
+            .unwrap();
     f.c.start_expansion(deviate24(), 0).unwrap();
     let refused = drive_mixed(
         &f.c,
@@ -981,7 +987,10 @@ fn untrusted_liars_never_reach_the_book_and_are_blocked() {
     let s = f.c.status();
     let v = s.validation;
     assert_eq!(v.reached_book, 0, "{v:?}");
-    assert_eq!(v.applied_at_once, 0, "nobody was trusted to apply at once: {v:?}");
+    assert_eq!(
+        v.applied_at_once, 0,
+        "nobody was trusted to apply at once: {v:?}"
+    );
     assert!(v.invalid >= 3 && v.held > 0 && v.validated > 0, "{v:?}");
     let credit = |n: &str| s.credit.iter().find(|c| c.name == n).unwrap().clone();
     assert!(credit("mallory").blocked && refused.contains(&mallory));
@@ -992,7 +1001,10 @@ fn untrusted_liars_never_reach_the_book_and_are_blocked() {
     let before = s.credit.clone();
     let f = reopen(f, ServiceConfig::default());
     assert_eq!(f.c.status().credit, before);
-    assert!(f.c.register_with(&id, "m", 1, Some("mallory"), false).is_err());
+    assert!(
+        f.c.register_with(&id, "m", 1, Some("mallory"), false)
+            .is_err()
+    );
 }
 
 #[test]
@@ -1016,7 +1028,10 @@ fn a_trusted_liar_is_caught_by_spot_checks_and_the_book_is_replayed() {
     let v = s.validation;
     // Its first result is applied at once and spot-checked (its record is empty): the lie
     // reached the book, was caught, and the book was replayed without it.
-    assert!(v.reached_book > 0 && v.rollbacks > 0 && v.spot_checks > 0, "{v:?}");
+    assert!(
+        v.reached_book > 0 && v.rollbacks > 0 && v.spot_checks > 0,
+        "{v:?}"
+    );
     let op = s.credit.iter().find(|c| c.name == "op").unwrap();
     assert!(op.blocked && op.invalid >= 3 && op.results == 0, "{op:?}");
     // The replayed book survives a restart.

@@ -199,7 +199,11 @@ pub(crate) fn decide(
         return d;
     };
     let agree = replicas.iter().all(|r| same(&r.result, &first.result));
-    let top = replicas.iter().map(|r| r.standing).max().unwrap_or(Standing::Untrusted);
+    let top = replicas
+        .iter()
+        .map(|r| r.standing)
+        .max()
+        .unwrap_or(Standing::Untrusted);
     let settle = |truth: LeafResult, d: &mut Decision| {
         for (i, r) in replicas.iter().enumerate() {
             if same(&r.result, &truth) {
@@ -513,7 +517,11 @@ mod tests {
         let mut ttr = tt.to_vec();
         ttr.push(rep(VERIFIER, "", Root, 6));
         let d = decide_t(&ttr, Some(&tt[0].result), false, false);
-        assert_eq!(d.apply.map(|r| r.score), Some(6), "the applied result is replaced");
+        assert_eq!(
+            d.apply.map(|r| r.score),
+            Some(6),
+            "the applied result is replaced"
+        );
         assert_eq!(d.losers, vec!["t1".to_string()]);
         // Earned against untrusted: the root must settle it.
         let eu = [rep("e", "a", Earned, 4), rep("u", "b", Untrusted, 6)];

@@ -28,12 +28,12 @@ mod credentials;
 mod record;
 
 pub use credentials::{CredentialRecord, CredentialState, CredentialStore};
+use record::LegacyResultRecord;
 pub use record::{
     CaseRecord, ContributorRecord, DriverRecord, ExpansionRecord, ExpansionStateRecord,
     GrowthRecord, HeaderRecord, HistoryRecord, OperationRecord, PositionRecord, QueueRecord,
     ReplicaRecord, ResultRecord, Sample, TodoRecord, TrustRecord,
 };
-use record::LegacyResultRecord;
 
 use bookfarm_book::model::{BookHeader, Position};
 use bookfarm_book::store::{BookStore, StoreError as BookStoreError, ensure_canonical};

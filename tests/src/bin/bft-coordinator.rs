@@ -75,9 +75,7 @@ fn main() -> anyhow::Result<()> {
             .unwrap_or(ServiceConfig::default().backup_after),
         verify_threads: a.verify_threads,
         trust: TrustRules {
-            earn_after: a
-                .trust_after
-                .unwrap_or(TrustRules::default().earn_after),
+            earn_after: a.trust_after.unwrap_or(TrustRules::default().earn_after),
             ..TrustRules::default()
         },
         ..ServiceConfig::default()

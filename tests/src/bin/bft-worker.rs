@@ -5,13 +5,13 @@
 
 use anyhow::Context;
 use bookfarm_engine::eval::Eval;
+use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_proto::domain::Ack;
+use bookfarm_runner::exec::{LeafSearcher, SearcherFactory};
 use bookfarm_worker::config::AckHook;
 use clap::Parser;
 use std::io::Write;
 use std::path::PathBuf;
-use bookfarm_engine::search::{LeafRequest, LeafResult};
-use bookfarm_runner::exec::{LeafSearcher, SearcherFactory};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -108,7 +108,11 @@ impl LeafSearcher for Liar {
             }
             _ => {
                 let flipped = (2 - r.score).clamp(-64, 64);
-                if flipped == r.score { r.score - 2 } else { flipped }
+                if flipped == r.score {
+                    r.score - 2
+                } else {
+                    flipped
+                }
             }
         };
         if let Some(f) = &self.log {
