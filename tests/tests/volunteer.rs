@@ -307,7 +307,14 @@ async fn blocked_and_revoked_credentials_are_refused_within_one_heartbeat() {
     let t1 = add_credential(dir.path(), "w1", "alice", false);
     let t2 = add_credential(dir.path(), "w2", "bob", false);
     let port = free_port();
-    let _c = coordinator(dir.path(), port, Some(&eval), &[]);
+    // The verifier validates the untrusted workers' results (otherwise none reaches the book).
+    let e = eval.display().to_string();
+    let _c = coordinator(
+        dir.path(),
+        port,
+        Some(&eval),
+        &["--eval", &e, "--verify-threads", "1"],
+    );
     let mut a = admin_as(port, ADMIN).await;
     start_deviate(&mut a, 2, 4).await;
     let mut w1 = worker_proc(port, &eval, "w1", &t1);

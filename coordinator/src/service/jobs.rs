@@ -359,6 +359,21 @@ impl Jobs {
         self.update_gauges();
     }
 
+    /// Take job `id` out of the queue and the leased-round index (before its class or priority
+    /// changes; the caller puts it back).
+    fn unindex(&mut self, id: Uuid) {
+        let Some(j) = self.jobs.get(&id) else {
+            return;
+        };
+        if j.queued {
+            let k = j.queue_key(id);
+            dequeue(&mut self.queue, &mut self.round_queued, &k);
+        }
+        if j.class == JobClass::Round && !j.leases.is_empty() {
+            self.leased_round.remove(&(j.prio, j.seq, id));
+        }
+    }
+
     /// Give job `id` its class and priority, keeping the queue and the leased-round index in
     /// step.
     fn place(&mut self, id: Uuid, class: JobClass, prio: u32) {
@@ -369,13 +384,10 @@ impl Jobs {
         if (j.class == class && j.prio == prio) || j.class == JobClass::Check {
             return;
         }
-        if j.queued {
-            let k = j.queue_key(id);
-            dequeue(&mut self.queue, &mut self.round_queued, &k);
-        }
-        if j.class == JobClass::Round && !j.leases.is_empty() {
-            self.leased_round.remove(&(j.prio, j.seq, id));
-        }
+        self.unindex(id);
+        let Some(j) = self.jobs.get_mut(&id) else {
+            return;
+        };
         j.class = class;
         j.prio = prio;
         if j.queued {
@@ -495,16 +507,10 @@ impl Jobs {
     /// Turn job `id` into a check job waiting for `need`, ending `worker`'s lease (its answer
     /// arrived): it goes back to the queue when nobody else holds it.
     pub(crate) fn make_check(&mut self, id: Uuid, worker: &Uuid, need: Need) {
+        self.unindex(id);
         let Some(j) = self.jobs.get_mut(&id) else {
             return;
         };
-        if j.queued {
-            let k = j.queue_key(id);
-            dequeue(&mut self.queue, &mut self.round_queued, &k);
-        }
-        if j.class == JobClass::Round && !j.leases.is_empty() {
-            self.leased_round.remove(&(j.prio, j.seq, id));
-        }
         j.class = JobClass::Check;
         j.need = Some(need);
         let before = j.leases.len();

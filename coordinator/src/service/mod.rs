@@ -1217,9 +1217,19 @@ impl Coordinator {
             rec.worker = *worker.as_bytes();
             rec.job = *r.job_id.as_bytes();
             rec.accepted_ms = at;
-            rec.sources = d.sources.clone();
+            rec.sources.clone_from(&d.sources);
             batch.put_result(&key, &rec)?;
-            g.trust.sources.insert(key, d.sources.clone());
+            // The coordinator's own results are never dropped: only others' are tracked (a
+            // local build keeps no such map).
+            if d
+                .sources
+                .iter()
+                .all(|c| g.trust.standing_of(c, &rules) == Standing::Root)
+            {
+                g.trust.sources.remove(&key);
+            } else {
+                g.trust.sources.insert(key, d.sources);
+            }
         }
         let job = g.job_of(&key);
         match d.need {

@@ -372,8 +372,13 @@ impl TrustState {
         cases: Vec<(LeafRequest, CaseRecord)>,
         sources: impl Iterator<Item = (LeafRequest, Vec<String>)>,
     ) -> TrustState {
+        let records: HashMap<String, TrustRecord> = records.into_iter().collect();
+        let root = |c: &String| records.get(c).is_some_and(|r| r.root);
+        let sources = sources
+            .filter(|(_, s)| !s.is_empty() && !s.iter().all(root))
+            .collect();
         TrustState {
-            records: records.into_iter().collect(),
+            records,
             cases: cases
                 .into_iter()
                 .map(|(k, c)| {
@@ -386,7 +391,7 @@ impl TrustState {
                     )
                 })
                 .collect(),
-            sources: sources.filter(|(_, s)| !s.is_empty()).collect(),
+            sources,
             counters: TrustCounters::default(),
             verifiers: 0,
         }
