@@ -225,6 +225,9 @@ async fn hostile_rpcs_are_rejected_and_change_nothing() {
     let job = found.expect("re-search with an excluded move");
     let good = result(&job, lowest_open(&job), 2);
 
+    // Let growth apply the honest results first: the hostile calls below must change nothing,
+    // and an honest result still being applied would look like a change.
+    c.settle().unwrap();
     let status0 = admin_status(&mut admin).await;
     let book0 = c.snapshot();
 
