@@ -37,7 +37,8 @@ pub enum JobClass {
     /// work is queued, dropped when a later plan no longer lists it.
     Speculative,
     /// A replica of a search answered already (validation or a spot check; see
-    /// `super::trust`): leased only to workers its [`Need`] admits, before any other work.
+    /// `super::trust`): leased only to workers its case admits (standing, contributor and
+    /// owner), before any other work.
     Check,
 }
 

@@ -1221,8 +1221,7 @@ impl Coordinator {
             batch.put_result(&key, &rec)?;
             // The coordinator's own results are never dropped: only others' are tracked (a
             // local build keeps no such map).
-            if d
-                .sources
+            if d.sources
                 .iter()
                 .all(|c| g.trust.standing_of(c, &rules) == Standing::Root)
             {
