@@ -26,14 +26,14 @@
 //!   link), and the negamax that closes each iteration gives the values of the book's own
 //!   positions.
 
-use crate::edax::bucket_order;
+use crate::edax::sort_in_bucket_order;
 use crate::grow::{
     Changes, ExpandPlan, IllegalGameMove, add_board_request_assuming, apply_add_plan,
     finish_expand, plan_add_board, plan_expand_at, replay_game,
 };
 use crate::mem::MemBook;
 use crate::model::MAX_LEVEL;
-use crate::negamax::negamax_from;
+use crate::negamax::renegamax;
 use crate::select::{Deviate, DeviatePass, deviate_pass, enhance_mark, extend_mark, play_mark};
 use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::symmetry::canonical;
@@ -407,7 +407,7 @@ impl Driver {
         };
         match book.probe(&root) {
             Some(id) => {
-                negamax_from(book, id);
+                renegamax(book, id);
                 self.mark(book, pass, None);
             }
             None => self.state.phase = Phase::Done,
@@ -441,10 +441,8 @@ impl Driver {
             PassKind::Extend => extend_mark(book, root),
         };
         // Edax's `book_expand` visits marked positions in file (bucket) order.
-        let marked: HashSet<_> = marked.into_iter().collect();
-        let todo: Vec<Board> = bucket_order(book)
+        let todo: Vec<Board> = sort_in_bucket_order(book, marked)
             .into_iter()
-            .filter(|id| marked.contains(id))
             .map(|id| book.board(id))
             .collect();
         self.state.passes += 1;
@@ -473,7 +471,7 @@ impl Driver {
             self.state.phase = Phase::Done;
             return;
         };
-        negamax_from(book, root);
+        renegamax(book, root);
         if pass == PassKind::Given {
             self.state.phase = Phase::Done;
             return;

@@ -467,6 +467,21 @@ pub fn bucket_order(book: &MemBook) -> Vec<NodeId> {
     out
 }
 
+/// `ids` (live, possibly repeated) in the order [`bucket_order`] lists them, without visiting
+/// the rest of the book: what a pass that expands a few marked positions of a big book needs.
+pub fn sort_in_bucket_order(book: &MemBook, ids: impl IntoIterator<Item = NodeId>) -> Vec<NodeId> {
+    let mask = (bucket_count(book.len()) - 1) as u64;
+    // Ids grow with insertion ([`MemBook::ids`] lists them in insertion order), so (bucket, id)
+    // is (bucket, insertion order).
+    let mut keyed: Vec<(u32, u32)> = ids
+        .into_iter()
+        .map(|id| ((edax_hash(&book.board(id)) & mask) as u32, id.0))
+        .collect();
+    keyed.sort_unstable();
+    keyed.dedup();
+    keyed.into_iter().map(|(_, id)| NodeId(id)).collect()
+}
+
 fn header_bytes(h: &BookHeader, n_nodes: usize) -> [u8; HEADER_SIZE] {
     let mut b = [0u8; HEADER_SIZE];
     b[0..4].copy_from_slice(&MAGIC_EDAX.to_le_bytes());
@@ -538,6 +553,35 @@ mod tests {
         assert_eq!(crc32c_u64(0, s.player), 0x7966_0235);
         assert_eq!(crc32c_u64(0x7966_0235, s.opponent), 0xA176_709E);
         assert_eq!(edax_hash(&s) & 0xffff, 28830);
+    }
+
+    #[test]
+    fn sorting_a_subset_in_bucket_order_equals_filtering_the_whole_order() {
+        use crate::synth::{SynthParams, random_book};
+        let book = random_book(SynthParams {
+            seed: 7,
+            positions: 3_000,
+            plies: 30,
+            level: None,
+        });
+        let all = bucket_order(&book);
+        assert_eq!(sort_in_bucket_order(&book, book.ids()), all);
+        for step in [2usize, 7, 31] {
+            let subset: Vec<NodeId> = book.ids().filter(|id| id.0 as usize % step == 0).collect();
+            let mut shuffled = subset.clone();
+            shuffled.reverse();
+            shuffled.extend_from_slice(&subset[..subset.len() / 3]);
+            let want: Vec<NodeId> = all
+                .iter()
+                .copied()
+                .filter(|id| subset.contains(id))
+                .collect();
+            assert_eq!(
+                sort_in_bucket_order(&book, shuffled),
+                want,
+                "every {step}th id"
+            );
+        }
     }
 
     #[test]
