@@ -62,6 +62,9 @@ pub struct CoordinatorFile {
     /// Backup lease of a round search leased for more than this many times its level's mean
     /// search time (default 4; 0 turns backup leases off).
     pub backup_after: Option<u32>,
+    /// Share of the growth thread's time that speculative planning may take (default 0.25;
+    /// clamped to 0.01..=1, 1: no limit).
+    pub speculation_share: Option<f64>,
 }
 
 impl CoordinatorFile {
@@ -92,6 +95,10 @@ impl CoordinatorFile {
                 .map_or(d.max_lease_cap, |s| Duration::from_secs(s.max(1))),
             speculation: self.speculation.unwrap_or(d.speculation),
             backup_after: self.backup_after.unwrap_or(d.backup_after),
+            speculation_share: self
+                .speculation_share
+                .filter(|s| s.is_finite())
+                .map_or(d.speculation_share, |s| s.clamp(0.01, 1.0)),
             engine_version: if self.check_engine_version.unwrap_or(true) {
                 Some(bookfarm_proto::ENGINE_VERSION.to_string())
             } else {

@@ -178,6 +178,10 @@ pub(crate) struct Growth {
     finished: usize,
     /// Results landed since the last speculative plan.
     pub(crate) landed_since_plan: usize,
+    /// No speculative plan before this instant (see [`ServiceConfig::speculation_share`]).
+    ///
+    /// [`ServiceConfig::speculation_share`]: super::ServiceConfig::speculation_share
+    pub(crate) next_plan_at: Option<std::time::Instant>,
     /// Guesses results for speculation (built on first use).
     predictor: Option<Box<dyn Predictor>>,
 }
@@ -246,6 +250,7 @@ impl Growth {
             planned_from: None,
             finished: 0,
             landed_since_plan: 0,
+            next_plan_at: None,
             predictor: None,
         })
     }

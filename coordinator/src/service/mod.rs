@@ -136,6 +136,10 @@ pub struct ServiceConfig {
     /// Backup leases: an idle worker may get a second lease of a round search whose lease is
     /// older than this many times its level's mean search time (0: off).
     pub backup_after: u32,
+    /// Share of the growth thread's time that planning speculation may take (0 < s ≤ 1; 1: no
+    /// limit). A plan that took t blocks the next one for t / s − t, so a coordinator whose
+    /// growth thread is saturated by results spends it on ingest rather than on guesses.
+    pub speculation_share: f64,
     /// Apply results on the submitting thread instead of the growth runner thread (the
     /// simulator: one thread, no hand-offs; a server keeps RPCs off growth's path).
     pub inline_growth: bool,
@@ -158,6 +162,7 @@ impl Default for ServiceConfig {
             retry_after: Duration::from_millis(200),
             speculation: 2,
             backup_after: 4,
+            speculation_share: 0.25,
             inline_growth: false,
         }
     }
@@ -928,9 +933,15 @@ impl Coordinator {
         };
         let speculative = match tail_threads {
             _ if self.0.cfg.speculation == 0 || !growth.is_running() => Some(Vec::new()),
+            Some(_) if growth.next_plan_at.is_some_and(|t| Instant::now() < t) => None,
             Some((threads, searching)) => {
                 let budget = threads.saturating_mul(self.0.cfg.speculation as usize);
-                Some(growth.speculate(budget.min(MAX_SPECULATION), &searching))
+                let started = Instant::now();
+                let list = growth.speculate(budget.min(MAX_SPECULATION), &searching);
+                let share = self.0.cfg.speculation_share;
+                growth.next_plan_at = (share < 1.0)
+                    .then(|| started + started.elapsed().mul_f64(1.0 / share.max(0.01)));
+                Some(list)
             }
             None => None,
         };
