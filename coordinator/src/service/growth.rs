@@ -372,7 +372,9 @@ impl Growth {
 
     /// Run the programs as far as the known results allow, persist what changed, and return
     /// the requests the current program is blocked on (empty when every program finished).
-    pub(crate) fn advance(&mut self, store: &Store) -> Result<Vec<LeafRequest>> {
+    /// `lookahead`: how many later steps of the pass have their requests queued as round work
+    /// (the farm's threads cannot hold more than a few jobs each).
+    pub(crate) fn advance(&mut self, store: &Store, lookahead: usize) -> Result<Vec<LeafRequest>> {
         self.needed.clear();
         while let Some((op, level)) = self.queue.front() {
             let driver = self
@@ -383,7 +385,7 @@ impl Growth {
                 prefetched: &self.prefetched,
                 used: &self.prefetch_used,
             };
-            let progress = driver.run(&mut self.book, &results, usize::MAX);
+            let progress = driver.run(&mut self.book, &results, lookahead);
             let st = driver.state().clone();
             match progress {
                 Progress::Blocked(need) => {

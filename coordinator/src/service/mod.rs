@@ -911,7 +911,10 @@ impl Coordinator {
         let applied: Vec<LeafRequest> = landed.iter().map(|l| l.key).collect();
         let mut growth = self.growth();
         growth.land(landed);
-        let needed = growth.advance(&self.0.store)?;
+        // Round work queued ahead: enough for every registered thread to hold a few jobs; more
+        // would only cost the growth run look-ups (a pass can hold many thousands of steps).
+        let lookahead = self.jobs().threads().saturating_mul(4).max(256);
+        let needed = growth.advance(&self.0.store, lookahead)?;
         let positions = growth.book.len();
         // Speculate only at a round's tail: when fewer round searches wait than the workers
         // have threads (before that, every idle thread gets round work anyway); plan again

@@ -199,10 +199,32 @@ pub enum Progress {
 }
 
 /// A resumable growth program (see the module docs).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Driver {
     state: DriverState,
+    /// The lookahead's predicted requests of the current pass's steps, by index into its
+    /// list, each computed once (on the book as it was then): a blocked run costs the
+    /// lookahead's length in look-ups, not in plans. Advisory only (a stale prediction costs a
+    /// search or a wait, never a different book), so not part of the state.
+    predicted: Predicted,
 }
+
+/// See [`Driver::predicted`].
+#[derive(Debug, Clone, Default)]
+struct Predicted {
+    /// [`DriverState::passes`] of the pass the predictions belong to.
+    passes: u32,
+    by_step: HashMap<usize, Vec<LeafRequest>>,
+}
+
+/// Drivers are equal when their states are (the prediction cache is advisory).
+impl PartialEq for Driver {
+    fn eq(&self, other: &Driver) -> bool {
+        self.state == other.state
+    }
+}
+
+impl Eq for Driver {}
 
 /// One step's needs: its requests, and which of them are missing.
 enum Step {
@@ -223,12 +245,16 @@ impl Driver {
                 changes: Changes::default(),
                 illegal: Vec::new(),
             },
+            predicted: Predicted::default(),
         }
     }
 
     /// Resume a program from a persisted state.
     pub fn from_state(state: DriverState) -> Driver {
-        Driver { state }
+        Driver {
+            state,
+            predicted: Predicted::default(),
+        }
     }
 
     /// The state (to persist, or to report progress).
@@ -256,13 +282,26 @@ impl Driver {
                     mut cursor,
                     mut iteration,
                 } => {
+                    if self.predicted.passes != self.state.passes {
+                        self.predicted = Predicted {
+                            passes: self.state.passes,
+                            by_step: HashMap::new(),
+                        };
+                    }
                     while cursor < todo.len() {
                         match self.expand_step(book, &todo[cursor], results, &mut iteration) {
-                            Step::Applied => cursor += 1,
+                            Step::Applied => {
+                                self.predicted.by_step.remove(&cursor);
+                                cursor += 1;
+                            }
                             Step::Missing(mut need) => {
                                 let end = todo.len().min(cursor + 1 + lookahead.min(todo.len()));
-                                for b in &todo[cursor + 1..end] {
-                                    need.extend(self.expand_requests(book, b));
+                                for (i, b) in todo.iter().enumerate().take(end).skip(cursor + 1) {
+                                    if !self.predicted.by_step.contains_key(&i) {
+                                        let r = self.expand_requests(book, b);
+                                        self.predicted.by_step.insert(i, r);
+                                    }
+                                    need.extend_from_slice(&self.predicted.by_step[&i]);
                                 }
                                 self.state.phase = Phase::Expanding {
                                     pass,
