@@ -164,7 +164,7 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
             self.c.wait_durable().await.map_err(st)?;
         }
         let retry_after_ms = if jobs.is_empty() {
-            u32::try_from(self.c.config().retry_after.as_millis()).unwrap_or(u32::MAX)
+            u32::try_from(self.c.retry_after().as_millis()).unwrap_or(u32::MAX)
         } else {
             0
         };

@@ -276,6 +276,13 @@ pub struct StatusReport {
 /// book, so its cost grows with it).
 const MAX_SPECULATION: usize = 4096;
 
+/// Empty lease calls per second the idle threads of a farm may make together (see
+/// [`Coordinator::retry_after`]).
+pub const IDLE_POLLS_PER_SECOND: f64 = 1000.0;
+
+/// Longest wait suggested to an idle worker (far below the session timeout).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
+
 /// Window for results-per-second figures.
 const RATE_WINDOW: Duration = Duration::from_secs(10);
 
@@ -728,6 +735,19 @@ impl Coordinator {
                     .0;
             }
         }
+    }
+
+    /// How long a worker that got no job should wait before asking again: the configured
+    /// `retry_after`, stretched so that the farm's idle threads together poll at most
+    /// [`IDLE_POLLS_PER_SECOND`] times a second (10,000 idle workers would otherwise flood the
+    /// coordinator with 50,000 empty calls a second), and never beyond [`MAX_RETRY_AFTER`].
+    pub fn retry_after(&self) -> Duration {
+        let idle = {
+            let g = self.jobs();
+            g.threads().saturating_sub(g.in_flight)
+        };
+        let spread = Duration::from_secs_f64(idle as f64 / IDLE_POLLS_PER_SECOND);
+        self.0.cfg.retry_after.max(spread).min(MAX_RETRY_AFTER)
     }
 
     fn growth_run_count(&self) -> u64 {

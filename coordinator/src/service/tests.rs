@@ -896,3 +896,41 @@ fn sim_result(job: &Job) -> JobResult {
     };
     JobResult::from_leaf(job.id, &crate::sim::fake_search(&req))
 }
+
+/// Idle threads are told to wait longer the more of them there are, so that together they
+/// poll about `IDLE_POLLS_PER_SECOND` times a second, within [retry_after, MAX_RETRY_AFTER];
+/// threads holding jobs do not count.
+#[test]
+fn idle_workers_are_spread_out_as_the_farm_grows() {
+    let f = fixture(2, 10, ServiceConfig::default());
+    let base = f.c.config().retry_after;
+    assert_eq!(f.c.retry_after(), base);
+    let first = f.c.register(&identity(), "w0", 2).unwrap();
+    assert_eq!(
+        f.c.retry_after(),
+        base,
+        "two idle threads poll at the base rate"
+    );
+    for i in 1..1_500 {
+        f.c.register(&identity(), &format!("w{i}"), 2).unwrap();
+    }
+    // 3,000 idle threads: 3 s apart each.
+    assert_eq!(f.c.retry_after(), Duration::from_secs(3));
+    f.c.start_expansion(
+        Selector::Deviate {
+            relative: 2,
+            absolute: 4,
+        },
+        0,
+    )
+    .unwrap();
+    f.c.settle().unwrap();
+    let held = f.c.lease(&identity(), &first, 2).unwrap().len();
+    assert!(held > 0);
+    let want = Duration::from_secs_f64((3_000 - held) as f64 / IDLE_POLLS_PER_SECOND);
+    assert_eq!(f.c.retry_after(), want);
+    for i in 1_500..6_000 {
+        f.c.register(&identity(), &format!("w{i}"), 2).unwrap();
+    }
+    assert_eq!(f.c.retry_after(), MAX_RETRY_AFTER);
+}
