@@ -970,9 +970,12 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
             error,
             db,
             engine,
-        } => searches(&db.db, &engine, Some(Selector::Upgrade { level, error }), |_| {
-            Ok(())
-        }),
+        } => searches(
+            &db.db,
+            &engine,
+            Some(Selector::Upgrade { level, error }),
+            |_| Ok(()),
+        ),
         BookCommand::Audit {
             level,
             contradictions,

@@ -522,7 +522,10 @@ fn remaining_edax_commands_on_the_golden_tiny_book() {
     let info = ok(&["info", "--db", s(&db)]);
     assert!(info.contains("Level 4 : "), "{info}");
     let again = with(&["upgrade", "4", "--error", "4", "--db", s(&db)]);
-    assert!(again.contains(": 0 positions raised in 1 rounds"), "{again}");
+    assert!(
+        again.contains(": 0 positions raised in 1 rounds"),
+        "{again}"
+    );
 
     let bad = dir.path().join("bad.txt");
     let au = with(&["audit", "6", "--db", s(&db), "--contradictions", s(&bad)]);

@@ -396,7 +396,13 @@ mod tests {
             error: -1,
         })
         .into();
-        assert_eq!(s, Selector::Upgrade { level: 60, error: 0 });
+        assert_eq!(
+            s,
+            Selector::Upgrade {
+                level: 60,
+                error: 0
+            }
+        );
         for s in [
             Selector::Play,
             Selector::Extend,
@@ -404,10 +410,7 @@ mod tests {
                 midgame: 2,
                 endcut: 4,
             },
-            Selector::Upgrade {
-                level: 8,
-                error: 2,
-            },
+            Selector::Upgrade { level: 8, error: 2 },
             Selector::Audit {
                 level: 10,
                 queue: true,

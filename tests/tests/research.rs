@@ -92,7 +92,10 @@ async fn upgrade_and_audit_with_worker_processes_equal_the_serial_programs() {
     .await;
     let s = wait_for(&mut a, LIMIT, done).await;
     let upgraded = check_book(&export(&mut a).await);
-    assert!(sorted(&upgraded) == sorted(&want), "the serial upgrade's book");
+    assert!(
+        sorted(&upgraded) == sorted(&want),
+        "the serial upgrade's book"
+    );
     let report = s.reports.last().expect("upgrade report");
     assert!(
         report.starts_with(&format!(
@@ -104,7 +107,11 @@ async fn upgrade_and_audit_with_worker_processes_equal_the_serial_programs() {
     // No level went down; the raised positions are at the upgrade level.
     for p in book.positions() {
         let q = upgraded.get(&p.board).expect("no position removed");
-        assert!(q.level == p.level || q.level == UPGRADE as u8, "{}", p.board);
+        assert!(
+            q.level == p.level || q.level == UPGRADE as u8,
+            "{}",
+            p.board
+        );
     }
 
     // The line audit: the same lines, results and contradictions as the serial audit.
@@ -120,14 +127,18 @@ async fn upgrade_and_audit_with_worker_processes_equal_the_serial_programs() {
     )
     .await;
     let s = wait_for(&mut a, LIMIT, |s| {
-        done(s) && s.reports.last().is_some_and(|r| r.contains("audit at level"))
+        done(s)
+            && s.reports
+                .last()
+                .is_some_and(|r| r.contains("audit at level"))
     })
     .await;
     let report = s.reports.last().expect("audit report");
     let bad: Vec<_> = audit.iter().filter(|a| a.contradicts()).collect();
     let mut expected = String::new();
     for a in &bad {
-        let text = |m: &[bookfarm_engine::Move]| -> String { m.iter().map(|m| m.to_string()).collect() };
+        let text =
+            |m: &[bookfarm_engine::Move]| -> String { m.iter().map(|m| m.to_string()).collect() };
         expected.push_str(&format!(
             "contradiction: {} book {:+} played out {:+} ({})\n",
             text(&a.line),
@@ -145,5 +156,8 @@ async fn upgrade_and_audit_with_worker_processes_equal_the_serial_programs() {
     // The audit changed nothing in the book.
     assert!(sorted(&check_book(&export(&mut a).await)) == sorted(&upgraded));
     // Both worker processes searched.
-    assert!(s.workers.iter().filter(|w| w.completed > 0).count() == 2, "{s:?}");
+    assert!(
+        s.workers.iter().filter(|w| w.completed > 0).count() == 2,
+        "{s:?}"
+    );
 }

@@ -19,8 +19,8 @@ use crate::store::{
 use bookfarm_book::MemBook;
 use bookfarm_book::driver::{Driver, Operation, Progress, Results};
 use bookfarm_book::extract::AuditLine;
-use bookfarm_engine::Move;
 use bookfarm_book::model::{BookHeader, Position};
+use bookfarm_engine::Move;
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet, VecDeque};

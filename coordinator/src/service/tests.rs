@@ -936,7 +936,9 @@ fn upgrade_and_audit_on_the_cluster_equal_the_serial_programs() {
     d.run_with(&mut audited, &mut search);
     let lines = d.state().audit.clone();
     assert!(!lines.is_empty());
-    let follow = d.follow_up().expect("the mock search contradicts some lines");
+    let follow = d
+        .follow_up()
+        .expect("the mock search contradicts some lines");
     bookfarm_book::driver::Driver::new(follow, None).run_with(&mut audited, &mut search);
     assert!(audited.len() > upgraded.len(), "contradicting lines added");
 
@@ -1005,7 +1007,11 @@ fn upgrade_and_audit_resume_after_a_restart() {
     let want = serial_book(
         2,
         10,
-        &[operation(deviate24()), operation(upgrade4()), operation(audit)],
+        &[
+            operation(deviate24()),
+            operation(upgrade4()),
+            operation(audit),
+        ],
     );
     let mut f = fixture(2, 10, ServiceConfig::default());
     f.c.start_expansion(deviate24(), 0).unwrap();

@@ -9,10 +9,10 @@
 //! so a value is only ever replaced by one searched at a higher level.
 
 use crate::accuracy::{LeafKind, leaf_kind};
+use crate::driver::{Driver, Operation};
 use crate::edax::bucket_order;
 use crate::grow::{FixReport, fix_command, leaf_request};
 use crate::mem::{MemBook, NodeId, child_board};
-use crate::driver::{Driver, Operation};
 use crate::model::{BAD_LINK, Link, MAX_LEVEL, Position};
 use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::{Board, Move};
@@ -22,7 +22,11 @@ use std::collections::{HashSet, VecDeque};
 /// searches its new leaf (`None` when every legal move is a link): the first half of a
 /// re-search, a pure function of the book, so a growth program can lease the request and
 /// finish the re-search later ([`finish_research`]).
-pub(crate) fn start_research(book: &MemBook, id: NodeId, level: u8) -> (Position, Option<LeafRequest>) {
+pub(crate) fn start_research(
+    book: &MemBook,
+    id: NodeId,
+    level: u8,
+) -> (Position, Option<LeafRequest>) {
     let mut p = book.position(id);
     p.leaf = BAD_LINK;
     p.level = level;
@@ -32,7 +36,11 @@ pub(crate) fn start_research(book: &MemBook, id: NodeId, level: u8) -> (Position
 
 /// The second half of a re-search: the new leaf from `result` (when a search was needed), and
 /// the position stored.
-pub(crate) fn finish_research(book: &mut MemBook, mut p: Position, result: Option<&LeafResult>) -> Link {
+pub(crate) fn finish_research(
+    book: &mut MemBook,
+    mut p: Position,
+    result: Option<&LeafResult>,
+) -> Link {
     if let Some(r) = result {
         crate::grow::apply_leaf(&mut p, r);
     }
