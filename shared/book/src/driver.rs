@@ -628,7 +628,7 @@ impl Driver {
         if pass == PassKind::Upgrade {
             return self
                 .upgrade_level()
-                .and_then(|level| Some(start_research(book, book.find(board)?, level).1?))
+                .and_then(|level| start_research(book, book.find(board)?, level).1)
                 .into_iter()
                 .collect();
         }
