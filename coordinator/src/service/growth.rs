@@ -20,7 +20,6 @@ use bookfarm_book::MemBook;
 use bookfarm_book::driver::{Driver, Operation, Progress, Results};
 use bookfarm_book::extract::AuditLine;
 use bookfarm_book::model::{BookHeader, Position};
-use bookfarm_engine::Move;
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -150,17 +149,10 @@ const AUDIT_REPORT_LINES: usize = 100;
 /// The report of a finished line audit: one line per contradicting book line (at most
 /// [`AUDIT_REPORT_LINES`]), then the summary. The same text as `book audit`.
 pub(crate) fn audit_report(level: u8, audit: &[AuditLine]) -> String {
-    let game = |m: &[Move]| -> String { m.iter().map(ToString::to_string).collect() };
     let bad: Vec<&AuditLine> = audit.iter().filter(|a| a.contradicts()).collect();
     let mut text = String::new();
     for a in bad.iter().take(AUDIT_REPORT_LINES) {
-        text.push_str(&format!(
-            "contradiction: {} book {:+} played out {:+} ({})\n",
-            game(&a.line),
-            a.book_value,
-            a.result,
-            game(&a.continuation)
-        ));
+        text.push_str(&format!("contradiction: {a}\n"));
     }
     if bad.len() > AUDIT_REPORT_LINES {
         text.push_str(&format!(

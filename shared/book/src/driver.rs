@@ -534,24 +534,11 @@ impl Driver {
                 return;
             }
             PassKind::Upgrade => {
-                // Re-searched in marking order (closest to the root first), not file order.
                 let params = match &self.state.operation {
                     Operation::Upgrade { params, .. } => *params,
                     _ => Upgrade { level: 0, error: 0 },
                 };
-                let todo = upgrade_mark(book, root, params.clamped())
-                    .into_iter()
-                    .map(|id| book.board(id))
-                    .collect();
-                self.state.passes += 1;
-                self.state.phase = Phase::Expanding {
-                    pass,
-                    root_value: s,
-                    todo,
-                    cursor: 0,
-                    iteration: Changes::default(),
-                };
-                return;
+                upgrade_mark(book, root, params.clamped())
             }
             PassKind::DeviateRoot => deviate_pass(book, root, params, s, DeviatePass::RootSide),
             PassKind::DeviateOpponent => {
@@ -561,13 +548,18 @@ impl Driver {
             PassKind::Play => play_mark(book, root),
             PassKind::Extend => extend_mark(book, root),
         };
-        // Edax's `book_expand` visits marked positions in file (bucket) order.
-        let marked: HashSet<_> = marked.into_iter().collect();
-        let todo: Vec<Board> = bucket_order(book)
-            .into_iter()
-            .filter(|id| marked.contains(id))
-            .map(|id| book.board(id))
-            .collect();
+        let todo: Vec<Board> = if pass == PassKind::Upgrade {
+            // Re-searched in marking order (closest to the root first).
+            marked.into_iter().map(|id| book.board(id)).collect()
+        } else {
+            // Edax's `book_expand` visits marked positions in file (bucket) order.
+            let marked: HashSet<_> = marked.into_iter().collect();
+            bucket_order(book)
+                .into_iter()
+                .filter(|id| marked.contains(id))
+                .map(|id| book.board(id))
+                .collect()
+        };
         self.state.passes += 1;
         self.state.phase = Phase::Expanding {
             pass,

@@ -84,6 +84,21 @@ pub struct AuditLine {
     pub result: i32,
 }
 
+/// `LINE book +V played out +R (CONTINUATION)`, as the audit reports a line.
+impl std::fmt::Display for AuditLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let moves = |m: &[Move]| -> String { m.iter().map(ToString::to_string).collect() };
+        write!(
+            f,
+            "{} book {:+} played out {:+} ({})",
+            moves(&self.line),
+            self.book_value,
+            self.result,
+            moves(&self.continuation)
+        )
+    }
+}
+
 impl AuditLine {
     /// Whether the result contradicts the book: a different outcome (win, draw or loss for
     /// Black) than the book's value says.
