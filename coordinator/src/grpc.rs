@@ -341,6 +341,8 @@ pub fn status_response(s: StatusReport, offset: usize, limit: usize) -> pb::GetS
         prefetch_used: s.prefetch.used,
         prefetch_unused: s.prefetch.unused,
         backup_leased: s.backup_leased,
+        reports: s.reports,
+        programs_finished: s.programs_finished,
     }
 }
 

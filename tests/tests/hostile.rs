@@ -225,6 +225,9 @@ async fn hostile_rpcs_are_rejected_and_change_nothing() {
     let job = found.expect("re-search with an excluded move");
     let good = result(&job, lowest_open(&job), 2);
 
+    // The honest results are applied by the growth runner in the background: wait for it, so
+    // that the reference state is taken after them (a race seen on a loaded machine).
+    c.settle().unwrap();
     let status0 = admin_status(&mut admin).await;
     let book0 = c.snapshot();
 

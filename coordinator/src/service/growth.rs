@@ -18,6 +18,7 @@ use crate::store::{
 };
 use bookfarm_book::MemBook;
 use bookfarm_book::driver::{Driver, Operation, Progress, Results};
+use bookfarm_book::extract::AuditLine;
 use bookfarm_book::model::{BookHeader, Position};
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
 use std::cell::{Cell, RefCell};
@@ -142,6 +143,36 @@ impl Results for Guessing<'_> {
     }
 }
 
+/// Contradictions an audit report lists (the count is always given).
+const AUDIT_REPORT_LINES: usize = 100;
+
+/// The report of a finished line audit: one line per contradicting book line (at most
+/// [`AUDIT_REPORT_LINES`]), then the summary. The same text as `book audit`.
+pub(crate) fn audit_report(level: u8, audit: &[AuditLine]) -> String {
+    let bad: Vec<&AuditLine> = audit.iter().filter(|a| a.contradicts()).collect();
+    let mut text = String::new();
+    for a in bad.iter().take(AUDIT_REPORT_LINES) {
+        text.push_str(&format!("contradiction: {a}\n"));
+    }
+    if bad.len() > AUDIT_REPORT_LINES {
+        text.push_str(&format!(
+            "… and {} more contradictions\n",
+            bad.len() - AUDIT_REPORT_LINES
+        ));
+    }
+    text.push_str(&format!(
+        "audit at level {level}: {} best lines played to the end, {} contradict the book",
+        audit.len(),
+        bad.len()
+    ));
+    text
+}
+
+/// The root's value for a report ("unknown" when the start position has none).
+fn root_value(book: &MemBook) -> String {
+    bookfarm_book::extract::root_value(book).map_or_else(|| "unknown".into(), |v| v.to_string())
+}
+
 /// The growth state (one owner: the growth runner; status readers lock it briefly).
 #[derive(Debug)]
 pub(crate) struct Growth {
@@ -175,7 +206,7 @@ pub(crate) struct Growth {
     /// The program pass the last speculative plan started from (program count, pass).
     planned_from: Option<(usize, u32)>,
     /// Programs finished since start.
-    finished: usize,
+    pub(crate) finished: usize,
     /// Results landed since the last speculative plan.
     pub(crate) landed_since_plan: usize,
     /// No speculative plan before this instant (see [`ServiceConfig::speculation_share`]).
@@ -184,6 +215,8 @@ pub(crate) struct Growth {
     pub(crate) next_plan_at: Option<std::time::Instant>,
     /// Guesses results for speculation (built on first use).
     predictor: Option<Box<dyn Predictor>>,
+    /// The lines of the last line audit finished since start.
+    pub(crate) last_audit: Vec<AuditLine>,
 }
 
 impl Growth {
@@ -252,6 +285,7 @@ impl Growth {
             landed_since_plan: 0,
             next_plan_at: None,
             predictor: None,
+            last_audit: Vec::new(),
         })
     }
 
@@ -387,6 +421,9 @@ impl Growth {
             };
             let progress = driver.run(&mut self.book, &results, lookahead);
             let st = driver.state().clone();
+            // An audit that queues its contradicting lines runs their `book add` next, with
+            // the level the audit was started with.
+            let follow_up = driver.follow_up().map(|next| (next, *level));
             match progress {
                 Progress::Blocked(need) => {
                     self.needed = need;
@@ -410,6 +447,19 @@ impl Growth {
                             st.changes.positions,
                             st.changes.links
                         ),
+                        Operation::Upgrade { params, .. } => format!(
+                            "upgrade to level {} (error {}): {} positions raised in {} rounds; \
+                             root value {}",
+                            params.level,
+                            params.error,
+                            st.changes.searches,
+                            st.iterations,
+                            root_value(&self.book)
+                        ),
+                        Operation::Audit { level, .. } => {
+                            self.last_audit = st.audit.clone();
+                            audit_report(*level, &st.audit)
+                        }
                         _ => format!(
                             "{}: {} new positions, {} links, {} searches in {} iterations",
                             op.describe(),
@@ -421,6 +471,10 @@ impl Growth {
                     });
                     self.last = self.describe();
                     self.queue.pop_front();
+                    if let Some((next, level)) = follow_up {
+                        tracing::info!(program = %next.describe(), "follow-up program queued");
+                        self.queue.push_front((next, level));
+                    }
                     self.queue_dirty = true;
                     self.driver = None;
                     self.finished += 1;

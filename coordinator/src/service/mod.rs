@@ -32,6 +32,7 @@ use crate::store::Entry;
 use crate::store::{Batch, ResultRecord, Store};
 use bookfarm_book::driver::Operation;
 use bookfarm_book::model::{BookHeader, Position};
+use bookfarm_book::research::Upgrade;
 use bookfarm_book::select::Deviate;
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchSignature};
 use bookfarm_engine::symmetry::canonical;
@@ -270,7 +271,14 @@ pub struct StatusReport {
     pub speculative_leased: u64,
     /// Backup leases since start.
     pub backup_leased: u64,
+    /// What the last growth programs did (at most [`STATUS_REPORTS`], oldest first).
+    pub reports: Vec<String>,
+    /// Growth programs finished since start.
+    pub programs_finished: u64,
 }
+
+/// How many program reports the status carries.
+pub const STATUS_REPORTS: usize = 20;
 
 /// The most speculative searches planned at once (a plan runs the programs on a copy of the
 /// book, so its cost grows with it).
@@ -387,6 +395,11 @@ pub fn operation(selector: Selector) -> Operation {
         },
         Selector::Play => Operation::Play { root },
         Selector::Extend => Operation::Extend { root },
+        Selector::Upgrade { level, error } => Operation::Upgrade {
+            root,
+            params: Upgrade { level, error },
+        },
+        Selector::Audit { level, queue } => Operation::Audit { level, queue },
     }
 }
 
@@ -1207,7 +1220,7 @@ impl Coordinator {
 
     /// The status report.
     pub fn status(&self) -> StatusReport {
-        let (positions, state, expansion, root_value, prefetch) = {
+        let (positions, state, expansion, root_value, prefetch, reports, programs_finished) = {
             let g = self.growth();
             let state = match (g.is_running(), g.paused, g.is_done()) {
                 (true, true, _) => State::Paused,
@@ -1220,12 +1233,15 @@ impl Coordinator {
                 .book
                 .find(&root)
                 .map_or(-127, |id| i32::from(g.book.score(id).value));
+            let skip = g.reports.len().saturating_sub(STATUS_REPORTS);
             (
                 g.book.len() as u64,
                 state,
                 g.describe(),
                 root_value,
                 g.prefetch_report(),
+                g.reports[skip..].to_vec(),
+                g.finished as u64,
             )
         };
         let now = self.now();
@@ -1277,6 +1293,8 @@ impl Coordinator {
             prefetch,
             speculative_leased: g.counters.speculative_leased,
             backup_leased: g.counters.backup_leased,
+            reports,
+            programs_finished,
         }
     }
 
@@ -1334,6 +1352,12 @@ impl Coordinator {
     /// What each growth program finished since the service opened added, one line each.
     pub fn reports(&self) -> Vec<String> {
         self.growth().reports.clone()
+    }
+
+    /// The lines of the last line audit finished since start (every line, contradicting or
+    /// not).
+    pub fn last_audit(&self) -> Vec<bookfarm_book::extract::AuditLine> {
+        self.growth().last_audit.clone()
     }
 
     /// Number of known leaf results (the result store).
