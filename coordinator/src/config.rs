@@ -62,6 +62,9 @@ pub struct CoordinatorFile {
     /// Backup lease of a round search leased for more than this many times its level's mean
     /// search time (default 4; 0 turns backup leases off).
     pub backup_after: Option<u32>,
+    /// Bound of the store's page cache, MiB (default 64). The in-memory book is outside it:
+    /// a serving coordinator holds about 60–80 bytes per position plus this cache.
+    pub cache_capacity_mb: Option<u64>,
 }
 
 impl CoordinatorFile {
@@ -92,6 +95,9 @@ impl CoordinatorFile {
                 .map_or(d.max_lease_cap, |s| Duration::from_secs(s.max(1))),
             speculation: self.speculation.unwrap_or(d.speculation),
             backup_after: self.backup_after.unwrap_or(d.backup_after),
+            cache_capacity: self
+                .cache_capacity_mb
+                .map_or(d.cache_capacity, |mb| mb.max(1) << 20),
             engine_version: if self.check_engine_version.unwrap_or(true) {
                 Some(bookfarm_proto::ENGINE_VERSION.to_string())
             } else {
@@ -151,6 +157,7 @@ mod tests {
         assert!(i.admin_token.is_some());
         assert_eq!(i.session_timeout, s.lease_timeout);
         assert_eq!(f.limits().max_connections, 4096);
+        assert_eq!(s.cache_capacity, 64 << 20);
     }
 
     #[test]

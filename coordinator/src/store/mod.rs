@@ -3,13 +3,20 @@
 //! One sled tree holds everything, under one-byte key prefixes, so that each logical change
 //! (a result linked in, an expansion) is a single atomic `apply_batch`:
 //!
-//! | key | value (postcard) |
+//! | key | value |
 //! |---|---|
-//! | `p` + 16-byte canonical board (player BE, opponent BE) | [`PositionRecord`] |
+//! | `b` + chunk number (u32 BE) | the base book: up to [`BASE_CHUNK`] positions as `book.dat` records |
+//! | `m` + `base` | [`BaseRecord`]: how many chunks and positions the base holds |
+//! | `p` + 16-byte canonical board (player BE, opponent BE) | [`PositionRecord`] (postcard) |
 //! | `d` + 16-byte job id | board of an accepted job (idempotent resubmission) |
 //! | `m` + `header` | [`HeaderRecord`] |
 //! | `m` + `expansion` | [`ExpansionRecord`] |
 //! | `m` + `history` | [`HistoryRecord`] (web UI charts and contributors) |
+//!
+//! Other values are postcard. The book is the base with the `p` records over it: a `p` record
+//! replaces the base position with its board or adds a position. Replacing the book (import,
+//! `book new`, offline rewrites) writes a new base, a few large values instead of one key per
+//! position; growth writes the positions it changes as `p` records.
 //!
 //! Worker credentials live in a second tree (`credentials`, see [`CredentialStore`]).
 //!
@@ -24,16 +31,16 @@ mod record;
 pub use credentials::{CredentialRecord, CredentialState, CredentialStore};
 pub use record::{
     ContributorRecord, DriverRecord, ExpansionRecord, ExpansionStateRecord, GrowthRecord,
-    HeaderRecord, HistoryRecord, OperationRecord, PositionRecord, QueueRecord, ResultRecord,
+    BaseRecord, HeaderRecord, HistoryRecord, OperationRecord, PositionRecord, QueueRecord, ResultRecord,
     Sample, TodoRecord,
 };
 
+use bookfarm_book::edax::{self, ReadError};
 use bookfarm_book::model::{BookHeader, Position};
-use bookfarm_book::store::{BookStore, StoreError as BookStoreError, ensure_canonical};
+use bookfarm_book::{MemBook, NodeId};
 use bookfarm_engine::Board;
 use bookfarm_engine::search::LeafRequest;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use uuid::Uuid;
 
 /// Errors of the sled store.
@@ -54,6 +61,21 @@ pub enum StoreError {
     /// A record could not be encoded.
     #[error("store encode: {0}")]
     Encode(#[source] postcard::Error),
+    /// A chunk of the base book is not a sequence of valid `book.dat` records.
+    #[error("store base chunk {chunk}: {source}")]
+    Base {
+        /// The chunk number.
+        chunk: u32,
+        /// What the record reader found.
+        #[source]
+        source: ReadError,
+    },
+    /// A chunk the base record announces is not stored.
+    #[error("store base chunk {chunk} is missing")]
+    MissingChunk {
+        /// The chunk number.
+        chunk: u32,
+    },
     /// The directory holds no store with a book (the one text for a missing book).
     #[error(
         "{0}: no book here; create one with `book new --db {0}` or `book import FILE --db {0}`"
@@ -62,6 +84,7 @@ pub enum StoreError {
 }
 
 const P: u8 = b'p';
+const B: u8 = b'b';
 const D: u8 = b'd';
 const M: u8 = b'm';
 const R: u8 = b'r';
@@ -97,6 +120,17 @@ fn pos_key(b: &Board) -> [u8; 17] {
     k[9..17].copy_from_slice(&b.opponent.to_be_bytes());
     k
 }
+
+fn base_key(chunk: u32) -> [u8; 5] {
+    let mut k = [B; 5];
+    k[1..].copy_from_slice(&chunk.to_be_bytes());
+    k
+}
+
+/// Positions per chunk of the base book (a chunk is one sled value of about 44 bytes per
+/// position: large enough that a 10 M-position book is a few hundred values, small enough
+/// that a chunk is a fraction of the store cache).
+pub const BASE_CHUNK: usize = 16_384;
 
 fn done_key(id: &Uuid) -> [u8; 17] {
     let mut k = [0u8; 17];
@@ -146,8 +180,8 @@ impl Entry {
 pub struct Loaded {
     /// The book header.
     pub header: BookHeader,
-    /// Every position.
-    pub entries: Vec<Entry>,
+    /// The book: the base with the `p` records over it, negamax fields as stored.
+    pub book: MemBook,
     /// Ids of accepted jobs.
     pub done: Vec<Uuid>,
     /// The last expansion request, if any (stores written before growth programs).
@@ -172,23 +206,20 @@ pub struct Batch {
     batch: sled::Batch,
     /// Number of writes queued.
     pub len: usize,
-    new_positions: usize,
 }
 
 impl Batch {
-    /// Write a position record. `is_new` must be true when the board was not stored before (for
-    /// the position count).
-    pub fn put_entry(&mut self, e: &Entry, is_new: bool) -> Result<(), StoreError> {
+    /// Write a position record (over the base position with its board, if any).
+    pub fn put_entry(&mut self, e: &Entry) -> Result<(), StoreError> {
         let rec = PositionRecord::from_entry(e);
         self.batch.insert(&pos_key(&e.pos.board)[..], encode(&rec)?);
         self.len += 1;
-        self.new_positions += usize::from(is_new);
         Ok(())
     }
 
     /// Write a position (its record carries no scheduling state).
     pub fn put_position(&mut self, p: &Position) -> Result<(), StoreError> {
-        self.put_entry(&Entry::new(p.clone()), false)
+        self.put_entry(&Entry::new(p.clone()))
     }
 
     /// Record an accepted job id.
@@ -257,24 +288,37 @@ impl Batch {
 /// How long [`Store::open`] waits for the store's file lock.
 pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Default bound of sled's page cache (`cache_capacity_mb` in `coordinator.toml`). sled's own
+/// default is 1 GiB; the in-memory book holds everything the service reads, so the cache only
+/// serves writes and the start-up scan.
+pub const DEFAULT_CACHE_CAPACITY: u64 = 64 << 20;
+
 /// The sled-backed store.
 #[derive(Debug)]
 pub struct Store {
     db: sled::Db,
     tree: sled::Tree,
-    positions: AtomicUsize,
 }
 
 impl Store {
-    /// Open (or create) the store directory (sled flushes in the background every second;
-    /// durability points are explicit flushes).
+    /// Open (or create) the store directory with the default cache bound (see
+    /// [`Store::open_with_cache`]).
+    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        Store::open_with_cache(dir, DEFAULT_CACHE_CAPACITY)
+    }
+
+    /// Open (or create) the store directory, sled's page cache bounded to `cache_bytes` (sled
+    /// flushes in the background every second; durability points are explicit flushes).
     ///
     /// sled 0.34 releases a dropped database's file lock asynchronously (its flusher thread
     /// holds it for a moment, spacejam/sled#1234), so a reopen right after a drop in the same
     /// process can find the lock taken: the lock is retried for up to [`LOCK_WAIT`]. Another
     /// process holding the store still fails, after that wait.
-    pub fn open(dir: &Path) -> Result<Store, StoreError> {
-        let config = sled::Config::new().path(dir).flush_every_ms(Some(1000));
+    pub fn open_with_cache(dir: &Path, cache_bytes: u64) -> Result<Store, StoreError> {
+        let config = sled::Config::new()
+            .path(dir)
+            .cache_capacity(cache_bytes)
+            .flush_every_ms(Some(1000));
         let deadline = std::time::Instant::now() + LOCK_WAIT;
         let db = loop {
             match config.open() {
@@ -290,23 +334,23 @@ impl Store {
             }
         };
         let tree = db.open_tree("book")?;
-        let positions = tree.scan_prefix([P]).count();
-        Ok(Store {
-            db,
-            tree,
-            positions: AtomicUsize::new(positions),
-        })
+        Ok(Store { db, tree })
     }
 
     /// Open the store of an existing book: refused with [`StoreError::NoBook`] when `dir` does
     /// not exist or holds no book, without creating anything (a mistyped `--db` must not leave
     /// an empty store behind). Every command that needs a book opens it through here.
     pub fn open_book(dir: &Path) -> Result<Store, StoreError> {
+        Store::open_book_with_cache(dir, DEFAULT_CACHE_CAPACITY)
+    }
+
+    /// [`Store::open_book`] with sled's page cache bounded to `cache_bytes`.
+    pub fn open_book_with_cache(dir: &Path, cache_bytes: u64) -> Result<Store, StoreError> {
         let no_book = || StoreError::NoBook(dir.display().to_string());
         if !dir.is_dir() {
             return Err(no_book());
         }
-        let store = Store::open(dir)?;
+        let store = Store::open_with_cache(dir, cache_bytes)?;
         if !store.has_book()? {
             return Err(no_book());
         }
@@ -335,17 +379,37 @@ impl Store {
         }
     }
 
+    /// The book: the base chunks in order, then the `p` records over them (a record with a base
+    /// board replaces that position in place; others are appended in key order).
+    fn load_book(&self, header: BookHeader) -> Result<MemBook, StoreError> {
+        let base = self.meta::<BaseRecord>("base")?.unwrap_or_default();
+        let positions = usize::try_from(base.positions).unwrap_or(usize::MAX);
+        // Links are about one per position in grown books; the arena grows if not.
+        let mut book = MemBook::with_capacity(header, positions, positions);
+        for chunk in 0..base.chunks {
+            let k = base_key(chunk);
+            let v = self
+                .tree
+                .get(k)?
+                .ok_or(StoreError::MissingChunk { chunk })?;
+            edax::read_records(&v, 0, &mut book)
+                .map_err(|source| StoreError::Base { chunk, source })?;
+        }
+        for kv in self.tree.scan_prefix([P]) {
+            let (k, v) = kv?;
+            book.put_position(&decode::<PositionRecord>(&k, &v)?.into_entry().pos);
+        }
+        book.shrink_to_fit();
+        Ok(book)
+    }
+
     /// Load the whole store.
     pub fn load(&self, dir_for_errors: &Path) -> Result<Loaded, StoreError> {
         let header = match self.tree.get(meta_key("header"))? {
             Some(v) => decode::<HeaderRecord>(b"mheader", &v)?.into(),
             None => return Err(StoreError::NoBook(dir_for_errors.display().to_string())),
         };
-        let mut entries = Vec::with_capacity(self.positions.load(Ordering::Relaxed));
-        for kv in self.tree.scan_prefix([P]) {
-            let (k, v) = kv?;
-            entries.push(decode::<PositionRecord>(&k, &v)?.into_entry());
-        }
+        let book = self.load_book(header)?;
         let mut done = Vec::new();
         for kv in self.tree.scan_prefix([D]) {
             let (k, _) = kv?;
@@ -373,7 +437,7 @@ impl Store {
         }
         Ok(Loaded {
             header,
-            entries,
+            book,
             done,
             expansion,
             growth,
@@ -391,7 +455,6 @@ impl Store {
             return Ok(());
         }
         self.tree.apply_batch(b.batch)?;
-        self.positions.fetch_add(b.new_positions, Ordering::Relaxed);
         Ok(())
     }
 
@@ -401,117 +464,55 @@ impl Store {
         Ok(())
     }
 
-    /// Number of stored positions (kept as a counter: sled's `len` is a full scan).
-    pub fn position_count(&self) -> usize {
-        self.positions.load(Ordering::Relaxed)
+    /// Replace everything the book tree holds by `header` and `entries` (see
+    /// [`Store::create_book`]).
+    pub fn create(&self, header: &BookHeader, entries: &[Entry]) -> Result<(), StoreError> {
+        let mut book = MemBook::with_capacity(*header, entries.len(), entries.len());
+        for e in entries {
+            book.put_position(&e.pos);
+        }
+        self.create_book(&book)
     }
 
-    /// Replace everything the book tree holds (positions, results, growth state, header) by a
-    /// new book: the header plus the given positions (all pending a leaf search unless they
+    /// Replace everything the book tree holds (positions, results, growth state, header) by
+    /// `book` as the new base (its positions in its order, all pending a leaf search unless they
     /// already carry one). Worker credentials (their own tree) are kept.
     ///
     /// Crash-safe: the removals and the writes are one sled batch, which sled recovers whole or
     /// not at all, so a kill at any moment leaves the old book or the new one; durable on
-    /// return.
-    pub fn create(&self, header: &BookHeader, entries: &[Entry]) -> Result<(), StoreError> {
+    /// return. The base is [`BASE_CHUNK`] positions per value, so the batch holds a few hundred
+    /// values for ten million positions.
+    pub fn create_book(&self, book: &MemBook) -> Result<(), StoreError> {
         let mut b = Batch::default();
         for k in self.tree.iter().keys() {
             b.batch.remove(k?);
         }
-        for e in entries {
-            b.put_entry(e, true)?;
+        let ids: Vec<NodeId> = book.ids().collect();
+        let mut chunks = 0u32;
+        for part in ids.chunks(BASE_CHUNK) {
+            let mut v = Vec::with_capacity(part.len() * 46);
+            for &id in part {
+                edax::push_record(&mut v, book, id);
+            }
+            b.batch.insert(&base_key(chunks)[..], v);
+            chunks += 1;
         }
-        b.put_header(header)?;
+        b.put_meta(
+            "base",
+            &BaseRecord {
+                chunks,
+                positions: ids.len() as u64,
+            },
+        )?;
+        b.put_header(book.header())?;
         b.put_expansion(None)?;
         self.tree.apply_batch(b.batch)?;
-        self.positions
-            .store(self.tree.scan_prefix([P]).count(), Ordering::Relaxed);
         self.flush()
     }
-}
 
-fn backend(e: StoreError) -> BookStoreError {
-    BookStoreError::Backend {
-        source: Box::new(e),
-    }
-}
-
-/// The book crate's storage trait over the sled store, for offline tools. Positions written
-/// through it are not pending a search; derived fields are stored as given.
-impl BookStore for Store {
-    fn header(&self) -> Result<BookHeader, BookStoreError> {
-        match self
-            .tree
-            .get(meta_key("header"))
-            .map_err(|e| backend(e.into()))?
-        {
-            Some(v) => Ok(decode::<HeaderRecord>(b"mheader", &v)
-                .map_err(backend)?
-                .into()),
-            None => Ok(BookHeader::default()),
-        }
-    }
-
-    fn set_header(&mut self, header: BookHeader) -> Result<(), BookStoreError> {
-        let mut b = Batch::default();
-        b.put_header(&header).map_err(backend)?;
-        self.apply(b).map_err(backend)
-    }
-
-    fn get(&self, board: &Board) -> Result<Option<Position>, BookStoreError> {
-        let k = pos_key(board);
-        match self.tree.get(k).map_err(|e| backend(e.into()))? {
-            Some(v) => Ok(Some(
-                decode::<PositionRecord>(&k, &v)
-                    .map_err(backend)?
-                    .into_entry()
-                    .pos,
-            )),
-            None => Ok(None),
-        }
-    }
-
-    fn put(&mut self, position: Position) -> Result<(), BookStoreError> {
-        ensure_canonical(&position.board)?;
-        let is_new = !self
-            .tree
-            .contains_key(pos_key(&position.board))
-            .map_err(|e| backend(e.into()))?;
-        let mut b = Batch::default();
-        b.put_entry(&Entry::new(position), is_new)
-            .map_err(backend)?;
-        self.apply(b).map_err(backend)
-    }
-
-    fn remove(&mut self, board: &Board) -> Result<Option<Position>, BookStoreError> {
-        let old = BookStore::get(self, board)?;
-        if old.is_some() {
-            self.tree
-                .remove(pos_key(board))
-                .map_err(|e| backend(e.into()))?;
-            self.positions.fetch_sub(1, Ordering::Relaxed);
-        }
-        Ok(old)
-    }
-
-    fn contains(&self, board: &Board) -> Result<bool, BookStoreError> {
-        self.tree
-            .contains_key(pos_key(board))
-            .map_err(|e| backend(e.into()))
-    }
-
-    fn len(&self) -> Result<usize, BookStoreError> {
-        Ok(self.position_count())
-    }
-
-    fn iter(&self) -> Box<dyn Iterator<Item = Result<Position, BookStoreError>> + '_> {
-        Box::new(self.tree.scan_prefix([P]).map(|kv| {
-            let (k, v) = kv.map_err(|e| backend(e.into()))?;
-            Ok(decode::<PositionRecord>(&k, &v)
-                .map_err(backend)?
-                .into_entry()
-                .pos)
-        }))
+    /// Bytes sled occupies on disk (log, snapshots and blobs).
+    pub fn size_on_disk(&self) -> Result<u64, StoreError> {
+        Ok(self.db.size_on_disk()?)
     }
 }
 

@@ -64,6 +64,15 @@ impl PositionRecord {
     }
 }
 
+/// The extent of the base book (the `b` chunks of `book.dat` records).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BaseRecord {
+    /// Number of chunks, numbered from 0.
+    pub chunks: u32,
+    /// Positions in all chunks.
+    pub positions: u64,
+}
+
 /// The stored book header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeaderRecord {

@@ -39,10 +39,10 @@ fn create_load_round_trip_survives_reopen() {
         s.flush().unwrap();
     }
     let s = Store::open(dir.path()).unwrap();
-    assert_eq!(s.position_count(), 1);
     let l = s.load(dir.path()).unwrap();
     assert_eq!(l.header, h);
-    assert_eq!(l.entries, vec![e]);
+    assert_eq!(l.book.header(), &h);
+    assert_eq!(l.book.positions().collect::<Vec<_>>(), vec![e.pos]);
     assert_eq!(l.done.len(), 1);
     assert_eq!(
         l.expansion.unwrap().selector(),
@@ -98,32 +98,56 @@ fn create_replaces_everything_but_credentials() {
     s.create(&h2, &[]).unwrap();
     let l = s.load(dir.path()).unwrap();
     assert_eq!(l.header, h2);
-    assert!(l.entries.is_empty() && l.signature.is_none());
-    assert_eq!(s.position_count(), 0);
+    assert!(l.book.is_empty() && l.signature.is_none());
     assert_eq!(s.credentials().unwrap().list().unwrap().len(), 1);
 }
 
+/// The base spans several chunks and keeps its order; `p` records written later replace a base
+/// position in place or add positions after the base.
 #[test]
-fn book_store_trait_conformance() {
+fn base_chunks_and_position_records_over_them() {
+    use bookfarm_book::synth::{SynthParams, random_book};
     let dir = tempfile::tempdir().unwrap();
-    let mut s = Store::open(dir.path()).unwrap();
-    let p = sample_entry().pos;
-    s.put(p.clone()).unwrap();
-    assert_eq!(BookStore::len(&s).unwrap(), 1);
-    assert!(s.contains(&p.board).unwrap());
-    assert_eq!(BookStore::get(&s, &p.board).unwrap(), Some(p.clone()));
-    // A non-canonical board is refused.
-    let f5 = Board::start().play(Square::parse("f5").unwrap()).unwrap();
-    let nc = bookfarm_engine::symmetry::transform(&f5, 1);
-    let nc = if bookfarm_engine::symmetry::canonical(&nc).0 == nc {
-        bookfarm_engine::symmetry::transform(&f5, 2)
-    } else {
-        nc
-    };
-    assert!(s.put(Position::new(nc, 1)).is_err());
-    assert_eq!(s.iter().count(), 1);
-    assert_eq!(s.remove(&p.board).unwrap(), Some(p));
-    assert_eq!(BookStore::len(&s).unwrap(), 0);
+    let mut book = random_book(SynthParams {
+        seed: 17,
+        positions: 2 * BASE_CHUNK + 5,
+        plies: 30,
+        level: None,
+    });
+    bookfarm_book::negamax::negamax(&mut book);
+    let s = Store::open(dir.path()).unwrap();
+    s.create_book(&book).unwrap();
+    let base: BaseRecord = s.meta("base").unwrap().unwrap();
+    assert_eq!(base.chunks, 3);
+    assert_eq!(base.positions, book.len() as u64);
+    // Growth rewrites a base position and adds one that is not in the book.
+    let first = book.ids().next().unwrap();
+    let mut changed = book.position(first);
+    changed.level = changed.level.wrapping_add(1) % 61;
+    let added = sample_entry();
+    assert!(book.find(&added.pos.board).is_none());
+    let mut b = Batch::default();
+    b.put_position(&changed).unwrap();
+    b.put_entry(&added).unwrap();
+    s.apply(b).unwrap();
+    drop(s);
+    let s = Store::open_book(dir.path()).unwrap();
+    let loaded = s.load(dir.path()).unwrap().book;
+    let mut want: Vec<Position> = book.positions().collect();
+    want[0] = changed;
+    want.push(added.pos);
+    assert_eq!(loaded.positions().collect::<Vec<_>>(), want);
+}
+
+/// A chunk that is not valid `book.dat` records is an error naming it, not a panic.
+#[test]
+fn corrupt_base_chunk_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path()).unwrap();
+    s.create(&BookHeader::new(2, 12), &[sample_entry()]).unwrap();
+    s.tree.insert(base_key(0), &[1u8, 2, 3][..]).unwrap();
+    let e = s.load(dir.path()).unwrap_err().to_string();
+    assert!(e.contains("base chunk 0"), "{e}");
 }
 
 #[test]
@@ -132,7 +156,7 @@ fn reopen_right_after_drop_waits_for_the_lock_and_a_held_store_is_refused() {
     for i in 0..20u8 {
         let s = Store::open(dir.path()).unwrap_or_else(|e| panic!("reopen {i}: {e}"));
         let mut b = Batch::default();
-        b.put_entry(&sample_entry(), i == 0).unwrap();
+        b.put_entry(&sample_entry()).unwrap();
         s.apply(b).unwrap();
         s.flush().unwrap();
     }
