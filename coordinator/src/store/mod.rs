@@ -3,20 +3,24 @@
 //! One sled tree holds everything, under one-byte key prefixes, so that each logical change
 //! (a result linked in, an expansion) is a single atomic `apply_batch`:
 //!
-//! | key | value |
+//! | key | value (postcard) |
 //! |---|---|
-//! | `b` + chunk number (u32 BE) | the base book: up to [`BASE_CHUNK`] positions as `book.dat` records |
-//! | `m` + `base` | [`BaseRecord`]: how many chunks and positions the base holds |
-//! | `p` + 16-byte canonical board (player BE, opponent BE) | [`PositionRecord`] (postcard) |
+//! | `m` + `base` | [`BaseRecord`]: the generation and size of the base book file |
+//! | `p` + 16-byte canonical board (player BE, opponent BE) | [`PositionRecord`] |
 //! | `d` + 16-byte job id | board of an accepted job (idempotent resubmission) |
 //! | `m` + `header` | [`HeaderRecord`] |
 //! | `m` + `expansion` | [`ExpansionRecord`] |
 //! | `m` + `history` | [`HistoryRecord`] (web UI charts and contributors) |
 //!
-//! Other values are postcard. The book is the base with the `p` records over it: a `p` record
-//! replaces the base position with its board or adds a position. Replacing the book (import,
-//! `book new`, offline rewrites) writes a new base, a few large values instead of one key per
-//! position; growth writes the positions it changes as `p` records.
+//! The book is a **base** with the `p` records over it: a `p` record replaces the base position
+//! with its board or adds a position. The base is an Edax `book.dat` file beside sled's files,
+//! `base/<generation>.dat` (records in the book's order, so a reload keeps it), named by the
+//! `m base` record. Replacing the book (import, `book new`, offline rewrites) writes the next
+//! generation's file and syncs it, then switches the record in the same sled batch that clears
+//! the old book, then deletes the old file: a crash before the batch is durable leaves the old
+//! book (the unreferenced file is deleted when the store is next opened), after it the new one.
+//! Growth writes the positions it changes as `p` records. The base is not read through sled, so
+//! it costs neither sled's page cache nor its write amplification.
 //!
 //! Worker credentials live in a second tree (`credentials`, see [`CredentialStore`]).
 //!
@@ -37,10 +41,10 @@ pub use record::{
 
 use bookfarm_book::edax::{self, ReadError};
 use bookfarm_book::model::{BookHeader, Position};
-use bookfarm_book::{MemBook, NodeId};
+use bookfarm_book::MemBook;
 use bookfarm_engine::Board;
 use bookfarm_engine::search::LeafRequest;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use uuid::Uuid;
 
 /// Errors of the sled store.
@@ -61,20 +65,23 @@ pub enum StoreError {
     /// A record could not be encoded.
     #[error("store encode: {0}")]
     Encode(#[source] postcard::Error),
-    /// A chunk of the base book is not a sequence of valid `book.dat` records.
-    #[error("store base chunk {chunk}: {source}")]
+    /// The base book file could not be read, written or removed.
+    #[error("store base {path}: {source}")]
+    BaseIo {
+        /// The file.
+        path: String,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The base book file is not the `book.dat` its record announces.
+    #[error("store base {path}: {source}")]
     Base {
-        /// The chunk number.
-        chunk: u32,
-        /// What the record reader found.
+        /// The file.
+        path: String,
+        /// What the reader found.
         #[source]
         source: ReadError,
-    },
-    /// A chunk the base record announces is not stored.
-    #[error("store base chunk {chunk} is missing")]
-    MissingChunk {
-        /// The chunk number.
-        chunk: u32,
     },
     /// The directory holds no store with a book (the one text for a missing book).
     #[error(
@@ -84,7 +91,6 @@ pub enum StoreError {
 }
 
 const P: u8 = b'p';
-const B: u8 = b'b';
 const D: u8 = b'd';
 const M: u8 = b'm';
 const R: u8 = b'r';
@@ -121,16 +127,19 @@ fn pos_key(b: &Board) -> [u8; 17] {
     k
 }
 
-fn base_key(chunk: u32) -> [u8; 5] {
-    let mut k = [B; 5];
-    k[1..].copy_from_slice(&chunk.to_be_bytes());
-    k
+/// The directory of the base book files, inside the store directory.
+const BASE_DIR: &str = "base";
+
+fn base_file(dir: &Path, generation: u64) -> PathBuf {
+    dir.join(BASE_DIR).join(format!("{generation:016x}.dat"))
 }
 
-/// Positions per chunk of the base book (a chunk is one sled value of about 44 bytes per
-/// position: large enough that a 10 M-position book is a few hundred values, small enough
-/// that a chunk is a fraction of the store cache).
-pub const BASE_CHUNK: usize = 16_384;
+fn base_io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::BaseIo {
+        path: path.display().to_string(),
+        source,
+    }
+}
 
 fn done_key(id: &Uuid) -> [u8; 17] {
     let mut k = [0u8; 17];
@@ -298,6 +307,7 @@ pub const DEFAULT_CACHE_CAPACITY: u64 = 64 << 20;
 pub struct Store {
     db: sled::Db,
     tree: sled::Tree,
+    dir: PathBuf,
 }
 
 impl Store {
@@ -334,7 +344,34 @@ impl Store {
             }
         };
         let tree = db.open_tree("book")?;
-        Ok(Store { db, tree })
+        let store = Store {
+            db,
+            tree,
+            dir: dir.to_path_buf(),
+        };
+        store.remove_stale_bases()?;
+        Ok(store)
+    }
+
+    /// Delete the base files the store does not reference (left by a replacement that crashed
+    /// before its batch was durable, or whose old file was not deleted yet).
+    fn remove_stale_bases(&self) -> Result<(), StoreError> {
+        let keep = self
+            .meta::<BaseRecord>("base")?
+            .map(|b| base_file(&self.dir, b.generation));
+        let dir = self.dir.join(BASE_DIR);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(base_io(&dir)(e)),
+        };
+        for entry in entries {
+            let path = entry.map_err(base_io(&dir))?.path();
+            if Some(&path) != keep.as_ref() {
+                std::fs::remove_file(&path).map_err(base_io(&path))?;
+            }
+        }
+        Ok(())
     }
 
     /// Open the store of an existing book: refused with [`StoreError::NoBook`] when `dir` does
@@ -379,21 +416,29 @@ impl Store {
         }
     }
 
-    /// The book: the base chunks in order, then the `p` records over them (a record with a base
-    /// board replaces that position in place; others are appended in key order).
+    /// The book: the base file's positions in order, then the `p` records over them (a record
+    /// with a base board replaces that position in place; others are appended in key order).
     fn load_book(&self, header: BookHeader) -> Result<MemBook, StoreError> {
-        let base = self.meta::<BaseRecord>("base")?.unwrap_or_default();
-        let positions = usize::try_from(base.positions).unwrap_or(usize::MAX);
+        let base = self.meta::<BaseRecord>("base")?;
+        let positions = base.map_or(0, |b| usize::try_from(b.positions).unwrap_or(usize::MAX));
         // Links are about one per position in grown books; the arena grows if not.
         let mut book = MemBook::with_capacity(header, positions, positions);
-        for chunk in 0..base.chunks {
-            let k = base_key(chunk);
-            let v = self
-                .tree
-                .get(k)?
-                .ok_or(StoreError::MissingChunk { chunk })?;
-            edax::read_records(&v, 0, &mut book)
-                .map_err(|source| StoreError::Base { chunk, source })?;
+        if let Some(base) = base {
+            let path = base_file(&self.dir, base.generation);
+            let bytes = std::fs::read(&path).map_err(base_io(&path))?;
+            let bad = |source| StoreError::Base {
+                path: path.display().to_string(),
+                source,
+            };
+            let (_, count) = edax::read_header(&bytes).map_err(bad)?;
+            let read = edax::read_records(&bytes, edax::HEADER_SIZE, &mut book).map_err(bad)?;
+            if read != count || count != positions {
+                return Err(bad(ReadError::CountMismatch {
+                    offset: bytes.len(),
+                    expected: positions,
+                    found: read,
+                }));
+            }
         }
         for kv in self.tree.scan_prefix([P]) {
             let (k, v) = kv?;
@@ -478,42 +523,44 @@ impl Store {
     /// `book` as the new base (its positions in its order, all pending a leaf search unless they
     /// already carry one). Worker credentials (their own tree) are kept.
     ///
-    /// Crash-safe: the removals and the writes are one sled batch, which sled recovers whole or
-    /// not at all, so a kill at any moment leaves the old book or the new one; durable on
-    /// return. The base is [`BASE_CHUNK`] positions per value, so the batch holds a few hundred
-    /// values for ten million positions.
+    /// Crash-safe: the new base file is written and synced first; the removals, the new base
+    /// record and the header are then one sled batch, which sled recovers whole or not at all,
+    /// so a kill at any moment leaves the old book or the new one; durable on return. Nothing is
+    /// written per position but the file's bytes.
     pub fn create_book(&self, book: &MemBook) -> Result<(), StoreError> {
+        let generation = self
+            .meta::<BaseRecord>("base")?
+            .map_or(1, |b| b.generation + 1);
+        let dir = self.dir.join(BASE_DIR);
+        std::fs::create_dir_all(&dir).map_err(base_io(&dir))?;
+        let path = base_file(&self.dir, generation);
+        let file = std::fs::File::create(&path).map_err(base_io(&path))?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+        edax::write_book_in_order(book, &mut w).map_err(base_io(&path))?;
+        let file = w.into_inner().map_err(|e| base_io(&path)(e.into_error()))?;
+        file.sync_all().map_err(base_io(&path))?;
+        // The file's directory entry must be durable before the record naming it is.
+        std::fs::File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(base_io(&dir))?;
         let mut b = Batch::default();
         for k in self.tree.iter().keys() {
             b.batch.remove(k?);
         }
-        let ids: Vec<NodeId> = book.ids().collect();
-        let mut chunks = 0u32;
-        for part in ids.chunks(BASE_CHUNK) {
-            let mut v = Vec::with_capacity(part.len() * 46);
-            for &id in part {
-                edax::push_record(&mut v, book, id);
-            }
-            b.batch.insert(&base_key(chunks)[..], v);
-            chunks += 1;
-        }
         b.put_meta(
             "base",
             &BaseRecord {
-                chunks,
-                positions: ids.len() as u64,
+                generation,
+                positions: book.len() as u64,
             },
         )?;
         b.put_header(book.header())?;
         b.put_expansion(None)?;
         self.tree.apply_batch(b.batch)?;
-        self.flush()
+        self.flush()?;
+        self.remove_stale_bases()
     }
 
-    /// Bytes sled occupies on disk (log, snapshots and blobs).
-    pub fn size_on_disk(&self) -> Result<u64, StoreError> {
-        Ok(self.db.size_on_disk()?)
-    }
 }
 
 #[cfg(test)]

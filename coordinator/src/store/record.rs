@@ -64,12 +64,12 @@ impl PositionRecord {
     }
 }
 
-/// The extent of the base book (the `b` chunks of `book.dat` records).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The base book: which file (`base/<generation>.dat`) and how many positions it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BaseRecord {
-    /// Number of chunks, numbered from 0.
-    pub chunks: u32,
-    /// Positions in all chunks.
+    /// Generation of the file; each replacement of the book writes the next one.
+    pub generation: u64,
+    /// Positions in the file.
     pub positions: u64,
 }
 

@@ -102,28 +102,33 @@ fn create_replaces_everything_but_credentials() {
     assert_eq!(s.credentials().unwrap().list().unwrap().len(), 1);
 }
 
-/// The base spans several chunks and keeps its order; `p` records written later replace a base
-/// position in place or add positions after the base.
+/// The base keeps the book's order; `p` records written later replace a base position in place
+/// or add positions after the base; a replacement leaves only the new base file.
 #[test]
-fn base_chunks_and_position_records_over_them() {
+fn base_file_and_position_records_over_it() {
     use bookfarm_book::synth::{SynthParams, random_book};
     let dir = tempfile::tempdir().unwrap();
     let mut book = random_book(SynthParams {
         seed: 17,
-        positions: 2 * BASE_CHUNK + 5,
+        positions: 3_000,
         plies: 30,
         level: None,
     });
     bookfarm_book::negamax::negamax(&mut book);
     let s = Store::open(dir.path()).unwrap();
+    s.create(&BookHeader::new(2, 12), &[sample_entry()]).unwrap();
     s.create_book(&book).unwrap();
     let base: BaseRecord = s.meta("base").unwrap().unwrap();
-    assert_eq!(base.chunks, 3);
-    assert_eq!(base.positions, book.len() as u64);
+    assert_eq!((base.generation, base.positions), (2, book.len() as u64));
+    let files: Vec<_> = std::fs::read_dir(dir.path().join(BASE_DIR))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files, vec![base_file(dir.path(), 2)]);
     // Growth rewrites a base position and adds one that is not in the book.
     let first = book.ids().next().unwrap();
     let mut changed = book.position(first);
-    changed.level = changed.level.wrapping_add(1) % 61;
+    changed.level = (changed.level + 1) % 61;
     let added = sample_entry();
     assert!(book.find(&added.pos.board).is_none());
     let mut b = Batch::default();
@@ -139,15 +144,37 @@ fn base_chunks_and_position_records_over_them() {
     assert_eq!(loaded.positions().collect::<Vec<_>>(), want);
 }
 
-/// A chunk that is not valid `book.dat` records is an error naming it, not a panic.
+/// A replacement killed after writing its base file but before its batch: the store holds the
+/// old book, and opening it deletes the unreferenced file.
 #[test]
-fn corrupt_base_chunk_is_an_error() {
+fn unreferenced_base_is_removed_and_the_old_book_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = BookHeader::new(2, 12);
+    {
+        let s = Store::open(dir.path()).unwrap();
+        s.create(&h, &[sample_entry()]).unwrap();
+    }
+    let stray = base_file(dir.path(), 2);
+    std::fs::write(&stray, b"half a book").unwrap();
+    let s = Store::open_book(dir.path()).unwrap();
+    assert!(!stray.exists());
+    let l = s.load(dir.path()).unwrap();
+    assert_eq!(l.header, h);
+    assert_eq!(l.book.positions().collect::<Vec<_>>(), vec![sample_entry().pos]);
+}
+
+/// A damaged base file is an error naming it, not a panic.
+#[test]
+fn corrupt_base_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(dir.path()).unwrap();
     s.create(&BookHeader::new(2, 12), &[sample_entry()]).unwrap();
-    s.tree.insert(base_key(0), &[1u8, 2, 3][..]).unwrap();
+    let path = base_file(dir.path(), 1);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.truncate(bytes.len() - 3);
+    std::fs::write(&path, bytes).unwrap();
     let e = s.load(dir.path()).unwrap_err().to_string();
-    assert!(e.contains("base chunk 0"), "{e}");
+    assert!(e.contains("store base") && e.contains(".dat"), "{e}");
 }
 
 #[test]

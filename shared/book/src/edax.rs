@@ -405,7 +405,7 @@ pub fn read_book(d: &[u8]) -> Result<MemBook, ReadError> {
 
 /// Decode and validate the header-less records of `d[offset..]` into `book`, appended in order
 /// (a board already in `book` is an error); returns how many were read. `book.dat` is a header
-/// followed by such records; the coordinator's store keeps its base book in chunks of them.
+/// followed by such records.
 pub fn read_records(d: &[u8], mut offset: usize, book: &mut MemBook) -> Result<usize, ReadError> {
     let mut index = 0;
     while offset < d.len() {
@@ -498,7 +498,7 @@ fn header_bytes(h: &BookHeader, n_nodes: usize) -> [u8; HEADER_SIZE] {
 }
 
 /// Append the `book.dat` record of `id` (its 40 fixed bytes, links and leaf) to `out`.
-pub fn push_record(out: &mut Vec<u8>, book: &MemBook, id: NodeId) {
+fn push_record(out: &mut Vec<u8>, book: &MemBook, id: NodeId) {
     let b = book.board(id);
     let c = book.counts(id);
     let s = book.score(id);
@@ -529,6 +529,22 @@ pub fn book_to_bytes(book: &MemBook) -> Vec<u8> {
         push_record(&mut out, book, id);
     }
     out
+}
+
+/// Write `book` as a `book.dat` to `w` with the records in the book's own (insertion) order
+/// instead of Edax's bucket order: Edax and [`read_book`] read it, and reading it back keeps the
+/// order (the coordinator's store keeps its base book so).
+pub fn write_book_in_order<W: Write>(book: &MemBook, w: &mut W) -> io::Result<()> {
+    w.write_all(&header_bytes(book.header(), book.len()))?;
+    let mut buf = Vec::with_capacity(1 << 16);
+    for id in book.ids() {
+        push_record(&mut buf, book, id);
+        if buf.len() >= 1 << 15 {
+            w.write_all(&buf)?;
+            buf.clear();
+        }
+    }
+    w.write_all(&buf)
 }
 
 /// Write `book` as `book.dat` to `w` (see [`book_to_bytes`]).
