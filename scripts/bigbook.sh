@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Big-book measurements (issue 17, docs/big-books.md): generate a synthetic N-position book,
 # import it, start `serve` on it, export it, negamax it and run a deviate on it, printing wall
-# time, peak RSS and disk use of each step.
+# and CPU time, peak RSS and disk use of each step (figures in docs/benchmarks.md).
 #
 #   cargo build --release -p bookfarm-coordinator
 #   scripts/bigbook.sh [N=10000000] [WORK=target/bigbook]
 #
 # Environment: BIN (default target/release/bookfarm-coordinator), PLIES (default 40),
-# DEVIATE ("REL ABS" of the deviate step, default "0 0"; empty skips it), KEEP=1 keeps WORK.
+# DEVIATE ("REL ABS" of the deviate step, default "0 0"; empty skips it), CACHE_MB (serve's
+# store cache bound, default 64), KEEP=1 keeps WORK.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-10000000}
@@ -70,9 +71,10 @@ echo "           in-memory book: $BOOK_BYTES bytes ($(per_pos "$BOOK_BYTES") B/p
 step export "$BIN" book export --db "$DB" "$WORK/export.dat"
 step negamax "$BIN" book negamax --db "$DB"
 if [ -n "$DEVIATE" ]; then
+    # The coordinator's share of a deviate pass: open the store, then mark the first pass over
+    # the whole book (the searches are the workers'; a full `book deviate` runs passes until
+    # nothing is added, each with this marking).
     # shellcheck disable=SC2086 # REL ABS are two arguments
-    step selection "$BIN" book deviate $DEVIATE --db "$DB" --dry-run
-    # shellcheck disable=SC2086
-    step deviate "$BIN" book deviate $DEVIATE --db "$DB" --quiet
+    step deviate "$BIN" book deviate $DEVIATE --db "$DB" --dry-run
 fi
 [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"

@@ -415,11 +415,9 @@ impl pb::admin_service_server::AdminService for AdminApi {
             }
         };
         let c = self.c.clone();
-        let bytes = tokio::task::spawn_blocking(move || {
-            encode_book(c.book_snapshot(), format)
-        })
-        .await
-        .map_err(|e| Status::internal(e.to_string()))?;
+        let bytes = tokio::task::spawn_blocking(move || encode_book(c.book_snapshot(), format))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
         let chunks: Vec<Result<pb::ExportChunk, Status>> = bytes
             .chunks(EXPORT_CHUNK)
             .map(|c| Ok(pb::ExportChunk { data: c.to_vec() }))

@@ -34,14 +34,14 @@ mod record;
 
 pub use credentials::{CredentialRecord, CredentialState, CredentialStore};
 pub use record::{
-    ContributorRecord, DriverRecord, ExpansionRecord, ExpansionStateRecord, GrowthRecord,
-    BaseRecord, HeaderRecord, HistoryRecord, OperationRecord, PositionRecord, QueueRecord, ResultRecord,
-    Sample, TodoRecord,
+    BaseRecord, ContributorRecord, DriverRecord, ExpansionRecord, ExpansionStateRecord,
+    GrowthRecord, HeaderRecord, HistoryRecord, OperationRecord, PositionRecord, QueueRecord,
+    ResultRecord, Sample, TodoRecord,
 };
 
+use bookfarm_book::MemBook;
 use bookfarm_book::edax::{self, ReadError};
 use bookfarm_book::model::{BookHeader, Position};
-use bookfarm_book::MemBook;
 use bookfarm_engine::Board;
 use bookfarm_engine::search::LeafRequest;
 use std::path::{Path, PathBuf};
@@ -560,7 +560,6 @@ impl Store {
         self.flush()?;
         self.remove_stale_bases()
     }
-
 }
 
 #[cfg(test)]

@@ -116,7 +116,8 @@ fn base_file_and_position_records_over_it() {
     });
     bookfarm_book::negamax::negamax(&mut book);
     let s = Store::open(dir.path()).unwrap();
-    s.create(&BookHeader::new(2, 12), &[sample_entry()]).unwrap();
+    s.create(&BookHeader::new(2, 12), &[sample_entry()])
+        .unwrap();
     s.create_book(&book).unwrap();
     let base: BaseRecord = s.meta("base").unwrap().unwrap();
     assert_eq!((base.generation, base.positions), (2, book.len() as u64));
@@ -160,7 +161,10 @@ fn unreferenced_base_is_removed_and_the_old_book_kept() {
     assert!(!stray.exists());
     let l = s.load(dir.path()).unwrap();
     assert_eq!(l.header, h);
-    assert_eq!(l.book.positions().collect::<Vec<_>>(), vec![sample_entry().pos]);
+    assert_eq!(
+        l.book.positions().collect::<Vec<_>>(),
+        vec![sample_entry().pos]
+    );
 }
 
 /// A damaged base file is an error naming it, not a panic.
@@ -168,7 +172,8 @@ fn unreferenced_base_is_removed_and_the_old_book_kept() {
 fn corrupt_base_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(dir.path()).unwrap();
-    s.create(&BookHeader::new(2, 12), &[sample_entry()]).unwrap();
+    s.create(&BookHeader::new(2, 12), &[sample_entry()])
+        .unwrap();
     let path = base_file(dir.path(), 1);
     let mut bytes = std::fs::read(&path).unwrap();
     bytes.truncate(bytes.len() - 3);

@@ -7,11 +7,11 @@
 use bookfarm_book::edax::{book_to_bytes, read_book};
 use bookfarm_book::mem::child_board;
 use bookfarm_book::negamax::{link_position, negamax, propagate, sort_links};
-use rand::SeedableRng;
 use bookfarm_book::synth::{Draw, SplitMix64, SynthParams, random_book, random_leaf};
 use bookfarm_book::{Link, MemBook, NodeId, Position};
 use bookfarm_engine::Move;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use rand::SeedableRng;
 use std::hint::black_box;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};

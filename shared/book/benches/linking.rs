@@ -8,13 +8,13 @@
 
 use bookfarm_book::grow::{apply_parent_links, plan_parent_links};
 use bookfarm_book::negamax::negamax;
-use rand::SeedableRng;
 use bookfarm_book::synth::{Draw, SplitMix64, SynthParams, random_book};
 use bookfarm_book::{NodeId, Position};
 use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::unmove::for_each_unmove;
 use bookfarm_engine::{Move, Square};
+use rand::SeedableRng;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 

@@ -10,12 +10,12 @@ use bookfarm_book::grow::{check_position, link_command};
 use bookfarm_book::mem::child_board;
 use bookfarm_book::negamax::{link_position, negamax, propagate, recompute_all};
 use bookfarm_book::select::Deviate;
-use rand::SeedableRng;
 use bookfarm_book::synth::{Draw, SplitMix64, SynthParams, random_book, random_leaf};
 use bookfarm_book::{BAD_LINK, BookHeader, Link, MemBook, NodeId, Position, dump};
 use bookfarm_engine::board::BitIter;
 use bookfarm_engine::{Board, Move};
 use proptest::prelude::*;
+use rand::SeedableRng;
 
 /// Every computed field of every position, keyed by board (ids differ between books).
 fn results(book: &MemBook) -> Vec<String> {
