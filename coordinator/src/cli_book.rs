@@ -7,7 +7,7 @@
 use anyhow::{Context, anyhow, bail};
 use bookfarm_book::{
     BookDate, MemBook, accuracy, csv, dump, edax, egbk3, extract, grow, info, leaves, line,
-    maintain, merge, negamax, play, query, research,
+    maintain, merge, negamax, play, query, research, synth,
 };
 use bookfarm_coordinator::offline;
 use bookfarm_coordinator::progress::{Progress, Snapshot};
@@ -96,6 +96,23 @@ pub enum BookCommand {
         if_missing: bool,
         #[command(flatten)]
         engine: EngineArgs,
+    },
+    /// Write a deterministic synthetic book: the positions of random games from the start
+    /// until the book holds N, linked, with random leaves and levels, negamaxed (big-book
+    /// measurements: `docs/big-books.md`).
+    Synth {
+        /// Number of positions.
+        #[arg(long, default_value_t = 1_000_000)]
+        positions: usize,
+        /// Plies per random game (the book depth).
+        #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=60))]
+        plies: u32,
+        /// Random seed (the same seed and sizes give the same book).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Output file (.dat, .csv or .egbk3).
+        #[arg(value_parser = crate::cli_args::output_file)]
+        file: PathBuf,
     },
     /// Edax `book import FILE`: replace the store's book by a book.dat or CSV.
     Import {
@@ -624,18 +641,44 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
             if_missing,
             engine,
         } => book_new(level, depth, &db.db, force, if_missing, &engine),
+        BookCommand::Synth {
+            positions,
+            plies,
+            seed,
+            file,
+        } => {
+            format_of(&file)?;
+            let mut book = synth::random_book(synth::SynthParams {
+                seed,
+                positions,
+                plies,
+                level: None,
+            });
+            negamax::negamax(&mut book);
+            negamax::sort_links(&mut book);
+            book.header_mut().date = BookDate::now();
+            save(&book, &file)?;
+            println!(
+                "wrote {} positions, {} links to {}",
+                book.len(),
+                book.n_links(),
+                file.display()
+            );
+            Ok(())
+        }
         BookCommand::Import { file, db } => {
             // Read and check the whole file before touching the store.
             let book = load(&file)?;
             // Ctrl-C must not stop the replacement halfway.
             let (_interrupt, _rt) = interrupt_flag()?;
             let store = Store::open(&db.db).with_context(|| store_context(&db.db))?;
-            let positions: Vec<_> = book.positions().collect();
-            let c = Coordinator::open_for_import(store, &db.db, *book.header(), positions)
+            // The values are recomputed when the store is opened; the base is written as read.
+            store
+                .create_book(&book)
                 .with_context(|| store_context(&db.db))?;
             println!(
                 "imported {} positions from {} into {}",
-                c.status().positions,
+                book.len(),
                 file.display(),
                 db.db.display()
             );

@@ -65,6 +65,9 @@ pub struct CoordinatorFile {
     /// Share of the growth thread's time that speculative planning may take (default 0.25;
     /// clamped to 0.01..=1, 1: no limit).
     pub speculation_share: Option<f64>,
+    /// Bound of the store's page cache, MiB (default 64). The in-memory book is outside it:
+    /// a serving coordinator holds about 60–80 bytes per position plus this cache.
+    pub cache_capacity_mb: Option<u64>,
 }
 
 impl CoordinatorFile {
@@ -99,6 +102,9 @@ impl CoordinatorFile {
                 .speculation_share
                 .filter(|s| s.is_finite())
                 .map_or(d.speculation_share, |s| s.clamp(0.01, 1.0)),
+            cache_capacity: self
+                .cache_capacity_mb
+                .map_or(d.cache_capacity, |mb| mb.max(1) << 20),
             engine_version: if self.check_engine_version.unwrap_or(true) {
                 Some(bookfarm_proto::ENGINE_VERSION.to_string())
             } else {
@@ -158,6 +164,7 @@ mod tests {
         assert!(i.admin_token.is_some());
         assert_eq!(i.session_timeout, s.lease_timeout);
         assert_eq!(f.limits().max_connections, 4096);
+        assert_eq!(s.cache_capacity, 64 << 20);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! a worker supplies (`crate::text`), and admin replies are bounded (paged status).
 
 use crate::error::CoordinatorError;
-use crate::export::{ExportFormat, decode, encode};
+use crate::export::{ExportFormat, decode, encode_book};
 use crate::identity::{Identities, IdentityError, Principal, SessionError};
 use crate::service::{Coordinator, State, StatusReport};
 use crate::store::{CredentialRecord, CredentialState};
@@ -417,12 +417,9 @@ impl pb::admin_service_server::AdminService for AdminApi {
             }
         };
         let c = self.c.clone();
-        let bytes = tokio::task::spawn_blocking(move || {
-            let (h, positions) = c.snapshot();
-            encode(h, &positions, format)
-        })
-        .await
-        .map_err(|e| Status::internal(e.to_string()))?;
+        let bytes = tokio::task::spawn_blocking(move || encode_book(c.book_snapshot(), format))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
         let chunks: Vec<Result<pb::ExportChunk, Status>> = bytes
             .chunks(EXPORT_CHUNK)
             .map(|c| Ok(pb::ExportChunk { data: c.to_vec() }))

@@ -19,7 +19,6 @@ use crate::store::{
 use bookfarm_book::MemBook;
 use bookfarm_book::driver::{Driver, Operation, Progress, Results};
 use bookfarm_book::extract::AuditLine;
-use bookfarm_book::model::{BookHeader, Position};
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -222,17 +221,12 @@ pub(crate) struct Growth {
 impl Growth {
     /// Rebuild from the store's contents.
     pub(crate) fn load(
-        header: BookHeader,
-        positions: Vec<Position>,
+        mut book: MemBook,
         record: Option<GrowthRecord>,
         queue: Option<QueueRecord>,
         todo: Option<TodoRecord>,
         results: HashMap<LeafRequest, LeafResult>,
     ) -> Result<Growth> {
-        let mut book = MemBook::with_capacity(header, positions.len(), 0);
-        for p in &positions {
-            book.put_position(p);
-        }
         let record = record.unwrap_or_default();
         let queue: VecDeque<(Operation, Option<u8>)> = queue
             .unwrap_or_default()
@@ -259,9 +253,9 @@ impl Growth {
         let todo_written = driver.as_ref().map(|d| d.state().passes);
         if driver.is_none() {
             // At rest, the stored values are a negamax fixed point only for positions
-            // reachable from the start; recompute every position as the book crate does.
-            let ids: Vec<_> = book.ids().collect();
-            bookfarm_book::negamax::propagate(&mut book, &ids);
+            // reachable from the start; recompute every position as the book crate does (the
+            // parent index is built when growth first needs it).
+            bookfarm_book::negamax::recompute_all(&mut book);
         }
         book.track_changes();
         book.take_changed();

@@ -128,6 +128,9 @@ pub struct ServiceConfig {
     /// first signature it sees (this one, or the first worker's); workers with another are
     /// refused, and a run whose signature differs from the pinned one does not open.
     pub signature: Option<String>,
+    /// Bound of the store's page cache, bytes (`cache_capacity_mb`; the in-memory book is
+    /// not part of it).
+    pub cache_capacity: u64,
     /// Suggested wait for a worker that got no job.
     pub retry_after: Duration,
     /// Speculative prefetch: when fewer round searches are queued than workers have threads,
@@ -160,6 +163,7 @@ impl Default for ServiceConfig {
             engine_version: None,
             eval_hash: None,
             signature: None,
+            cache_capacity: crate::store::DEFAULT_CACHE_CAPACITY,
             retry_after: Duration::from_millis(200),
             speculation: 2,
             backup_after: 4,
@@ -460,10 +464,8 @@ impl Coordinator {
             .iter()
             .map(|(k, r)| (*k, r.result()))
             .collect();
-        let positions: Vec<Position> = loaded.entries.into_iter().map(|e| e.pos).collect();
         let mut growth = Growth::load(
-            loaded.header,
-            positions,
+            loaded.book,
             loaded.growth,
             loaded.queue,
             loaded.todo,
@@ -503,23 +505,6 @@ impl Coordinator {
         c.run_growth()?;
         c.0.store.flush()?;
         Ok(c)
-    }
-
-    /// Replace whatever the store holds by an imported book and open the service on it.
-    pub fn open_for_import(
-        store: Store,
-        dir: &Path,
-        header: BookHeader,
-        positions: Vec<Position>,
-    ) -> Result<Coordinator> {
-        let entries: Vec<Entry> = positions.into_iter().map(Entry::new).collect();
-        store.create(&header, &entries)?;
-        Coordinator::open(
-            store,
-            dir,
-            ServiceConfig::default(),
-            Arc::new(SystemClock::default()),
-        )
     }
 
     fn jobs(&self) -> MutexGuard<'_, Jobs> {
@@ -1367,6 +1352,16 @@ impl Coordinator {
 
     /// Replace the book by imported positions (refused while an expansion runs or jobs are out).
     pub fn import(&self, header: BookHeader, positions: Vec<Position>) -> Result<u64> {
+        let mut book =
+            bookfarm_book::MemBook::with_capacity(header, positions.len(), positions.len());
+        for p in &positions {
+            book.put_position(p);
+        }
+        self.import_book(book)
+    }
+
+    /// Replace the book by `book` (refused while an expansion runs or jobs are out).
+    pub fn import_book(&self, book: bookfarm_book::MemBook) -> Result<u64> {
         let mut growth = self.growth();
         let mut jobs = self.jobs();
         if (growth.is_running() && !growth.paused) || jobs.in_flight > 0 {
@@ -1375,9 +1370,8 @@ impl Coordinator {
                     .into(),
             ));
         }
-        let entries: Vec<Entry> = positions.iter().cloned().map(Entry::new).collect();
-        self.0.store.create(&header, &entries)?;
-        *growth = Growth::load(header, positions, None, None, None, HashMap::new())?;
+        self.0.store.create_book(&book)?;
+        *growth = Growth::load(book, None, None, None, HashMap::new())?;
         growth.clear();
         self.0.paused.store(false, Ordering::SeqCst);
         let n = growth.book.len() as u64;

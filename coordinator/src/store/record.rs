@@ -65,6 +65,15 @@ impl PositionRecord {
     }
 }
 
+/// The base book: which file (`base/<generation>.dat`) and how many positions it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BaseRecord {
+    /// Generation of the file; each replacement of the book writes the next one.
+    pub generation: u64,
+    /// Positions in the file.
+    pub positions: u64,
+}
+
 /// The stored book header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeaderRecord {

@@ -390,7 +390,23 @@ pub fn read_book(d: &[u8]) -> Result<MemBook, ReadError> {
     // Do not trust the count for allocation beyond what the file can hold.
     let cap = count.min((d.len() - HEADER_SIZE) / (RECORD_FIXED_SIZE + 2));
     let mut book = MemBook::with_capacity(header, cap, cap);
-    let mut offset = HEADER_SIZE;
+    let index = read_records(d, HEADER_SIZE, &mut book)?;
+    if index != count {
+        return Err(ReadError::CountMismatch {
+            offset: d.len(),
+            expected: count,
+            found: index,
+        });
+    }
+    // The link arena was sized by a guess; give back what it over-allocated.
+    book.shrink_to_fit();
+    Ok(book)
+}
+
+/// Decode and validate the header-less records of `d[offset..]` into `book`, appended in order
+/// (a board already in `book` is an error); returns how many were read. `book.dat` is a header
+/// followed by such records.
+pub fn read_records(d: &[u8], mut offset: usize, book: &mut MemBook) -> Result<usize, ReadError> {
     let mut index = 0;
     while offset < d.len() {
         let (p, size) = read_record(d, offset, index)?;
@@ -403,16 +419,7 @@ pub fn read_book(d: &[u8]) -> Result<MemBook, ReadError> {
         offset += size;
         index += 1;
     }
-    if index != count {
-        return Err(ReadError::CountMismatch {
-            offset: d.len(),
-            expected: count,
-            found: index,
-        });
-    }
-    // The link arena was sized by a guess; give back what it over-allocated.
-    book.shrink_to_fit();
-    Ok(book)
+    Ok(index)
 }
 
 /// Raw CRC-32C (Castagnoli) of the 8 little-endian bytes of `v`, starting from `crc`, with no
@@ -505,6 +512,7 @@ fn header_bytes(h: &BookHeader, n_nodes: usize) -> [u8; HEADER_SIZE] {
     b
 }
 
+/// Append the `book.dat` record of `id` (its 40 fixed bytes, links and leaf) to `out`.
 fn push_record(out: &mut Vec<u8>, book: &MemBook, id: NodeId) {
     let b = book.board(id);
     let c = book.counts(id);
@@ -536,6 +544,22 @@ pub fn book_to_bytes(book: &MemBook) -> Vec<u8> {
         push_record(&mut out, book, id);
     }
     out
+}
+
+/// Write `book` as a `book.dat` to `w` with the records in the book's own (insertion) order
+/// instead of Edax's bucket order: Edax and [`read_book`] read it, and reading it back keeps the
+/// order (the coordinator's store keeps its base book so).
+pub fn write_book_in_order<W: Write>(book: &MemBook, w: &mut W) -> io::Result<()> {
+    w.write_all(&header_bytes(book.header(), book.len()))?;
+    let mut buf = Vec::with_capacity(1 << 16);
+    for id in book.ids() {
+        push_record(&mut buf, book, id);
+        if buf.len() >= 1 << 15 {
+            w.write_all(&buf)?;
+            buf.clear();
+        }
+    }
+    w.write_all(&buf)
 }
 
 /// Write `book` as `book.dat` to `w` (see [`book_to_bytes`]).
