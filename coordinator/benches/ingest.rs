@@ -4,7 +4,9 @@
 //! growth runner (Edax's serial deviate, the whole pass leased ahead).
 //!
 //! `cargo bench -p bookfarm-coordinator --bench ingest [-- WORKERS SLOTS SECONDS]`
-//! (defaults 64 workers, 16 jobs per call, 20 s). Prints results/s.
+//! (defaults 64 workers, 16 jobs per call, 20 s). Prints results/s and the latency of the
+//! `LeaseJobs` calls (results of the previous call in, new jobs out) that returned jobs, as the
+//! simulated workers saw it: p50, p99 and the maximum.
 
 use bookfarm_coordinator::server;
 use bookfarm_coordinator::service::{ServiceConfig, new_book};
@@ -100,6 +102,7 @@ fn main() {
         .expect("runtime");
     let accepted = Arc::new(AtomicU64::new(0));
     let calls = Arc::new(AtomicU64::new(0));
+    let latencies = Arc::new(std::sync::Mutex::new(Vec::<u32>::new()));
     let stop = Arc::new(AtomicBool::new(false));
     let t_run = rt.block_on(async {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -129,6 +132,7 @@ fn main() {
         for i in 0..n_workers {
             let mut w = WorkerServiceClient::new(channels[i % channels.len()].clone());
             let (accepted, calls, stop) = (accepted.clone(), calls.clone(), stop.clone());
+            let latencies = latencies.clone();
             tasks.push(tokio::spawn(async move {
                 let id = w
                     .register_worker(pb::RegisterWorkerRequest {
@@ -141,7 +145,9 @@ fn main() {
                     .into_inner()
                     .worker_id;
                 let mut results: Vec<pb::LeafResult> = Vec::new();
+                let mut mine = Vec::new();
                 while !stop.load(Ordering::Relaxed) {
+                    let sent = Instant::now();
                     let r = w
                         .lease_jobs(pb::LeaseJobsRequest {
                             identity: Some(ident()),
@@ -153,6 +159,9 @@ fn main() {
                         .expect("lease")
                         .into_inner();
                     calls.fetch_add(1, Ordering::Relaxed);
+                    if !r.jobs.is_empty() {
+                        mine.push(u32::try_from(sent.elapsed().as_micros()).unwrap_or(u32::MAX));
+                    }
                     let ok = r
                         .acks
                         .iter()
@@ -164,6 +173,7 @@ fn main() {
                     }
                     results = r.jobs.iter().map(answer).collect();
                 }
+                latencies.lock().expect("latencies").extend(mine);
             }));
         }
         let mut last = (Instant::now(), 0u64);
@@ -210,4 +220,16 @@ fn main() {
         heap as f64 / s.positions.max(1) as f64
     );
     println!("result store: {} results", c.stored_results());
+    let mut l = std::mem::take(&mut *latencies.lock().expect("latencies"));
+    l.sort_unstable();
+    if !l.is_empty() {
+        let q = |p: f64| f64::from(l[((l.len() - 1) as f64 * p) as usize]) / 1000.0;
+        println!(
+            "LeaseJobs latency (calls that returned jobs, {} calls): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            l.len(),
+            q(0.5),
+            q(0.99),
+            q(1.0)
+        );
+    }
 }

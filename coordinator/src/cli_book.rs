@@ -7,7 +7,7 @@
 use anyhow::{Context, anyhow, bail};
 use bookfarm_book::{
     BookDate, MemBook, accuracy, csv, dump, edax, egbk3, extract, grow, info, leaves, line,
-    maintain, merge, negamax, play, query, research,
+    maintain, merge, negamax, play, query, research, synth,
 };
 use bookfarm_coordinator::offline;
 use bookfarm_coordinator::progress::{Progress, Snapshot};
@@ -21,7 +21,7 @@ use bookfarm_engine::formats::{ggf, transcript, wthor};
 use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::{Board, Move};
 use bookfarm_proto::domain::Selector;
-use bookfarm_runner::exec::{engine_factory, map_with_searchers};
+use bookfarm_runner::exec::engine_factory;
 use clap::Subcommand;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::{RngCore, SeedableRng};
@@ -96,6 +96,23 @@ pub enum BookCommand {
         if_missing: bool,
         #[command(flatten)]
         engine: EngineArgs,
+    },
+    /// Write a deterministic synthetic book: the positions of random games from the start
+    /// until the book holds N, linked, with random leaves and levels, negamaxed (big-book
+    /// measurements: `docs/big-books.md`).
+    Synth {
+        /// Number of positions.
+        #[arg(long, default_value_t = 1_000_000)]
+        positions: usize,
+        /// Plies per random game (the book depth).
+        #[arg(long, default_value_t = 40, value_parser = clap::value_parser!(u32).range(1..=60))]
+        plies: u32,
+        /// Random seed (the same seed and sizes give the same book).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Output file (.dat, .csv or .egbk3).
+        #[arg(value_parser = crate::cli_args::output_file)]
+        file: PathBuf,
     },
     /// Edax `book import FILE`: replace the store's book by a book.dat or CSV.
     Import {
@@ -381,6 +398,10 @@ pub enum BookCommand {
         /// ready for `book add`.
         #[arg(long, value_parser = crate::cli_args::output_file)]
         contradictions: Option<PathBuf>,
+        /// Add the contradicting lines (book line and continuation) to the book afterwards,
+        /// as `book add` does.
+        #[arg(long)]
+        queue: bool,
         #[command(flatten)]
         db: Db,
         #[command(flatten)]
@@ -620,18 +641,44 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
             if_missing,
             engine,
         } => book_new(level, depth, &db.db, force, if_missing, &engine),
+        BookCommand::Synth {
+            positions,
+            plies,
+            seed,
+            file,
+        } => {
+            format_of(&file)?;
+            let mut book = synth::random_book(synth::SynthParams {
+                seed,
+                positions,
+                plies,
+                level: None,
+            });
+            negamax::negamax(&mut book);
+            negamax::sort_links(&mut book);
+            book.header_mut().date = BookDate::now();
+            save(&book, &file)?;
+            println!(
+                "wrote {} positions, {} links to {}",
+                book.len(),
+                book.n_links(),
+                file.display()
+            );
+            Ok(())
+        }
         BookCommand::Import { file, db } => {
             // Read and check the whole file before touching the store.
             let book = load(&file)?;
             // Ctrl-C must not stop the replacement halfway.
             let (_interrupt, _rt) = interrupt_flag()?;
             let store = Store::open(&db.db).with_context(|| store_context(&db.db))?;
-            let positions: Vec<_> = book.positions().collect();
-            let c = Coordinator::open_for_import(store, &db.db, *book.header(), positions)
+            // The values are recomputed when the store is opened; the base is written as read.
+            store
+                .create_book(&book)
                 .with_context(|| store_context(&db.db))?;
             println!(
                 "imported {} positions from {} into {}",
-                c.status().positions,
+                book.len(),
                 file.display(),
                 db.db.display()
             );
@@ -959,77 +1006,42 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
             let text: String = chosen.iter().map(ToString::to_string).collect();
             print(&format!("{text}\n"))
         }
+        // Upgrade and audit are growth programs: the same ones `expand upgrade` and `expand
+        // audit` run on a cluster, here with in-process workers.
         BookCommand::Upgrade {
             level,
             error,
             db,
             engine,
-        } => transform(&db.db, Some(&engine), move |book, search| {
-            let mut search = search.context("upgrade needs the engine")?;
-            let params = research::Upgrade { level, error };
-            let r = research::upgrade(book, params, &mut search);
-            negamax::sort_links(book);
-            Ok(format!(
-                "upgrade to level {level} (error {error}): {} positions raised, {} searches \
-                     in {} rounds; root value {}",
-                r.raised,
-                r.searches,
-                r.rounds,
-                root_value(book)
-            ))
-        }),
+        } => searches(
+            &db.db,
+            &engine,
+            Some(Selector::Upgrade { level, error }),
+            |_| Ok(()),
+        ),
         BookCommand::Audit {
             level,
             contradictions,
+            queue,
             db,
             engine,
         } => {
-            let (eval, _) = bookfarm_runner::load_eval(engine.eval.as_deref())?;
-            let c = open_db(&db.db, ServiceConfig::default())?;
-            let book = offline::load_book(&c);
-            let (abort, _rt) = interrupt_flag()?;
-            let lines = extract::best_lines(&book);
-            // Lines are played out independently: one line at a time per thread.
-            let audit: Vec<_> = map_with_searchers(
-                &engine_factory(eval),
-                threads(&engine),
-                &lines,
-                |s, line| {
-                    extract::audit(&book, std::slice::from_ref(line), level, &mut |r| {
-                        s.search(r, &abort)
-                    })
-                },
-            )?
-            .into_iter()
-            .flatten()
-            .collect();
-            if abort.load(Ordering::SeqCst) {
-                bail!("interrupted");
-            }
-            let bad: Vec<_> = audit.iter().filter(|a| a.contradicts()).collect();
-            let mut text = String::new();
-            for a in &bad {
-                text.push_str(&format!(
-                    "contradiction: {} book {:+} played out {:+} ({})\n",
-                    game_text(&a.line),
-                    a.book_value,
-                    a.result,
-                    game_text(&a.continuation)
-                ));
-            }
-            text.push_str(&format!(
-                "audit at level {level}: {} best lines played to the end, {} contradict the book\n",
-                audit.len(),
-                bad.len()
-            ));
+            let interrupt = interrupt_flag()?;
+            let (eval, hash) = bookfarm_runner::load_eval(engine.eval.as_deref())?;
+            let n = threads(&engine);
+            let c = open_db(&db.db, offline::service_config(&eval, &hash))?;
+            let sel = Selector::Audit { level, queue };
+            run_searches(&c, &engine, Some(sel), eval, hash, n, interrupt)?;
             if let Some(path) = contradictions {
-                let games: String = bad
+                let games: String = c
+                    .last_audit()
                     .iter()
+                    .filter(|a| a.contradicts())
                     .map(|a| format!("{}{}\n", game_text(&a.line), game_text(&a.continuation)))
                     .collect();
                 write_file(&path, games.as_bytes())?;
             }
-            print(&text)
+            Ok(())
         }
         BookCommand::Problem { empties, count, db } => {
             let c = open_db(&db.db, ServiceConfig::default())?;

@@ -174,6 +174,28 @@ pub enum ExpandSelector {
     Play,
     /// Edax `book extend`.
     Extend,
+    /// `book upgrade`: re-search at LEVEL the leaves that can still change a value inside the
+    /// window of ERROR discs around the root's value, closest to the root first, until none is
+    /// left; a value is never replaced by one from a lower level.
+    Upgrade {
+        /// The level to re-search at (1..=60).
+        #[arg(id = "upgrade_level", value_name = "LEVEL", value_parser = crate::cli_args::search_level)]
+        target: u8,
+        /// Half-width of the window around the root's value, in discs (0..=129).
+        #[arg(long, default_value_t = 4, value_parser = crate::cli_args::error_margin)]
+        error: i32,
+    },
+    /// Line audit: play the book's best lines to the end with searches at LEVEL (both sides)
+    /// and report the lines whose result (win, draw or loss) contradicts the book's value.
+    Audit {
+        /// The level of the searches that play the lines out (1..=60).
+        #[arg(id = "audit_level", value_name = "LEVEL", value_parser = crate::cli_args::search_level)]
+        target: u8,
+        /// Add the contradicting lines (book line and continuation) to the book afterwards, as
+        /// `book add` does (new positions at --level).
+        #[arg(long)]
+        queue: bool,
+    },
 }
 
 /// Where the coordinator is.
@@ -282,9 +304,23 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
                 },
                 ExpandSelector::Play => Selector::Play,
                 ExpandSelector::Extend => Selector::Extend,
+                ExpandSelector::Upgrade { target, error } => Selector::Upgrade {
+                    level: target,
+                    error,
+                },
+                ExpandSelector::Audit { target, queue } => Selector::Audit {
+                    level: target,
+                    queue,
+                },
             };
             runtime()?.block_on(async {
                 let mut c = admin(&remote).await?;
+                let before = c
+                    .get_status(pb::GetStatusRequest::default())
+                    .await
+                    .context("getting the status")?
+                    .into_inner()
+                    .programs_finished;
                 let r = c
                     .start_expansion(pb::StartExpansionRequest {
                         selector: Some(sel.into()),
@@ -296,6 +332,19 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
                 println!("{sel} started: {} jobs queued", r.queued);
                 if wait {
                     watch(&mut c, true).await?;
+                    // What the programs finished since the start did (an audit's
+                    // contradictions among them).
+                    let s = c
+                        .get_status(pb::GetStatusRequest::default())
+                        .await
+                        .context("getting the status")?
+                        .into_inner();
+                    let n = usize::try_from(s.programs_finished.saturating_sub(before))
+                        .unwrap_or(usize::MAX)
+                        .min(s.reports.len());
+                    for line in &s.reports[s.reports.len() - n..] {
+                        println!("{line}");
+                    }
                 }
                 Ok(())
             })

@@ -71,6 +71,12 @@ pub struct CoordinatorFile {
     pub trust_after: Option<u64>,
     /// K: invalid results that block a credential (default 3).
     pub block_after: Option<u64>,
+    /// Share of the growth thread's time that speculative planning may take (default 0.25;
+    /// clamped to 0.01..=1, 1: no limit).
+    pub speculation_share: Option<f64>,
+    /// Bound of the store's page cache, MiB (default 64). The in-memory book is outside it:
+    /// a serving coordinator holds about 60–80 bytes per position plus this cache.
+    pub cache_capacity_mb: Option<u64>,
 }
 
 impl CoordinatorFile {
@@ -107,6 +113,13 @@ impl CoordinatorFile {
                 block_after: self.block_after.unwrap_or(d.trust.block_after).max(1),
                 ..d.trust
             },
+            speculation_share: self
+                .speculation_share
+                .filter(|s| s.is_finite())
+                .map_or(d.speculation_share, |s| s.clamp(0.01, 1.0)),
+            cache_capacity: self
+                .cache_capacity_mb
+                .map_or(d.cache_capacity, |mb| mb.max(1) << 20),
             engine_version: if self.check_engine_version.unwrap_or(true) {
                 Some(bookfarm_proto::ENGINE_VERSION.to_string())
             } else {
@@ -166,6 +179,7 @@ mod tests {
         assert!(i.admin_token.is_some());
         assert_eq!(i.session_timeout, s.lease_timeout);
         assert_eq!(f.limits().max_connections, 4096);
+        assert_eq!(s.cache_capacity, 64 << 20);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! a worker supplies (`crate::text`), and admin replies are bounded (paged status).
 
 use crate::error::CoordinatorError;
-use crate::export::{ExportFormat, decode, encode};
+use crate::export::{ExportFormat, decode, encode_book};
 use crate::identity::{Identities, IdentityError, Principal, SessionError};
 use crate::service::{Coordinator, State, StatusReport};
 use crate::service::{CreditReport, TrustCounters};
@@ -170,7 +170,7 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
             self.c.wait_durable().await.map_err(st)?;
         }
         let retry_after_ms = if jobs.is_empty() {
-            u32::try_from(self.c.config().retry_after.as_millis()).unwrap_or(u32::MAX)
+            u32::try_from(self.c.retry_after().as_millis()).unwrap_or(u32::MAX)
         } else {
             0
         };
@@ -390,6 +390,8 @@ pub fn status_response(s: StatusReport, offset: usize, limit: usize) -> pb::GetS
         prefetch_used: s.prefetch.used,
         prefetch_unused: s.prefetch.unused,
         backup_leased: s.backup_leased,
+        reports: s.reports,
+        programs_finished: s.programs_finished,
     }
 }
 
@@ -464,12 +466,9 @@ impl pb::admin_service_server::AdminService for AdminApi {
             }
         };
         let c = self.c.clone();
-        let bytes = tokio::task::spawn_blocking(move || {
-            let (h, positions) = c.snapshot();
-            encode(h, &positions, format)
-        })
-        .await
-        .map_err(|e| Status::internal(e.to_string()))?;
+        let bytes = tokio::task::spawn_blocking(move || encode_book(c.book_snapshot(), format))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
         let chunks: Vec<Result<pb::ExportChunk, Status>> = bytes
             .chunks(EXPORT_CHUNK)
             .map(|c| Ok(pb::ExportChunk { data: c.to_vec() }))

@@ -56,6 +56,7 @@ async fn metrics(State(c): State<Coordinator>) -> (StatusCode, String) {
     metrics::gauge!(crate::telemetry::QUEUE_DEPTH).set(s.queued as f64);
     metrics::gauge!(crate::telemetry::IN_FLIGHT).set(s.in_flight as f64);
     metrics::gauge!(crate::telemetry::POSITIONS).set(s.positions as f64);
+    metrics::gauge!(crate::telemetry::BOOK_BYTES).set(c.book_heap_bytes() as f64);
     metrics::gauge!(crate::telemetry::WORKERS).set(s.workers.len() as f64);
     s.workers.sort_by_key(|w| w.id);
     for w in s.workers.iter().take(MAX_WORKER_SERIES) {

@@ -126,7 +126,7 @@ impl Transport for InProcess {
             .lease_blocking(&self.identity, &worker, free, GROWTH_WAIT)
             .map_err(|e| call_error(&e))?;
         let retry_after = if jobs.is_empty() {
-            self.c.config().retry_after
+            self.c.retry_after()
         } else {
             Duration::ZERO
         };

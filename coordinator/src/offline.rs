@@ -13,7 +13,6 @@
 //!   before the replacement leaves the store as it was.
 
 use crate::error::CoordinatorError;
-use crate::export::to_mem_book;
 use crate::local::{LocalOptions, LocalOutcome};
 use crate::service::{Coordinator, ServiceConfig, State, StatusReport};
 use bookfarm_book::MemBook;
@@ -40,15 +39,15 @@ pub enum OfflineError {
 
 /// The stored book as a [`MemBook`] (a consistent snapshot).
 pub fn load_book(c: &Coordinator) -> MemBook {
-    let (h, positions) = c.snapshot();
-    to_mem_book(h, &positions)
+    c.book_snapshot()
 }
 
 /// Replace the stored book by `book` (header and positions; values are recomputed by the
 /// service). Returns the number of positions stored.
 pub fn replace_book(c: &Coordinator, book: &MemBook) -> Result<u64, OfflineError> {
-    let positions = book.positions().collect();
-    Ok(c.import(*book.header(), positions)?)
+    let mut copy = book.clone();
+    copy.drop_parent_index();
+    Ok(c.import_book(copy)?)
 }
 
 /// The service configuration of an offline run over `eval` (fingerprint `eval_hash`).

@@ -40,7 +40,7 @@ pub fn open_with_identities(
     cfg: ServiceConfig,
     ids: IdentityConfig,
 ) -> Result<(Coordinator, Identities)> {
-    let store = Store::open_book(db)?;
+    let store = Store::open_book_with_cache(db, cfg.cache_capacity)?;
     let creds = store.credentials()?;
     let c = Coordinator::open(store, db, cfg, Arc::new(SystemClock::default()))?;
     let ids = Identities::open(ids, Some(creds))
@@ -66,7 +66,7 @@ pub fn open_with_clock(
     cfg: ServiceConfig,
     clock: Arc<dyn Clock>,
 ) -> Result<Coordinator> {
-    let store = Store::open_book(db)?;
+    let store = Store::open_book_with_cache(db, cfg.cache_capacity)?;
     let c = Coordinator::open(store, db, cfg, clock)?;
     let s = c.status();
     tracing::info!(db = %db.display(), positions = s.positions, queued = s.queued, state = s.state.as_str(), "store opened");

@@ -47,6 +47,8 @@ pub const QUEUE_DEPTH: &str = "bookfarm_queue_depth";
 pub const IN_FLIGHT: &str = "bookfarm_in_flight";
 /// Positions in the book.
 pub const POSITIONS: &str = "bookfarm_positions";
+/// Heap bytes of the in-memory book (records, links, hash table, parent index).
+pub const BOOK_BYTES: &str = "bookfarm_book_bytes";
 /// Registered workers.
 pub const WORKERS: &str = "bookfarm_workers";
 /// Per worker: results per second.
@@ -118,6 +120,12 @@ pub const METRICS: &[Metric] = &[
         name: IN_FLIGHT,
         kind: Kind::Gauge,
         help: "Jobs leased and not yet answered.",
+        labels: &[],
+    },
+    Metric {
+        name: BOOK_BYTES,
+        kind: Kind::Gauge,
+        help: "Heap bytes of the in-memory book (records, links, hash table, parent index).",
         labels: &[],
     },
     Metric {

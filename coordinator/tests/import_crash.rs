@@ -22,10 +22,9 @@ fn digest(db: &Path) -> Digest {
     let store = Store::open_book(db).expect("the store opens with a book");
     let loaded = store.load(db).expect("the store loads");
     let mut positions: Vec<_> = loaded
-        .entries
-        .into_iter()
-        .map(|e| {
-            let p = e.pos;
+        .book
+        .positions()
+        .map(|p| {
             (
                 p.board.player,
                 p.board.opponent,

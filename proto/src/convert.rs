@@ -233,12 +233,21 @@ impl From<Selector> for pb::start_expansion_request::Selector {
             }),
             Selector::Play => S::Play(pb::Play {}),
             Selector::Extend => S::Extend(pb::Extend {}),
+            Selector::Upgrade { level, error } => S::Upgrade(pb::Upgrade {
+                level: u32::from(level),
+                error,
+            }),
+            Selector::Audit { level, queue } => S::Audit(pb::Audit {
+                level: u32::from(level),
+                queue,
+            }),
         }
     }
 }
 
 impl From<pb::start_expansion_request::Selector> for Selector {
-    /// Edax clamps the parameters (deviate: rel to [−129, 129], abs to [0, 65]; enhance: [0, 129]).
+    /// Edax clamps the parameters (deviate: rel to [−129, 129], abs to [0, 65]; enhance: [0, 129]);
+    /// upgrade and audit levels are clamped to [1, 60], the upgrade's error to [0, 129].
     fn from(s: pb::start_expansion_request::Selector) -> Self {
         use pb::start_expansion_request::Selector as S;
         match s {
@@ -252,8 +261,21 @@ impl From<pb::start_expansion_request::Selector> for Selector {
             },
             S::Play(_) => Selector::Play,
             S::Extend(_) => Selector::Extend,
+            S::Upgrade(u) => Selector::Upgrade {
+                level: search_level(u.level),
+                error: u.error.clamp(0, 129),
+            },
+            S::Audit(a) => Selector::Audit {
+                level: search_level(a.level),
+                queue: a.queue,
+            },
         }
     }
+}
+
+/// A search level in 1..=60.
+fn search_level(level: u32) -> u8 {
+    u8::try_from(level.clamp(1, 60)).unwrap_or(60)
 }
 
 #[cfg(test)]
@@ -369,12 +391,29 @@ mod tests {
                 absolute: 0
             }
         );
+        let s: Selector = S::Upgrade(pb::Upgrade {
+            level: 99,
+            error: -1,
+        })
+        .into();
+        assert_eq!(
+            s,
+            Selector::Upgrade {
+                level: 60,
+                error: 0
+            }
+        );
         for s in [
             Selector::Play,
             Selector::Extend,
             Selector::Enhance {
                 midgame: 2,
                 endcut: 4,
+            },
+            Selector::Upgrade { level: 8, error: 2 },
+            Selector::Audit {
+                level: 10,
+                queue: true,
             },
         ] {
             assert_eq!(Selector::from(S::from(s)), s);

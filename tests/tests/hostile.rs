@@ -225,8 +225,8 @@ async fn hostile_rpcs_are_rejected_and_change_nothing() {
     let job = found.expect("re-search with an excluded move");
     let good = result(&job, lowest_open(&job), 2);
 
-    // Let growth apply the honest results first: the hostile calls below must change nothing,
-    // and an honest result still being applied would look like a change.
+    // The honest results are applied by the growth runner in the background: wait for it, so
+    // that the reference state is taken after them (a race seen on a loaded machine).
     c.settle().unwrap();
     let status0 = admin_status(&mut admin).await;
     let book0 = c.snapshot();

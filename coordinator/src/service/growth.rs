@@ -18,7 +18,7 @@ use crate::store::{
 };
 use bookfarm_book::MemBook;
 use bookfarm_book::driver::{Driver, Operation, Progress, Results};
-use bookfarm_book::model::{BookHeader, Position};
+use bookfarm_book::extract::AuditLine;
 use bookfarm_engine::Board;
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
 use std::cell::{Cell, RefCell};
@@ -143,6 +143,36 @@ impl Results for Guessing<'_> {
     }
 }
 
+/// Contradictions an audit report lists (the count is always given).
+const AUDIT_REPORT_LINES: usize = 100;
+
+/// The report of a finished line audit: one line per contradicting book line (at most
+/// [`AUDIT_REPORT_LINES`]), then the summary. The same text as `book audit`.
+pub(crate) fn audit_report(level: u8, audit: &[AuditLine]) -> String {
+    let bad: Vec<&AuditLine> = audit.iter().filter(|a| a.contradicts()).collect();
+    let mut text = String::new();
+    for a in bad.iter().take(AUDIT_REPORT_LINES) {
+        text.push_str(&format!("contradiction: {a}\n"));
+    }
+    if bad.len() > AUDIT_REPORT_LINES {
+        text.push_str(&format!(
+            "… and {} more contradictions\n",
+            bad.len() - AUDIT_REPORT_LINES
+        ));
+    }
+    text.push_str(&format!(
+        "audit at level {level}: {} best lines played to the end, {} contradict the book",
+        audit.len(),
+        bad.len()
+    ));
+    text
+}
+
+/// The root's value for a report ("unknown" when the start position has none).
+fn root_value(book: &MemBook) -> String {
+    bookfarm_book::extract::root_value(book).map_or_else(|| "unknown".into(), |v| v.to_string())
+}
+
 /// The growth state (one owner: the growth runner; status readers lock it briefly).
 #[derive(Debug)]
 pub(crate) struct Growth {
@@ -176,11 +206,17 @@ pub(crate) struct Growth {
     /// The program pass the last speculative plan started from (program count, pass).
     planned_from: Option<(usize, u32)>,
     /// Programs finished since start.
-    finished: usize,
+    pub(crate) finished: usize,
     /// Results landed since the last speculative plan.
     pub(crate) landed_since_plan: usize,
+    /// No speculative plan before this instant (see [`ServiceConfig::speculation_share`]).
+    ///
+    /// [`ServiceConfig::speculation_share`]: super::ServiceConfig::speculation_share
+    pub(crate) next_plan_at: Option<std::time::Instant>,
     /// Guesses results for speculation (built on first use).
     predictor: Option<Box<dyn Predictor>>,
+    /// The lines of the last line audit finished since start.
+    pub(crate) last_audit: Vec<AuditLine>,
     /// What a replay needs: the programs finished since the base book and which positions'
     /// base versions are saved.
     replay: Replay,
@@ -220,18 +256,13 @@ impl Replay {
 impl Growth {
     /// Rebuild from the store's contents.
     pub(crate) fn load(
-        header: BookHeader,
-        positions: Vec<Position>,
+        mut book: MemBook,
         record: Option<GrowthRecord>,
         queue: Option<QueueRecord>,
         todo: Option<TodoRecord>,
         results: HashMap<LeafRequest, LeafResult>,
         replay: Replay,
     ) -> Result<Growth> {
-        let mut book = MemBook::with_capacity(header, positions.len(), 0);
-        for p in &positions {
-            book.put_position(p);
-        }
         let record = record.unwrap_or_default();
         let queue: VecDeque<(Operation, Option<u8>)> = queue
             .unwrap_or_default()
@@ -258,9 +289,9 @@ impl Growth {
         let todo_written = driver.as_ref().map(|d| d.state().passes);
         if driver.is_none() {
             // At rest, the stored values are a negamax fixed point only for positions
-            // reachable from the start; recompute every position as the book crate does.
-            let ids: Vec<_> = book.ids().collect();
-            bookfarm_book::negamax::propagate(&mut book, &ids);
+            // reachable from the start; recompute every position as the book crate does (the
+            // parent index is built when growth first needs it).
+            bookfarm_book::negamax::recompute_all(&mut book);
         }
         book.track_changes();
         book.take_changed();
@@ -282,7 +313,9 @@ impl Growth {
             planned_from: None,
             finished: 0,
             landed_since_plan: 0,
+            next_plan_at: None,
             predictor: None,
+            last_audit: Vec::new(),
             replay,
         })
     }
@@ -300,30 +333,20 @@ impl Growth {
         for k in dropped {
             self.results.remove(k);
         }
-        let mut positions: HashMap<Board, Position> =
-            self.book.positions().map(|p| (p.board, p)).collect();
+        // Every position growth changed gets its record from before the change back (or loses
+        // its `p` record, so the base file's version shows through or it is gone); the book is
+        // then the store's again.
         let mut batch = Batch::default();
         for (b, old) in store.base_positions()? {
             match old {
-                Some(p) => {
-                    positions.insert(b, p);
-                }
-                None => {
-                    positions.remove(&b);
-                    batch.remove_position(&b);
-                }
+                Some(p) => batch.put_position(&p)?,
+                None => batch.remove_position(&b),
             }
         }
-        let mut book = MemBook::with_capacity(header, positions.len(), 0);
-        for p in positions.values() {
-            book.put_position(p);
-        }
-        let ids: Vec<_> = book.ids().collect();
-        bookfarm_book::negamax::propagate(&mut book, &ids);
-        for p in book.positions() {
-            batch.put_position(&p)?;
-        }
-        batch.put_header(book.header())?;
+        batch.put_header(&header)?;
+        store.apply(batch)?;
+        let mut book = store.book()?;
+        bookfarm_book::negamax::recompute_all(&mut book);
         book.track_changes();
         book.take_changed();
         self.book = book;
@@ -342,7 +365,6 @@ impl Growth {
         self.todo_written = None;
         self.needed.clear();
         self.planned_from = None;
-        store.apply(batch)?;
         Ok(())
     }
 
@@ -472,7 +494,9 @@ impl Growth {
 
     /// Run the programs as far as the known results allow, persist what changed, and return
     /// the requests the current program is blocked on (empty when every program finished).
-    pub(crate) fn advance(&mut self, store: &Store) -> Result<Vec<LeafRequest>> {
+    /// `lookahead`: how many later steps of the pass have their requests queued as round work
+    /// (the farm's threads cannot hold more than a few jobs each).
+    pub(crate) fn advance(&mut self, store: &Store, lookahead: usize) -> Result<Vec<LeafRequest>> {
         self.needed.clear();
         while let Some((op, level)) = self.queue.front() {
             let driver = self
@@ -483,8 +507,11 @@ impl Growth {
                 prefetched: &self.prefetched,
                 used: &self.prefetch_used,
             };
-            let progress = driver.run(&mut self.book, &results, usize::MAX);
+            let progress = driver.run(&mut self.book, &results, lookahead);
             let st = driver.state().clone();
+            // An audit that queues its contradicting lines runs their `book add` next, with
+            // the level the audit was started with.
+            let follow_up = driver.follow_up().map(|next| (next, *level));
             match progress {
                 Progress::Blocked(need) => {
                     self.needed = need;
@@ -508,6 +535,19 @@ impl Growth {
                             st.changes.positions,
                             st.changes.links
                         ),
+                        Operation::Upgrade { params, .. } => format!(
+                            "upgrade to level {} (error {}): {} positions raised in {} rounds; \
+                             root value {}",
+                            params.level,
+                            params.error,
+                            st.changes.searches,
+                            st.iterations,
+                            root_value(&self.book)
+                        ),
+                        Operation::Audit { level, .. } => {
+                            self.last_audit = st.audit.clone();
+                            audit_report(*level, &st.audit)
+                        }
                         _ => format!(
                             "{}: {} new positions, {} links, {} searches in {} iterations",
                             op.describe(),
@@ -518,9 +558,25 @@ impl Growth {
                         ),
                     });
                     self.last = self.describe();
-                    if let Some(done) = self.queue.pop_front() {
-                        self.replay.log.push(done);
+                    if let Some((op, level)) = self.queue.pop_front() {
+                        // The log is what a replay runs again. An audit changes no position;
+                        // its follow-up is logged as its own program when it finishes (with the
+                        // exact games), so the audit is logged without queueing one.
+                        let op = match op {
+                            Operation::Audit { level, .. } if follow_up.is_some() => {
+                                Operation::Audit {
+                                    level,
+                                    queue: false,
+                                }
+                            }
+                            op => op,
+                        };
+                        self.replay.log.push((op, level));
                         self.replay.log_dirty = true;
+                    }
+                    if let Some((next, level)) = follow_up {
+                        tracing::info!(program = %next.describe(), "follow-up program queued");
+                        self.queue.push_front((next, level));
                     }
                     self.queue_dirty = true;
                     self.driver = None;

@@ -323,7 +323,11 @@ impl Jobs {
             }
             match self.by_key.get(&key).copied() {
                 Some(id) => new.push((id, class, prio, false)),
-                None => new.push((Uuid::new_v4(), class, prio, true)),
+                // Time-ordered ids: the store's job index (one entry per result) then grows at
+                // its end instead of splitting nodes all over the tree. A job id grants
+                // nothing by itself (results are taken only from a worker holding its lease),
+                // so predictability does not matter.
+                None => new.push((Uuid::now_v7(), class, prio, true)),
             }
             if let Some((id, _, _, true)) = new.last().copied() {
                 self.by_key.insert(key, id);

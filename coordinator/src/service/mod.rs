@@ -34,6 +34,7 @@ use crate::store::Entry;
 use crate::store::{Batch, ResultRecord, Store, TrustRecord};
 use bookfarm_book::driver::Operation;
 use bookfarm_book::model::{BookHeader, Position};
+use bookfarm_book::research::Upgrade;
 use bookfarm_book::select::Deviate;
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchSignature};
 use bookfarm_engine::symmetry::canonical;
@@ -130,6 +131,9 @@ pub struct ServiceConfig {
     /// first signature it sees (this one, or the first worker's); workers with another are
     /// refused, and a run whose signature differs from the pinned one does not open.
     pub signature: Option<String>,
+    /// Bound of the store's page cache, bytes (`cache_capacity_mb`; the in-memory book is
+    /// not part of it).
+    pub cache_capacity: u64,
     /// Suggested wait for a worker that got no job.
     pub retry_after: Duration,
     /// Speculative prefetch: when fewer round searches are queued than workers have threads,
@@ -139,6 +143,10 @@ pub struct ServiceConfig {
     /// Backup leases: an idle worker may get a second lease of a round search whose lease is
     /// older than this many times its level's mean search time (0: off).
     pub backup_after: u32,
+    /// Share of the growth thread's time that planning speculation may take (0 < s ≤ 1; 1: no
+    /// limit). A plan that took t blocks the next one for t / s − t, so a coordinator whose
+    /// growth thread is saturated by results spends it on ingest rather than on guesses.
+    pub speculation_share: f64,
     /// Apply results on the submitting thread instead of the growth runner thread (the
     /// simulator: one thread, no hand-offs; a server keeps RPCs off growth's path).
     pub inline_growth: bool,
@@ -165,9 +173,11 @@ impl Default for ServiceConfig {
             engine_version: None,
             eval_hash: None,
             signature: None,
+            cache_capacity: crate::store::DEFAULT_CACHE_CAPACITY,
             retry_after: Duration::from_millis(200),
             speculation: 2,
             backup_after: 4,
+            speculation_share: 0.25,
             inline_growth: false,
             trust: TrustRules::default(),
             verify_threads: 0,
@@ -283,6 +293,10 @@ pub struct StatusReport {
     pub speculative_leased: u64,
     /// Backup leases since start.
     pub backup_leased: u64,
+    /// What the last growth programs did (at most [`STATUS_REPORTS`], oldest first).
+    pub reports: Vec<String>,
+    /// Growth programs finished since start.
+    pub programs_finished: u64,
     /// What validation did since start.
     pub validation: TrustCounters,
     /// Standing and credit of every contributor seen.
@@ -320,9 +334,19 @@ pub struct CreditReport {
 /// (their leases go back to the queue).
 pub type BlockHook = Box<dyn Fn(&str) -> Vec<Uuid> + Send + Sync>;
 
+/// How many program reports the status carries.
+pub const STATUS_REPORTS: usize = 20;
+
 /// The most speculative searches planned at once (a plan runs the programs on a copy of the
 /// book, so its cost grows with it).
 const MAX_SPECULATION: usize = 4096;
+
+/// Empty lease calls per second the idle threads of a farm may make together (see
+/// [`Coordinator::retry_after`]).
+pub const IDLE_POLLS_PER_SECOND: f64 = 1000.0;
+
+/// Longest wait suggested to an idle worker (far below the session timeout).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
 
 /// Window for results-per-second figures.
 const RATE_WINDOW: Duration = Duration::from_secs(10);
@@ -465,6 +489,11 @@ pub fn operation(selector: Selector) -> Operation {
         },
         Selector::Play => Operation::Play { root },
         Selector::Extend => Operation::Extend { root },
+        Selector::Upgrade { level, error } => Operation::Upgrade {
+            root,
+            params: Upgrade { level, error },
+        },
+        Selector::Audit { level, queue } => Operation::Audit { level, queue },
     }
 }
 
@@ -525,15 +554,13 @@ impl Coordinator {
             .iter()
             .map(|(k, r)| (*k, r.result()))
             .collect();
-        let positions: Vec<Position> = loaded.entries.into_iter().map(|e| e.pos).collect();
         let trust = TrustState::load(
             loaded.trust,
             loaded.cases,
             loaded.results.iter().map(|(k, r)| (*k, r.sources.clone())),
         );
         let mut growth = Growth::load(
-            loaded.header,
-            positions,
+            loaded.book,
             loaded.growth,
             loaded.queue,
             loaded.todo,
@@ -579,23 +606,6 @@ impl Coordinator {
         c.reopen_cases();
         c.0.store.flush()?;
         Ok(c)
-    }
-
-    /// Replace whatever the store holds by an imported book and open the service on it.
-    pub fn open_for_import(
-        store: Store,
-        dir: &Path,
-        header: BookHeader,
-        positions: Vec<Position>,
-    ) -> Result<Coordinator> {
-        let entries: Vec<Entry> = positions.into_iter().map(Entry::new).collect();
-        store.create(&header, &entries)?;
-        Coordinator::open(
-            store,
-            dir,
-            ServiceConfig::default(),
-            Arc::new(SystemClock::default()),
-        )
     }
 
     fn jobs(&self) -> MutexGuard<'_, Jobs> {
@@ -905,6 +915,19 @@ impl Coordinator {
                     .0;
             }
         }
+    }
+
+    /// How long a worker that got no job should wait before asking again: the configured
+    /// `retry_after`, stretched so that the farm's idle threads together poll at most
+    /// [`IDLE_POLLS_PER_SECOND`] times a second (10,000 idle workers would otherwise flood the
+    /// coordinator with 50,000 empty calls a second), and never beyond [`MAX_RETRY_AFTER`].
+    pub fn retry_after(&self) -> Duration {
+        let idle = {
+            let g = self.jobs();
+            g.threads().saturating_sub(g.in_flight)
+        };
+        let spread = Duration::from_secs_f64(idle as f64 / IDLE_POLLS_PER_SECOND);
+        self.0.cfg.retry_after.max(spread).min(MAX_RETRY_AFTER)
     }
 
     fn growth_run_count(&self) -> u64 {
@@ -1392,7 +1415,10 @@ impl Coordinator {
         if let Some(dropped) = rollback {
             growth.replay(&self.0.store, &dropped)?;
         }
-        let needed = growth.advance(&self.0.store)?;
+        // Round work queued ahead: enough for every registered thread to hold a few jobs; more
+        // would only cost the growth run look-ups (a pass can hold many thousands of steps).
+        let lookahead = self.jobs().threads().saturating_mul(4).max(256);
+        let needed = growth.advance(&self.0.store, lookahead)?;
         self.0.critical.store(growth.in_window(), Ordering::SeqCst);
         let positions = growth.book.len();
         // Speculate only at a round's tail: when fewer round searches wait than the workers
@@ -1415,9 +1441,15 @@ impl Coordinator {
         };
         let speculative = match tail_threads {
             _ if self.0.cfg.speculation == 0 || !growth.is_running() => Some(Vec::new()),
+            Some(_) if growth.next_plan_at.is_some_and(|t| Instant::now() < t) => None,
             Some((threads, searching)) => {
                 let budget = threads.saturating_mul(self.0.cfg.speculation as usize);
-                Some(growth.speculate(budget.min(MAX_SPECULATION), &searching))
+                let started = Instant::now();
+                let list = growth.speculate(budget.min(MAX_SPECULATION), &searching);
+                let share = self.0.cfg.speculation_share;
+                growth.next_plan_at = (share < 1.0)
+                    .then(|| started + started.elapsed().mul_f64(1.0 / share.max(0.01)));
+                Some(list)
             }
             None => None,
         };
@@ -1660,7 +1692,7 @@ impl Coordinator {
 
     /// The status report.
     pub fn status(&self) -> StatusReport {
-        let (positions, state, expansion, root_value, prefetch) = {
+        let (positions, state, expansion, root_value, prefetch, reports, programs_finished) = {
             let g = self.growth();
             let state = match (g.is_running(), g.paused, g.is_done()) {
                 (true, true, _) => State::Paused,
@@ -1673,12 +1705,15 @@ impl Coordinator {
                 .book
                 .find(&root)
                 .map_or(-127, |id| i32::from(g.book.score(id).value));
+            let skip = g.reports.len().saturating_sub(STATUS_REPORTS);
             (
                 g.book.len() as u64,
                 state,
                 g.describe(),
                 root_value,
                 g.prefetch_report(),
+                g.reports[skip..].to_vec(),
+                g.finished as u64,
             )
         };
         let now = self.now();
@@ -1743,6 +1778,8 @@ impl Coordinator {
             backup_leased: g.counters.backup_leased,
             validation: g.trust.counters,
             credit,
+            reports,
+            programs_finished,
         }
     }
 
@@ -1802,6 +1839,12 @@ impl Coordinator {
         self.growth().reports.clone()
     }
 
+    /// The lines of the last line audit finished since start (every line, contradicting or
+    /// not).
+    pub fn last_audit(&self) -> Vec<bookfarm_book::extract::AuditLine> {
+        self.growth().last_audit.clone()
+    }
+
     /// Number of known leaf results (the result store).
     pub fn stored_results(&self) -> usize {
         self.growth().results.len()
@@ -1809,6 +1852,16 @@ impl Coordinator {
 
     /// Replace the book by imported positions (refused while an expansion runs or jobs are out).
     pub fn import(&self, header: BookHeader, positions: Vec<Position>) -> Result<u64> {
+        let mut book =
+            bookfarm_book::MemBook::with_capacity(header, positions.len(), positions.len());
+        for p in &positions {
+            book.put_position(p);
+        }
+        self.import_book(book)
+    }
+
+    /// Replace the book by `book` (refused while an expansion runs or jobs are out).
+    pub fn import_book(&self, book: bookfarm_book::MemBook) -> Result<u64> {
         let mut growth = self.growth();
         let mut jobs = self.jobs();
         if (growth.is_running() && !growth.paused) || jobs.in_flight > 0 {
@@ -1817,11 +1870,9 @@ impl Coordinator {
                     .into(),
             ));
         }
-        let entries: Vec<Entry> = positions.iter().cloned().map(Entry::new).collect();
-        self.0.store.create(&header, &entries)?;
+        self.0.store.create_book(&book)?;
         *growth = Growth::load(
-            header,
-            positions,
+            book,
             None,
             None,
             None,

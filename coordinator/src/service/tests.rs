@@ -1038,3 +1038,179 @@ fn a_trusted_liar_is_caught_by_spot_checks_and_the_book_is_replayed() {
     let f = reopen(f, ServiceConfig::default());
     assert_same_book(&f.c, &serial_book(2, 10, &[operation(deviate24())]));
 }
+
+fn upgrade4() -> Selector {
+    Selector::Upgrade { level: 4, error: 6 }
+}
+
+/// Issue 22: `expand upgrade` and `expand audit --queue` on the coordinator, with three mock
+/// workers submitting in scrambled orders, give exactly the book the book crate's serial
+/// programs give (the offline `book upgrade` and `book audit --queue`), raise levels without
+/// lowering any, and report what they did.
+#[test]
+fn upgrade_and_audit_on_the_cluster_equal_the_serial_programs() {
+    // Short games in a depth-20 book: the best lines end well before the book's depth, so the
+    // audit's `book add` of its contradicting games has room to add positions.
+    let games: Vec<Vec<Move>> = ["f5d6c3d3c4f4", "f5f6e6f4e3c5", "c4e3f6e6f5g6", "f5d6c5f4e3"]
+        .iter()
+        .map(|g| bookfarm_engine::formats::transcript::parse_moves(g).unwrap())
+        .collect();
+    let add = Operation::AddGames { games };
+    let level2 = serial_book(2, 20, std::slice::from_ref(&add));
+    let upgraded = serial_book(2, 20, &[add.clone(), operation(upgrade4())]);
+    let raised = level2
+        .positions()
+        .filter(|p| upgraded.get(&p.board).is_some_and(|q| q.level > p.level))
+        .count();
+    assert!(raised > 0, "the upgrade re-searched something");
+    for p in level2.positions() {
+        let q = upgraded.get(&p.board).expect("no position removed");
+        assert!(q.level >= p.level && (q.level == p.level || q.level == 4));
+    }
+    // The audit on the upgraded book, serially, then its follow-up `book add`.
+    let mut audited = upgraded.clone();
+    let audit = Operation::Audit {
+        level: 6,
+        queue: true,
+    };
+    let mut search = mock_search;
+    let mut d = bookfarm_book::driver::Driver::new(audit.clone(), None);
+    d.run_with(&mut audited, &mut search);
+    let lines = d.state().audit.clone();
+    assert!(!lines.is_empty());
+    let follow = d
+        .follow_up()
+        .expect("the mock search contradicts some lines");
+    bookfarm_book::driver::Driver::new(follow, None).run_with(&mut audited, &mut search);
+    assert!(audited.len() > upgraded.len(), "contradicting lines added");
+
+    let f = fixture(2, 20, ServiceConfig::default());
+    f.c.start(add, None).unwrap();
+    drive(&f.c, 7);
+    f.c.start_expansion(upgrade4(), 0).unwrap();
+    drive_workers(&f.c, 3, 3, 5);
+    assert_eq!(f.c.status().state, State::Done);
+    assert_same_book(&f.c, &upgraded);
+    assert_linked(&f.c);
+    assert_matches_book_crate(&f.c);
+    let report = f.c.reports().last().cloned().unwrap_or_default();
+    assert_eq!(
+        report,
+        format!(
+            "upgrade to level 4 (error 6): {raised} positions raised in {} rounds; root value {}",
+            rounds(&level2),
+            bookfarm_book::extract::root_value(&upgraded).unwrap_or(0)
+        )
+    );
+    f.c.start_expansion(
+        Selector::Audit {
+            level: 6,
+            queue: true,
+        },
+        0,
+    )
+    .unwrap();
+    drive_workers(&f.c, 3, 2, 9);
+    let s = f.c.status();
+    assert_eq!(s.state, State::Done);
+    assert_eq!(f.c.last_audit(), lines);
+    // (The added games' values are left for the next negamax, as Edax's `book add` does.)
+    assert_same_book(&f.c, &audited);
+    // The audit's report lists the contradictions, then the `book add` that followed it.
+    let n = s.reports.len();
+    let bad = lines.iter().filter(|a| a.contradicts()).count();
+    assert!(s.reports[n - 2].ends_with(&format!(
+        "audit at level 6: {} best lines played to the end, {bad} contradict the book",
+        lines.len()
+    )));
+    assert!(s.reports[n - 1].starts_with(&format!("added {bad} games")));
+}
+
+/// The upgrade's rounds on `book` with the mock search (serially).
+fn rounds(book: &bookfarm_book::MemBook) -> u64 {
+    let mut b = book.clone();
+    let r = bookfarm_book::research::upgrade(
+        &mut b,
+        bookfarm_book::research::Upgrade { level: 4, error: 6 },
+        &mut mock_search,
+    );
+    r.rounds as u64
+}
+
+/// An upgrade and an audit interrupted by a restart resume from the stored driver state
+/// (the upgrade's marked positions and pass, the audit's phase) and finish with the serial
+/// programs' book.
+#[test]
+fn upgrade_and_audit_resume_after_a_restart() {
+    let audit = Selector::Audit {
+        level: 5,
+        queue: false,
+    };
+    let want = serial_book(
+        2,
+        10,
+        &[
+            operation(deviate24()),
+            operation(upgrade4()),
+            operation(audit),
+        ],
+    );
+    let mut f = fixture(2, 10, ServiceConfig::default());
+    f.c.start_expansion(deviate24(), 0).unwrap();
+    drive(&f.c, 7);
+    for sel in [upgrade4(), audit] {
+        f.c.start_expansion(sel, 0).unwrap();
+        let id = identity();
+        let w = f.c.register(&id, "t", 1).unwrap();
+        for _ in 0..2 {
+            let jobs = f.c.lease(&id, &w, 2).unwrap();
+            let r: Vec<_> = jobs.iter().map(mock_result).collect();
+            f.c.submit(&id, &w, &r).unwrap();
+            f.c.settle().unwrap();
+        }
+        assert_eq!(f.c.status().state, State::Running, "{sel} still running");
+        f = reopen(f, ServiceConfig::default());
+        assert_eq!(f.c.status().expansion, sel.to_string());
+        drive(&f.c, 3);
+        assert_eq!(f.c.status().state, State::Done);
+    }
+    assert_same_book(&f.c, &want);
+}
+
+/// Idle threads are told to wait longer the more of them there are, so that together they
+/// poll about `IDLE_POLLS_PER_SECOND` times a second, within [retry_after, MAX_RETRY_AFTER];
+/// threads holding jobs do not count.
+#[test]
+fn idle_workers_are_spread_out_as_the_farm_grows() {
+    let f = fixture(2, 10, ServiceConfig::default());
+    let base = f.c.config().retry_after;
+    assert_eq!(f.c.retry_after(), base);
+    let first = f.c.register(&identity(), "w0", 2).unwrap();
+    assert_eq!(
+        f.c.retry_after(),
+        base,
+        "two idle threads poll at the base rate"
+    );
+    for i in 1..1_500 {
+        f.c.register(&identity(), &format!("w{i}"), 2).unwrap();
+    }
+    // 3,000 idle threads: 3 s apart each.
+    assert_eq!(f.c.retry_after(), Duration::from_secs(3));
+    f.c.start_expansion(
+        Selector::Deviate {
+            relative: 2,
+            absolute: 4,
+        },
+        0,
+    )
+    .unwrap();
+    f.c.settle().unwrap();
+    let held = f.c.lease(&identity(), &first, 2).unwrap().len();
+    assert!(held > 0);
+    let want = Duration::from_secs_f64((3_000 - held) as f64 / IDLE_POLLS_PER_SECOND);
+    assert_eq!(f.c.retry_after(), want);
+    for i in 1_500..6_000 {
+        f.c.register(&identity(), &format!("w{i}"), 2).unwrap();
+    }
+    assert_eq!(f.c.retry_after(), MAX_RETRY_AFTER);
+}

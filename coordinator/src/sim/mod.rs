@@ -294,6 +294,8 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
     let service = ServiceConfig {
         speculation: cfg.speculation,
         backup_after: cfg.backup_after,
+        // Virtual time does not count the coordinator's CPU (reported apart): no throttle.
+        speculation_share: 1.0,
         max_worker_threads: cfg.threads.max(1),
         // Virtual time runs as long as the build needs: no lease may expire.
         max_lease_base: Duration::from_secs(u64::MAX / 4),

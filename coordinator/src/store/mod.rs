@@ -5,17 +5,28 @@
 //!
 //! | key | value (postcard) |
 //! |---|---|
+//! | `m` + `base` | [`BaseRecord`]: the generation and size of the base book file |
 //! | `p` + 16-byte canonical board (player BE, opponent BE) | [`PositionRecord`] |
 //! | `d` + 16-byte job id | board of an accepted job (idempotent resubmission) |
 //! | `m` + `header` | [`HeaderRecord`] |
 //! | `m` + `expansion` | [`ExpansionRecord`] |
 //! | `m` + `history` | [`HistoryRecord`] (web UI charts and contributors) |
 //! | `m` + `growth-log` | [`QueueRecord`]: the programs finished since the base book |
-//! | `m` + `base` | [`HeaderRecord`] of the base book (present: replay is possible) |
+//! | `m` + `replay-base` | [`HeaderRecord`] of the base book (present: replay is possible) |
 //! | `r` + request | [`ResultRecord`] (applied results, with the contributors vouching) |
 //! | `u` + request | [`CaseRecord`] (replicas of a request waiting for validation) |
 //! | `t` + contributor name | [`TrustRecord`] (standing and credit) |
-//! | `b` + 16-byte canonical board | the position as it was before growth first changed it (an empty value: growth created it) |
+//! | `b` + 16-byte canonical board | growth changed the position since the base book: its `p` record before that change (an empty value: none, the base file's version or growth created it) |
+//!
+//! The book is a **base** with the `p` records over it: a `p` record replaces the base position
+//! with its board or adds a position. The base is an Edax `book.dat` file beside sled's files,
+//! `base/<generation>.dat` (records in the book's order, so a reload keeps it), named by the
+//! `m base` record. Replacing the book (import, `book new`, offline rewrites) writes the next
+//! generation's file and syncs it, then switches the record in the same sled batch that clears
+//! the old book, then deletes the old file: a crash before the batch is durable leaves the old
+//! book (the unreferenced file is deleted when the store is next opened), after it the new one.
+//! Growth writes the positions it changes as `p` records. The base is not read through sled, so
+//! it costs neither sled's page cache nor its write amplification.
 //!
 //! Worker credentials live in a second tree (`credentials`, see [`CredentialStore`]).
 //!
@@ -30,17 +41,17 @@ mod record;
 pub use credentials::{CredentialRecord, CredentialState, CredentialStore};
 use record::LegacyResultRecord;
 pub use record::{
-    CaseRecord, ContributorRecord, DriverRecord, ExpansionRecord, ExpansionStateRecord,
+    BaseRecord, CaseRecord, ContributorRecord, DriverRecord, ExpansionRecord, ExpansionStateRecord,
     GrowthRecord, HeaderRecord, HistoryRecord, OperationRecord, PositionRecord, QueueRecord,
     ReplicaRecord, ResultRecord, Sample, TodoRecord, TrustRecord,
 };
 
+use bookfarm_book::MemBook;
+use bookfarm_book::edax::{self, ReadError};
 use bookfarm_book::model::{BookHeader, Position};
-use bookfarm_book::store::{BookStore, StoreError as BookStoreError, ensure_canonical};
 use bookfarm_engine::Board;
 use bookfarm_engine::search::LeafRequest;
-use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::{Path, PathBuf};
 use uuid::Uuid;
 
 /// Errors of the sled store.
@@ -61,6 +72,24 @@ pub enum StoreError {
     /// A record could not be encoded.
     #[error("store encode: {0}")]
     Encode(#[source] postcard::Error),
+    /// The base book file could not be read, written or removed.
+    #[error("store base {path}: {source}")]
+    BaseIo {
+        /// The file.
+        path: String,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The base book file is not the `book.dat` its record announces.
+    #[error("store base {path}: {source}")]
+    Base {
+        /// The file.
+        path: String,
+        /// What the reader found.
+        #[source]
+        source: ReadError,
+    },
     /// The directory holds no store with a book (the one text for a missing book).
     #[error(
         "{0}: no book here; create one with `book new --db {0}` or `book import FILE --db {0}`"
@@ -145,6 +174,20 @@ fn pos_key(b: &Board) -> [u8; 17] {
     k
 }
 
+/// The directory of the base book files, inside the store directory.
+const BASE_DIR: &str = "base";
+
+fn base_file(dir: &Path, generation: u64) -> PathBuf {
+    dir.join(BASE_DIR).join(format!("{generation:016x}.dat"))
+}
+
+fn base_io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::BaseIo {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
 fn done_key(id: &Uuid) -> [u8; 17] {
     let mut k = [0u8; 17];
     k[0] = D;
@@ -193,8 +236,8 @@ impl Entry {
 pub struct Loaded {
     /// The book header.
     pub header: BookHeader,
-    /// Every position.
-    pub entries: Vec<Entry>,
+    /// The book: the base with the `p` records over it, negamax fields as stored.
+    pub book: MemBook,
     /// Ids of accepted jobs.
     pub done: Vec<Uuid>,
     /// The last expansion request, if any (stores written before growth programs).
@@ -229,23 +272,20 @@ pub struct Batch {
     batch: sled::Batch,
     /// Number of writes queued.
     pub len: usize,
-    new_positions: usize,
 }
 
 impl Batch {
-    /// Write a position record. `is_new` must be true when the board was not stored before (for
-    /// the position count).
-    pub fn put_entry(&mut self, e: &Entry, is_new: bool) -> Result<(), StoreError> {
+    /// Write a position record (over the base position with its board, if any).
+    pub fn put_entry(&mut self, e: &Entry) -> Result<(), StoreError> {
         let rec = PositionRecord::from_entry(e);
         self.batch.insert(&pos_key(&e.pos.board)[..], encode(&rec)?);
         self.len += 1;
-        self.new_positions += usize::from(is_new);
         Ok(())
     }
 
     /// Write a position (its record carries no scheduling state).
     pub fn put_position(&mut self, p: &Position) -> Result<(), StoreError> {
-        self.put_entry(&Entry::new(p.clone()), false)
+        self.put_entry(&Entry::new(p.clone()))
     }
 
     /// Record an accepted job id.
@@ -274,8 +314,8 @@ impl Batch {
         self.len += 1;
     }
 
-    /// Save the base version of a position about to change for the first time (`None`: the
-    /// position did not exist before growth created it).
+    /// Mark a position growth changes for the first time since the base book, saving its `p`
+    /// record from before (`None`: it had none, so the base file's version or nothing).
     pub fn put_base(&mut self, b: &Board, old: Option<&PositionRecord>) -> Result<(), StoreError> {
         let v = match old {
             Some(p) => encode(p)?,
@@ -364,24 +404,38 @@ impl Batch {
 /// How long [`Store::open`] waits for the store's file lock.
 pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Default bound of sled's page cache (`cache_capacity_mb` in `coordinator.toml`). sled's own
+/// default is 1 GiB; the in-memory book holds everything the service reads, so the cache only
+/// serves writes and the start-up scan.
+pub const DEFAULT_CACHE_CAPACITY: u64 = 64 << 20;
+
 /// The sled-backed store.
 #[derive(Debug)]
 pub struct Store {
     db: sled::Db,
     tree: sled::Tree,
-    positions: AtomicUsize,
+    dir: PathBuf,
 }
 
 impl Store {
-    /// Open (or create) the store directory (sled flushes in the background every second;
-    /// durability points are explicit flushes).
+    /// Open (or create) the store directory with the default cache bound (see
+    /// [`Store::open_with_cache`]).
+    pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        Store::open_with_cache(dir, DEFAULT_CACHE_CAPACITY)
+    }
+
+    /// Open (or create) the store directory, sled's page cache bounded to `cache_bytes` (sled
+    /// flushes in the background every second; durability points are explicit flushes).
     ///
     /// sled 0.34 releases a dropped database's file lock asynchronously (its flusher thread
     /// holds it for a moment, spacejam/sled#1234), so a reopen right after a drop in the same
     /// process can find the lock taken: the lock is retried for up to [`LOCK_WAIT`]. Another
     /// process holding the store still fails, after that wait.
-    pub fn open(dir: &Path) -> Result<Store, StoreError> {
-        let config = sled::Config::new().path(dir).flush_every_ms(Some(1000));
+    pub fn open_with_cache(dir: &Path, cache_bytes: u64) -> Result<Store, StoreError> {
+        let config = sled::Config::new()
+            .path(dir)
+            .cache_capacity(cache_bytes)
+            .flush_every_ms(Some(1000));
         let deadline = std::time::Instant::now() + LOCK_WAIT;
         let db = loop {
             match config.open() {
@@ -397,23 +451,50 @@ impl Store {
             }
         };
         let tree = db.open_tree("book")?;
-        let positions = tree.scan_prefix([P]).count();
-        Ok(Store {
+        let store = Store {
             db,
             tree,
-            positions: AtomicUsize::new(positions),
-        })
+            dir: dir.to_path_buf(),
+        };
+        store.remove_stale_bases()?;
+        Ok(store)
+    }
+
+    /// Delete the base files the store does not reference (left by a replacement that crashed
+    /// before its batch was durable, or whose old file was not deleted yet).
+    fn remove_stale_bases(&self) -> Result<(), StoreError> {
+        let keep = self
+            .meta::<BaseRecord>("base")?
+            .map(|b| base_file(&self.dir, b.generation));
+        let dir = self.dir.join(BASE_DIR);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(base_io(&dir)(e)),
+        };
+        for entry in entries {
+            let path = entry.map_err(base_io(&dir))?.path();
+            if Some(&path) != keep.as_ref() {
+                std::fs::remove_file(&path).map_err(base_io(&path))?;
+            }
+        }
+        Ok(())
     }
 
     /// Open the store of an existing book: refused with [`StoreError::NoBook`] when `dir` does
     /// not exist or holds no book, without creating anything (a mistyped `--db` must not leave
     /// an empty store behind). Every command that needs a book opens it through here.
     pub fn open_book(dir: &Path) -> Result<Store, StoreError> {
+        Store::open_book_with_cache(dir, DEFAULT_CACHE_CAPACITY)
+    }
+
+    /// [`Store::open_book`] with sled's page cache bounded to `cache_bytes`.
+    pub fn open_book_with_cache(dir: &Path, cache_bytes: u64) -> Result<Store, StoreError> {
         let no_book = || StoreError::NoBook(dir.display().to_string());
         if !dir.is_dir() {
             return Err(no_book());
         }
-        let store = Store::open(dir)?;
+        let store = Store::open_with_cache(dir, cache_bytes)?;
         if !store.has_book()? {
             return Err(no_book());
         }
@@ -442,17 +523,54 @@ impl Store {
         }
     }
 
+    /// The book: the base file's positions in order, then the `p` records over them (a record
+    /// with a base board replaces that position in place; others are appended in key order).
+    fn load_book(&self, header: BookHeader) -> Result<MemBook, StoreError> {
+        let base = self.meta::<BaseRecord>("base")?;
+        let positions = base.map_or(0, |b| usize::try_from(b.positions).unwrap_or(usize::MAX));
+        // Links are about one per position in grown books; the arena grows if not.
+        let mut book = MemBook::with_capacity(header, positions, positions);
+        if let Some(base) = base {
+            let path = base_file(&self.dir, base.generation);
+            let bytes = std::fs::read(&path).map_err(base_io(&path))?;
+            let bad = |source| StoreError::Base {
+                path: path.display().to_string(),
+                source,
+            };
+            let (_, count) = edax::read_header(&bytes).map_err(bad)?;
+            let read = edax::read_records(&bytes, edax::HEADER_SIZE, &mut book).map_err(bad)?;
+            if read != count || count != positions {
+                return Err(bad(ReadError::CountMismatch {
+                    offset: bytes.len(),
+                    expected: positions,
+                    found: read,
+                }));
+            }
+        }
+        for kv in self.tree.scan_prefix([P]) {
+            let (k, v) = kv?;
+            book.put_position(&decode::<PositionRecord>(&k, &v)?.into_entry().pos);
+        }
+        book.shrink_to_fit();
+        Ok(book)
+    }
+
+    /// The book alone (the base with the `p` records over it), for a replay.
+    pub fn book(&self) -> Result<MemBook, StoreError> {
+        let header = match self.tree.get(meta_key("header"))? {
+            Some(v) => decode::<HeaderRecord>(b"mheader", &v)?.into(),
+            None => return Err(StoreError::NoBook(self.dir.display().to_string())),
+        };
+        self.load_book(header)
+    }
+
     /// Load the whole store.
     pub fn load(&self, dir_for_errors: &Path) -> Result<Loaded, StoreError> {
         let header = match self.tree.get(meta_key("header"))? {
             Some(v) => decode::<HeaderRecord>(b"mheader", &v)?.into(),
             None => return Err(StoreError::NoBook(dir_for_errors.display().to_string())),
         };
-        let mut entries = Vec::with_capacity(self.positions.load(Ordering::Relaxed));
-        for kv in self.tree.scan_prefix([P]) {
-            let (k, v) = kv?;
-            entries.push(decode::<PositionRecord>(&k, &v)?.into_entry());
-        }
+        let book = self.load_book(header)?;
         let mut done = Vec::new();
         for kv in self.tree.scan_prefix([D]) {
             let (k, _) = kv?;
@@ -494,10 +612,10 @@ impl Store {
             }
         }
         let log = self.meta::<QueueRecord>("growth-log")?;
-        let has_base = self.tree.contains_key(meta_key("base"))?;
+        let has_base = self.tree.contains_key(meta_key("replay-base"))?;
         Ok(Loaded {
             header,
-            entries,
+            book,
             done,
             expansion,
             growth,
@@ -529,10 +647,13 @@ impl Store {
 
     /// The base book's header (None: the store predates base books).
     pub fn base_header(&self) -> Result<Option<BookHeader>, StoreError> {
-        Ok(self.meta::<HeaderRecord>("base")?.map(BookHeader::from))
+        Ok(self
+            .meta::<HeaderRecord>("replay-base")?
+            .map(BookHeader::from))
     }
 
-    /// The stored version of a position (a base snapshot's source).
+    /// The `p` record of a position (None: the base file's version or no position), saved
+    /// under `b` before growth first changes it.
     pub fn position_record(&self, b: &Board) -> Result<Option<PositionRecord>, StoreError> {
         let k = pos_key(b);
         match self.tree.get(k)? {
@@ -541,8 +662,9 @@ impl Store {
         }
     }
 
-    /// The base book's versions of every position growth changed: `None` for positions growth
-    /// created.
+    /// Every position growth changed since the base book, with the `p` record it had before
+    /// (`None`: it had none; the base file's version or nothing shows once its `p` record is
+    /// removed).
     pub fn base_positions(&self) -> Result<Vec<(Board, Option<Position>)>, StoreError> {
         let mut out = Vec::new();
         for kv in self.tree.scan_prefix([B]) {
@@ -564,7 +686,6 @@ impl Store {
             return Ok(());
         }
         self.tree.apply_batch(b.batch)?;
-        self.positions.fetch_add(b.new_positions, Ordering::Relaxed);
         Ok(())
     }
 
@@ -574,119 +695,58 @@ impl Store {
         Ok(())
     }
 
-    /// Number of stored positions (kept as a counter: sled's `len` is a full scan).
-    pub fn position_count(&self) -> usize {
-        self.positions.load(Ordering::Relaxed)
+    /// Replace everything the book tree holds by `header` and `entries` (see
+    /// [`Store::create_book`]).
+    pub fn create(&self, header: &BookHeader, entries: &[Entry]) -> Result<(), StoreError> {
+        let mut book = MemBook::with_capacity(*header, entries.len(), entries.len());
+        for e in entries {
+            book.put_position(&e.pos);
+        }
+        self.create_book(&book)
     }
 
-    /// Replace everything the book tree holds (positions, results, growth state, header) by a
-    /// new book: the header plus the given positions (all pending a leaf search unless they
+    /// Replace everything the book tree holds (positions, results, growth state, header) by
+    /// `book` as the new base (its positions in its order, all pending a leaf search unless they
     /// already carry one). Worker credentials (their own tree) are kept.
     ///
-    /// Crash-safe: the removals and the writes are one sled batch, which sled recovers whole or
-    /// not at all, so a kill at any moment leaves the old book or the new one; durable on
-    /// return.
-    pub fn create(&self, header: &BookHeader, entries: &[Entry]) -> Result<(), StoreError> {
+    /// Crash-safe: the new base file is written and synced first; the removals, the new base
+    /// record and the header are then one sled batch, which sled recovers whole or not at all,
+    /// so a kill at any moment leaves the old book or the new one; durable on return. Nothing is
+    /// written per position but the file's bytes.
+    pub fn create_book(&self, book: &MemBook) -> Result<(), StoreError> {
+        let generation = self
+            .meta::<BaseRecord>("base")?
+            .map_or(1, |b| b.generation + 1);
+        let dir = self.dir.join(BASE_DIR);
+        std::fs::create_dir_all(&dir).map_err(base_io(&dir))?;
+        let path = base_file(&self.dir, generation);
+        let file = std::fs::File::create(&path).map_err(base_io(&path))?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+        edax::write_book_in_order(book, &mut w).map_err(base_io(&path))?;
+        let file = w.into_inner().map_err(|e| base_io(&path)(e.into_error()))?;
+        file.sync_all().map_err(base_io(&path))?;
+        // The file's directory entry must be durable before the record naming it is.
+        std::fs::File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(base_io(&dir))?;
         let mut b = Batch::default();
         for k in self.tree.iter().keys() {
             b.batch.remove(k?);
         }
-        for e in entries {
-            b.put_entry(e, true)?;
-        }
-        b.put_header(header)?;
+        b.put_meta(
+            "base",
+            &BaseRecord {
+                generation,
+                positions: book.len() as u64,
+            },
+        )?;
+        b.put_header(book.header())?;
         b.put_expansion(None)?;
-        // The entries are the base book: growth saves what it changes under `b`.
-        b.put_meta("base", &HeaderRecord::from(header))?;
+        // The new base is the book replays start from: growth marks what it changes under `b`.
+        b.put_meta("replay-base", &HeaderRecord::from(book.header()))?;
         self.tree.apply_batch(b.batch)?;
-        self.positions
-            .store(self.tree.scan_prefix([P]).count(), Ordering::Relaxed);
-        self.flush()
-    }
-}
-
-fn backend(e: StoreError) -> BookStoreError {
-    BookStoreError::Backend {
-        source: Box::new(e),
-    }
-}
-
-/// The book crate's storage trait over the sled store, for offline tools. Positions written
-/// through it are not pending a search; derived fields are stored as given.
-impl BookStore for Store {
-    fn header(&self) -> Result<BookHeader, BookStoreError> {
-        match self
-            .tree
-            .get(meta_key("header"))
-            .map_err(|e| backend(e.into()))?
-        {
-            Some(v) => Ok(decode::<HeaderRecord>(b"mheader", &v)
-                .map_err(backend)?
-                .into()),
-            None => Ok(BookHeader::default()),
-        }
-    }
-
-    fn set_header(&mut self, header: BookHeader) -> Result<(), BookStoreError> {
-        let mut b = Batch::default();
-        b.put_header(&header).map_err(backend)?;
-        self.apply(b).map_err(backend)
-    }
-
-    fn get(&self, board: &Board) -> Result<Option<Position>, BookStoreError> {
-        let k = pos_key(board);
-        match self.tree.get(k).map_err(|e| backend(e.into()))? {
-            Some(v) => Ok(Some(
-                decode::<PositionRecord>(&k, &v)
-                    .map_err(backend)?
-                    .into_entry()
-                    .pos,
-            )),
-            None => Ok(None),
-        }
-    }
-
-    fn put(&mut self, position: Position) -> Result<(), BookStoreError> {
-        ensure_canonical(&position.board)?;
-        let is_new = !self
-            .tree
-            .contains_key(pos_key(&position.board))
-            .map_err(|e| backend(e.into()))?;
-        let mut b = Batch::default();
-        b.put_entry(&Entry::new(position), is_new)
-            .map_err(backend)?;
-        self.apply(b).map_err(backend)
-    }
-
-    fn remove(&mut self, board: &Board) -> Result<Option<Position>, BookStoreError> {
-        let old = BookStore::get(self, board)?;
-        if old.is_some() {
-            self.tree
-                .remove(pos_key(board))
-                .map_err(|e| backend(e.into()))?;
-            self.positions.fetch_sub(1, Ordering::Relaxed);
-        }
-        Ok(old)
-    }
-
-    fn contains(&self, board: &Board) -> Result<bool, BookStoreError> {
-        self.tree
-            .contains_key(pos_key(board))
-            .map_err(|e| backend(e.into()))
-    }
-
-    fn len(&self) -> Result<usize, BookStoreError> {
-        Ok(self.position_count())
-    }
-
-    fn iter(&self) -> Box<dyn Iterator<Item = Result<Position, BookStoreError>> + '_> {
-        Box::new(self.tree.scan_prefix([P]).map(|kv| {
-            let (k, v) = kv.map_err(|e| backend(e.into()))?;
-            Ok(decode::<PositionRecord>(&k, &v)
-                .map_err(backend)?
-                .into_entry()
-                .pos)
-        }))
+        self.flush()?;
+        self.remove_stale_bases()
     }
 }
 

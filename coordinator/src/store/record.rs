@@ -4,6 +4,7 @@ use crate::store::Entry;
 use bookfarm_book::driver::{DriverState, Operation, PassKind, Phase};
 use bookfarm_book::grow::{Changes, IllegalGameMove};
 use bookfarm_book::model::{BAD_LINK, BookDate, BookHeader, Link, Position};
+use bookfarm_book::research::Upgrade;
 use bookfarm_book::select::Deviate;
 use bookfarm_engine::search::LeafResult;
 use bookfarm_engine::{Board, Move};
@@ -62,6 +63,15 @@ impl PositionRecord {
         [pos.n_wins, pos.n_draws, pos.n_losses, pos.n_lines] = self.counts;
         Entry { pos }
     }
+}
+
+/// The base book: which file (`base/<generation>.dat`) and how many positions it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BaseRecord {
+    /// Generation of the file; each replacement of the book writes the next one.
+    pub generation: u64,
+    /// Positions in the file.
+    pub positions: u64,
 }
 
 /// The stored book header.
@@ -134,7 +144,8 @@ pub enum ExpansionStateRecord {
 /// The persisted expansion request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExpansionRecord {
-    /// 0 deviate, 1 enhance, 2 play, 3 extend.
+    /// 0 deviate, 1 enhance, 2 play, 3 extend, 4 upgrade (level, error), 5 audit (level,
+    /// queue).
     pub kind: u8,
     /// First parameter (deviate relative / enhance midgame).
     pub a: i32,
@@ -159,6 +170,14 @@ impl ExpansionRecord {
                 endcut: self.b,
             },
             2 => Selector::Play,
+            4 => Selector::Upgrade {
+                level: level_of(self.a),
+                error: self.b,
+            },
+            5 => Selector::Audit {
+                level: level_of(self.a),
+                queue: self.b != 0,
+            },
             _ => Selector::Extend,
         }
     }
@@ -170,6 +189,8 @@ impl ExpansionRecord {
             Selector::Enhance { midgame, endcut } => (1, midgame, endcut),
             Selector::Play => (2, 0, 0),
             Selector::Extend => (3, 0, 0),
+            Selector::Upgrade { level, error } => (4, i32::from(level), error),
+            Selector::Audit { level, queue } => (5, i32::from(level), i32::from(queue)),
         };
         ExpansionRecord {
             kind,
@@ -244,13 +265,15 @@ pub struct HistoryRecord {
 /// A persisted growth program ([`Operation`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperationRecord {
-    /// 0 deviate, 1 enhance, 2 play, 3 extend, 4 add games, 5 new, 6 expand.
+    /// 0 deviate, 1 enhance, 2 play, 3 extend, 4 add games, 5 new, 6 expand, 7 upgrade,
+    /// 8 audit.
     pub kind: u8,
     /// Root board (selectors).
     pub root: (u64, u64),
-    /// First parameter (deviate relative / enhance midgame).
+    /// First parameter (deviate relative / enhance midgame / upgrade and audit level).
     pub a: i32,
-    /// Second parameter (deviate absolute / enhance endcut).
+    /// Second parameter (deviate absolute / enhance endcut / upgrade error / audit: 1 when it
+    /// queues its contradicting lines).
     pub b: i32,
     /// Enhance: repeat until stable.
     pub until_stable: bool,
@@ -299,6 +322,12 @@ impl OperationRecord {
                 r.kind = 6;
                 r.boards = boards.iter().map(pair).collect();
             }
+            Operation::Upgrade { root, params } => {
+                (r.kind, r.root, r.a, r.b) = (7, pair(root), i32::from(params.level), params.error);
+            }
+            Operation::Audit { level, queue } => {
+                (r.kind, r.a, r.b) = (8, i32::from(*level), i32::from(*queue));
+            }
         }
         r
     }
@@ -329,6 +358,17 @@ impl OperationRecord {
             6 => Operation::Expand {
                 boards: self.boards.iter().copied().map(board_of).collect(),
             },
+            7 => Operation::Upgrade {
+                root,
+                params: Upgrade {
+                    level: level_of(self.a),
+                    error: self.b,
+                },
+            },
+            8 => Operation::Audit {
+                level: level_of(self.a),
+                queue: self.b != 0,
+            },
             _ => Operation::New,
         }
     }
@@ -347,14 +387,20 @@ fn changes_of(c: [u64; 3]) -> Changes {
     }
 }
 
-const PASSES: [PassKind; 6] = [
+const PASSES: [PassKind; 7] = [
     PassKind::DeviateRoot,
     PassKind::DeviateOpponent,
     PassKind::Enhance,
     PassKind::Play,
     PassKind::Extend,
     PassKind::Given,
+    PassKind::Upgrade,
 ];
+
+/// A stored level (0..=60).
+fn level_of(v: i32) -> u8 {
+    u8::try_from(v.clamp(0, 60)).unwrap_or(0)
+}
 
 /// A persisted [`DriverState`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -362,7 +408,7 @@ pub struct DriverRecord {
     /// The program (its games are stored with the queue's copy, not here: see
     /// [`GrowthRecord`]).
     pub level: Option<u8>,
-    /// 0 start, 1 expanding, 2 adding, 3 done.
+    /// 0 start, 1 expanding, 2 adding, 3 done, 4 auditing.
     pub phase: u8,
     /// Expanding: index into the pass kinds.
     pub pass: u8,
@@ -425,6 +471,7 @@ impl DriverRecord {
                 r.cursor = *cursor as u64;
             }
             Phase::Done => r.phase = 3,
+            Phase::Auditing => r.phase = 4,
         }
         r
     }
@@ -448,6 +495,7 @@ impl DriverRecord {
                 game: n(self.game),
                 cursor: n(self.cursor),
             },
+            4 => Phase::Auditing,
             _ => Phase::Done,
         };
         DriverState {
@@ -470,6 +518,7 @@ impl DriverRecord {
                     )
                 })
                 .collect(),
+            audit: Vec::new(),
         }
     }
 }

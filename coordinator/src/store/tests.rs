@@ -39,10 +39,10 @@ fn create_load_round_trip_survives_reopen() {
         s.flush().unwrap();
     }
     let s = Store::open(dir.path()).unwrap();
-    assert_eq!(s.position_count(), 1);
     let l = s.load(dir.path()).unwrap();
     assert_eq!(l.header, h);
-    assert_eq!(l.entries, vec![e]);
+    assert_eq!(l.book.header(), &h);
+    assert_eq!(l.book.positions().collect::<Vec<_>>(), vec![e.pos]);
     assert_eq!(l.done.len(), 1);
     assert_eq!(
         l.expansion.unwrap().selector(),
@@ -98,32 +98,89 @@ fn create_replaces_everything_but_credentials() {
     s.create(&h2, &[]).unwrap();
     let l = s.load(dir.path()).unwrap();
     assert_eq!(l.header, h2);
-    assert!(l.entries.is_empty() && l.signature.is_none());
-    assert_eq!(s.position_count(), 0);
+    assert!(l.book.is_empty() && l.signature.is_none());
     assert_eq!(s.credentials().unwrap().list().unwrap().len(), 1);
 }
 
+/// The base keeps the book's order; `p` records written later replace a base position in place
+/// or add positions after the base; a replacement leaves only the new base file.
 #[test]
-fn book_store_trait_conformance() {
+fn base_file_and_position_records_over_it() {
+    use bookfarm_book::synth::{SynthParams, random_book};
     let dir = tempfile::tempdir().unwrap();
-    let mut s = Store::open(dir.path()).unwrap();
-    let p = sample_entry().pos;
-    s.put(p.clone()).unwrap();
-    assert_eq!(BookStore::len(&s).unwrap(), 1);
-    assert!(s.contains(&p.board).unwrap());
-    assert_eq!(BookStore::get(&s, &p.board).unwrap(), Some(p.clone()));
-    // A non-canonical board is refused.
-    let f5 = Board::start().play(Square::parse("f5").unwrap()).unwrap();
-    let nc = bookfarm_engine::symmetry::transform(&f5, 1);
-    let nc = if bookfarm_engine::symmetry::canonical(&nc).0 == nc {
-        bookfarm_engine::symmetry::transform(&f5, 2)
-    } else {
-        nc
-    };
-    assert!(s.put(Position::new(nc, 1)).is_err());
-    assert_eq!(s.iter().count(), 1);
-    assert_eq!(s.remove(&p.board).unwrap(), Some(p));
-    assert_eq!(BookStore::len(&s).unwrap(), 0);
+    let mut book = random_book(SynthParams {
+        seed: 17,
+        positions: 3_000,
+        plies: 30,
+        level: None,
+    });
+    bookfarm_book::negamax::negamax(&mut book);
+    // A position the base does not hold, for growth to add below.
+    let last = book.ids().last().unwrap();
+    let added = Entry::new(book.remove(&book.board(last)).unwrap());
+    let s = Store::open(dir.path()).unwrap();
+    s.create(&BookHeader::new(2, 12), &[sample_entry()])
+        .unwrap();
+    s.create_book(&book).unwrap();
+    let base: BaseRecord = s.meta("base").unwrap().unwrap();
+    assert_eq!((base.generation, base.positions), (2, book.len() as u64));
+    let files: Vec<_> = std::fs::read_dir(dir.path().join(BASE_DIR))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files, vec![base_file(dir.path(), 2)]);
+    // Growth rewrites a base position and adds one that is not in the book.
+    let first = book.ids().next().unwrap();
+    let mut changed = book.position(first);
+    changed.level = (changed.level + 1) % 61;
+    let mut b = Batch::default();
+    b.put_position(&changed).unwrap();
+    b.put_entry(&added).unwrap();
+    s.apply(b).unwrap();
+    drop(s);
+    let s = Store::open_book(dir.path()).unwrap();
+    let loaded = s.load(dir.path()).unwrap().book;
+    let mut want: Vec<Position> = book.positions().collect();
+    want[0] = changed;
+    want.push(added.pos);
+    assert_eq!(loaded.positions().collect::<Vec<_>>(), want);
+}
+
+/// A replacement killed after writing its base file but before its batch: the store holds the
+/// old book, and opening it deletes the unreferenced file.
+#[test]
+fn unreferenced_base_is_removed_and_the_old_book_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = BookHeader::new(2, 12);
+    {
+        let s = Store::open(dir.path()).unwrap();
+        s.create(&h, &[sample_entry()]).unwrap();
+    }
+    let stray = base_file(dir.path(), 2);
+    std::fs::write(&stray, b"half a book").unwrap();
+    let s = Store::open_book(dir.path()).unwrap();
+    assert!(!stray.exists());
+    let l = s.load(dir.path()).unwrap();
+    assert_eq!(l.header, h);
+    assert_eq!(
+        l.book.positions().collect::<Vec<_>>(),
+        vec![sample_entry().pos]
+    );
+}
+
+/// A damaged base file is an error naming it, not a panic.
+#[test]
+fn corrupt_base_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path()).unwrap();
+    s.create(&BookHeader::new(2, 12), &[sample_entry()])
+        .unwrap();
+    let path = base_file(dir.path(), 1);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.truncate(bytes.len() - 3);
+    std::fs::write(&path, bytes).unwrap();
+    let e = s.load(dir.path()).unwrap_err().to_string();
+    assert!(e.contains("store base") && e.contains(".dat"), "{e}");
 }
 
 #[test]
@@ -132,7 +189,7 @@ fn reopen_right_after_drop_waits_for_the_lock_and_a_held_store_is_refused() {
     for i in 0..20u8 {
         let s = Store::open(dir.path()).unwrap_or_else(|e| panic!("reopen {i}: {e}"));
         let mut b = Batch::default();
-        b.put_entry(&sample_entry(), i == 0).unwrap();
+        b.put_entry(&sample_entry()).unwrap();
         s.apply(b).unwrap();
         s.flush().unwrap();
     }

@@ -7,10 +7,11 @@
 use bookfarm_book::edax::{book_to_bytes, read_book};
 use bookfarm_book::mem::child_board;
 use bookfarm_book::negamax::{link_position, negamax, propagate, sort_links};
-use bookfarm_book::synth::{SplitMix64, SynthParams, random_book, random_leaf};
+use bookfarm_book::synth::{Draw, SplitMix64, SynthParams, random_book, random_leaf};
 use bookfarm_book::{Link, MemBook, NodeId, Position};
 use bookfarm_engine::Move;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use rand::SeedableRng;
 use std::hint::black_box;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -116,7 +117,7 @@ fn incremental_latency() {
     work.build_parent_index();
     let index_time = t.elapsed();
     let ids: Vec<NodeId> = work.ids().collect();
-    let mut rng = SplitMix64::new(7);
+    let mut rng = SplitMix64::seed_from_u64(7);
     let mut times = Vec::with_capacity(20_000);
     let mut touched = 0usize;
     for _ in 0..20_000 {

@@ -8,12 +8,13 @@
 
 use bookfarm_book::grow::{apply_parent_links, plan_parent_links};
 use bookfarm_book::negamax::negamax;
-use bookfarm_book::synth::{SplitMix64, SynthParams, random_book};
+use bookfarm_book::synth::{Draw, SplitMix64, SynthParams, random_book};
 use bookfarm_book::{NodeId, Position};
 use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::unmove::for_each_unmove;
 use bookfarm_engine::{Move, Square};
+use rand::SeedableRng;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -54,7 +55,7 @@ fn main() {
         t.elapsed()
     );
     let ids: Vec<NodeId> = book.ids().collect();
-    let mut rng = SplitMix64::new(11);
+    let mut rng = SplitMix64::seed_from_u64(11);
     let (mut find, mut link, mut total) = (Vec::new(), Vec::new(), Vec::new());
     let (mut unmoves, mut parents, mut searches) = (0usize, 0usize, 0usize);
     let mut max_unmoves = 0usize;

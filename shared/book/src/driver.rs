@@ -26,18 +26,21 @@
 //!   link), and the negamax that closes each iteration gives the values of the book's own
 //!   positions.
 
-use crate::edax::bucket_order;
+use crate::edax::sort_in_bucket_order;
+use crate::extract::{AuditLine, audit_known, best_lines};
 use crate::grow::{
     Changes, ExpandPlan, IllegalGameMove, add_board_request_assuming, apply_add_plan,
     finish_expand, plan_add_board, plan_expand_at, replay_game,
 };
 use crate::mem::MemBook;
 use crate::model::MAX_LEVEL;
-use crate::negamax::negamax_from;
+use crate::negamax::renegamax;
+use crate::research::{Upgrade, finish_research, start_research, upgrade_mark};
 use crate::select::{Deviate, DeviatePass, deviate_pass, enhance_mark, extend_mark, play_mark};
 use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::{Board, Move};
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
 /// Known leaf results, looked up by request.
@@ -49,6 +52,33 @@ pub trait Results {
 impl<S: std::hash::BuildHasher> Results for HashMap<LeafRequest, LeafResult, S> {
     fn result(&self, request: &LeafRequest) -> Option<LeafResult> {
         self.get(request).copied()
+    }
+}
+
+/// Results answered by running a search for every request: the serial, callback form of a
+/// program or an audit (nothing is cached: a request asked twice is searched twice).
+pub struct Searching<'a, F> {
+    search: RefCell<&'a mut F>,
+}
+
+impl<'a, F> Searching<'a, F> {
+    /// Answer requests with `search`.
+    pub fn new(search: &'a mut F) -> Searching<'a, F> {
+        Searching {
+            search: RefCell::new(search),
+        }
+    }
+}
+
+impl<F> std::fmt::Debug for Searching<'_, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Searching")
+    }
+}
+
+impl<F: FnMut(&LeafRequest) -> LeafResult> Results for Searching<'_, F> {
+    fn result(&self, request: &LeafRequest) -> Option<LeafResult> {
+        Some((self.search.borrow_mut())(request))
     }
 }
 
@@ -99,6 +129,26 @@ pub enum Operation {
         /// Move lists.
         games: Vec<Vec<Move>>,
     },
+    /// `book upgrade LEVEL [--error E]` from `root`: rounds of marking ([`upgrade_mark`]) and
+    /// re-searching the marked leaves at the level in marking order (closest to the root
+    /// first), each round on the values the previous one left, until a round marks nothing.
+    Upgrade {
+        /// The root.
+        root: Board,
+        /// Level and error window.
+        params: Upgrade,
+    },
+    /// The line audit: the book's best lines ([`best_lines`]) played to the end by searches at
+    /// `level` (both sides); the lines are independent, so the next search of every unfinished
+    /// line is requested at once. The book is not changed; the outcome is
+    /// [`DriverState::audit`], and with `queue` the contradicting lines are added to the book by
+    /// a follow-up program ([`Driver::follow_up`]).
+    Audit {
+        /// The level of the searches that play the lines out.
+        level: u8,
+        /// Queue the contradicting games (book line and continuation) for `book add`.
+        queue: bool,
+    },
 }
 
 impl Operation {
@@ -116,6 +166,12 @@ impl Operation {
             Operation::Extend { .. } => "extend".into(),
             Operation::AddGames { games } => format!("add {} games", games.len()),
             Operation::Expand { boards } => format!("expand {} positions", boards.len()),
+            Operation::Upgrade { params, .. } => {
+                format!("upgrade {} --error {}", params.level, params.error)
+            }
+            Operation::Audit { level, queue } => {
+                format!("audit {level}{}", if *queue { " --queue" } else { "" })
+            }
         }
     }
 }
@@ -135,6 +191,8 @@ pub enum PassKind {
     Extend,
     /// The positions an [`Operation::Expand`] names.
     Given,
+    /// An upgrade round: the marked positions are re-searched, not expanded.
+    Upgrade,
 }
 
 /// Where a program stands; plain data (boards, counters), so that it can be persisted.
@@ -156,6 +214,9 @@ pub enum Phase {
         /// Changes of the current iteration so far.
         iteration: Changes,
     },
+    /// Playing the best lines out ([`Operation::Audit`]); how far each line is follows from the
+    /// known results, so there is nothing to remember.
+    Auditing,
     /// Adding the boards of game `game`, deepest first; `cursor` boards are done.
     Adding {
         /// Index of the game.
@@ -186,6 +247,9 @@ pub struct DriverState {
     pub changes: Changes,
     /// Games whose replay stopped at an illegal move (game index, move).
     pub illegal: Vec<(usize, IllegalGameMove)>,
+    /// The audited lines, set by the step that finishes an [`Operation::Audit`] (empty
+    /// before; not part of the persisted state, since a finished program is not resumed).
+    pub audit: Vec<AuditLine>,
 }
 
 /// What [`Driver::run`] returned.
@@ -199,10 +263,32 @@ pub enum Progress {
 }
 
 /// A resumable growth program (see the module docs).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Driver {
     state: DriverState,
+    /// The lookahead's predicted requests of the current pass's steps, by index into its
+    /// list, each computed once (on the book as it was then): a blocked run costs the
+    /// lookahead's length in look-ups, not in plans. Advisory only (a stale prediction costs a
+    /// search or a wait, never a different book), so not part of the state.
+    predicted: Predicted,
 }
+
+/// See [`Driver::predicted`].
+#[derive(Debug, Clone, Default)]
+struct Predicted {
+    /// [`DriverState::passes`] of the pass the predictions belong to.
+    passes: u32,
+    by_step: HashMap<usize, Vec<LeafRequest>>,
+}
+
+/// Drivers are equal when their states are (the prediction cache is advisory).
+impl PartialEq for Driver {
+    fn eq(&self, other: &Driver) -> bool {
+        self.state == other.state
+    }
+}
+
+impl Eq for Driver {}
 
 /// One step's needs: its requests, and which of them are missing.
 enum Step {
@@ -222,13 +308,18 @@ impl Driver {
                 passes: 0,
                 changes: Changes::default(),
                 illegal: Vec::new(),
+                audit: Vec::new(),
             },
+            predicted: Predicted::default(),
         }
     }
 
     /// Resume a program from a persisted state.
     pub fn from_state(state: DriverState) -> Driver {
-        Driver { state }
+        Driver {
+            state,
+            predicted: Predicted::default(),
+        }
     }
 
     /// The state (to persist, or to report progress).
@@ -256,13 +347,31 @@ impl Driver {
                     mut cursor,
                     mut iteration,
                 } => {
+                    if self.predicted.passes != self.state.passes {
+                        self.predicted = Predicted {
+                            passes: self.state.passes,
+                            by_step: HashMap::new(),
+                        };
+                    }
                     while cursor < todo.len() {
-                        match self.expand_step(book, &todo[cursor], results, &mut iteration) {
-                            Step::Applied => cursor += 1,
+                        let step = if pass == PassKind::Upgrade {
+                            self.research_step(book, &todo[cursor], results, &mut iteration)
+                        } else {
+                            self.expand_step(book, &todo[cursor], results, &mut iteration)
+                        };
+                        match step {
+                            Step::Applied => {
+                                self.predicted.by_step.remove(&cursor);
+                                cursor += 1;
+                            }
                             Step::Missing(mut need) => {
                                 let end = todo.len().min(cursor + 1 + lookahead.min(todo.len()));
-                                for b in &todo[cursor + 1..end] {
-                                    need.extend(self.expand_requests(book, b));
+                                for (i, b) in todo.iter().enumerate().take(end).skip(cursor + 1) {
+                                    if !self.predicted.by_step.contains_key(&i) {
+                                        let r = self.step_requests(book, pass, b);
+                                        self.predicted.by_step.insert(i, r);
+                                    }
+                                    need.extend_from_slice(&self.predicted.by_step[&i]);
                                 }
                                 self.state.phase = Phase::Expanding {
                                     pass,
@@ -275,7 +384,29 @@ impl Driver {
                             }
                         }
                     }
-                    self.end_pass(book, pass, root_value, iteration);
+                    let marked = todo.len();
+                    self.end_pass(book, pass, root_value, iteration, marked);
+                }
+                Phase::Auditing => {
+                    let level = match &self.state.operation {
+                        Operation::Audit { level, .. } => *level,
+                        _ => continue, // phase stays Done
+                    };
+                    match audit_known(book, &best_lines(book), level, results) {
+                        Ok(audit) => {
+                            self.state.changes.searches = audit
+                                .iter()
+                                .flat_map(|a| &a.continuation)
+                                .filter(|m| **m != Move::Pass)
+                                .count();
+                            self.state.iterations = 1;
+                            self.state.audit = audit;
+                        }
+                        Err(need) => {
+                            self.state.phase = Phase::Auditing;
+                            return Progress::Blocked(dedup_missing(need, results));
+                        }
+                    }
                 }
                 Phase::Adding { game, mut cursor } => {
                     let Some((boards, illegal)) = self.game_boards(book, game) else {
@@ -355,8 +486,12 @@ impl Driver {
             Operation::Deviate { root, .. }
             | Operation::Enhance { root, .. }
             | Operation::Play { root }
-            | Operation::Extend { root } => Some(*root),
-            Operation::New | Operation::AddGames { .. } | Operation::Expand { .. } => None,
+            | Operation::Extend { root }
+            | Operation::Upgrade { root, .. } => Some(*root),
+            Operation::New
+            | Operation::AddGames { .. }
+            | Operation::Expand { .. }
+            | Operation::Audit { .. } => None,
         }
     }
 
@@ -367,7 +502,8 @@ impl Driver {
             Operation::Play { .. } => Some(PassKind::Play),
             Operation::Extend { .. } => Some(PassKind::Extend),
             Operation::Expand { .. } => Some(PassKind::Given),
-            Operation::New | Operation::AddGames { .. } => None,
+            Operation::Upgrade { .. } => Some(PassKind::Upgrade),
+            Operation::New | Operation::AddGames { .. } | Operation::Audit { .. } => None,
         }
     }
 
@@ -377,6 +513,10 @@ impl Driver {
         match &self.state.operation {
             Operation::New | Operation::AddGames { .. } => {
                 self.state.phase = Phase::Adding { game: 0, cursor: 0 };
+                return;
+            }
+            Operation::Audit { .. } => {
+                self.state.phase = Phase::Auditing;
                 return;
             }
             Operation::Expand { boards } => {
@@ -407,7 +547,7 @@ impl Driver {
         };
         match book.probe(&root) {
             Some(id) => {
-                negamax_from(book, id);
+                renegamax(book, id);
                 self.mark(book, pass, None);
             }
             None => self.state.phase = Phase::Done,
@@ -432,6 +572,13 @@ impl Driver {
                 self.state.phase = Phase::Done;
                 return;
             }
+            PassKind::Upgrade => {
+                let params = match &self.state.operation {
+                    Operation::Upgrade { params, .. } => *params,
+                    _ => Upgrade { level: 0, error: 0 },
+                };
+                upgrade_mark(book, root, params.clamped())
+            }
             PassKind::DeviateRoot => deviate_pass(book, root, params, s, DeviatePass::RootSide),
             PassKind::DeviateOpponent => {
                 deviate_pass(book, root, params, s, DeviatePass::OpponentSide)
@@ -440,13 +587,16 @@ impl Driver {
             PassKind::Play => play_mark(book, root),
             PassKind::Extend => extend_mark(book, root),
         };
-        // Edax's `book_expand` visits marked positions in file (bucket) order.
-        let marked: HashSet<_> = marked.into_iter().collect();
-        let todo: Vec<Board> = bucket_order(book)
-            .into_iter()
-            .filter(|id| marked.contains(id))
-            .map(|id| book.board(id))
-            .collect();
+        let todo: Vec<Board> = if pass == PassKind::Upgrade {
+            // Re-searched in marking order (closest to the root first).
+            marked.into_iter().map(|id| book.board(id)).collect()
+        } else {
+            // Edax's `book_expand` visits marked positions in file (bucket) order.
+            sort_in_bucket_order(book, marked)
+                .into_iter()
+                .map(|id| book.board(id))
+                .collect()
+        };
         self.state.passes += 1;
         self.state.phase = Phase::Expanding {
             pass,
@@ -458,8 +608,16 @@ impl Driver {
     }
 
     /// A pass is expanded: go on to deviate's second pass, or close the iteration (negamax from
-    /// the root) and start the next one unless it added nothing.
-    fn end_pass(&mut self, book: &mut MemBook, pass: PassKind, root_value: i32, it: Changes) {
+    /// the root) and start the next one unless it added nothing (an upgrade: unless it marked
+    /// nothing).
+    fn end_pass(
+        &mut self,
+        book: &mut MemBook,
+        pass: PassKind,
+        root_value: i32,
+        it: Changes,
+        marked: usize,
+    ) {
         if pass == PassKind::DeviateRoot {
             self.mark(book, PassKind::DeviateOpponent, Some(root_value));
             if let Phase::Expanding { iteration, .. } = &mut self.state.phase {
@@ -473,13 +631,14 @@ impl Driver {
             self.state.phase = Phase::Done;
             return;
         };
-        negamax_from(book, root);
+        renegamax(book, root);
         if pass == PassKind::Given {
             self.state.phase = Phase::Done;
             return;
         }
         let again = match &self.state.operation {
             Operation::Enhance { until_stable, .. } => *until_stable && it.changed(),
+            Operation::Upgrade { .. } => marked > 0,
             _ => it.changed(),
         };
         match (again, self.first_pass()) {
@@ -493,11 +652,70 @@ impl Driver {
         plan_expand_at(book, id, self.state.level)
     }
 
-    /// The requests the expansion of `board` needs on the current book.
-    fn expand_requests(&self, book: &MemBook, board: &Board) -> Vec<LeafRequest> {
+    /// The requests the step of `pass` on `board` needs on the current book.
+    fn step_requests(&self, book: &MemBook, pass: PassKind, board: &Board) -> Vec<LeafRequest> {
+        if pass == PassKind::Upgrade {
+            return self
+                .upgrade_level()
+                .and_then(|level| start_research(book, book.find(board)?, level).1)
+                .into_iter()
+                .collect();
+        }
         self.plan(book, board)
             .map(|p| p.requests().collect())
             .unwrap_or_default()
+    }
+
+    /// The level an upgrade program re-searches at.
+    fn upgrade_level(&self) -> Option<u8> {
+        match &self.state.operation {
+            Operation::Upgrade { params, .. } => Some(params.clamped().level),
+            _ => None,
+        }
+    }
+
+    /// Re-search the leaf of `board` at the upgrade level if its result is known (the step of
+    /// an upgrade round; [`crate::research`] owns what a re-search is).
+    fn research_step(
+        &mut self,
+        book: &mut MemBook,
+        board: &Board,
+        results: &dyn Results,
+        ch: &mut Changes,
+    ) -> Step {
+        let (Some(level), Some(id)) = (self.upgrade_level(), book.find(board)) else {
+            return Step::Applied;
+        };
+        let (p, request) = start_research(book, id, level);
+        let result = match request {
+            Some(req) => match results.result(&req) {
+                Some(r) => Some(r),
+                None => return Step::Missing(vec![req]),
+            },
+            None => None,
+        };
+        // Counted as a search even when every move is a link (the position is raised without
+        // one), so that an upgrade's searches are the positions it raised.
+        ch.searches += 1;
+        finish_research(book, p, result.as_ref());
+        Step::Applied
+    }
+
+    /// The program to run after this one, when it asks for one: an audit with `queue` adds its
+    /// contradicting games (book line and continuation) to the book (Egaroucid's draw
+    /// verification feeds the book this way).
+    pub fn follow_up(&self) -> Option<Operation> {
+        let Operation::Audit { queue: true, .. } = self.state.operation else {
+            return None;
+        };
+        let games: Vec<Vec<Move>> = self
+            .state
+            .audit
+            .iter()
+            .filter(|a| a.contradicts())
+            .map(|a| a.line.iter().chain(&a.continuation).copied().collect())
+            .collect();
+        (self.is_done() && !games.is_empty()).then_some(Operation::AddGames { games })
     }
 
     /// Expand `board` if every result it needs is known (Edax's `position_expand`, counted as

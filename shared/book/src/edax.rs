@@ -390,7 +390,23 @@ pub fn read_book(d: &[u8]) -> Result<MemBook, ReadError> {
     // Do not trust the count for allocation beyond what the file can hold.
     let cap = count.min((d.len() - HEADER_SIZE) / (RECORD_FIXED_SIZE + 2));
     let mut book = MemBook::with_capacity(header, cap, cap);
-    let mut offset = HEADER_SIZE;
+    let index = read_records(d, HEADER_SIZE, &mut book)?;
+    if index != count {
+        return Err(ReadError::CountMismatch {
+            offset: d.len(),
+            expected: count,
+            found: index,
+        });
+    }
+    // The link arena was sized by a guess; give back what it over-allocated.
+    book.shrink_to_fit();
+    Ok(book)
+}
+
+/// Decode and validate the header-less records of `d[offset..]` into `book`, appended in order
+/// (a board already in `book` is an error); returns how many were read. `book.dat` is a header
+/// followed by such records.
+pub fn read_records(d: &[u8], mut offset: usize, book: &mut MemBook) -> Result<usize, ReadError> {
     let mut index = 0;
     while offset < d.len() {
         let (p, size) = read_record(d, offset, index)?;
@@ -403,16 +419,7 @@ pub fn read_book(d: &[u8]) -> Result<MemBook, ReadError> {
         offset += size;
         index += 1;
     }
-    if index != count {
-        return Err(ReadError::CountMismatch {
-            offset: d.len(),
-            expected: count,
-            found: index,
-        });
-    }
-    // The link arena was sized by a guess; give back what it over-allocated.
-    book.shrink_to_fit();
-    Ok(book)
+    Ok(index)
 }
 
 /// Raw CRC-32C (Castagnoli) of the 8 little-endian bytes of `v`, starting from `crc`, with no
@@ -467,6 +474,21 @@ pub fn bucket_order(book: &MemBook) -> Vec<NodeId> {
     out
 }
 
+/// `ids` (live, possibly repeated) in the order [`bucket_order`] lists them, without visiting
+/// the rest of the book: what a pass that expands a few marked positions of a big book needs.
+pub fn sort_in_bucket_order(book: &MemBook, ids: impl IntoIterator<Item = NodeId>) -> Vec<NodeId> {
+    let mask = (bucket_count(book.len()) - 1) as u64;
+    // Ids grow with insertion ([`MemBook::ids`] lists them in insertion order), so (bucket, id)
+    // is (bucket, insertion order).
+    let mut keyed: Vec<(u32, u32)> = ids
+        .into_iter()
+        .map(|id| ((edax_hash(&book.board(id)) & mask) as u32, id.0))
+        .collect();
+    keyed.sort_unstable();
+    keyed.dedup();
+    keyed.into_iter().map(|(_, id)| NodeId(id)).collect()
+}
+
 fn header_bytes(h: &BookHeader, n_nodes: usize) -> [u8; HEADER_SIZE] {
     let mut b = [0u8; HEADER_SIZE];
     b[0..4].copy_from_slice(&MAGIC_EDAX.to_le_bytes());
@@ -490,6 +512,7 @@ fn header_bytes(h: &BookHeader, n_nodes: usize) -> [u8; HEADER_SIZE] {
     b
 }
 
+/// Append the `book.dat` record of `id` (its 40 fixed bytes, links and leaf) to `out`.
 fn push_record(out: &mut Vec<u8>, book: &MemBook, id: NodeId) {
     let b = book.board(id);
     let c = book.counts(id);
@@ -523,6 +546,22 @@ pub fn book_to_bytes(book: &MemBook) -> Vec<u8> {
     out
 }
 
+/// Write `book` as a `book.dat` to `w` with the records in the book's own (insertion) order
+/// instead of Edax's bucket order: Edax and [`read_book`] read it, and reading it back keeps the
+/// order (the coordinator's store keeps its base book so).
+pub fn write_book_in_order<W: Write>(book: &MemBook, w: &mut W) -> io::Result<()> {
+    w.write_all(&header_bytes(book.header(), book.len()))?;
+    let mut buf = Vec::with_capacity(1 << 16);
+    for id in book.ids() {
+        push_record(&mut buf, book, id);
+        if buf.len() >= 1 << 15 {
+            w.write_all(&buf)?;
+            buf.clear();
+        }
+    }
+    w.write_all(&buf)
+}
+
 /// Write `book` as `book.dat` to `w` (see [`book_to_bytes`]).
 pub fn write_book<W: Write>(book: &MemBook, w: &mut W) -> io::Result<()> {
     w.write_all(&book_to_bytes(book))
@@ -538,6 +577,38 @@ mod tests {
         assert_eq!(crc32c_u64(0, s.player), 0x7966_0235);
         assert_eq!(crc32c_u64(0x7966_0235, s.opponent), 0xA176_709E);
         assert_eq!(edax_hash(&s) & 0xffff, 28830);
+    }
+
+    #[test]
+    fn sorting_a_subset_in_bucket_order_equals_filtering_the_whole_order() {
+        use crate::synth::{SynthParams, random_book};
+        let book = random_book(SynthParams {
+            seed: 7,
+            positions: 3_000,
+            plies: 30,
+            level: None,
+        });
+        let all = bucket_order(&book);
+        assert_eq!(sort_in_bucket_order(&book, book.ids()), all);
+        for step in [2usize, 7, 31] {
+            let subset: Vec<NodeId> = book
+                .ids()
+                .filter(|id| (id.0 as usize).is_multiple_of(step))
+                .collect();
+            let mut shuffled = subset.clone();
+            shuffled.reverse();
+            shuffled.extend_from_slice(&subset[..subset.len() / 3]);
+            let want: Vec<NodeId> = all
+                .iter()
+                .copied()
+                .filter(|id| subset.contains(id))
+                .collect();
+            assert_eq!(
+                sort_in_bucket_order(&book, shuffled),
+                want,
+                "every {step}th id"
+            );
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! move is F5, and a best move is skipped when the position it reaches (up to symmetry) was
 //! already reached by an earlier line.
 
+use crate::driver::{Results, Searching};
 use crate::mem::MemBook;
 use crate::query::book_moves;
 use bookfarm_engine::search::{LeafRequest, LeafResult};
@@ -83,6 +84,21 @@ pub struct AuditLine {
     pub result: i32,
 }
 
+/// `LINE book +V played out +R (CONTINUATION)`, as the audit reports a line.
+impl std::fmt::Display for AuditLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let moves = |m: &[Move]| -> String { m.iter().map(ToString::to_string).collect() };
+        write!(
+            f,
+            "{} book {:+} played out {:+} ({})",
+            moves(&self.line),
+            self.book_value,
+            self.result,
+            moves(&self.continuation)
+        )
+    }
+}
+
 impl AuditLine {
     /// Whether the result contradicts the book: a different outcome (win, draw or loss for
     /// Black) than the book's value says.
@@ -91,17 +107,24 @@ impl AuditLine {
     }
 }
 
-/// Play `line` from the start position, then let `search` (at `level`) play both sides to the
-/// end of the game; returns the moves searched and the final score from Black's side. `None`
-/// when the line is illegal.
-pub fn play_out<F>(line: &[Move], level: u8, search: &mut F) -> Option<(Vec<Move>, i32)>
-where
-    F: FnMut(&LeafRequest) -> LeafResult,
-{
+/// Play `line` from the start position, then let the search at `level` play both sides to the
+/// end of the game, taking its results from `results`. `Ok(Some((continuation, score)))`: the
+/// moves searched and the final score from Black's side; `Ok(None)`: the line is illegal;
+/// `Err(request)`: the next search is not known yet (everything before it is, so calling again
+/// with its result goes one move further: the play-out is a pure function of the line, the
+/// level and the results).
+pub fn play_out_known(
+    line: &[Move],
+    level: u8,
+    results: &dyn Results,
+) -> Result<Option<(Vec<Move>, i32)>, LeafRequest> {
     let mut board = Board::start();
     let mut black = true;
     for &mv in line {
-        board = board.play_move(mv).ok()?;
+        let Ok(next) = board.play_move(mv) else {
+            return Ok(None);
+        };
+        board = next;
         black = !black;
     }
     let mut continuation = Vec::new();
@@ -109,40 +132,73 @@ where
         let mv = if board.must_pass() {
             Move::Pass
         } else {
-            search(&LeafRequest {
+            let request = LeafRequest {
                 board,
                 level,
                 excluded: 0,
-            })
-            .mv
+            };
+            results.result(&request).ok_or(request)?.mv
         };
-        board = board.play_move(mv).ok()?;
+        let Ok(next) = board.play_move(mv) else {
+            return Ok(None);
+        };
+        board = next;
         black = !black;
         continuation.push(mv);
     }
     let score = board.final_score();
-    Some((continuation, if black { score } else { -score }))
+    Ok(Some((continuation, if black { score } else { -score })))
 }
 
-/// The line audit: each of `lines` (from [`best_lines`]) played to the end by `search` at
-/// `level`, with the book's value. Lines that cannot be replayed are skipped.
-pub fn audit<F>(book: &MemBook, lines: &[Vec<Move>], level: u8, search: &mut F) -> Vec<AuditLine>
+/// [`play_out_known`] with every search run by `search`. `None` when the line is illegal.
+pub fn play_out<F>(line: &[Move], level: u8, search: &mut F) -> Option<(Vec<Move>, i32)>
 where
     F: FnMut(&LeafRequest) -> LeafResult,
 {
+    let searching = Searching::new(search);
+    play_out_known(line, level, &searching).expect("a searching table answers every request")
+}
+
+/// The line audit on known results: each of `lines` (from [`best_lines`]) played to the end at
+/// `level` as far as `results` go. `Ok`: every line is finished (lines that cannot be replayed
+/// are skipped); `Err`: the next search of every unfinished line (the lines are independent, so
+/// these can run at the same time). The growth driver runs the audit on a cluster this way
+/// ([`crate::driver::Operation::Audit`]).
+pub fn audit_known(
+    book: &MemBook,
+    lines: &[Vec<Move>],
+    level: u8,
+    results: &dyn Results,
+) -> Result<Vec<AuditLine>, Vec<LeafRequest>> {
     let Some(book_value) = root_value(book) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
-    lines
-        .iter()
-        .filter_map(|line| {
-            let (continuation, result) = play_out(line, level, search)?;
-            Some(AuditLine {
+    let mut done = Vec::new();
+    let mut missing = Vec::new();
+    for line in lines {
+        match play_out_known(line, level, results) {
+            Ok(Some((continuation, result))) => done.push(AuditLine {
                 line: line.clone(),
                 continuation,
                 book_value,
                 result,
-            })
-        })
-        .collect()
+            }),
+            Ok(None) => {}
+            Err(request) => missing.push(request),
+        }
+    }
+    if missing.is_empty() {
+        Ok(done)
+    } else {
+        Err(missing)
+    }
+}
+
+/// The line audit with every search run by `search`, line after line ([`audit_known`]).
+pub fn audit<F>(book: &MemBook, lines: &[Vec<Move>], level: u8, search: &mut F) -> Vec<AuditLine>
+where
+    F: FnMut(&LeafRequest) -> LeafResult,
+{
+    let searching = Searching::new(search);
+    audit_known(book, lines, level, &searching).expect("a searching table answers every request")
 }

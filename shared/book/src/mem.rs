@@ -255,13 +255,41 @@ pub struct MemBook {
     parents: Option<ParentIndex>,
     /// Positions changed since the last [`MemBook::take_changed`], when tracking is on.
     changed: Option<ChangeLog>,
+    /// What [`crate::negamax::renegamax`] kept from its last run, while still valid.
+    negamax_memo: Option<NegamaxMemo>,
+}
+
+/// The state incremental negamax keeps between runs from one root: the positions the root
+/// reaches (as of the last run) and every position touched since. Invariant: while the memo
+/// exists, every position the root reached at the last run held the result a full negamax
+/// gives, except positions journaled in `dirty`; mutations that break this without touching a
+/// position (removal, compaction, a header change) drop the memo.
+#[derive(Clone)]
+pub(crate) struct NegamaxMemo {
+    pub(crate) root: NodeId,
+    /// A bit per node id: reached by the last run.
+    pub(crate) reach: Vec<u64>,
+    pub(crate) dirty: ChangeLog,
 }
 
 /// The change journal: a bit per node id and the ids in first-change order.
 #[derive(Clone, Default)]
-struct ChangeLog {
+pub(crate) struct ChangeLog {
     seen: Vec<u64>,
-    ids: Vec<NodeId>,
+    pub(crate) ids: Vec<NodeId>,
+}
+
+impl ChangeLog {
+    fn mark(&mut self, id: NodeId) {
+        let (w, b) = (id.index() / 64, 1u64 << (id.index() % 64));
+        if self.seen.len() <= w {
+            self.seen.resize(w + 1, 0);
+        }
+        if self.seen[w] & b == 0 {
+            self.seen[w] |= b;
+            self.ids.push(id);
+        }
+    }
 }
 
 impl std::fmt::Debug for MemBook {
@@ -297,6 +325,7 @@ impl MemBook {
             dead_links: 0,
             parents: None,
             changed: None,
+            negamax_memo: None,
         }
     }
 
@@ -321,15 +350,30 @@ impl MemBook {
     /// Record a change of `id` in the journal (no-op when tracking is off).
     fn touch(&mut self, id: NodeId) {
         if let Some(log) = &mut self.changed {
-            let (w, b) = (id.index() / 64, 1u64 << (id.index() % 64));
-            if log.seen.len() <= w {
-                log.seen.resize(w + 1, 0);
-            }
-            if log.seen[w] & b == 0 {
-                log.seen[w] |= b;
-                log.ids.push(id);
-            }
+            log.mark(id);
         }
+        if let Some(memo) = &mut self.negamax_memo {
+            memo.dirty.mark(id);
+        }
+    }
+
+    /// Drop the negamax memo when `links` lose a move `id` links now: positions below it may
+    /// no longer be reachable, which no journal entry says.
+    fn drop_memo_unless_kept(&mut self, id: NodeId, links: &[Link]) {
+        if self.negamax_memo.is_some() && self.links(id).any(|l| links.iter().all(|k| k.mv != l.mv))
+        {
+            self.negamax_memo = None;
+        }
+    }
+
+    /// Take the incremental negamax memo (journaling stops until it is put back).
+    pub(crate) fn take_negamax_memo(&mut self) -> Option<NegamaxMemo> {
+        self.negamax_memo.take()
+    }
+
+    /// Keep the incremental negamax memo.
+    pub(crate) fn set_negamax_memo(&mut self, memo: NegamaxMemo) {
+        self.negamax_memo = Some(memo);
     }
 
     /// The header.
@@ -339,11 +383,14 @@ impl MemBook {
 
     /// Replace the header.
     pub fn set_header(&mut self, header: BookHeader) {
+        // The errors enter every position's bounds.
+        self.negamax_memo = None;
         self.header = header;
     }
 
     /// Mutable access to the header (e.g. to change the errors as `book enhance` does).
     pub fn header_mut(&mut self) -> &mut BookHeader {
+        self.negamax_memo = None;
         &mut self.header
     }
 
@@ -502,6 +549,7 @@ impl MemBook {
     pub fn put_position(&mut self, position: &Position) -> NodeId {
         match self.find(&position.board) {
             Some(id) => {
+                self.drop_memo_unless_kept(id, &position.links);
                 self.unindex_links(id);
                 self.write_links(id, &position.links);
                 let n = &mut self.nodes[id.index()];
@@ -574,6 +622,8 @@ impl MemBook {
     pub fn remove(&mut self, board: &Board) -> Option<Position> {
         let id = self.find(board)?;
         let pos = self.position(id);
+        // The parents' results change without being touched.
+        self.negamax_memo = None;
         self.unindex_links(id);
         if let Some(pi) = self.parents.as_mut() {
             for p in pi.take_parents(id.0) {
@@ -600,6 +650,7 @@ impl MemBook {
 
     /// Drop tombstones and arena holes. Ids change; the parent index is rebuilt if it existed.
     pub fn compact(&mut self) {
+        self.negamax_memo = None;
         let had_parents = self.parents.is_some();
         let mut nodes = Vec::with_capacity(self.live);
         let mut links = Vec::with_capacity(self.n_links());
@@ -701,6 +752,7 @@ impl MemBook {
 
     /// Replace the whole link list of `id` (the parent index follows).
     pub fn set_links(&mut self, id: NodeId, links: &[Link]) {
+        self.drop_memo_unless_kept(id, links);
         self.touch(id);
         self.unindex_links(id);
         self.write_links(id, links);
@@ -828,6 +880,9 @@ impl MemBook {
             + self.links.capacity() * std::mem::size_of::<RawLink>()
             + self.table.capacity() * (std::mem::size_of::<u32>() + 1)
             + self.parents.as_ref().map_or(0, ParentIndex::heap_bytes)
+            + self.negamax_memo.as_ref().map_or(0, |m| {
+                (m.reach.capacity() + m.dirty.seen.capacity()) * 8 + m.dirty.ids.capacity() * 4
+            })
     }
 
     /// Release spare capacity of the record and link vectors.
@@ -845,7 +900,7 @@ impl BookStore for MemBook {
         Ok(self.header)
     }
     fn set_header(&mut self, header: BookHeader) -> Result<(), StoreError> {
-        self.header = header;
+        MemBook::set_header(self, header);
         Ok(())
     }
     fn get(&self, board: &Board) -> Result<Option<Position>, StoreError> {

@@ -8,7 +8,7 @@
 //! position from its children, bottom-up, gives what the full recursion gives for every position
 //! reachable from the root; [`propagate`] relies on that.
 
-use crate::mem::{Counts, MemBook, NodeId, Score, child_board};
+use crate::mem::{Counts, MemBook, NegamaxMemo, NodeId, Score, child_board};
 use crate::model::{Link, SCORE_INF};
 use bookfarm_engine::level::{NO_SELECTIVITY, level_params};
 use bookfarm_engine::symmetry::canonical;
@@ -27,6 +27,15 @@ pub struct NegamaxStats {
     pub link_updates: usize,
     /// Links whose child is not in the book (skipped; Edax would crash).
     pub missing_children: usize,
+}
+
+impl std::ops::AddAssign for NegamaxStats {
+    fn add_assign(&mut self, o: NegamaxStats) {
+        self.positions += o.positions;
+        self.changed += o.changed;
+        self.link_updates += o.link_updates;
+        self.missing_children += o.missing_children;
+    }
 }
 
 /// The leaf's contribution: (value, lower, upper, W, D, L, N) before the links (Edax's
@@ -187,12 +196,120 @@ pub fn negamax_from(book: &mut MemBook, root: NodeId) -> NegamaxStats {
     stats
 }
 
+/// What [`negamax_from`] gives, recomputing only what changed since the last `renegamax` from
+/// the same `root`: the positions touched since (leaves, links, levels, new positions) and their
+/// ancestors the root reaches, plus every position that became reachable. The growth driver
+/// closes each of Edax's deviate/enhance iterations with a negamax of the whole book; on a big
+/// book with a small pass this is most of a pass's cost.
+///
+/// Equal to [`negamax_from`] because a position's result is a pure function of its own data and
+/// its children's results (module docs), positions the root reached at the last run held full
+/// negamax results then, and everything that changed since is journaled by the book (the memo
+/// is dropped by mutations that are not: removals, compaction, header changes). The first call,
+/// and any call after the memo was dropped, runs the full recursion. Debug builds check every
+/// incremental run against the full recursion on a copy.
+pub fn renegamax(book: &mut MemBook, root: NodeId) -> NegamaxStats {
+    let Some(memo) = book.take_negamax_memo().filter(|m| m.root == root) else {
+        let mut done = vec![0u64; book.id_bound().div_ceil(64)];
+        let mut stats = NegamaxStats::default();
+        let mut stack = Vec::with_capacity(64 * 64);
+        negamax_rec(book, root, &mut done, &mut stack, &mut stats);
+        book.set_negamax_memo(NegamaxMemo {
+            root,
+            reach: done,
+            dirty: Default::default(),
+        });
+        return stats;
+    };
+    #[cfg(debug_assertions)]
+    let expected = {
+        let mut copy = book.clone();
+        negamax_from(&mut copy, root);
+        copy
+    };
+    let NegamaxMemo {
+        mut reach, dirty, ..
+    } = memo;
+    reach.resize(book.id_bound().div_ceil(64), 0);
+    let reached =
+        |reach: &[u64], id: NodeId| reach[id.index() / 64] & (1 << (id.index() % 64)) != 0;
+    let mut stats = NegamaxStats::default();
+    // Positions that became reachable (new positions, positions linked for the first time)
+    // hang below touched positions the root reached: recompute each such subtree in full.
+    let mut stack = Vec::with_capacity(64 * 64);
+    for &id in &dirty.ids {
+        if !book.is_live(id) || !reached(&reach, id) {
+            continue;
+        }
+        let board = book.board(id);
+        for i in 0..book.n_link(id) {
+            let mv = book.link(id, i).mv;
+            if let Some(c) = book.find(&child_board(&board, mv))
+                && !reached(&reach, c)
+            {
+                negamax_rec(book, c, &mut reach, &mut stack, &mut stats);
+            }
+        }
+    }
+    let changed: Vec<NodeId> = dirty
+        .ids
+        .iter()
+        .copied()
+        .filter(|&id| book.is_live(id) && reached(&reach, id))
+        .collect();
+    stats += propagate_within(book, &changed, &|id| reached(&reach, id), true);
+    book.set_negamax_memo(NegamaxMemo {
+        root,
+        reach,
+        dirty: Default::default(),
+    });
+    #[cfg(debug_assertions)]
+    for id in book.ids() {
+        debug_assert!(
+            book.position(id) == expected.position(id),
+            "incremental negamax differs from the full recursion at {:?}",
+            book.board(id)
+        );
+    }
+    stats
+}
+
 /// Edax's `book_negamax`: negamax from the start position (nothing happens without it).
 pub fn negamax(book: &mut MemBook) -> NegamaxStats {
     match book.find(&Board::start()) {
         Some(root) => negamax_from(book, root),
         None => NegamaxStats::default(),
     }
+}
+
+/// Recompute every position once, children before parents: what [`propagate`] over every id
+/// computes (it evaluates each queued position once in the same order, since every position is
+/// queued from the start), in one pass, without the parent index, the heap or the queued set.
+/// A store's start-up uses it on books of many millions of positions.
+pub fn recompute_all(book: &mut MemBook) -> NegamaxStats {
+    let ids: Vec<NodeId> = book.ids().collect();
+    let keys: Vec<u8> = ids.iter().map(|&id| order_key(&book.board(id))).collect();
+    // Counting sort by key (stable: insertion order inside a key, which does not matter since
+    // no position of a key is a child of another of the same key).
+    let mut start = vec![0usize; usize::from(u8::MAX) + 2];
+    for &k in &keys {
+        start[usize::from(k) + 1] += 1;
+    }
+    for i in 1..start.len() {
+        start[i] += start[i - 1];
+    }
+    let mut order = vec![NodeId(0); ids.len()];
+    for (&id, &k) in ids.iter().zip(&keys) {
+        let slot = &mut start[usize::from(k)];
+        order[*slot] = id;
+        *slot += 1;
+    }
+    drop((ids, keys));
+    let mut stats = NegamaxStats::default();
+    for id in order {
+        evaluate(book, id, None, &mut stats);
+    }
+    stats
 }
 
 /// Processing key: children before parents. Empties decrease along a move; a pass keeps them,
@@ -206,6 +323,18 @@ fn order_key(b: &Board) -> u8 {
 /// bounds and counts do not change. Children are always recomputed before their parents, so each
 /// position is evaluated at most once per call.
 pub fn propagate(book: &mut MemBook, changed: &[NodeId]) -> NegamaxStats {
+    propagate_within(book, changed, &|_| true, false)
+}
+
+/// [`propagate`] through the ancestors `within` accepts only. With `force`, the parents of every
+/// position of `changed` are recomputed even when it did not change now (its result may have
+/// changed earlier without its parents following).
+fn propagate_within(
+    book: &mut MemBook,
+    changed: &[NodeId],
+    within: &dyn Fn(NodeId) -> bool,
+    force: bool,
+) -> NegamaxStats {
     if !book.has_parent_index() {
         book.build_parent_index();
     }
@@ -218,13 +347,18 @@ pub fn propagate(book: &mut MemBook, changed: &[NodeId]) -> NegamaxStats {
         }
     }
     let mut parents = Vec::new();
+    let forced: HashSet<NodeId> = if force {
+        queued.clone()
+    } else {
+        HashSet::new()
+    };
     while let Some(Reverse((_, id))) = heap.pop() {
         queued.remove(&id);
-        if evaluate(book, id, None, &mut stats) {
+        if evaluate(book, id, None, &mut stats) || forced.contains(&id) {
             parents.clear();
             parents.extend(book.parents(id));
             for &p in &parents {
-                if queued.insert(p) {
+                if within(p) && queued.insert(p) {
                     heap.push(Reverse((order_key(&book.board(p)), p)));
                 }
             }
@@ -288,4 +422,122 @@ pub fn link_position(book: &mut MemBook, id: NodeId) -> usize {
 pub fn link_all(book: &mut MemBook) -> usize {
     let ids: Vec<NodeId> = book.ids().collect();
     ids.into_iter().map(|id| link_position(book, id)).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Position;
+    use crate::synth::{Draw, SplitMix64, SynthParams, random_book, random_leaf};
+    use bookfarm_engine::board::BitIter;
+    use rand::SeedableRng;
+
+    /// A random legal move of `b` (a pass when it has none), `None` at the end of the game.
+    fn random_move(b: &Board, rng: &mut SplitMix64) -> Option<Move> {
+        let moves = b.moves();
+        if moves != 0 {
+            let k = rng.below(u64::from(moves.count_ones())) as usize;
+            BitIter(moves).nth(k).map(Move::Square)
+        } else if b.pass().moves() != 0 {
+            Some(Move::Pass)
+        } else {
+            None
+        }
+    }
+
+    /// Incremental negamax equals the full recursion after the mutations growth makes (new
+    /// leaves, new levels, new positions linked below the book, transpositions linked, and
+    /// positions that were in the book but unreachable becoming reachable), and recomputes
+    /// fewer positions.
+    #[test]
+    fn renegamax_equals_the_full_recursion_after_growth_like_mutations() {
+        for seed in 1..=4u64 {
+            let mut book = random_book(SynthParams {
+                seed,
+                positions: 1_500,
+                plies: 12,
+                level: None,
+            });
+            let mut rng = SplitMix64::seed_from_u64(seed * 1_000 + 7);
+            // Unreachable positions with stale values: the tails of random games past the
+            // book's depth, linked among themselves but not to the book.
+            let mut orphans = Vec::new();
+            for _ in 0..30 {
+                let mut b = Board::start();
+                for ply in 0..18 {
+                    let Some(mv) = random_move(&b, &mut rng) else {
+                        break;
+                    };
+                    let parent = b;
+                    b = b.next_unchecked(mv);
+                    if ply >= 13 && book.probe(&b).is_none() {
+                        let id = book
+                            .insert_new(&Position::new(canonical(&b).0, rng.below(61) as u8))
+                            .expect("new position");
+                        random_leaf(&mut book, id, &mut rng);
+                        orphans.push((parent, id));
+                    }
+                }
+            }
+            for &(_, id) in &orphans {
+                link_position(&mut book, id);
+            }
+            let root = book.find(&Board::start()).expect("start position");
+            let first = renegamax(&mut book, root);
+            let mut fewer = 0;
+            for round in 0..12 {
+                let ids: Vec<NodeId> = book.ids().collect();
+                for _ in 0..20 {
+                    let id = ids[rng.below(ids.len() as u64) as usize];
+                    match rng.below(3) {
+                        0 => random_leaf(&mut book, id, &mut rng),
+                        1 => book.set_level(id, rng.below(61) as u8),
+                        _ => {
+                            // A new position below `id`, linked (with its other book
+                            // children) as growth links it.
+                            let b = book.board(id);
+                            if let Some(mv) = random_move(&b, &mut rng) {
+                                let c = child_board(&b, mv);
+                                if book.find(&c).is_none() {
+                                    let cid = book
+                                        .insert_new(&Position::new(c, rng.below(61) as u8))
+                                        .expect("new position");
+                                    random_leaf(&mut book, cid, &mut rng);
+                                    link_position(&mut book, cid);
+                                    // Its value, before any parent links to it (growth
+                                    // evaluates a new child first): the parent's value then
+                                    // moves inside `add_link`, its parents' do not.
+                                    propagate(&mut book, &[cid]);
+                                }
+                                link_position(&mut book, id);
+                            }
+                        }
+                    }
+                }
+                // Link an unreachable tail to the book: its whole subtree becomes reachable.
+                if let Some(&(parent, _)) = orphans.get(round)
+                    && let Some(p) = book.probe(&parent)
+                {
+                    link_position(&mut book, p);
+                }
+                let mut full = book.clone();
+                let want = negamax_from(&mut full, root);
+                let got = renegamax(&mut book, root);
+                for id in full.ids() {
+                    assert_eq!(
+                        book.position(id),
+                        full.position(id),
+                        "seed {seed} round {round}"
+                    );
+                }
+                assert!(got.positions <= want.positions);
+                fewer += usize::from(got.positions < want.positions / 2);
+            }
+            assert!(first.positions > 0);
+            assert!(
+                fewer >= 6,
+                "seed {seed}: incremental runs did not save work ({fewer}/12)"
+            );
+        }
+    }
 }

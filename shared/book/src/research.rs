@@ -9,14 +9,44 @@
 //! so a value is only ever replaced by one searched at a higher level.
 
 use crate::accuracy::{LeafKind, leaf_kind};
+use crate::driver::{Driver, Operation};
 use crate::edax::bucket_order;
 use crate::grow::{FixReport, fix_command, leaf_request};
 use crate::mem::{MemBook, NodeId, child_board};
-use crate::model::{BAD_LINK, Link, MAX_LEVEL};
-use crate::negamax::negamax;
+use crate::model::{BAD_LINK, Link, MAX_LEVEL, Position};
 use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::{Board, Move};
 use std::collections::{HashSet, VecDeque};
+
+/// The position `id` with its leaf cleared and its level set to `level`, and the request that
+/// searches its new leaf (`None` when every legal move is a link): the first half of a
+/// re-search, a pure function of the book, so a growth program can lease the request and
+/// finish the re-search later ([`finish_research`]).
+pub(crate) fn start_research(
+    book: &MemBook,
+    id: NodeId,
+    level: u8,
+) -> (Position, Option<LeafRequest>) {
+    let mut p = book.position(id);
+    p.leaf = BAD_LINK;
+    p.level = level;
+    let request = leaf_request(&p);
+    (p, request)
+}
+
+/// The second half of a re-search: the new leaf from `result` (when a search was needed), and
+/// the position stored.
+pub(crate) fn finish_research(
+    book: &mut MemBook,
+    mut p: Position,
+    result: Option<&LeafResult>,
+) -> Link {
+    if let Some(r) = result {
+        crate::grow::apply_leaf(&mut p, r);
+    }
+    book.put_position(&p);
+    p.leaf
+}
 
 /// Clear the leaf of `id`, set its level, and search a new leaf through `search` (no search when
 /// every legal move is a link). Returns the new leaf and whether a search ran.
@@ -24,16 +54,9 @@ fn research<F>(book: &mut MemBook, id: NodeId, level: u8, search: &mut F) -> (Li
 where
     F: FnMut(&LeafRequest) -> LeafResult,
 {
-    let mut p = book.position(id);
-    p.leaf = BAD_LINK;
-    p.level = level;
-    let request = leaf_request(&p);
-    let searched = request.is_some();
-    if let Some(req) = request {
-        crate::grow::apply_leaf(&mut p, &search(&req));
-    }
-    book.put_position(&p);
-    (p.leaf, searched)
+    let (p, request) = start_research(book, id, level);
+    let result = request.map(|req| search(&req));
+    (finish_research(book, p, result.as_ref()), result.is_some())
 }
 
 /// A leaf whose re-search changed its score.
@@ -113,6 +136,16 @@ pub struct Upgrade {
     pub error: i32,
 }
 
+impl Upgrade {
+    /// The parameters in range: level at most 60, error at least 0.
+    pub fn clamped(self) -> Upgrade {
+        Upgrade {
+            level: self.level.min(MAX_LEVEL),
+            error: self.error.max(0),
+        }
+    }
+}
+
 /// The positions an upgrade re-searches, closest to the root first: a breadth-first walk from
 /// `root` (negamaxed) with the window `[v − error, v + error]` around the root's value `v`,
 /// negated and swapped at each move (as Edax's deviate window, edax-spec §4.6). A position is
@@ -160,38 +193,36 @@ pub struct UpgradeReport {
     pub rounds: usize,
     /// Positions raised to the upgrade level.
     pub raised: usize,
-    /// Searches run.
+    /// Re-searches (a position whose moves are all links is raised without a search but
+    /// counted).
     pub searches: usize,
 }
 
-/// `book upgrade LEVEL [--error E]` from the start position: repeat until nothing is marked:
-/// negamax, mark ([`upgrade_mark`]), then re-search every marked leaf at the upgrade level in
-/// marking order (closest to the root first), raising the position's level. Every round raises
-/// at least one position, so the loop ends. Negamaxed at the end.
+/// `book upgrade LEVEL [--error E]` from the start position, run serially by the growth driver
+/// ([`crate::driver::Operation::Upgrade`], the one definition, which a cluster runs too):
+/// repeat until nothing is marked: negamax, mark ([`upgrade_mark`]), then re-search every
+/// marked leaf at the upgrade level in marking order (closest to the root first), raising the
+/// position's level. Every round raises at least one position, so the loop ends.
 pub fn upgrade<F>(book: &mut MemBook, params: Upgrade, search: &mut F) -> UpgradeReport
 where
     F: FnMut(&LeafRequest) -> LeafResult,
 {
-    let params = Upgrade {
-        level: params.level.min(MAX_LEVEL),
-        error: params.error.max(0),
-    };
-    let mut report = UpgradeReport::default();
-    loop {
-        negamax(book);
-        report.rounds += 1;
-        let Some(root) = book.find(&Board::start()) else {
-            break;
-        };
-        let todo = upgrade_mark(book, root, params);
-        if todo.is_empty() {
-            break;
-        }
-        for id in todo {
-            let (_, searched) = research(book, id, params.level, search);
-            report.raised += 1;
-            report.searches += usize::from(searched);
-        }
+    let params = params.clamped();
+    let below = |b: &MemBook| b.ids().filter(|&id| b.level(id) < params.level).count();
+    let before = below(book);
+    let mut driver = Driver::new(
+        Operation::Upgrade {
+            root: Board::start(),
+            params,
+        },
+        None,
+    );
+    driver.run_with(book, search);
+    let st = driver.state();
+    UpgradeReport {
+        rounds: st.iterations as usize,
+        // Only positions below the level are re-searched, and they end at the level.
+        raised: before - below(book),
+        searches: st.changes.searches,
     }
-    report
 }

@@ -1,6 +1,7 @@
 //! The storage abstraction: a minimal, object-safe key-value view of a book, keyed by canonical
-//! board. The coordinator implements it over its embedded database; [`crate::MemBook`] is the
-//! in-memory implementation used by the algorithms, the file formats and the tests.
+//! board. [`crate::MemBook`] is the implementation used by the algorithms, the file formats and
+//! the tests; the coordinator's store loads into and writes from a `MemBook` as a whole (a base
+//! of `book.dat` records plus the positions changed since), rather than position by position.
 
 use crate::model::{BookHeader, Position};
 use bookfarm_engine::Board;
@@ -37,8 +38,7 @@ pub fn ensure_canonical(board: &Board) -> Result<(), StoreError> {
 ///
 /// Boards passed in and out are canonical (edax-spec §1.4); `put` rejects others with
 /// [`StoreError::NotCanonical`]. Implementations do not interpret the positions: negamax and
-/// the selectors run on [`crate::MemBook`], and a persistent store is loaded into or written from
-/// it. Iteration order is the implementation's (for `MemBook`: insertion order).
+/// the selectors run on [`crate::MemBook`]. Iteration order is the implementation's (for `MemBook`: insertion order).
 pub trait BookStore {
     /// The book header.
     fn header(&self) -> Result<BookHeader, StoreError>;

@@ -9,36 +9,25 @@ use crate::negamax::link_position;
 use bookfarm_engine::board::BitIter;
 use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::{Board, Move};
+use rand::{Rng, SeedableRng};
 
-/// A small, fast, seedable generator (SplitMix64).
-#[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
+/// The generator of synthetic books: small, fast and seedable (`SplitMix64::seed_from_u64`).
+pub use rand_xoshiro::SplitMix64;
 
-impl SplitMix64 {
-    /// A generator with `seed`.
-    pub const fn new(seed: u64) -> SplitMix64 {
-        SplitMix64(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
+/// The draws synthetic books and their tests make, on any generator.
+pub trait Draw: Rng {
     /// A number in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+    fn below(&mut self, n: u64) -> u64 {
+        self.random_range(0..n)
     }
 
     /// A score in −64..=64.
-    pub fn score(&mut self) -> i8 {
-        (self.below(129) as i16 - 64) as i8
+    fn score(&mut self) -> i8 {
+        self.random_range(-64..=64)
     }
 }
+
+impl<R: Rng + ?Sized> Draw for R {}
 
 /// Parameters of a synthetic book.
 #[derive(Debug, Clone, Copy)]
@@ -95,7 +84,7 @@ pub fn random_leaf(book: &mut MemBook, id: NodeId, rng: &mut SplitMix64) {
 
 /// Build a synthetic book (not negamaxed: run [`crate::negamax::negamax`] on it).
 pub fn random_book(p: SynthParams) -> MemBook {
-    let mut rng = SplitMix64::new(p.seed);
+    let mut rng = SplitMix64::seed_from_u64(p.seed);
     let mut header = BookHeader::new(i32::from(p.level.unwrap_or(10)), p.plies as i32);
     header.midgame_error = rng.below(4) as i32;
     header.endcut_error = rng.below(4) as i32;

@@ -8,13 +8,14 @@ use bookfarm_book::driver::{Driver, Operation};
 use bookfarm_book::edax::{book_to_bytes, read_book};
 use bookfarm_book::grow::{check_position, link_command};
 use bookfarm_book::mem::child_board;
-use bookfarm_book::negamax::{link_position, negamax, propagate};
+use bookfarm_book::negamax::{link_position, negamax, propagate, recompute_all};
 use bookfarm_book::select::Deviate;
-use bookfarm_book::synth::{SplitMix64, SynthParams, random_book, random_leaf};
+use bookfarm_book::synth::{Draw, SplitMix64, SynthParams, random_book, random_leaf};
 use bookfarm_book::{BAD_LINK, BookHeader, Link, MemBook, NodeId, Position, dump};
 use bookfarm_engine::board::BitIter;
 use bookfarm_engine::{Board, Move};
 use proptest::prelude::*;
+use rand::SeedableRng;
 
 /// Every computed field of every position, keyed by board (ids differ between books).
 fn results(book: &MemBook) -> Vec<String> {
@@ -96,7 +97,7 @@ proptest! {
         let mut book = random_book(SynthParams { seed, positions: games * plies as usize / 2 + 2,
                                                  plies, level: None });
         negamax(&mut book);
-        let mut rng = SplitMix64::new(seed ^ 0x5eed);
+        let mut rng = SplitMix64::seed_from_u64(seed ^ 0x5eed);
         for _ in 0..steps {
             let mut changed = Vec::new();
             for _ in 0..batch {
@@ -110,6 +111,19 @@ proptest! {
             prop_assert_eq!(stats.positions, book.len());
             prop_assert_eq!(results(&book), results(&full));
         }
+    }
+
+    #[test]
+    fn recompute_all_equals_full(seed in any::<u64>(), plies in 4u32..22, games in 1usize..40) {
+        // Not negamaxed: random leaves and levels, zero counts, stale link scores.
+        let book = random_book(SynthParams { seed, positions: games * plies as usize / 2 + 2,
+                                             plies, level: None });
+        let mut one_pass = book.clone();
+        let stats = recompute_all(&mut one_pass);
+        prop_assert_eq!(stats.positions, book.len());
+        let mut full = book;
+        negamax(&mut full);
+        prop_assert_eq!(results(&one_pass), results(&full));
     }
 
     #[test]
@@ -164,7 +178,7 @@ proptest! {
                                                  games in 0usize..6, rel in 0i32..4,
                                                  abs in 0i32..6, level in 1i32..4) {
         let mut book = MemBook::new(BookHeader::new(level, depth));
-        let mut rng = SplitMix64::new(seed);
+        let mut rng = SplitMix64::seed_from_u64(seed);
         let games = (0..games).map(|_| random_game(&mut rng, 24)).collect();
         let root = Board::start();
         for op in [

@@ -128,6 +128,22 @@ pub enum Selector {
     Play,
     /// `book extend`: expand leaves that are (one of) the best moves.
     Extend,
+    /// `book upgrade LEVEL --error E`: re-search at `level` the leaves that can still change a
+    /// value inside the window of `error` discs around the root's value.
+    Upgrade {
+        /// The level to re-search at.
+        level: u8,
+        /// Half-width of the window, in discs.
+        error: i32,
+    },
+    /// The line audit: play the book's best lines to the end at `level`; with `queue`, add the
+    /// lines whose result contradicts the book to the book.
+    Audit {
+        /// The level of the searches that play the lines out.
+        level: u8,
+        /// Queue the contradicting lines for expansion.
+        queue: bool,
+    },
 }
 
 impl std::fmt::Display for Selector {
@@ -137,6 +153,10 @@ impl std::fmt::Display for Selector {
             Selector::Enhance { midgame, endcut } => write!(f, "enhance {midgame} {endcut}"),
             Selector::Play => f.write_str("play"),
             Selector::Extend => f.write_str("extend"),
+            Selector::Upgrade { level, error } => write!(f, "upgrade {level} --error {error}"),
+            Selector::Audit { level, queue } => {
+                write!(f, "audit {level}{}", if *queue { " --queue" } else { "" })
+            }
         }
     }
 }
