@@ -271,19 +271,60 @@ pub struct Lanes(pub [u16; LANES]);
 impl Lanes {
     const ZERO: Lanes = Lanes([0; LANES]);
 
+    /// Lane-wise wrapping `self += o`.
     #[inline(always)]
     fn add(&mut self, o: &Lanes) {
+        #[cfg(target_arch = "x86_64")]
+        sse2::add(self, o);
+        #[cfg(not(target_arch = "x86_64"))]
         for i in 0..LANES {
             self.0[i] = self.0[i].wrapping_add(o.0[i]);
         }
     }
 
+    /// Lane-wise wrapping `self -= o`.
     #[inline(always)]
     fn sub(&mut self, o: &Lanes) {
+        #[cfg(target_arch = "x86_64")]
+        sse2::sub(self, o);
+        #[cfg(not(target_arch = "x86_64"))]
         for i in 0..LANES {
             self.0[i] = self.0[i].wrapping_sub(o.0[i]);
         }
     }
+}
+
+/// The lane operations in whole 128-bit registers. Written with SSE2 (part of every x86-64 CPU)
+/// rather than as a lane loop: the search reads only the 47 real lanes of a child's vector, and
+/// LLVM then split the loop into 4-lane (64-bit) pieces, more than twice the instructions.
+#[cfg(target_arch = "x86_64")]
+mod sse2 {
+    use super::{LANES, Lanes};
+    use std::arch::x86_64::{
+        __m128i, _mm_add_epi16, _mm_load_si128, _mm_store_si128, _mm_sub_epi16,
+    };
+
+    /// `a = op(a, b)` on the six 8-lane chunks (`op` is an SSE2 lane operation).
+    macro_rules! lanes_op {
+        ($name:ident, $op:ident) => {
+            #[inline(always)]
+            pub(super) fn $name(a: &mut Lanes, b: &Lanes) {
+                let pa = a.0.as_mut_ptr().cast::<__m128i>();
+                let pb = b.0.as_ptr().cast::<__m128i>();
+                for k in 0..LANES / 8 {
+                    // SAFETY: `Lanes` is `repr(C, align(32))` around 48 `u16` (96 bytes), so
+                    // chunk `k < 6` is in bounds and 16-byte aligned, as `_mm_load_si128` and
+                    // `_mm_store_si128` require; SSE2 is part of the x86-64 baseline.
+                    unsafe {
+                        let v = $op(_mm_load_si128(pa.add(k)), _mm_load_si128(pb.add(k)));
+                        _mm_store_si128(pa.add(k), v);
+                    }
+                }
+            }
+        };
+    }
+    lanes_op!(add, _mm_add_epi16);
+    lanes_op!(sub, _mm_sub_epi16);
 }
 
 /// `POWERS[s]`: for each feature, the power of 3 of square `s`'s digit (0 when `s` is not in the
