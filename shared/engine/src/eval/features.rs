@@ -440,16 +440,46 @@ impl Features {
         other.sub(&f);
     }
 
+    /// The indices from the view of the side not to move.
+    #[inline(always)]
+    pub fn opponent_indices(&self) -> &Lanes {
+        &self.view[self.side ^ 1]
+    }
+
     /// The indices of the position after the side to move plays `x` flipping `flipped`, from
     /// the new side to move's view (what [`Features::play`] then [`Features::indices`] would
     /// give), without changing `self`. Cheaper than play + undo for leaf evaluations.
     #[inline(always)]
     pub fn child_indices(&self, x: u8, flipped: u64) -> Lanes {
-        let mut out = self.view[self.side ^ 1];
+        Features::child_of(self.opponent_indices(), x, flipped)
+    }
+
+    /// [`Features::child_indices`] from the view `opponent` of the side not to move alone.
+    #[inline(always)]
+    pub fn child_of(opponent: &Lanes, x: u8, flipped: u64) -> Lanes {
+        let mut out = *opponent;
+        // The new disc goes empty (2) -> other (1), the flipped discs own (0) -> other (1).
         out.sub(&POWERS[usize::from(x)]);
         let mut fl = flipped;
         while fl != 0 {
             out.add(&POWERS[fl.trailing_zeros() as usize]);
+            fl &= fl - 1;
+        }
+        out
+    }
+
+    /// The mover's view `own` updated for its move `x` flipping `flipped`: after the move, the
+    /// view of the side not to move, as [`Features::child_of`] needs for the grandchildren.
+    #[inline(always)]
+    pub fn mover_after(own: &Lanes, x: u8, flipped: u64) -> Lanes {
+        let mut out = *own;
+        // The new disc goes empty (2) -> own (0), the flipped discs other (1) -> own (0).
+        let p = &POWERS[usize::from(x)];
+        out.sub(p);
+        out.sub(p);
+        let mut fl = flipped;
+        while fl != 0 {
+            out.sub(&POWERS[fl.trailing_zeros() as usize]);
             fl &= fl - 1;
         }
         out
@@ -542,8 +572,10 @@ mod tests {
                     let x = m.trailing_zeros() as u8;
                     let flipped = crate::board::flips_portable(b.player, b.opponent, x);
                     let child = f.child_indices(x, flipped);
+                    let mover = Features::mover_after(f.indices(), x, flipped);
                     f.play(x, flipped);
                     assert_eq!(&child, f.indices());
+                    assert_eq!(&mover, f.opponent_indices());
                     history.push(Some((b, x, flipped)));
                     b = b.play_flips(x, flipped);
                 }
