@@ -219,7 +219,8 @@ impl Ctx<'_, $codegen> {
             return s;
         }
         let beta = beta.min(SCORE_MAX - 1);
-        let child_empties = b.empties() - 1;
+        let weights = self.eval.ply(b.empties() - 1);
+        let kernels = crate::flip::active();
         let mut best = -SCORE_INF;
         // Nodes counted locally (this node and each evaluated child), added once at the end.
         let mut nodes = 1;
@@ -227,7 +228,7 @@ impl Ctx<'_, $codegen> {
         while m != 0 {
             let x = m.trailing_zeros() as u8;
             m &= m - 1;
-            let f = crate::flip::flips(b.player, b.opponent, x);
+            let f = kernels.flips(b.player, b.opponent, x);
             // A wipe-out met before a cutoff scores +64 at once, as in Edax's move loop.
             if f == b.opponent {
                 self.nodes += nodes;
@@ -238,7 +239,7 @@ impl Ctx<'_, $codegen> {
             // one-uop loads; otherwise LLVM extracts each from a register with `vpextrw` (two
             // uops), which measured 4-6 % slower on a level-12 search.
             let child = std::hint::black_box(Features::child_of(opponent, x, f));
-            let raw = self.eval.raw_indices(&child, child_empties);
+            let raw = weights.raw(&child);
             let s = -(if raw > 0 {
                 (raw + 64) / 128
             } else {
