@@ -591,7 +591,10 @@ mod tests {
         let all = bucket_order(&book);
         assert_eq!(sort_in_bucket_order(&book, book.ids()), all);
         for step in [2usize, 7, 31] {
-            let subset: Vec<NodeId> = book.ids().filter(|id| id.0 as usize % step == 0).collect();
+            let subset: Vec<NodeId> = book
+                .ids()
+                .filter(|id| (id.0 as usize).is_multiple_of(step))
+                .collect();
             let mut shuffled = subset.clone();
             shuffled.reverse();
             shuffled.extend_from_slice(&subset[..subset.len() / 3]);

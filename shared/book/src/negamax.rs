@@ -428,8 +428,9 @@ pub fn link_all(book: &mut MemBook) -> usize {
 mod tests {
     use super::*;
     use crate::model::Position;
-    use crate::synth::{SplitMix64, SynthParams, random_book, random_leaf};
+    use crate::synth::{Draw, SplitMix64, SynthParams, random_book, random_leaf};
     use bookfarm_engine::board::BitIter;
+    use rand::SeedableRng;
 
     /// A random legal move of `b` (a pass when it has none), `None` at the end of the game.
     fn random_move(b: &Board, rng: &mut SplitMix64) -> Option<Move> {
@@ -457,7 +458,7 @@ mod tests {
                 plies: 12,
                 level: None,
             });
-            let mut rng = SplitMix64::new(seed * 1_000 + 7);
+            let mut rng = SplitMix64::seed_from_u64(seed * 1_000 + 7);
             // Unreachable positions with stale values: the tails of random games past the
             // book's depth, linked among themselves but not to the book.
             let mut orphans = Vec::new();
@@ -514,10 +515,10 @@ mod tests {
                     }
                 }
                 // Link an unreachable tail to the book: its whole subtree becomes reachable.
-                if let Some(&(parent, _)) = orphans.get(round) {
-                    if let Some(p) = book.probe(&parent) {
-                        link_position(&mut book, p);
-                    }
+                if let Some(&(parent, _)) = orphans.get(round)
+                    && let Some(p) = book.probe(&parent)
+                {
+                    link_position(&mut book, p);
                 }
                 let mut full = book.clone();
                 let want = negamax_from(&mut full, root);
