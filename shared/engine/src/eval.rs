@@ -268,23 +268,22 @@ impl Eval {
         self.raw_indices(features.indices(), empties)
     }
 
-    /// Raw weight sum for explicit feature indices (see [`Features::child_indices`]). Always
-    /// inlined, so that the search's x86-64-v3 copy gets it compiled with its features.
+    /// Raw weight sum for explicit feature indices (see [`Features::child_indices`]).
     #[inline(always)]
     pub fn raw_indices(&self, indices: &Lanes, empties: u32) -> i32 {
+        self.ply(empties).raw(indices)
+    }
+
+    /// The weights of positions with `empties` empty squares (0..=60), for several evaluations
+    /// at one ply (the slice is checked once).
+    #[inline(always)]
+    pub fn ply(&self, empties: u32) -> PlyWeights<'_> {
         let base = 60usize.saturating_sub(empties as usize) * STRIDE;
-        let w: &[i16; WINDOW] = self.weights[base..base + WINDOW]
-            .try_into()
-            .expect("a window of WINDOW weights");
-        let i = &indices.0;
-        // Unrolled with constant offsets: one index load, one weight load and one add per feature.
-        macro_rules! sum {
-            ($($k:literal)*) => {
-                0 $(+ i32::from(w[FEATURE_OFFSET[$k] as usize + usize::from(i[$k])]))*
-            };
-        }
-        sum!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32
-            33 34 35 36 37 38 39 40 41 42 43 44 45 46)
+        PlyWeights(
+            self.weights[base..base + WINDOW]
+                .try_into()
+                .expect("a window of WINDOW weights"),
+        )
     }
 
     /// Raw weight sum of a board, encoded from scratch.
@@ -295,6 +294,28 @@ impl Eval {
     /// Edax's depth-0 score of a board (`search_eval_0`): rounded and clamped to ±63.
     pub fn eval0(&self, board: &Board) -> i32 {
         round_clamp(self.raw_board(board))
+    }
+}
+
+/// The weights of one ply, with the padding that lets any `u16` index be read unchecked.
+#[derive(Debug, Clone, Copy)]
+pub struct PlyWeights<'a>(&'a [i16; WINDOW]);
+
+impl PlyWeights<'_> {
+    /// Raw weight sum for feature indices (see [`Features::child_indices`]). Always inlined, so
+    /// that the search's x86-64-v3 copy gets it compiled with its features.
+    #[inline(always)]
+    pub fn raw(&self, indices: &Lanes) -> i32 {
+        let w = self.0;
+        let i = &indices.0;
+        // Unrolled with constant offsets: one index load, one weight load and one add per feature.
+        macro_rules! sum {
+            ($($k:literal)*) => {
+                0 $(+ i32::from(w[FEATURE_OFFSET[$k] as usize + usize::from(i[$k])]))*
+            };
+        }
+        sum!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32
+            33 34 35 36 37 38 39 40 41 42 43 44 45 46)
     }
 }
 

@@ -271,19 +271,60 @@ pub struct Lanes(pub [u16; LANES]);
 impl Lanes {
     const ZERO: Lanes = Lanes([0; LANES]);
 
+    /// Lane-wise wrapping `self += o`.
     #[inline(always)]
     fn add(&mut self, o: &Lanes) {
+        #[cfg(target_arch = "x86_64")]
+        sse2::add(self, o);
+        #[cfg(not(target_arch = "x86_64"))]
         for i in 0..LANES {
             self.0[i] = self.0[i].wrapping_add(o.0[i]);
         }
     }
 
+    /// Lane-wise wrapping `self -= o`.
     #[inline(always)]
     fn sub(&mut self, o: &Lanes) {
+        #[cfg(target_arch = "x86_64")]
+        sse2::sub(self, o);
+        #[cfg(not(target_arch = "x86_64"))]
         for i in 0..LANES {
             self.0[i] = self.0[i].wrapping_sub(o.0[i]);
         }
     }
+}
+
+/// The lane operations in whole 128-bit registers. Written with SSE2 (part of every x86-64 CPU)
+/// rather than as a lane loop: the search reads only the 47 real lanes of a child's vector, and
+/// LLVM then split the loop into 4-lane (64-bit) pieces, more than twice the instructions.
+#[cfg(target_arch = "x86_64")]
+mod sse2 {
+    use super::{LANES, Lanes};
+    use std::arch::x86_64::{
+        __m128i, _mm_add_epi16, _mm_load_si128, _mm_store_si128, _mm_sub_epi16,
+    };
+
+    /// `a = op(a, b)` on the six 8-lane chunks (`op` is an SSE2 lane operation).
+    macro_rules! lanes_op {
+        ($name:ident, $op:ident) => {
+            #[inline(always)]
+            pub(super) fn $name(a: &mut Lanes, b: &Lanes) {
+                let pa = a.0.as_mut_ptr().cast::<__m128i>();
+                let pb = b.0.as_ptr().cast::<__m128i>();
+                for k in 0..LANES / 8 {
+                    // SAFETY: `Lanes` is `repr(C, align(32))` around 48 `u16` (96 bytes), so
+                    // chunk `k < 6` is in bounds and 16-byte aligned, as `_mm_load_si128` and
+                    // `_mm_store_si128` require; SSE2 is part of the x86-64 baseline.
+                    unsafe {
+                        let v = $op(_mm_load_si128(pa.add(k)), _mm_load_si128(pb.add(k)));
+                        _mm_store_si128(pa.add(k), v);
+                    }
+                }
+            }
+        };
+    }
+    lanes_op!(add, _mm_add_epi16);
+    lanes_op!(sub, _mm_sub_epi16);
 }
 
 /// `POWERS[s]`: for each feature, the power of 3 of square `s`'s digit (0 when `s` is not in the
@@ -399,16 +440,46 @@ impl Features {
         other.sub(&f);
     }
 
+    /// The indices from the view of the side not to move.
+    #[inline(always)]
+    pub fn opponent_indices(&self) -> &Lanes {
+        &self.view[self.side ^ 1]
+    }
+
     /// The indices of the position after the side to move plays `x` flipping `flipped`, from
     /// the new side to move's view (what [`Features::play`] then [`Features::indices`] would
     /// give), without changing `self`. Cheaper than play + undo for leaf evaluations.
     #[inline(always)]
     pub fn child_indices(&self, x: u8, flipped: u64) -> Lanes {
-        let mut out = self.view[self.side ^ 1];
+        Features::child_of(self.opponent_indices(), x, flipped)
+    }
+
+    /// [`Features::child_indices`] from the view `opponent` of the side not to move alone.
+    #[inline(always)]
+    pub fn child_of(opponent: &Lanes, x: u8, flipped: u64) -> Lanes {
+        let mut out = *opponent;
+        // The new disc goes empty (2) -> other (1), the flipped discs own (0) -> other (1).
         out.sub(&POWERS[usize::from(x)]);
         let mut fl = flipped;
         while fl != 0 {
             out.add(&POWERS[fl.trailing_zeros() as usize]);
+            fl &= fl - 1;
+        }
+        out
+    }
+
+    /// The mover's view `own` updated for its move `x` flipping `flipped`: after the move, the
+    /// view of the side not to move, as [`Features::child_of`] needs for the grandchildren.
+    #[inline(always)]
+    pub fn mover_after(own: &Lanes, x: u8, flipped: u64) -> Lanes {
+        let mut out = *own;
+        // The new disc goes empty (2) -> own (0), the flipped discs other (1) -> own (0).
+        let p = &POWERS[usize::from(x)];
+        out.sub(p);
+        out.sub(p);
+        let mut fl = flipped;
+        while fl != 0 {
+            out.sub(&POWERS[fl.trailing_zeros() as usize]);
             fl &= fl - 1;
         }
         out
@@ -501,8 +572,10 @@ mod tests {
                     let x = m.trailing_zeros() as u8;
                     let flipped = crate::board::flips_portable(b.player, b.opponent, x);
                     let child = f.child_indices(x, flipped);
+                    let mover = Features::mover_after(f.indices(), x, flipped);
                     f.play(x, flipped);
                     assert_eq!(&child, f.indices());
+                    assert_eq!(&mover, f.opponent_indices());
                     history.push(Some((b, x, flipped)));
                     b = b.play_flips(x, flipped);
                 }
