@@ -189,11 +189,16 @@ fn negamax_rec(
 /// Edax's `position_negamax` from `root` after `book_clean`: every position reachable from it
 /// is recomputed once; others keep their values.
 pub fn negamax_from(book: &mut MemBook, root: NodeId) -> NegamaxStats {
+    full_negamax(book, root).0
+}
+
+/// The full recursion from `root`: its statistics and the positions it reached (a bit per id).
+fn full_negamax(book: &mut MemBook, root: NodeId) -> (NegamaxStats, Vec<u64>) {
     let mut done = vec![0u64; book.id_bound().div_ceil(64)];
     let mut stats = NegamaxStats::default();
     let mut stack = Vec::with_capacity(64 * 64);
     negamax_rec(book, root, &mut done, &mut stack, &mut stats);
-    stats
+    (stats, done)
 }
 
 /// What [`negamax_from`] gives, recomputing only what changed since the last `renegamax` from
@@ -210,10 +215,7 @@ pub fn negamax_from(book: &mut MemBook, root: NodeId) -> NegamaxStats {
 /// incremental run against the full recursion on a copy.
 pub fn renegamax(book: &mut MemBook, root: NodeId) -> NegamaxStats {
     let Some(memo) = book.take_negamax_memo().filter(|m| m.root == root) else {
-        let mut done = vec![0u64; book.id_bound().div_ceil(64)];
-        let mut stats = NegamaxStats::default();
-        let mut stack = Vec::with_capacity(64 * 64);
-        negamax_rec(book, root, &mut done, &mut stack, &mut stats);
+        let (stats, done) = full_negamax(book, root);
         book.set_negamax_memo(NegamaxMemo {
             root,
             reach: done,
