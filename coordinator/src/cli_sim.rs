@@ -66,6 +66,9 @@ pub struct RunArgs {
     /// Only with prefetch (default: each worker count with and without).
     #[arg(long)]
     prefetch_only: bool,
+    /// Only the serial build: its size and search CPU (to size a simulation before running it).
+    #[arg(long)]
+    serial_only: bool,
     /// Directory for the simulated stores (default: a temporary directory).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -132,6 +135,20 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
         a.spread,
         a.guess_error
     );
+    if a.serial_only {
+        let started = std::time::Instant::now();
+        let (book, asked) = sim::serial_build(a.level, a.depth, &ops);
+        let cpu: f64 = asked.iter().map(|r| times.seconds(r)).sum();
+        println!("positions\tserial_searches\tserial_cpu_s\treal_s");
+        println!(
+            "{}\t{}\t{:.1}\t{:.1}",
+            book.len(),
+            asked.len(),
+            cpu,
+            started.elapsed().as_secs_f64()
+        );
+        return Ok(());
+    }
     println!("mode\t{}", sim::SimReport::HEADER);
     let modes: &[(&str, u32, u32)] = if a.prefetch_only {
         &[("prefetch", 1, 1)]

@@ -232,6 +232,9 @@ impl SimReport {
     pub const HEADER: &'static str = "workers\tthreads\tpositions\tserial_searches\tserial_cpu_s\twall_s\tefficiency\twasted_share\tspeculative_leases\tprefetch_used\tbackup_leases\tcoord_cpu_us_per_result\tsame_book";
 }
 
+/// How often (real time) long builds log their progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
 /// The serial build: the book crate's driver answering every request with [`fake_search`];
 /// returns the book and the requests it searched.
 pub fn serial_build(level: u8, depth: u8, ops: &[Operation]) -> (MemBook, HashSet<LeafRequest>) {
@@ -241,8 +244,14 @@ pub fn serial_build(level: u8, depth: u8, ops: &[Operation]) -> (MemBook, HashSe
         book.put_position(&e.pos);
     }
     let mut asked = HashSet::new();
+    let started = Instant::now();
+    let mut next_report = PROGRESS_EVERY;
     let mut search = |r: &LeafRequest| {
         asked.insert(*r);
+        if started.elapsed() >= next_report {
+            next_report += PROGRESS_EVERY;
+            tracing::info!(searches = asked.len(), "serial build under way");
+        }
         fake_search(r)
     };
     Driver::new(Operation::New, None).run_with(&mut book, &mut search);
@@ -328,8 +337,19 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
     let mut free_jobs: Vec<usize> = Vec::new();
     let (mut seq, mut searches, mut spent, mut wasted) = (0u64, 0usize, 0f64, 0f64);
     let mut accepted_keys: HashSet<LeafRequest> = HashSet::new();
+    let mut next_report = real.elapsed() + PROGRESS_EVERY;
     loop {
         let now = clock_now(&clock);
+        if real.elapsed() >= next_report {
+            next_report += PROGRESS_EVERY;
+            tracing::info!(
+                workers = cfg.workers,
+                searches,
+                serial_searches = asked.len(),
+                virtual_seconds = now.as_secs_f64(),
+                "simulation under way"
+            );
+        }
         // Hand work to idle threads until the service has none.
         let mut tries = idle.len();
         while tries > 0 {
