@@ -289,19 +289,26 @@ fn restart_requeues_in_flight_and_keeps_accepted_results() {
     assert!(s.queued >= leased.len() as u64);
     assert_eq!(s.state, State::Running);
     assert_matches_book_crate(&f.c);
-    // Accepted ids are still known: resubmitting one is a harmless duplicate.
+    // Every accepted id is still known (from its result record or its own `d` record):
+    // resubmitting them is harmless, every one a duplicate.
     let w2 = f.c.register(&id, "t2", 1).unwrap();
-    let dup = JobResult {
-        job_id: done_ids[0],
-        mv: Move::None,
-        score: 0,
-        depth: 0,
-        selectivity: 5,
-        exact: false,
-        nodes: 0,
-        elapsed: Duration::ZERO,
-    };
-    assert_eq!(f.c.submit(&id, &w2, &[dup]).unwrap(), vec![Ack::Duplicate]);
+    let dups: Vec<JobResult> = done_ids
+        .iter()
+        .map(|&job_id| JobResult {
+            job_id,
+            mv: Move::None,
+            score: 0,
+            depth: 0,
+            selectivity: 5,
+            exact: false,
+            nodes: 0,
+            elapsed: Duration::ZERO,
+        })
+        .collect();
+    assert_eq!(
+        f.c.submit(&id, &w2, &dups).unwrap(),
+        vec![Ack::Duplicate; dups.len()]
+    );
     // The old lease of the crashed run is unknown now.
     let stale = mock_result(&leased[0]);
     assert!(matches!(
