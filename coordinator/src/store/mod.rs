@@ -7,7 +7,7 @@
 //! |---|---|
 //! | `m` + `base` | [`BaseRecord`]: the generation and size of the base book file |
 //! | `p` + 16-byte canonical board (player BE, opponent BE) | [`PositionRecord`] |
-//! | `d` + 16-byte job id | board of an accepted job (idempotent resubmission) |
+//! | `d` + 16-byte job id | board of an accepted job whose acceptance wrote no `r` record (an `r` record names its job; both make resubmission idempotent) |
 //! | `m` + `header` | [`HeaderRecord`] |
 //! | `m` + `expansion` | [`ExpansionRecord`] |
 //! | `m` + `history` | [`HistoryRecord`] (web UI charts and contributors) |
@@ -238,7 +238,7 @@ pub struct Loaded {
     pub header: BookHeader,
     /// The book: the base with the `p` records over it, negamax fields as stored.
     pub book: MemBook,
-    /// Ids of accepted jobs.
+    /// Ids of accepted jobs that have a `d` record (the others are named by their `r` record).
     pub done: Vec<Uuid>,
     /// The last expansion request, if any (stores written before growth programs).
     pub expansion: Option<ExpansionRecord>,
