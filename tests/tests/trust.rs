@@ -208,25 +208,27 @@ async fn lying_workers_leave_the_book_identical_to_an_honest_build() {
 }
 
 /// Earned trust saves replication once criticality follows the deviate window: three honest
-/// untrusted workers of different owners earn trust beside one trusted worker, and the same
-/// build runs with every deviate request critical (the rule before windows) and with the
-/// window rule; both books are the honest book.
+/// untrusted workers of different owners earn trust from the coordinator's verifier (the only
+/// trust root: every result applied at once is an earned one), and the same build runs with
+/// every deviate request critical (the rule before windows) and with the window rule; both
+/// books are the honest book.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn earned_trust_saves_replication_outside_the_window() {
     let Some(eval) = eval_path() else { return };
     let fleet = [
-        ("op1", "op", true, None),
         ("h1", "h1", false, None),
         ("h2", "h2", false, None),
         ("h3", "h3", false, None),
     ];
     let (all, book_all, _, took_all) = build(&eval, &fleet, &["--all-critical"]).await;
     let (win, book_win, _, took_win) = build(&eval, &fleet, &[]).await;
+    let (tight, book_tight, _, took_tight) = build(&eval, &fleet, &["--window-margin", "0"]).await;
     assert_eq!(
         sorted(&book_all),
         sorted(&book_win),
         "the window rule changes nothing in the book"
     );
+    assert_eq!(sorted(&book_all), sorted(&book_tight));
     let report = |name: &str, s: &pb::GetStatusResponse, took: Duration| {
         let v = s.validation.unwrap_or_default();
         let earned: Vec<String> = s
@@ -248,12 +250,14 @@ async fn earned_trust_saves_replication_outside_the_window() {
         v
     };
     let va = report("every deviate request critical", &all, took_all);
-    let vw = report("window rule", &win, took_win);
-    for v in [&va, &vw] {
+    let vw = report("window rule (margin 2)", &win, took_win);
+    let vt = report("window rule, no guard band", &tight, took_tight);
+    for v in [&va, &vw, &vt] {
         assert_eq!(v.invalid, 0, "honest workers agree: {v:?}");
     }
+    assert_eq!(va.applied_at_once, 0, "every result waited: {va:?}");
     assert!(
-        vw.applied_at_once > va.applied_at_once,
-        "earned results outside the window are applied at once: {vw:?} vs {va:?}"
+        vw.applied_at_once > 0,
+        "earned results below the window are applied at once: {vw:?}"
     );
 }

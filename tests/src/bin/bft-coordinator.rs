@@ -56,6 +56,9 @@ struct Args {
     /// Every request of a deviate or enhance program is critical (the rule before windows).
     #[arg(long)]
     all_critical: bool,
+    /// Guard band of the deviate window's hull (default: the service's).
+    #[arg(long)]
+    window_margin: Option<i32>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -86,7 +89,7 @@ fn main() -> anyhow::Result<()> {
             window_margin: if a.all_critical {
                 None
             } else {
-                TrustRules::default().window_margin
+                a.window_margin.or(TrustRules::default().window_margin)
             },
             ..TrustRules::default()
         },
