@@ -18,9 +18,8 @@
 //! **When a result is applied.** Agreeing replicas weigh, per distinct owner, 2 (Root, Given),
 //! 1 (Earned) or 0 (Untrusted). A request is *established* once the replicas agreeing with the
 //! first one weigh at least 1, or 2 for a *critical* result: one that can change the running
-//! program's selection ([`Window`]: inside a deviate pass, a score inside the window's hull, a
-//! new position's score, or a re-searched leaf lifted across the hull; every result of an
-//! enhance program). A critical earned-trust result waits for the root or another owner's
+//! program's selection (`Window`: in a deviate pass every result but a re-search scoring below
+//! the window's hull; every result of an enhance program). A critical earned-trust result waits for the root or another owner's
 //! earned trust; any other earned-trust result is applied at once and spot-checked. So an
 //! untrusted result is applied only once a trusted source agrees, and untrusted workers never
 //! validate each other, however many names or owners they register.
@@ -93,7 +92,7 @@ pub struct TrustRules {
     /// Lowest spot-check probability of a trusted result.
     pub spot_floor: f64,
     /// Guard band (discs) added to a deviate window when deciding which results are
-    /// critical (see [`Window`]); `None`: every request of a deviate or enhance program is
+    /// critical (see the `Window` rule of the `trust` module); `None`: every request of a deviate or enhance program is
     /// critical (the conservative rule, kept for comparison).
     pub window_margin: Option<i32>,
 }
