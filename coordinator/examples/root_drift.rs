@@ -2,7 +2,7 @@
 //! band). Builds a level-2, depth-12 `deviate 2 4` book serially from the start position with the
 //! real engine and the embedded weights, and prints the root value each pass is marked with.
 //!
-//! `cargo run --release -p bookfarm-coordinator --example drift`
+//! `cargo run --release -p bookfarm-coordinator --example root_drift`
 use bookfarm_book::MemBook;
 use bookfarm_book::driver::{Driver, Operation, Phase, Progress, Results};
 use bookfarm_book::select::Deviate;
