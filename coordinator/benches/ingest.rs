@@ -3,17 +3,27 @@
 //! durable (sled flush, group commit) before it is acknowledged, then applied to the book by the
 //! growth runner (Edax's serial deviate, the whole pass leased ahead).
 //!
-//! `cargo bench -p bookfarm-coordinator --bench ingest [-- WORKERS SLOTS SECONDS]`
+//! `cargo bench -p bookfarm-coordinator --bench ingest [-- WORKERS SLOTS SECONDS [UNTRUSTED]]`
 //! (defaults 64 workers, 16 jobs per call, 20 s). Prints results/s and the latency of the
 //! `LeaseJobs` calls (results of the previous call in, new jobs out) that returned jobs, as the
 //! simulated workers saw it: p50, p99 and the maximum.
+//!
+//! Without UNTRUSTED the workers are anonymous loopback workers (trusted: every result is
+//! applied at once). With it, every worker has a credential of its own owner: the first
+//! UNTRUSTED are untrusted (each result is held until a trusted replica, or once they earned
+//! trust another owner's earned replica, agrees: the deviate window (129, 65) makes every
+//! request critical), the others are added with `--trusted`. The run then also reports what
+//! validation did: results held and validated, and the replicas' share of all results (the
+//! extra compute).
 
-use bookfarm_coordinator::server;
+use bookfarm_coordinator::identity::IdentityConfig;
+use bookfarm_coordinator::server::{self, ServeOptions, ServerLimits};
 use bookfarm_coordinator::service::{ServiceConfig, new_book};
 use bookfarm_coordinator::store::Store;
 use bookfarm_engine::board::BitIter;
 use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::{Board, Move};
+use bookfarm_proto::auth::Bearer;
 use bookfarm_proto::domain::{Job, Selector};
 use bookfarm_proto::pb;
 use bookfarm_proto::pb::worker_service_client::WorkerServiceClient;
@@ -77,6 +87,7 @@ fn main() {
     let n_workers: usize = args.first().and_then(|s| s.parse().ok()).unwrap_or(64);
     let slots: u32 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(16);
     let seconds: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(20);
+    let untrusted: Option<usize> = args.get(3).and_then(|s| s.parse().ok());
 
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path()).expect("store");
@@ -84,7 +95,23 @@ fn main() {
     store.create(&h, &e).expect("create");
     drop(store);
     let cfg = ServiceConfig::default();
-    let c = server::open(dir.path(), cfg).expect("open");
+    let ids = IdentityConfig {
+        anonymous_workers: untrusted.is_none(),
+        registrations_per_minute: 1_000_000,
+        registration_burst: 1_000_000,
+        ..IdentityConfig::default()
+    };
+    let (c, ids) = server::open_with_identities(dir.path(), cfg, ids).expect("open");
+    // One credential per simulated worker, each of its own owner.
+    let tokens: Vec<String> = (0..n_workers)
+        .map(|i| match untrusted {
+            None => String::new(),
+            Some(u) => {
+                let name = format!("sim-{i}");
+                ids.add(&name, Some(&name), i >= u).expect("credential").0
+            }
+        })
+        .collect();
     // A wide deviation window: the whole tree up to the book depth, so the run never starves.
     c.start_expansion(
         Selector::Deviate {
@@ -108,7 +135,14 @@ fn main() {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = l.local_addr().expect("addr");
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let srv = tokio::spawn(server::run(c.clone(), l, None, async {
+        let opts = ServeOptions {
+            tls: None,
+            limits: ServerLimits {
+                max_concurrent_streams: 4096,
+                ..ServerLimits::default()
+            },
+        };
+        let srv = tokio::spawn(server::serve(c.clone(), ids, l, None, opts, async {
             let _ = rx.await;
         }));
         // A few connections shared by the simulated workers (HTTP/2 multiplexing).
@@ -130,7 +164,11 @@ fn main() {
         let t0 = Instant::now();
         let mut tasks = Vec::new();
         for i in 0..n_workers {
-            let mut w = WorkerServiceClient::new(channels[i % channels.len()].clone());
+            let bearer = Bearer::new(&tokens[i]).expect("token");
+            let mut w = WorkerServiceClient::with_interceptor(
+                channels[i % channels.len()].clone(),
+                bearer,
+            );
             let (accepted, calls, stop) = (accepted.clone(), calls.clone(), stop.clone());
             let latencies = latencies.clone();
             tasks.push(tokio::spawn(async move {
@@ -220,6 +258,18 @@ fn main() {
         heap as f64 / s.positions.max(1) as f64
     );
     println!("result store: {} results", c.stored_results());
+    if untrusted.is_some() {
+        let v = s.validation;
+        println!(
+            "validation: {} results applied at once, {} held, {} validated, {} invalid; replicas beyond the first: {} = {:.1} % extra compute",
+            v.applied_at_once,
+            v.held,
+            v.validated,
+            v.invalid,
+            v.replica_nodes,
+            100.0 * v.replica_nodes as f64 / v.used_nodes.max(1) as f64
+        );
+    }
     let mut l = std::mem::take(&mut *latencies.lock().expect("latencies"));
     l.sort_unstable();
     if !l.is_empty() {

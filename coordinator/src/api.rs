@@ -218,6 +218,10 @@ pub struct WorkerV1 {
     pub failures: u64,
     /// Its credential is trusted (null: anonymous).
     pub trusted: Option<bool>,
+    /// How far its results are trusted: `root`, `trusted` (the operator's flag, or an
+    /// anonymous local worker), `earned` (agreed with the trust root N times in a row),
+    /// `untrusted`, or `blocked` (a row without a live worker: blocked or revoked).
+    pub standing: String,
     /// Credit: its contributor's results validated or used by the book (null: a row without a
     /// live worker).
     pub credit: Option<f64>,
@@ -252,6 +256,7 @@ impl WorkersV1 {
                 results: w.completed,
                 failures: w.failed,
                 trusted: w.owner.as_ref().map(|_| w.trusted),
+                standing: w.standing.as_str().to_string(),
                 credit: Some(w.credit_results as f64),
                 blocked: false,
                 last_seen_seconds: Some(w.last_seen.as_secs_f64()),
@@ -273,6 +278,7 @@ impl WorkersV1 {
                     results: 0,
                     failures: 0,
                     trusted: Some(c.record.trusted),
+                    standing: "blocked".into(),
                     credit: None,
                     blocked: true,
                     last_seen_seconds: None,

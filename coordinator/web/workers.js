@@ -16,7 +16,7 @@
     switch (key) {
       case "owner": return v === null ? "(anonymous)" : v;
       case "knodes_per_second": return bf.num(v, 1);
-      case "trusted": return v === null ? "–" : v ? "trusted" : "untrusted";
+      case "standing": return w.blocked ? "blocked" : v;
       case "credit": return v === null ? "—" : bf.num(v, 1);
       case "blocked": return v ? "blocked" : "no";
       case "last_seen_seconds": return v === null ? "–" : bf.num(v, 1) + " s ago";

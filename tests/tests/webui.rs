@@ -254,6 +254,14 @@ async fn web_ui_in_headless_chromium() {
                  .map(td => td.textContent))";
     let listed: Vec<String> = serde_json::from_str(&js_str(&tab, names)).unwrap();
     assert_eq!(listed, [EVIL, "w1"], "sorted by name");
+    let standings = "JSON.stringify([...document.querySelectorAll('#workers tbody td[data-key=standing]')]\
+                     .map(td => td.textContent))";
+    let shown: Vec<String> = serde_json::from_str(&js_str(&tab, standings)).unwrap();
+    assert_eq!(
+        shown,
+        ["trusted", "trusted"],
+        "each worker's standing beside its credit (anonymous loopback workers are trusted)"
+    );
     assert_eq!(
         js(&tab, "document.querySelectorAll('#workers script').length"),
         0

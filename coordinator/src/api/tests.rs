@@ -189,6 +189,7 @@ async fn workers_list_live_workers_then_blocked_credentials() {
     let alice = &v.workers[0];
     assert_eq!(alice.owner.as_deref(), Some("alice"));
     assert_eq!(alice.trusted, Some(true));
+    assert_eq!(alice.standing, "trusted");
     assert_eq!(alice.results, from_alice);
     assert_eq!(alice.version, bookfarm_proto::ENGINE_VERSION);
     assert_eq!(
@@ -199,8 +200,10 @@ async fn workers_list_live_workers_then_blocked_credentials() {
     assert!(!alice.blocked);
     assert_eq!(v.workers[1].owner, None);
     assert_eq!(v.workers[1].trusted, None);
+    assert_eq!(v.workers[1].standing, "root", "an in-process worker");
     let m2 = &v.workers[2];
     assert!(m2.blocked && m2.last_seen_seconds.is_none());
+    assert_eq!(m2.standing, "blocked");
     // Nothing secret: no worker ids, no token hashes.
     let body = request(w.addr, "GET", "/api/v1/workers").await.2;
     assert!(!body.contains(&a.to_string()));

@@ -11,13 +11,14 @@
 //! * results are stored before they are applied (`submit` writes them), so applying is
 //!   idempotent and can be redone after a crash.
 
+use super::trust::Window;
 use crate::error::CoordinatorError;
 use crate::error::Result;
 use crate::store::{
     Batch, DriverRecord, GrowthRecord, OperationRecord, QueueRecord, Store, TodoRecord,
 };
 use bookfarm_book::MemBook;
-use bookfarm_book::driver::{Driver, Operation, Progress, Results};
+use bookfarm_book::driver::{Driver, Operation, Phase, Progress, Results};
 use bookfarm_book::extract::AuditLine;
 use bookfarm_engine::Board;
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
@@ -469,13 +470,31 @@ impl Growth {
         !self.queue.is_empty()
     }
 
-    /// Whether the running program selects by a window (deviate, enhance): then every result
-    /// can move a value inside it (see `super::trust`).
-    pub(crate) fn in_window(&self) -> bool {
-        matches!(
-            self.queue.front(),
-            Some((Operation::Deviate { .. } | Operation::Enhance { .. }, _))
-        )
+    /// Which results of the running program are critical (see [`super::trust::Window`]):
+    /// `needed` are the requests this run listed; `margin` is
+    /// [`super::trust::TrustRules::window_margin`].
+    pub(crate) fn window(&self, needed: &[LeafRequest], margin: Option<i32>) -> Window {
+        match (self.queue.front(), margin) {
+            (Some((Operation::Deviate { .. } | Operation::Enhance { .. }, _)), None) => Window::All,
+            (Some((Operation::Deviate { params, .. }, _)), Some(margin)) => {
+                let Some(Phase::Expanding { root_value, .. }) =
+                    self.driver.as_ref().map(|d| &d.state().phase)
+                else {
+                    return Window::All;
+                };
+                let researches = needed
+                    .iter()
+                    .filter(|r| self.book.probe(&r.board).is_some())
+                    .copied()
+                    .collect();
+                Window::Deviate {
+                    hull: Window::hull(*root_value, params.abs, margin),
+                    researches,
+                }
+            }
+            (Some((Operation::Enhance { .. }, _)), Some(_)) => Window::All,
+            _ => Window::Open,
+        }
     }
 
     /// Whether programs ran and all finished.

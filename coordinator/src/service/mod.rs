@@ -377,8 +377,6 @@ struct Shared {
     written: AtomicU64,
     flushed: AtomicU64,
     flush_lock: tokio::sync::Mutex<()>,
-    /// The running program has a deviate/enhance window (every request is critical).
-    critical: AtomicBool,
     /// Results dropped by a caught worker, waiting for the growth runner's replay.
     rollback: Mutex<Option<Vec<LeafRequest>>>,
     /// See [`BlockHook`].
@@ -608,7 +606,6 @@ impl Coordinator {
             written: AtomicU64::new(0),
             flushed: AtomicU64::new(0),
             flush_lock: tokio::sync::Mutex::new(()),
-            critical: AtomicBool::new(false),
             rollback: Mutex::new(None),
             on_block: Mutex::new(HookSlot::default()),
         }));
@@ -1033,7 +1030,6 @@ impl Coordinator {
         let mut caught = Vec::new();
         let mut rollback = Vec::new();
         let at = now_ms();
-        let critical = self.0.critical.load(Ordering::SeqCst);
         for (r, ack) in results.iter().zip(&acks) {
             if *ack == Ack::Duplicate {
                 g.counters.duplicates += 1;
@@ -1044,8 +1040,7 @@ impl Coordinator {
             else {
                 continue;
             };
-            let outcome =
-                self.take_replica(&mut g, &mut batch, (worker, &who), (key, r), critical, at)?;
+            let outcome = self.take_replica(&mut g, &mut batch, (worker, &who), (key, r), at)?;
             if let Some(result) = outcome.apply {
                 if prefetched {
                     g.counters.speculative_completed += 1;
@@ -1135,7 +1130,6 @@ impl Coordinator {
         batch: &mut Batch,
         (worker, who): (&Uuid, &str),
         (key, r): (LeafRequest, &JobResult),
-        critical: bool,
         at: u64,
     ) -> Result<Taken> {
         let rules = self.0.cfg.trust;
@@ -1157,6 +1151,8 @@ impl Coordinator {
             result,
         });
         let applied = was_applied.then(|| case.replicas[0].result);
+        // Judged on the first replica's score: the result the book would use.
+        let critical = g.trust.window.critical(&key, case.replicas[0].result.score);
         let streak = g.trust.records.get(who).map_or(0, |t| t.streak);
         let spot = g.trust.verifiers > 0
             && trust::coin(&r.job_id) < trust::spot_probability(streak, &rules);
@@ -1434,7 +1430,7 @@ impl Coordinator {
         // would only cost the growth run look-ups (a pass can hold many thousands of steps).
         let lookahead = self.jobs().threads().saturating_mul(4).max(256);
         let needed = growth.advance(&self.0.store, lookahead)?;
-        self.0.critical.store(growth.in_window(), Ordering::SeqCst);
+        let window = growth.window(&needed, self.0.cfg.trust.window_margin);
         let positions = growth.book.len();
         // Speculate only at a round's tail: when fewer round searches wait than the workers
         // have threads (before that, every idle thread gets round work anyway); plan again
@@ -1446,6 +1442,7 @@ impl Coordinator {
                 jobs.landed.remove(k);
             }
             jobs.sync(&needed, None);
+            jobs.trust.window = window;
             let threads = jobs.threads();
             // A big farm drains any plan at once: plan again after a share of it landed
             // rather than after every result.
@@ -1733,6 +1730,15 @@ impl Coordinator {
         };
         let now = self.now();
         let mut g = self.jobs();
+        // A build is done once its programs finished and no check of a result the book uses
+        // is pending while a verifier runs to settle it: a caught lie still changes the book
+        // (replay) until then.
+        let checking = g.trust.verifiers > 0 && g.trust.cases.values().any(|c| c.applied);
+        let state = if state == State::Done && checking {
+            State::Running
+        } else {
+            state
+        };
         g.trim_rates(now, None);
         let window = RATE_WINDOW.as_secs_f64().min(now.as_secs_f64().max(1.0));
         let rate = |v: &VecDeque<Sample>| v.len() as f64 / window;

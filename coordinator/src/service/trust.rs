@@ -17,16 +17,15 @@
 //!
 //! **When a result is applied.** Agreeing replicas weigh, per distinct owner, 2 (Root, Given),
 //! 1 (Earned) or 0 (Untrusted). A request is *established* once the replicas agreeing with the
-//! first one weigh at least 1, or 2 for a *critical* request: one whose result can move a value
-//! inside the running deviate/enhance window. Any deviate or enhance leaf can (a lie may move a
-//! value into the window as well as out of it), so during those programs every request is
-//! critical, and an earned-trust result waits for the root or another owner's earned trust;
-//! during `new`, `add`, `play` and `extend` an earned-trust result is applied at once. So an
+//! first one weigh at least 1, or 2 for a *critical* result: one that can change the running
+//! program's selection (`Window`: in a deviate pass every result but a re-search scoring below
+//! the window's hull; every result of an enhance program). A critical earned-trust result waits for the root or another owner's
+//! earned trust; any other earned-trust result is applied at once and spot-checked. So an
 //! untrusted result is applied only once a trusted source agrees, and untrusted workers never
 //! validate each other, however many names or owners they register.
 //!
-//! **Spot checks.** A result applied on its submitter's word alone (Given, or Earned outside a
-//! window) is re-searched by the coordinator's verifier with probability
+//! **Spot checks.** A result applied on its submitter's word alone (Given, or Earned and not
+//! critical) is re-searched by the coordinator's verifier with probability
 //! `max(1 / (streak + 1), spot_floor)`, `streak` being the submitter's consecutive results that
 //! agreed with the root (BOINC's 1/CV). Spot checks exist only when a verifier runs.
 //!
@@ -40,7 +39,7 @@
 
 use crate::store::{CaseRecord, ReplicaRecord, TrustRecord};
 use bookfarm_engine::search::{LeafRequest, LeafResult};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Contributor name of the coordinator's own verification searches.
 pub const VERIFIER: &str = "(coordinator)";
@@ -92,6 +91,10 @@ pub struct TrustRules {
     pub block_after: u64,
     /// Lowest spot-check probability of a trusted result.
     pub spot_floor: f64,
+    /// Guard band (discs) added to a deviate window when deciding which results are
+    /// critical (see the `Window` rule of the `trust` module); `None`: every request of a deviate or enhance program is
+    /// critical (the conservative rule, kept for comparison).
+    pub window_margin: Option<i32>,
 }
 
 impl Default for TrustRules {
@@ -100,6 +103,7 @@ impl Default for TrustRules {
             earn_after: 10,
             block_after: 3,
             spot_floor: 0.02,
+            window_margin: Some(2),
         }
     }
 }
@@ -121,6 +125,68 @@ pub fn standing(rec: &TrustRecord, rules: &TrustRules) -> Standing {
 /// consecutive results agreeing with the root.
 pub(crate) fn spot_probability(streak: u64, rules: &TrustRules) -> f64 {
     (1.0 / (streak as f64 + 1.0)).max(rules.spot_floor)
+}
+
+/// Which results of the running program are *critical*: they need weight 2 (the root, a
+/// trusted worker, or earned trust of two owners) before they reach the book.
+///
+/// The rule for a deviate pass with root value `v0` (taken when the pass was marked) and
+/// window half-width `abs` (Edax's `book deviate <rel> <abs>`): let the *hull* be
+/// `H = |v0| + abs + margin`. Deviate visits and marks only positions and leaves whose value,
+/// seen from the root's side, lies in `[v0 − abs, v0 + abs]`; the side of a position is not
+/// known here (passes swap it), so the hull covers the window seen from both sides plus a
+/// guard band. A result with score `s` (from its position's side to move) is **not critical
+/// exactly when its position is already in the book (a re-search) and `s < −H`**:
+/// * a leaf below the hull is never marked;
+/// * a re-searched position's old leaf move has just become a link (to the expanded child, or
+///   to the new position it transposes into), whose value comes from the child's own result or
+///   from the book, so a new leaf below the hull moves the position's value only when every
+///   link lies below the hull too; and negamax maps values below the hull to values that are
+///   unchanged or stay outside the hull on the same side, so every score below the hull gives
+///   the same marking in this iteration (both passes use `v0`), and in later iterations as
+///   long as the root value has moved by at most `margin`; a larger move can bring values
+///   applied earlier on one word into the new window, where only the spot checks cover them.
+///
+/// Everything else is critical: a score inside the hull can be marked; a score above it can
+/// lift its position's value across the window; a new position (the leaf child of a marked
+/// position) sets the value of a link that deviate marked *because* its estimate lay inside
+/// the window. So a lie reaches the book on one earned word only as "this move is hopeless"
+/// (below the hull): it changes no marking when the truth lies below the hull too; otherwise
+/// (a good move reported as hopeless) it waits for the spot checks, and replay undoes it once
+/// its author is caught. Requests growth did not list for the current pass (speculative ones)
+/// are critical. Enhance compares each leaf's bounds with its own position's bounds rather than
+/// with one window: every request of an enhance program is critical. Outside deviate and
+/// enhance nothing is.
+#[derive(Debug, Clone, Default)]
+pub(crate) enum Window {
+    /// No selecting program runs: nothing is critical.
+    #[default]
+    Open,
+    /// Every request is critical (enhance; or `TrustRules::window_margin` is `None`).
+    All,
+    /// A deviate pass.
+    Deviate {
+        /// `H` above.
+        hull: i32,
+        /// The pass's listed requests that re-search a position in the book.
+        researches: HashSet<LeafRequest>,
+    },
+}
+
+impl Window {
+    /// Whether a result with `score` for `key` is critical (see the type's comment).
+    pub(crate) fn critical(&self, key: &LeafRequest, score: i32) -> bool {
+        match self {
+            Window::Open => false,
+            Window::All => true,
+            Window::Deviate { hull, researches } => !(score < -hull && researches.contains(key)),
+        }
+    }
+
+    /// The hull of a deviate pass centred on `root_value` with half-width `abs`.
+    pub(crate) fn hull(root_value: i32, abs: i32, margin: i32) -> i32 {
+        root_value.abs() + abs + margin.max(0)
+    }
 }
 
 /// What the next replica of an open case must be.
@@ -363,6 +429,9 @@ pub(crate) struct TrustState {
     pub(crate) counters: TrustCounters,
     /// Verification workers registered now (spot checks are drawn only while one is).
     pub(crate) verifiers: usize,
+    /// Which results of the running program are critical (set by growth with the requests it
+    /// lists).
+    pub(crate) window: Window,
 }
 
 impl TrustState {
@@ -394,6 +463,8 @@ impl TrustState {
             sources,
             counters: TrustCounters::default(),
             verifiers: 0,
+            // Until growth lists its first requests: conservative.
+            window: Window::All,
         }
     }
 
@@ -531,6 +602,46 @@ mod tests {
         // Earned against untrusted: the root must settle it.
         let eu = [rep("e", "a", Earned, 4), rep("u", "b", Untrusted, 6)];
         assert_eq!(decide_t(&eu, None, false, false).need.unwrap().min, Given);
+    }
+
+    #[test]
+    fn deviate_windows_make_only_results_that_can_change_the_marking_critical() {
+        use bookfarm_engine::Board;
+        let req = |excluded: u64| LeafRequest {
+            board: Board::start(),
+            level: 2,
+            excluded,
+        };
+        // `deviate 2 4` around a root value of -2, margin 2: the hull is |s| <= 8.
+        let hull = Window::hull(-2, 4, 2);
+        assert_eq!(hull, 8);
+        let (research, child) = (req(1), req(2));
+        let w = Window::Deviate {
+            hull,
+            researches: [research].into_iter().collect(),
+        };
+        // A re-search: only a score below the hull is left to the spot checks.
+        for s in [-8, -3, 0, 8, 9, 40, 64] {
+            assert!(w.critical(&research, s), "inside or above the hull: {s}");
+        }
+        for s in [-9, -40, -64, -127] {
+            assert!(!w.critical(&research, s), "below the hull: {s}");
+        }
+        // A new position: the book's estimate of it lies inside the window.
+        for s in [-64, -9, 0, 9, 64] {
+            assert!(w.critical(&child, s));
+        }
+        // Requests the pass did not list (speculation) are critical.
+        assert!(w.critical(&req(16), -40));
+        assert!(Window::All.critical(&research, -40));
+        assert!(!Window::Open.critical(&research, 0));
+        // The hull covers the window seen from either side.
+        assert_eq!(Window::hull(5, 4, 0), 9);
+        assert_eq!(
+            Window::hull(5, 4, -3),
+            9,
+            "a negative margin counts as none"
+        );
     }
 
     #[test]

@@ -50,6 +50,15 @@ struct Args {
     /// N: consecutive results agreeing with the root that earn trust.
     #[arg(long)]
     trust_after: Option<u64>,
+    /// Lowest spot-check probability of a result applied on one trusted word.
+    #[arg(long)]
+    spot_floor: Option<f64>,
+    /// Every request of a deviate or enhance program is critical (the rule before windows).
+    #[arg(long)]
+    all_critical: bool,
+    /// Guard band of the deviate window's hull (default: the service's).
+    #[arg(long)]
+    window_margin: Option<i32>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -76,6 +85,12 @@ fn main() -> anyhow::Result<()> {
         verify_threads: a.verify_threads,
         trust: TrustRules {
             earn_after: a.trust_after.unwrap_or(TrustRules::default().earn_after),
+            spot_floor: a.spot_floor.unwrap_or(TrustRules::default().spot_floor),
+            window_margin: if a.all_critical {
+                None
+            } else {
+                a.window_margin.or(TrustRules::default().window_margin)
+            },
             ..TrustRules::default()
         },
         ..ServiceConfig::default()
