@@ -215,7 +215,16 @@ async fn local_mode_and_worker_processes_build_the_same_book() {
     let dir = tempfile::tempdir().unwrap();
     new_store(dir.path(), 2, 12);
     let port = free_port();
-    let _c = coordinator_with(dir.path(), port, None, 60, &eval, &[]);
+    // No time-based throttle of speculation (a loaded machine stretches the planning's wall
+    // time, and with it the pause after each plan): every pass's tail gets a plan.
+    let _c = coordinator_with(
+        dir.path(),
+        port,
+        None,
+        60,
+        &eval,
+        &["--speculation-share", "1"],
+    );
     let mut a = admin(port).await;
     start_deviate(&mut a, 2, 4).await;
     let _w1 = worker(port, "w1", &eval, None);

@@ -59,6 +59,9 @@ struct Args {
     /// Guard band of the deviate window's hull (default: the service's).
     #[arg(long)]
     window_margin: Option<i32>,
+    /// Share of the growth runner's time speculation may take (default: the service's).
+    #[arg(long)]
+    speculation_share: Option<f64>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -83,6 +86,9 @@ fn main() -> anyhow::Result<()> {
             .backup_after
             .unwrap_or(ServiceConfig::default().backup_after),
         verify_threads: a.verify_threads,
+        speculation_share: a
+            .speculation_share
+            .unwrap_or(ServiceConfig::default().speculation_share),
         trust: TrustRules {
             earn_after: a.trust_after.unwrap_or(TrustRules::default().earn_after),
             spot_floor: a.spot_floor.unwrap_or(TrustRules::default().spot_floor),
