@@ -547,16 +547,6 @@ impl Coordinator {
         clock: Arc<dyn Clock>,
     ) -> Result<Coordinator> {
         let loaded = store.load(dir)?;
-        // Accepted job ids: a stored result names the job that delivered it, so only jobs
-        // settled without writing a result record have a `d` record of their own.
-        let mut done: HashSet<Uuid> = loaded.done.iter().copied().collect();
-        done.extend(
-            loaded
-                .results
-                .iter()
-                .filter(|(_, r)| r.job != [0; 16])
-                .map(|(_, r)| Uuid::from_bytes(r.job)),
-        );
         let results: HashMap<LeafRequest, LeafResult> = loaded
             .results
             .iter()
@@ -584,7 +574,7 @@ impl Coordinator {
             cfg.signature.as_deref(),
         )?;
         let mut jobs = Jobs::default();
-        jobs.done = done;
+        jobs.done = loaded.done.into_iter().collect();
         jobs.trust = trust;
         let history = History::from_record(loaded.history);
         let (runs, _) = tokio::sync::watch::channel(0);
@@ -1242,7 +1232,7 @@ impl Coordinator {
         // The stored result and who vouches for it.
         let chosen = d.apply.or(applied.filter(|_| d.need.is_none()));
         // Whether this batch stores a result record naming this job (which then also records
-        // the job as accepted, see `Coordinator::open`).
+        // the job as accepted, see `Store::load`).
         let names_job = chosen.is_some();
         if let Some(res) = chosen {
             let mut rec = ResultRecord::of(&res);

@@ -238,7 +238,7 @@ pub struct Loaded {
     pub header: BookHeader,
     /// The book: the base with the `p` records over it, negamax fields as stored.
     pub book: MemBook,
-    /// Ids of accepted jobs that have a `d` record (the others are named by their `r` record).
+    /// Ids of accepted jobs: their `d` records and the jobs the `r` records name.
     pub done: Vec<Uuid>,
     /// The last expansion request, if any (stores written before growth programs).
     pub expansion: Option<ExpansionRecord>,
@@ -596,6 +596,14 @@ impl Store {
                 results.push((req, decode_result(&k, &v)?));
             }
         }
+        // A stored result names the job that delivered it: its job was accepted too (jobs
+        // settled without writing a result record have a `d` record of their own).
+        done.extend(
+            results
+                .iter()
+                .filter(|(_, r)| r.job != [0; 16])
+                .map(|(_, r)| Uuid::from_bytes(r.job)),
+        );
         let mut cases = Vec::new();
         for kv in self.tree.scan_prefix([U]) {
             let (k, v) = kv?;
