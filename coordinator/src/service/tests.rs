@@ -1059,8 +1059,12 @@ fn earned_results_below_the_deviate_window_are_applied_at_once() {
     let window = run(TrustRules::default().window_margin);
     assert_eq!(all.applied_at_once, 0, "every result waited: {all:?}");
     assert!(window.applied_at_once > 0, "{window:?}");
+    // Less replication per node the book uses. (The runs' totals differ by a few results: the
+    // verifier thread and the workers interleave differently from run to run, so only the
+    // ratio is compared.)
     assert!(
-        window.replica_nodes < all.replica_nodes,
+        u128::from(window.replica_nodes) * u128::from(all.used_nodes)
+            < u128::from(all.replica_nodes) * u128::from(window.used_nodes),
         "less replication: {window:?} vs {all:?}"
     );
     assert_eq!(window.invalid + all.invalid, 0);
