@@ -326,14 +326,20 @@ impl Ctx<'_, $codegen> {
         } else {
             Refine::None
         };
+        // Children at depth ≥ 3 probe the table first thing: start loading their buckets now,
+        // so that the memory latency overlaps the ordering and the earlier siblings' searches.
+        let prefetch = depth >= 4;
         for i in 0..list.len() {
             let c = list.as_slice()[i];
+            let child = self.board.play_flips(c.x, c.flipped);
+            if prefetch {
+                self.tt.prefetch(&child);
+            }
             let score = if c.flipped == opp {
                 ordering::WIPEOUT
             } else if c.x == tt_move {
                 ordering::TT_MOVE
             } else {
-                let child = self.board.play_flips(c.x, c.flipped);
                 let mut s = ordering::heuristic(&child);
                 if refine != Refine::None {
                     let v = if refine == Refine::Static {
