@@ -1,6 +1,7 @@
 //! Move lists and move ordering for the midgame search.
 //!
-//! Order of preference: a move that wipes the opponent out, the transposition-table move, then a
+//! Order of preference: a move that wipes the opponent out, the transposition-table move, the
+//! killer move (the last move that cut a null-window node with as many empties off), then a
 //! heuristic score made of (most important first) a shallow evaluation of the child when the
 //! remaining depth allows it, the opponent's mobility (corners count double), the stability of
 //! the mover's corners, and the opponent's potential mobility. The weights follow Edax's
@@ -100,6 +101,34 @@ impl MoveList {
     }
 }
 
+/// The last two moves that cut a node off at one number of empties (killer moves), most recent
+/// first; 65 = none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Killers([u8; 2]);
+
+impl Killers {
+    /// No killer move yet.
+    pub const NONE: Killers = Killers([65; 2]);
+
+    /// `moves` split into (first killer, second killer, the rest), each a subset of `moves`.
+    #[inline(always)]
+    pub fn groups(self, moves: u64) -> [u64; 3] {
+        let bit = |x: u8| if x < 64 { 1u64 << x } else { 0 };
+        let a = moves & bit(self.0[0]);
+        let b = moves & bit(self.0[1]) & !a;
+        [a, b, moves & !(a | b)]
+    }
+
+    /// Record a move that cut a node off.
+    #[inline(always)]
+    pub fn record(&mut self, x: u8) {
+        if self.0[0] != x {
+            self.0[1] = self.0[0];
+            self.0[0] = x;
+        }
+    }
+}
+
 const CORNERS: u64 = 0x8100_0000_0000_0081;
 
 /// Mobility with corners counted twice.
@@ -147,6 +176,8 @@ pub const W_CORNER_STABILITY: i32 = 1 << 11;
 pub const W_POTENTIAL_MOBILITY: i32 = 1 << 5;
 /// Score of the transposition-table move.
 pub const TT_MOVE: i32 = 1 << 29;
+/// Score of the killer move of null-window nodes (just below the table move).
+pub const KILLER: i32 = TT_MOVE - 1;
 /// Score of a wipe-out move.
 pub const WIPEOUT: i32 = 1 << 30;
 

@@ -31,10 +31,16 @@ struct Entry {
     mv: u8,
 }
 
-/// A fixed-size transposition table (a power of two of entries).
+/// Two entries (32 bytes each) in one 64-byte cache line: a probe touches a single line.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct Bucket([Entry; 2]);
+
+/// A fixed-size transposition table (a power of two of entries, in two-entry buckets).
 #[derive(Debug)]
 pub struct Tt {
-    entries: Vec<Entry>,
+    buckets: Vec<Bucket>,
+    /// Number of buckets − 1.
     mask: usize,
     generation: u32,
 }
@@ -55,20 +61,20 @@ impl Tt {
     pub fn new(bits: u32) -> Tt {
         let n = 1usize << bits.clamp(4, 28);
         Tt {
-            entries: vec![Entry::default(); n],
-            mask: n - 1,
+            buckets: vec![Bucket::default(); n / 2],
+            mask: n / 2 - 1,
             generation: 1,
         }
     }
 
     /// Number of entries.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.buckets.len() * 2
     }
 
     /// Always false (the table has a fixed size).
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.buckets.is_empty()
     }
 
     /// Forget every entry in O(1) by starting a new generation.
@@ -81,20 +87,39 @@ impl Tt {
 
     /// Zero the whole table.
     pub fn clear(&mut self) {
-        self.entries.fill(Entry::default());
+        self.buckets.fill(Bucket::default());
         self.generation = 1;
     }
 
+    /// The bucket of a position (the same pair of entries as before buckets were explicit:
+    /// entries `2i` and `2i + 1` of a `2^bits` table).
     #[inline]
     fn bucket(&self, b: &Board) -> usize {
-        (hash(b) as usize) & self.mask & !1
+        ((hash(b) as usize) >> 1) & self.mask
+    }
+
+    /// Start loading the bucket of `b` into the cache, ahead of a [`Tt::probe`] of it (a hint
+    /// only: no effect on any result).
+    #[inline(always)]
+    pub fn prefetch(&self, b: &Board) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let p = std::ptr::from_ref(&self.buckets[self.bucket(b)]).cast::<i8>();
+            // SAFETY: `_mm_prefetch` is a hint that never faults, on any address; SSE is part of
+            // the x86-64 baseline.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = b;
     }
 
     /// Look a position up.
     #[inline]
     pub fn probe(&self, b: &Board) -> Option<TtData> {
         let i = self.bucket(b);
-        for e in &self.entries[i..i + 2] {
+        for e in &self.buckets[i].0 {
             if e.generation == self.generation && e.player == b.player && e.opponent == b.opponent {
                 return Some(TtData {
                     lower: e.lower,
@@ -125,7 +150,7 @@ impl Tt {
         let depth = depth.min(255) as u8;
         let i = self.bucket(b);
         let generation = self.generation;
-        let pair = &mut self.entries[i..i + 2];
+        let pair = &mut self.buckets[i].0;
         // Same position: refine or replace.
         for e in pair.iter_mut() {
             if e.generation == generation && e.player == b.player && e.opponent == b.opponent {
