@@ -204,11 +204,17 @@ v13b2() {
   label13 S2G-19-26 52 --empties 19-26 --count 5000 --depth 6 --eval "$C/v131/eval.dat"
   fit13 2 6 10 S2G-19-26 S2R-19-26 "${B13[@]}"
 }
-# Second bootstrap round: the first 150,000 positions of S2R (same seed, so the same positions)
+# Second bootstrap round: the first 100,000 positions of S2R (same seed, so the same positions)
 # relabelled with the stage-2 weights, listed last so their labels override the stage-1 ones.
+# v132 lost 0.2-0.3 discs on game positions at 14-16 (W, flippy) against 1.1.0, so more exact
+# training-game positions there (cheap: ~6 ms each, game positions solve faster than random ones).
+v13g() {
+  label13 XG2-14-16 35 --empties 14-16 --count 8000
+}
 v13b3() {
-  label13 S3R-19-26 51 --openings 40-50 --empties 19-26 --count 150000 --depth 6 --eval "$C/v132/eval.dat"
-  fit13 3 6 10 S2G-19-26 S2R-19-26 S3R-19-26 "${B13[@]}"
+  label13 S3R-19-26 51 --openings 40-50 --empties 19-26 --count 100000 --depth 6 --eval "$C/v132/eval.dat"
+  v13g
+  fit13 3 6 10 S2G-19-26 S2R-19-26 S3R-19-26 "${B13[@]}" XG2-14-16
 }
 measure13() {
   flippy
@@ -244,8 +250,9 @@ case "${1:-all}" in
   v13b1) v13b1 ;;
   v13b2) v13b2 ;;
   v13b3) v13b3 ;;
+  v13g) v13g ;;
   measure13) shift; measure13 "$@" ;;
   match13) match13 "$2" ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;
-  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|measure13 W...|match13 W]" >&2; exit 2 ;;
+  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|measure13 W...|match13 W]" >&2; exit 2 ;;
 esac
