@@ -19,6 +19,7 @@
 #   shared/train/pipeline.sh v13b1      # depth-6 labels 15-20 with v13e, fit -> v131
 #   shared/train/pipeline.sh v13b2      # depth-6 labels 19-26 with v131, fit -> v132
 #   shared/train/pipeline.sh v13b3      # 19-26 relabelled with v132, fit -> v133
+#   shared/train/pipeline.sh v13b4      # volume check: 393,216 more 19-26 labels with v133 -> v134
 #   shared/train/pipeline.sh measure13 W...   # held-out tables (static and depth 4) of weights W
 #   shared/train/pipeline.sh match13 W        # 400 games at level 4 and 8 vs 1.1.0
 set -euo pipefail
@@ -216,6 +217,11 @@ v13b3() {
   v13g
   fit13 3 6 10 S2G-19-26 S2R-19-26 S3R-19-26 "${B13[@]}" XG2-14-16
 }
+# Volume check: 393,216 more random positions at 19-26 labelled with v133.
+v13b4() {
+  label13 S4R-19-26 71 --openings 40-50 --empties 19-26 --count 393216 --depth 6 --eval "$C/v133/eval.dat"
+  fit13 4 6 10 S2G-19-26 S2R-19-26 S3R-19-26 S4R-19-26 "${B13[@]}" XG2-14-16
+}
 measure13() {
   flippy
   local sets=(--samples "$C/heldout-R-14-16.bin" --samples "$C/heldout-R-18-20.bin"
@@ -251,8 +257,9 @@ case "${1:-all}" in
   v13b2) v13b2 ;;
   v13b3) v13b3 ;;
   v13g) v13g ;;
+  v13b4) v13b4 ;;
   measure13) shift; measure13 "$@" ;;
   match13) match13 "$2" ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;
-  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|measure13 W...|match13 W]" >&2; exit 2 ;;
+  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W]" >&2; exit 2 ;;
 esac
