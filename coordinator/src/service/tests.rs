@@ -964,20 +964,30 @@ fn drive_mixed(c: &Coordinator, workers: &[(Uuid, Answer)]) -> Vec<Uuid> {
     refused
 }
 
+/// A level-2, depth-10 book served under `trust`, with the coordinator's verifier registered
+/// (the trust root the validation tests settle against).
+fn trust_fixture(trust: TrustRules) -> (Fixture, Identity, Uuid) {
+    let f = fixture(
+        2,
+        10,
+        ServiceConfig {
+            trust,
+            ..ServiceConfig::default()
+        },
+    );
+    let id = identity();
+    let verifier = f.c.register_verifier(&id, 1).unwrap();
+    (f, id, verifier)
+}
+
 #[test]
 fn untrusted_liars_never_reach_the_book_and_are_blocked() {
     // Every result applied on one (earned) word is spot-checked, so that a lie a liar slipped
     // in after earning trust is caught before the build is done.
-    let cfg = ServiceConfig {
-        trust: TrustRules {
-            spot_floor: 1.0,
-            ..TrustRules::default()
-        },
-        ..ServiceConfig::default()
-    };
-    let f = fixture(2, 10, cfg);
-    let id = identity();
-    let verifier = f.c.register_verifier(&id, 1).unwrap();
+    let (f, id, verifier) = trust_fixture(TrustRules {
+        spot_floor: 1.0,
+        ..TrustRules::default()
+    });
     let alice =
         f.c.register_with(&id, "a", 1, Some("alice"), false)
             .unwrap();
@@ -1029,16 +1039,10 @@ fn untrusted_liars_never_reach_the_book_and_are_blocked() {
 #[test]
 fn earned_results_below_the_deviate_window_are_applied_at_once() {
     let run = |window_margin: Option<i32>| {
-        let cfg = ServiceConfig {
-            trust: TrustRules {
-                window_margin,
-                ..TrustRules::default()
-            },
-            ..ServiceConfig::default()
-        };
-        let f = fixture(2, 10, cfg);
-        let id = identity();
-        let verifier = f.c.register_verifier(&id, 1).unwrap();
+        let (f, id, verifier) = trust_fixture(TrustRules {
+            window_margin,
+            ..TrustRules::default()
+        });
         let alice =
             f.c.register_with(&id, "a", 1, Some("alice"), false)
                 .unwrap();
@@ -1072,9 +1076,7 @@ fn earned_results_below_the_deviate_window_are_applied_at_once() {
 
 #[test]
 fn a_trusted_liar_is_caught_by_spot_checks_and_the_book_is_replayed() {
-    let f = fixture(2, 10, ServiceConfig::default());
-    let id = identity();
-    let verifier = f.c.register_verifier(&id, 1).unwrap();
+    let (f, id, verifier) = trust_fixture(TrustRules::default());
     let liar = f.c.register_with(&id, "t", 1, Some("op"), true).unwrap();
     let honest = f.c.register_with(&id, "u", 1, Some("u"), false).unwrap();
     f.c.start_expansion(deviate24(), 0).unwrap();
