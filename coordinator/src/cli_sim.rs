@@ -21,6 +21,10 @@ pub enum SimCommand {
     /// Time real leaf searches of book positions at some levels and print them as `times.tsv`
     /// lines (the simulator's duration tables).
     Record(RecordArgs),
+    /// Measure speculation's guesses: the default predictor (a shallow search) at some levels
+    /// against leaf searches at a reference level on a book's positions (what calibrates the
+    /// simulator's `--guess-error` and `--score-noise`).
+    Guesses(GuessesArgs),
 }
 
 /// `sim run`.
@@ -63,6 +67,10 @@ pub struct RunArgs {
     /// the true result with its score moved by up to ±4).
     #[arg(long, default_value_t = 40)]
     guess_error: u32,
+    /// Largest error of a speculative guess's score, in discs (0 with `--guess-error 0`: the
+    /// predictor knows every result, an upper bound on what speculation can do).
+    #[arg(long, default_value_t = 4)]
+    score_noise: i32,
     /// Only with prefetch (default: each worker count with and without).
     #[arg(long)]
     prefetch_only: bool,
@@ -92,11 +100,29 @@ pub struct RecordArgs {
     positions: Option<PathBuf>,
 }
 
+/// `sim guesses`.
+#[derive(Debug, Args)]
+pub struct GuessesArgs {
+    /// An Edax book whose positions give the leaf requests (each with its links excluded).
+    #[arg(long)]
+    book: PathBuf,
+    /// Level of the reference searches.
+    #[arg(long, default_value_t = 16, value_parser = cli_args::search_level)]
+    reference: u8,
+    /// Predictor levels to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "2,4,6", value_parser = cli_args::search_level)]
+    levels: Vec<u8>,
+    /// Use every Nth request only (in board order), to bound the reference searches' time.
+    #[arg(long, default_value_t = 1, value_parser = cli_args::count)]
+    every: usize,
+}
+
 /// Run a `sim` command.
 pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
     match cmd {
         SimCommand::Run(a) => run_sims(&a),
         SimCommand::Record(a) => record(&a),
+        SimCommand::Guesses(a) => guesses(&a),
     }
 }
 
@@ -110,6 +136,9 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
     })?;
     if !(a.spread.is_finite() && a.spread >= 1.0) {
         bail!("--spread: expected a number ≥ 1");
+    }
+    if !(0..=64).contains(&a.score_noise) {
+        bail!("--score-noise: expected a number of discs from 0 to 64");
     }
     let tmp = match &a.dir {
         Some(_) => None,
@@ -125,7 +154,7 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
         params: Deviate::new(a.relative, a.absolute),
     }];
     println!(
-        "# sim: deviate {} {} from a new book (level {}, depth {}), level-{} search times (mean {:.4} s), speeds spread {}, guesses {}% wrong moves",
+        "# sim: deviate {} {} from a new book (level {}, depth {}), level-{} search times (mean {:.4} s), speeds spread {}, guesses {}% wrong moves, scores ± {}",
         a.relative,
         a.absolute,
         a.level,
@@ -133,7 +162,8 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
         a.times,
         times.mean(),
         a.spread,
-        a.guess_error
+        a.guess_error,
+        a.score_noise
     );
     if a.serial_only {
         let started = std::time::Instant::now();
@@ -172,7 +202,7 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
                 backup_after: a.backup_after * backup,
                 guess: Guess::Noisy {
                     move_error_percent: a.guess_error,
-                    score_noise: 4,
+                    score_noise: a.score_noise,
                 },
             };
             let r = sim::simulate(&cfg, &dir)
@@ -217,6 +247,64 @@ fn record(a: &RecordArgs) -> anyhow::Result<()> {
     for level in &a.levels {
         let t = sim::times::record(&mut searcher, *level, &boards);
         println!("{}", sim::times::format(&t));
+    }
+    Ok(())
+}
+
+fn guesses(a: &GuessesArgs) -> anyhow::Result<()> {
+    let bytes = std::fs::read(&a.book).with_context(|| format!("reading {}", a.book.display()))?;
+    let book = bookfarm_book::edax::read_book(&bytes)
+        .with_context(|| format!("{}: not an Edax book", a.book.display()))?;
+    let requests: Vec<_> = sim::guesses::book_requests(&book, a.reference)
+        .into_iter()
+        .step_by(a.every.max(1))
+        .collect();
+    if requests.is_empty() {
+        bail!("{}: no position with a move to search", a.book.display());
+    }
+    println!(
+        "# guesses of {} leaf requests of {} ({} positions) against level-{} searches (embedded evaluation)",
+        requests.len(),
+        a.book.display(),
+        book.len(),
+        a.reference
+    );
+    let mut searcher = Searcher::new(bookfarm_engine::eval::default_eval());
+    let started = std::time::Instant::now();
+    let mut next = std::time::Duration::from_secs(10);
+    let reference_cpu = cpu_time::ThreadTime::now();
+    let mut reference_seconds = 0.0;
+    let qualities = sim::guesses::measure(&mut searcher, &requests, &a.levels, |n| {
+        if started.elapsed() >= next {
+            next += std::time::Duration::from_secs(10);
+            tracing::info!(
+                searched = n,
+                of = requests.len(),
+                "reference searches under way"
+            );
+        }
+        if n == requests.len() {
+            reference_seconds = reference_cpu.elapsed().as_secs_f64();
+        }
+    });
+    println!(
+        "# reference: {:.1} CPU s ({:.1} ms per search)",
+        reference_seconds,
+        1e3 * reference_seconds / requests.len() as f64
+    );
+    println!("level\trequests\twrong_move_pct\tmean_abs_score_err\tp50\tp90\tp99\tus_per_guess");
+    for q in &qualities {
+        println!(
+            "{}\t{}\t{:.1}\t{:.2}\t{}\t{}\t{}\t{:.0}",
+            q.level,
+            q.requests,
+            q.wrong_move_percent(),
+            q.mean_score_error(),
+            q.score_error_quantile(0.5),
+            q.score_error_quantile(0.9),
+            q.score_error_quantile(0.99),
+            q.micros_per_guess()
+        );
     }
     Ok(())
 }

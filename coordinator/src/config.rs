@@ -74,6 +74,9 @@ pub struct CoordinatorFile {
     /// Share of the growth thread's time that speculative planning may take (default 0.25;
     /// clamped to 0.01..=1, 1: no limit).
     pub speculation_share: Option<f64>,
+    /// Level of speculation's guesses (default 2; at most 60). Deeper guesses waste less
+    /// speculative work at high levels and cost the coordinator more CPU per guess.
+    pub predictor_level: Option<u8>,
     /// Bound of the store's page cache, MiB (default 64). The in-memory book is outside it:
     /// a serving coordinator holds about 60–80 bytes per position plus this cache.
     pub cache_capacity_mb: Option<u64>,
@@ -117,6 +120,9 @@ impl CoordinatorFile {
                 .speculation_share
                 .filter(|s| s.is_finite())
                 .map_or(d.speculation_share, |s| s.clamp(0.01, 1.0)),
+            predictor_level: self
+                .predictor_level
+                .map_or(d.predictor_level, |l| l.min(60)),
             cache_capacity: self
                 .cache_capacity_mb
                 .map_or(d.cache_capacity, |mb| mb.max(1) << 20),
@@ -180,6 +186,9 @@ mod tests {
         assert_eq!(i.session_timeout, s.lease_timeout);
         assert_eq!(f.limits().max_connections, 4096);
         assert_eq!(s.cache_capacity, 64 << 20);
+        assert_eq!((s.speculation, s.predictor_level), (2, 2));
+        let deep = CoordinatorFile::parse("predictor_level = 99\n").unwrap();
+        assert_eq!(deep.service().predictor_level, 60);
     }
 
     #[test]

@@ -117,6 +117,8 @@ struct Guessing<'a> {
     speculative: RefCell<Vec<LeafRequest>>,
     budget: usize,
     predictor: RefCell<&'a mut dyn Predictor>,
+    /// Guesses of earlier plans (see [`Growth::guesses`]).
+    cache: RefCell<&'a mut HashMap<LeafRequest, LeafResult>>,
 }
 
 impl Results for Guessing<'_> {
@@ -135,7 +137,12 @@ impl Results for Guessing<'_> {
         if !free {
             self.spent.set(self.spent.get() + 1);
         }
-        let r = self.predictor.borrow_mut().predict(request);
+        let cached = self.cache.borrow().get(request).copied();
+        let r = cached.unwrap_or_else(|| {
+            let r = self.predictor.borrow_mut().predict(request);
+            self.cache.borrow_mut().insert(*request, r);
+            r
+        });
         self.guessed.borrow_mut().insert(*request, r);
         if !round {
             self.speculative.borrow_mut().push(*request);
@@ -143,6 +150,9 @@ impl Results for Guessing<'_> {
         Some(r)
     }
 }
+
+/// The most guesses [`Growth`] keeps between plans (about 100 bytes each).
+const MAX_GUESSES: usize = 1 << 18;
 
 /// Contradictions an audit report lists (the count is always given).
 const AUDIT_REPORT_LINES: usize = 100;
@@ -216,6 +226,10 @@ pub(crate) struct Growth {
     pub(crate) next_plan_at: Option<std::time::Instant>,
     /// Guesses results for speculation (built on first use).
     predictor: Option<Box<dyn Predictor>>,
+    /// The predictor's guesses of requests without a result yet, kept across plans: a big
+    /// farm plans again after every few dozen results, and each plan guesses mostly the same
+    /// requests (at most [`MAX_GUESSES`]; emptied when full, a landed result drops its guess).
+    guesses: HashMap<LeafRequest, LeafResult>,
     /// The lines of the last line audit finished since start.
     pub(crate) last_audit: Vec<AuditLine>,
     /// What a replay needs: the programs finished since the base book and which positions'
@@ -316,6 +330,7 @@ impl Growth {
             landed_since_plan: 0,
             next_plan_at: None,
             predictor: None,
+            guesses: HashMap::new(),
             last_audit: Vec::new(),
             replay,
         })
@@ -376,6 +391,7 @@ impl Growth {
             if l.prefetched && !self.results.contains_key(&l.key) {
                 self.prefetched.get_mut().insert(l.key);
             }
+            self.guesses.remove(&l.key);
             self.results.insert(l.key, l.result);
         }
     }
@@ -383,6 +399,7 @@ impl Growth {
     /// Replace the predictor used by [`Growth::speculate`].
     pub(crate) fn set_predictor(&mut self, predictor: Box<dyn Predictor>) {
         self.predictor = Some(predictor);
+        self.guesses.clear();
     }
 
     /// How prefetching served so far.
@@ -405,12 +422,14 @@ impl Growth {
 
     /// The searches the programs will probably need after the current round work, most likely
     /// first, at most `budget`: the programs run on a copy of the book with guessed results
-    /// (the [`Predictor`]) for every request not known yet. The real book is untouched, so a
+    /// (the [`Predictor`], by default a [`ShallowSearch`] at `predictor_level`) for every
+    /// request not known yet. The real book is untouched, so a
     /// wrong guess only costs a wasted search.
     pub(crate) fn speculate(
         &mut self,
         budget: usize,
         searching: &HashSet<LeafRequest>,
+        predictor_level: u8,
     ) -> Vec<LeafRequest> {
         let Some(driver) = &self.driver else {
             return Vec::new();
@@ -423,9 +442,12 @@ impl Growth {
         let mut driver = driver.clone();
         let mut book = self.book.clone();
         let round: HashSet<LeafRequest> = self.needed.iter().copied().collect();
+        if self.guesses.len() > MAX_GUESSES {
+            self.guesses.clear();
+        }
         let predictor = self
             .predictor
-            .get_or_insert_with(|| Box::new(ShallowSearch::new(2)));
+            .get_or_insert_with(|| Box::new(ShallowSearch::new(predictor_level)));
         let guessing = Guessing {
             known: &self.results,
             round: &round,
@@ -435,6 +457,7 @@ impl Growth {
             speculative: RefCell::new(Vec::new()),
             budget,
             predictor: RefCell::new(predictor.as_mut()),
+            cache: RefCell::new(&mut self.guesses),
         };
         let mut later = self.queue.iter().skip(1);
         loop {

@@ -147,6 +147,10 @@ pub struct ServiceConfig {
     /// limit). A plan that took t blocks the next one for t / s − t, so a coordinator whose
     /// growth thread is saturated by results spends it on ingest rather than on guesses.
     pub speculation_share: f64,
+    /// Level of the default predictor's guesses (a [`ShallowSearch`]; at most the request's
+    /// level). Deeper guesses are right more often, so less speculative work is wasted, but the
+    /// growth thread pays them: `sim guesses` measures both (docs/benchmarks.md).
+    pub predictor_level: u8,
     /// Apply results on the submitting thread instead of the growth runner thread (the
     /// simulator: one thread, no hand-offs; a server keeps RPCs off growth's path).
     pub inline_growth: bool,
@@ -178,6 +182,7 @@ impl Default for ServiceConfig {
             speculation: 2,
             backup_after: 4,
             speculation_share: 0.25,
+            predictor_level: 2,
             inline_growth: false,
             trust: TrustRules::default(),
             verify_threads: 0,
@@ -1447,7 +1452,11 @@ impl Coordinator {
             Some((threads, searching)) => {
                 let budget = threads.saturating_mul(self.0.cfg.speculation as usize);
                 let started = Instant::now();
-                let list = growth.speculate(budget.min(MAX_SPECULATION), &searching);
+                let list = growth.speculate(
+                    budget.min(MAX_SPECULATION),
+                    &searching,
+                    self.0.cfg.predictor_level,
+                );
                 let share = self.0.cfg.speculation_share;
                 growth.next_plan_at = (share < 1.0)
                     .then(|| started + started.elapsed().mul_f64(1.0 / share.max(0.01)));

@@ -895,6 +895,64 @@ fn speculative_searches_wait_for_round_work_and_serve_the_next_pass() {
     assert!(f.c.stored_results() >= asked.len());
 }
 
+/// Counts the predictor's calls per request.
+#[derive(Debug)]
+struct CountingPredictor(Arc<Mutex<HashMap<LeafRequest, u32>>>);
+
+impl Predictor for CountingPredictor {
+    fn predict(&mut self, request: &LeafRequest) -> LeafResult {
+        *self.0.lock().unwrap().entry(*request).or_default() += 1;
+        crate::sim::SimPredictor(crate::sim::Guess::Noisy {
+            move_error_percent: 40,
+            score_noise: 4,
+        })
+        .predict(request)
+    }
+}
+
+/// Plans follow each other every few results and guess mostly the same requests: each
+/// request is guessed once, however many plans use the guess, and the book is the serial one.
+#[test]
+fn each_request_is_guessed_once_across_plans() {
+    let cfg = ServiceConfig {
+        lookahead: 0,
+        speculation: 4,
+        backup_after: 0,
+        ..ServiceConfig::default()
+    };
+    let f = fixture(2, 10, cfg);
+    let calls = Arc::new(Mutex::new(HashMap::new()));
+    f.c.set_predictor(Box::new(CountingPredictor(calls.clone())));
+    let id = identity();
+    let ws: Vec<Uuid> = (0..3)
+        .map(|i| f.c.register(&id, &format!("w{i}"), 1).unwrap())
+        .collect();
+    let mut held: Vec<Option<Job>> = vec![None; ws.len()];
+    f.c.start_expansion(deviate24(), 0).unwrap();
+    for turn in 0..100_000 {
+        if f.c.status().state == State::Done && held.iter().all(Option::is_none) {
+            break;
+        }
+        for k in 0..ws.len() {
+            if held[k].is_none() {
+                held[k] = f.c.lease(&id, &ws[k], 1).unwrap().pop();
+            }
+        }
+        if let Some(job) = held[turn % ws.len()].take() {
+            f.c.submit(&id, &ws[turn % ws.len()], &[sim_result(&job)])
+                .unwrap();
+        }
+        f.c.settle().unwrap();
+    }
+    assert_eq!(f.c.status().state, State::Done);
+    let calls = calls.lock().unwrap();
+    assert!(calls.len() > 10, "{} requests guessed", calls.len());
+    let twice: Vec<_> = calls.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "guessed more than once: {twice:?}");
+    let (book, _) = crate::sim::serial_build(2, 10, &[operation(deviate24())]);
+    assert!(crate::sim::same_positions(f.c.snapshot().1, &book));
+}
+
 fn sim_result(job: &Job) -> JobResult {
     let req = LeafRequest {
         board: job.board,

@@ -11,6 +11,7 @@
 //! * a search's result and its duration at speed 1 depend on its request only, so the serial
 //!   build and its CPU cost are well defined and every run can be compared with them.
 
+pub mod guesses;
 pub mod times;
 
 use crate::error::{CoordinatorError, Result};
