@@ -22,6 +22,11 @@
 #   shared/train/pipeline.sh v13b4      # volume check: 393,216 more 19-26 labels with v133 -> v134
 #   shared/train/pipeline.sh measure13 W...   # held-out tables (static and depth 4) of weights W
 #   shared/train/pipeline.sh match13 W        # 400 games at level 4 and 8 vs 1.1.0
+#
+# Candidate 1.4.0 (third session; needs `heldout`, `v13e` and `v13b1` first):
+#   shared/train/pipeline.sh v14a       # 1e6 depth-6 labels 14-20 with v131 (1:1 game / random) -> v14a
+#   shared/train/pipeline.sh v14b       # 1e6 depth-6 labels 21-26 with v14a (1:1) -> v14b
+#   shared/train/pipeline.sh sweep14 a|b B # L2 x overlap on a 5 % validation split, buckets B (20,22)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=${BOOKFARM_TRAIN_CACHE:-target/train}
@@ -243,6 +248,61 @@ match13() {
   done
 }
 
+# ---- Candidate 1.4.0: 2 x 10^6 depth-6 labels, game and random positions 1:1 (third session) ---
+# Phase by phase from the end, each phase labelled by the weights fitted just before on the phase
+# of its leaves: 14-20 with v131 (leaves at 8-14), 21-26 with v14a (leaves at 15-20). Game
+# positions (G: train.bin, `--count` per empties value) and openings + random moves (R) about 1:1,
+# so the shared pattern weights see as many balanced game positions as lopsided random ones.
+# The exact caches of stage E and XG2 are listed last: their labels override depth-6 ones.
+F14_OVERLAP=${BOOKFARM_TRAIN_OVERLAP:-6}
+F14_L2=${BOOKFARM_TRAIN_L2_14:-10}
+# label14 NAME SEED ARGS...: as label13, checkpointing every 16,384 labels (the cache is rewritten
+# after every chunk, so small chunks cost quadratic IO at 10^6 labels).
+label14() {
+  local name=$1 seed=$2; shift 2
+  step "t13-$name" "$C/t13-$name.bin" "$B" label --from "$C/train.bin" --seed "$seed" \
+    --out "$C/t13-$name.bin" --chunk 16384 "$@"
+}
+# fit14 NAME OVERLAP L2 CACHES... [-- FIT OPTIONS...] -> $C/NAME (as fit13, version 1.4.0).
+fit14() {
+  local name=$1 overlap=$2 l2=$3; shift 3
+  local caches=() extra=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do caches+=("$1"); shift; done
+  [ $# -gt 0 ] && { shift; extra=("$@"); }
+  step "fit14-$name" "$C/$name/eval.dat" "$B" fit --train "$C/train.bin" \
+    $(for f in "${caches[@]}"; do echo --train "$C/t13-$f.bin"; done) \
+    "${FIT13[@]}" --overlap "$overlap" --l2 "$l2" --out "$C/$name" --version 1.4.0 "${extra[@]}"
+}
+A14=(MG-14-20 MR-14-20 S1G-15-20 S1R-15-20 "${E13[@]}" XG2-14-16)
+B14=(MG-21-26 MR-21-26 "${A14[@]}")
+v14a() {
+  label14 MR-14-20 81 --openings 40-50 --empties 14-20 --count 500000 --depth 6 --eval "$C/v131/eval.dat"
+  label14 MG-14-20 82 --empties 14-20 --count 71429 --depth 6 --eval "$C/v131/eval.dat"
+  v13g
+  fit14 v14a "$F14_OVERLAP" "$F14_L2" "${A14[@]}" -- --checkpoint "$C/v14a.ckpt"
+}
+v14b() {
+  label14 MR-21-26 83 --openings 40-50 --empties 21-26 --count 500000 --depth 6 --eval "$C/v14a/eval.dat"
+  label14 MG-21-26 84 --empties 21-26 --count 83334 --depth 6 --eval "$C/v14a/eval.dat"
+  fit14 v14b "$F14_OVERLAP" "$F14_L2" "${B14[@]}" -- --checkpoint "$C/v14b.ckpt"
+}
+# L2 x overlap on a 5 % validation split of the training labels (not the held-out sets) with
+# one-bucket fits; bucket b = plies 2b, 2b+1 = empties 60-2b, 59-2b (18: 23-24, 19: 21-22,
+# 20: 19-20, 22: 15-16). Stage a uses the v14a caches, stage b the v14b ones. The validation
+# tables are appended to $C/sweep14.out.
+sweep14() {
+  local stage=$1 buckets=$2; shift 2
+  local caches=("${A14[@]}")
+  [ "$stage" = b ] && caches=("${B14[@]}")
+  for ov in ${SWEEP_OVERLAPS:-3 6}; do
+    for l2 in ${SWEEP_L2S:-3 10 30}; do
+      local name="sweep14$stage-b${buckets//,/_}-o$ov-l$l2"
+      fit14 "$name" "$ov" "$l2" "${caches[@]}" -- --validation 50 --only-buckets "$buckets"
+      { echo "## $name"; grep '^| ' "$C/fit14-$name.out"; } >> "$C/sweep14.out"
+    done
+  done
+}
+
 case "${1:-all}" in
   labels) dataset; heldout; labels1 ;;
   fit1) fit1 ;;
@@ -260,6 +320,9 @@ case "${1:-all}" in
   v13b4) v13b4 ;;
   measure13) shift; measure13 "$@" ;;
   match13) match13 "$2" ;;
+  v14a) v14a ;;
+  v14b) v14b ;;
+  sweep14) sweep14 "$2" "$3" ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;
-  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W]" >&2; exit 2 ;;
+  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W|v14a|v14b|sweep14 a|b B]" >&2; exit 2 ;;
 esac

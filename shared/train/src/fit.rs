@@ -293,6 +293,18 @@ pub fn fit(
     Ok(reports)
 }
 
+/// Whether a (canonical) position belongs to the validation split of `per_mille` / 1000 of the
+/// training samples: a fixed hash of the board, so the split is the same across runs, caches
+/// and label sources (a position relabelled by a later cache stays on the same side).
+pub fn in_validation(board: &bookfarm_engine::Board, per_mille: u32) -> bool {
+    // SplitMix64 finaliser of both bitboards: well mixed, platform independent.
+    let mut x = board.player ^ board.opponent.rotate_left(29) ^ 0x9e37_79b9_7f4a_7c15;
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    x % 1000 < u64::from(per_mille)
+}
+
 /// Chunk size of the deterministic parallel reduction.
 const CHUNK: usize = 16_384;
 
@@ -473,6 +485,24 @@ pub(crate) mod tests {
                 .sum();
             assert_eq!(w.raw_board(b), raw, "{b}");
         }
+    }
+
+    #[test]
+    fn the_validation_split_is_stable_and_has_the_requested_size() {
+        let boards = positions(20_000, 11);
+        let picked: Vec<bool> = boards.iter().map(|b| in_validation(b, 50)).collect();
+        let n = picked.iter().filter(|&&p| p).count();
+        // 5 % of 20,000 = 1,000; a binomial standard deviation is ≈ 31.
+        assert!((850..1150).contains(&n), "{n} of 20000 in a 5 % split");
+        assert_eq!(
+            picked,
+            boards
+                .iter()
+                .map(|b| in_validation(b, 50))
+                .collect::<Vec<_>>()
+        );
+        assert!(boards.iter().all(|b| !in_validation(b, 0)));
+        assert!(boards.iter().all(|b| in_validation(b, 1000)));
     }
 
     #[test]
