@@ -24,8 +24,8 @@
 #   shared/train/pipeline.sh match13 W        # 400 games at level 4 and 8 vs 1.1.0
 #
 # Candidate 1.4.0 (third session; needs `heldout`, `v13e` and `v13b1` first):
-#   shared/train/pipeline.sh v14a       # 2e6 depth-4 labels 14-26 with v131 (1:1 game / random) -> v14a
-#   shared/train/pipeline.sh v14b       # 2e6 more at 19-26 labelled with v14a (1:1) -> v14b
+#   shared/train/pipeline.sh v14a       # 1e6 depth-4 labels 14-26 with v131 (1:1 game / random) -> v14a
+#   shared/train/pipeline.sh v14b       # 130,000 of the game positions relabelled at depth 6 with v14a -> v14b
 #   shared/train/pipeline.sh sweep14 a|b B # L2 x overlap on a 5 % validation split, buckets B (20,22)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -248,11 +248,11 @@ match13() {
   done
 }
 
-# ---- Candidate 1.4.0: 2 x 10^6 depth-4 labels at 14-26, game and random positions 1:1 ----------
+# ---- Candidate 1.4.0: 10^6 depth-4 labels per stage at 14-26, game and random positions 1:1 ----------
 # Depth 4 rather than 6: ≈ 0.23 ms against ≈ 1.4 ms per label here, i.e. six times the volume for
 # the same CPU, and the fit is volume-bound (docs/training.md). One phase 14-26 labelled by v131
 # (fitted on depth-6 labels at 15-20 whose leaves lie at 9-14, where v13e learnt from exact
-# labels), then a second round at 19-26 labelled by v14a. Game positions (G: train.bin, `--count`
+# labels), then game positions relabelled at depth 6 by v14a (stage b). Game positions (G: train.bin, `--count`
 # per empties value) and openings + random moves (R) 1:1, so the shared pattern weights see as
 # many balanced game positions as lopsided random ones. The exact caches of stage E are listed
 # last: their labels override search labels of the same positions.
@@ -276,17 +276,19 @@ fit14() {
     "${FIT13[@]}" --overlap "$overlap" --l2 "$l2" --out "$C/$name" --version 1.4.0 "${extra[@]}"
 }
 # Random positions per stage (R: N14 in total; G: about as many, spread over the empties values).
-N14=${BOOKFARM_TRAIN_N14:-1000000}
+N14=${BOOKFARM_TRAIN_N14:-500000}
 A14=(MG-14-26 MR-14-26 S1G-15-20 S1R-15-20 "${E13[@]}")
-B14=(MG2-19-26 MR2-19-26 "${A14[@]}")
+B14=(MG-14-26 MG6-14-26 MR-14-26 S1G-15-20 S1R-15-20 "${E13[@]}")
 v14a() {
   label14 MR-14-26 81 --openings 40-50 --empties 14-26 --count "$N14" --depth 4 --eval "$C/v131/eval.dat"
   label14 MG-14-26 82 --empties 14-26 --count $(( N14 / 13 )) --depth 4 --eval "$C/v131/eval.dat"
   fit14 v14a "$F14_OVERLAP" "$F14_L2" "${A14[@]}" -- --checkpoint "$C/v14a.ckpt"
 }
+# Stage b: the game positions' labels were the weak part of v14a (worse than 1.1.0 on W / flippy
+# at 14-20), so the first 10,000 game positions per empties value of MG (same seed, so the same
+# positions) are relabelled at depth 6 with v14a and override their depth-4 labels.
 v14b() {
-  label14 MR2-19-26 83 --openings 40-50 --empties 19-26 --count "$N14" --depth 4 --eval "$C/v14a/eval.dat"
-  label14 MG2-19-26 84 --empties 19-26 --count $(( N14 / 8 )) --depth 4 --eval "$C/v14a/eval.dat"
+  label14 MG6-14-26 82 --empties 14-26 --count 10000 --depth 6 --eval "$C/v14a/eval.dat"
   fit14 v14b "$F14_OVERLAP" "$F14_L2" "${B14[@]}" -- --checkpoint "$C/v14b.ckpt"
 }
 # L2 x overlap on a 5 % validation split of the training labels (not the held-out sets) with
