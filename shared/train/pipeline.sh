@@ -26,6 +26,7 @@
 # Candidate 1.4.0 (third session; needs `heldout`, `v13e` and `v13b1` first):
 #   shared/train/pipeline.sh v14a       # 1e6 depth-4 labels 14-26 with v131 (1:1 game / random) -> v14a
 #   shared/train/pipeline.sh v14b       # 130,000 of the game positions relabelled at depth 6 with v14a -> v14b
+#   shared/train/pipeline.sh v14c       # v14b's fit restricted to 13-30 empties, 1.1.0 elsewhere -> v14c
 #   shared/train/pipeline.sh sweep14 a|b B # L2 x overlap on a 5 % validation split, buckets B (20,22)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -291,6 +292,14 @@ v14b() {
   label14 MG6-14-26 82 --empties 14-26 --count 10000 --depth 6 --eval "$C/v14a/eval.dat"
   fit14 v14b "$F14_OVERLAP" "$F14_L2" "${B14[@]}" -- --checkpoint "$C/v14b.ckpt"
 }
+# Stage c: v14a/b lost depth-4 accuracy on game positions at 14-16 (W, flippy) while their static
+# accuracy there held: the depth-4 leaves lie at 10-12 empties, whose buckets the overlap-6 fit
+# pulled towards random positions. v14c fits only the buckets of 13-30 empties (15-23) on v14b's
+# caches and keeps 1.1.0 elsewhere.
+v14c() {
+  fit14 v14c "$F14_OVERLAP" "$F14_L2" "${B14[@]}" -- --only-buckets 15,16,17,18,19,20,21,22,23 \
+    --checkpoint "$C/v14c.ckpt"
+}
 # L2 x overlap on a 5 % validation split of the training labels (not the held-out sets) with
 # one-bucket fits; bucket b = plies 2b, 2b+1 = empties 60-2b, 59-2b (18: 23-24, 19: 21-22,
 # 20: 19-20, 22: 15-16). Stage a uses the v14a caches, stage b the v14b ones. The validation
@@ -327,7 +336,8 @@ case "${1:-all}" in
   match13) match13 "$2" ;;
   v14a) v14a ;;
   v14b) v14b ;;
+  v14c) v14c ;;
   sweep14) sweep14 "$2" "$3" ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;
-  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W|v14a|v14b|sweep14 a|b B]" >&2; exit 2 ;;
+  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W|v14a|v14b|v14c|sweep14 a|b B]" >&2; exit 2 ;;
 esac

@@ -32,7 +32,8 @@ pub struct FitParams {
     pub l2: f32,
     /// Header version written in the output.
     pub version: EvalHeader,
-    /// Fit only these buckets (empty = all); used for quick parameter experiments.
+    /// Fit only these buckets (empty = all): parameter experiments, or a fine-tune of selected
+    /// phases (the other buckets keep the prior when there is one).
     pub only_buckets: Vec<usize>,
 }
 
@@ -290,6 +291,15 @@ pub fn fit(
         }
     }
     pb.finish();
+    // Buckets left out by `only_buckets` keep the prior (a fine-tune of selected phases only);
+    // without a prior they stay unfitted (zero weights).
+    if let Some(p) = prior {
+        for (b, w) in ckpt.buckets.iter_mut().enumerate() {
+            if w.is_none() {
+                w.clone_from(&p.buckets[b]);
+            }
+        }
+    }
     Ok(reports)
 }
 
@@ -518,6 +528,39 @@ pub(crate) mod tests {
         let mut ck = Checkpoint::new(61);
         fit(&[], &params, &mut ck, None, Some(&prior), false).expect("fit");
         assert_eq!(ck, prior);
+        // Buckets outside --only-buckets keep the prior too, fitted ones move.
+        let mut prior2 = Checkpoint::new(2);
+        for w in &mut prior2.buckets {
+            *w = Some(vec![0.25; PACKED_PER_PLY]);
+        }
+        let boards = positions(200, 3);
+        let samples: Vec<Sample> = boards
+            .iter()
+            .filter(|b| ply_of(b) / 2 == 10)
+            .map(|b| Sample {
+                board: *b,
+                label: 30.0,
+                count: 1,
+                kind: LabelKind::Exact,
+            })
+            .collect();
+        assert!(!samples.is_empty());
+        let only = FitParams {
+            bucket_width: 2,
+            overlap: 0,
+            epochs: 3,
+            only_buckets: vec![10],
+            ..FitParams::default()
+        };
+        let mut ck2 = Checkpoint::new(2);
+        fit(&samples, &only, &mut ck2, None, Some(&prior2), false).expect("fit");
+        for (b, w) in ck2.buckets.iter().enumerate() {
+            if b == 10 {
+                assert_ne!(w, &prior2.buckets[b], "bucket 10 was fitted");
+            } else {
+                assert_eq!(w, &prior2.buckets[b], "bucket {b} keeps the prior");
+            }
+        }
         let mut wrong = Checkpoint::new(61);
         let bad = FitParams {
             bucket_width: 20,

@@ -173,7 +173,8 @@ enum Cmd {
         /// Never train on positions of these caches (the held-out sets).
         #[arg(long)]
         exclude: Vec<PathBuf>,
-        /// Fit only these buckets (for parameter experiments; the others stay zero).
+        /// Fit only these buckets (parameter experiments, or a fine-tune of selected phases);
+        /// the others keep `--prior`, or stay zero without one.
         #[arg(long, value_delimiter = ',')]
         only_buckets: Vec<usize>,
         /// Hold out this many per mille of the merged training samples (a fixed hash of the
