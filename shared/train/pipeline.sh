@@ -22,6 +22,12 @@
 #   shared/train/pipeline.sh v13b4      # volume check: 393,216 more 19-26 labels with v133 -> v134
 #   shared/train/pipeline.sh measure13 W...   # held-out tables (static and depth 4) of weights W
 #   shared/train/pipeline.sh match13 W        # 400 games at level 4 and 8 vs 1.1.0
+#
+# Candidate 1.4.0 (third session; needs `heldout`, `v13e` and `v13b1` first):
+#   shared/train/pipeline.sh v14a       # 1e6 depth-4 labels 14-26 with v131 (1:1 game / random) -> v14a
+#   shared/train/pipeline.sh v14b       # 130,000 game positions relabelled at depth 6 with v14a -> v14b
+#   shared/train/pipeline.sh v14c       # v14b's fit restricted to 13-30 empties, 1.1.0 elsewhere -> v14c
+#   shared/train/pipeline.sh sweep14 a|b B # L2 x overlap on a 5 % validation split, buckets B (19,22)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=${BOOKFARM_TRAIN_CACHE:-target/train}
@@ -243,6 +249,75 @@ match13() {
   done
 }
 
+# ---- Candidate 1.4.0: 10^6 depth-4 labels at 14-26, game and random positions 1:1 --------------
+# Depth 4 rather than 6: 0.13-0.16 ms against 1.1-1.4 ms per label here, i.e. 7-9 times the volume
+# for the same CPU, and the fit was volume-bound (docs/training.md). One phase 14-26 labelled by
+# v131 (fitted on depth-6 labels at 15-20 whose leaves lie at 9-14, where v13e learnt from exact
+# labels). Game positions (G: train.bin, `--count` per empties value) and openings + random moves
+# (R) 1:1, so the shared pattern weights see as many balanced game positions as lopsided random
+# ones. The exact caches of stage E are listed last: their labels override search labels of the
+# same positions.
+F14_OVERLAP=${BOOKFARM_TRAIN_OVERLAP:-6}
+F14_L2=${BOOKFARM_TRAIN_L2_14:-10}
+# label14 NAME SEED ARGS...: as label13, checkpointing every 16,384 labels (the cache is rewritten
+# after every chunk, so small chunks cost quadratic IO at 10^6 labels).
+label14() {
+  local name=$1 seed=$2; shift 2
+  step "t13-$name" "$C/t13-$name.bin" "$B" label --from "$C/train.bin" --seed "$seed" \
+    --out "$C/t13-$name.bin" --chunk 16384 "$@"
+}
+# fit14 NAME OVERLAP L2 CACHES... [-- FIT OPTIONS...] -> $C/NAME (as fit13, version 1.4.0).
+fit14() {
+  local name=$1 overlap=$2 l2=$3; shift 3
+  local caches=() extra=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do caches+=("$1"); shift; done
+  [ $# -gt 0 ] && { shift; extra=("$@"); }
+  step "fit14-$name" "$C/$name/eval.dat" "$B" fit --train "$C/train.bin" \
+    $(for f in "${caches[@]}"; do echo --train "$C/t13-$f.bin"; done) \
+    "${FIT13[@]}" --overlap "$overlap" --l2 "$l2" --out "$C/$name" --version 1.4.0 "${extra[@]}"
+}
+# Random positions per stage (R: N14 in total; G: about as many, spread over the empties values).
+N14=${BOOKFARM_TRAIN_N14:-500000}
+A14=(MG-14-26 MR-14-26 S1G-15-20 S1R-15-20 "${E13[@]}")
+B14=(MG-14-26 MG6-14-26 MR-14-26 S1G-15-20 S1R-15-20 "${E13[@]}")
+v14a() {
+  label14 MR-14-26 81 --openings 40-50 --empties 14-26 --count "$N14" --depth 4 --eval "$C/v131/eval.dat"
+  label14 MG-14-26 82 --empties 14-26 --count $(( N14 / 13 )) --depth 4 --eval "$C/v131/eval.dat"
+  fit14 v14a "$F14_OVERLAP" "$F14_L2" "${A14[@]}" -- --checkpoint "$C/v14a.ckpt"
+}
+# Stage b tests whether the game positions' depth-4 labels keep v14a behind 1.1.0 on W / flippy at
+# 14-20: the first 10,000 game positions per empties value of MG (same seed, so the same
+# positions) are relabelled at depth 6 with v14a and override their depth-4 labels. (They did
+# not: v14b is within 0.05 discs of v14a everywhere.)
+v14b() {
+  label14 MG6-14-26 82 --empties 14-26 --count 10000 --depth 6 --eval "$C/v14a/eval.dat"
+  fit14 v14b "$F14_OVERLAP" "$F14_L2" "${B14[@]}" -- --checkpoint "$C/v14b.ckpt"
+}
+# Stage c: v14a/b lost depth-4 accuracy on game positions at 14-16 (W, flippy) while their static
+# accuracy there held: the depth-4 leaves lie at 10-12 empties, whose buckets the overlap-6 fit
+# pulled towards random positions. v14c fits only the buckets of 13-30 empties (15-23) on v14b's
+# caches and keeps 1.1.0 elsewhere.
+v14c() {
+  fit14 v14c "$F14_OVERLAP" "$F14_L2" "${B14[@]}" -- --only-buckets 15,16,17,18,19,20,21,22,23 \
+    --checkpoint "$C/v14c.ckpt"
+}
+# L2 x overlap on a 5 % validation split of the training labels (not the held-out sets) with
+# one-bucket fits; bucket b = plies 2b, 2b+1 = empties 60-2b, 59-2b (18: 23-24, 19: 21-22,
+# 20: 19-20, 22: 15-16). Stage a uses the v14a caches, stage b the v14b ones. The validation
+# tables are appended to $C/sweep14.out.
+sweep14() {
+  local stage=$1 buckets=$2; shift 2
+  local caches=("${A14[@]}")
+  [ "$stage" = b ] && caches=("${B14[@]}")
+  for ov in ${SWEEP_OVERLAPS:-3 6}; do
+    for l2 in ${SWEEP_L2S:-3 10 30}; do
+      local name="sweep14$stage-b${buckets//,/_}-o$ov-l$l2"
+      fit14 "$name" "$ov" "$l2" "${caches[@]}" -- --validation 50 --only-buckets "$buckets"
+      { echo "## $name"; grep '^| ' "$C/fit14-$name.out"; } >> "$C/sweep14.out"
+    done
+  done
+}
+
 case "${1:-all}" in
   labels) dataset; heldout; labels1 ;;
   fit1) fit1 ;;
@@ -260,6 +335,10 @@ case "${1:-all}" in
   v13b4) v13b4 ;;
   measure13) shift; measure13 "$@" ;;
   match13) match13 "$2" ;;
+  v14a) v14a ;;
+  v14b) v14b ;;
+  v14c) v14c ;;
+  sweep14) sweep14 "$2" "$3" ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;
-  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W]" >&2; exit 2 ;;
+  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W|v14a|v14b|v14c|sweep14 a|b B]" >&2; exit 2 ;;
 esac

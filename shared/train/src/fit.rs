@@ -32,7 +32,8 @@ pub struct FitParams {
     pub l2: f32,
     /// Header version written in the output.
     pub version: EvalHeader,
-    /// Fit only these buckets (empty = all); used for quick parameter experiments.
+    /// Fit only these buckets (empty = all): parameter experiments, or a fine-tune of selected
+    /// phases (the other buckets keep the prior when there is one).
     pub only_buckets: Vec<usize>,
 }
 
@@ -290,7 +291,28 @@ pub fn fit(
         }
     }
     pb.finish();
+    // Buckets left out by `only_buckets` keep the prior (a fine-tune of selected phases only);
+    // without a prior they stay unfitted (zero weights).
+    if let Some(p) = prior {
+        for (b, w) in ckpt.buckets.iter_mut().enumerate() {
+            if w.is_none() {
+                w.clone_from(&p.buckets[b]);
+            }
+        }
+    }
     Ok(reports)
+}
+
+/// Whether a (canonical) position belongs to the validation split of `per_mille` / 1000 of the
+/// training samples: a fixed hash of the board, so the split is the same across runs, caches
+/// and label sources (a position relabelled by a later cache stays on the same side).
+pub fn in_validation(board: &bookfarm_engine::Board, per_mille: u32) -> bool {
+    // SplitMix64 finaliser of both bitboards: well mixed, platform independent.
+    let mut x = board.player ^ board.opponent.rotate_left(29) ^ 0x9e37_79b9_7f4a_7c15;
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    x % 1000 < u64::from(per_mille)
 }
 
 /// Chunk size of the deterministic parallel reduction.
@@ -476,6 +498,24 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_validation_split_is_stable_and_has_the_requested_size() {
+        let boards = positions(20_000, 11);
+        let picked: Vec<bool> = boards.iter().map(|b| in_validation(b, 50)).collect();
+        let n = picked.iter().filter(|&&p| p).count();
+        // 5 % of 20,000 = 1,000; a binomial standard deviation is ≈ 31.
+        assert!((850..1150).contains(&n), "{n} of 20000 in a 5 % split");
+        assert_eq!(
+            picked,
+            boards
+                .iter()
+                .map(|b| in_validation(b, 50))
+                .collect::<Vec<_>>()
+        );
+        assert!(boards.iter().all(|b| !in_validation(b, 0)));
+        assert!(boards.iter().all(|b| in_validation(b, 1000)));
+    }
+
+    #[test]
     fn fine_tune_starts_from_the_prior_and_keeps_it_without_samples() {
         let mut prior = Checkpoint::new(61);
         prior.buckets[0] = Some(vec![0.25; PACKED_PER_PLY]);
@@ -488,6 +528,39 @@ pub(crate) mod tests {
         let mut ck = Checkpoint::new(61);
         fit(&[], &params, &mut ck, None, Some(&prior), false).expect("fit");
         assert_eq!(ck, prior);
+        // Buckets outside --only-buckets keep the prior too, fitted ones move.
+        let mut prior2 = Checkpoint::new(2);
+        for w in &mut prior2.buckets {
+            *w = Some(vec![0.25; PACKED_PER_PLY]);
+        }
+        let boards = positions(200, 3);
+        let samples: Vec<Sample> = boards
+            .iter()
+            .filter(|b| ply_of(b) / 2 == 10)
+            .map(|b| Sample {
+                board: *b,
+                label: 30.0,
+                count: 1,
+                kind: LabelKind::Exact,
+            })
+            .collect();
+        assert!(!samples.is_empty());
+        let only = FitParams {
+            bucket_width: 2,
+            overlap: 0,
+            epochs: 3,
+            only_buckets: vec![10],
+            ..FitParams::default()
+        };
+        let mut ck2 = Checkpoint::new(2);
+        fit(&samples, &only, &mut ck2, None, Some(&prior2), false).expect("fit");
+        for (b, w) in ck2.buckets.iter().enumerate() {
+            if b == 10 {
+                assert_ne!(w, &prior2.buckets[b], "bucket 10 was fitted");
+            } else {
+                assert_eq!(w, &prior2.buckets[b], "bucket {b} keeps the prior");
+            }
+        }
         let mut wrong = Checkpoint::new(61);
         let bad = FitParams {
             bucket_width: 20,

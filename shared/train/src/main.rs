@@ -173,9 +173,15 @@ enum Cmd {
         /// Never train on positions of these caches (the held-out sets).
         #[arg(long)]
         exclude: Vec<PathBuf>,
-        /// Fit only these buckets (for parameter experiments; the others stay zero).
+        /// Fit only these buckets (parameter experiments, or a fine-tune of selected phases);
+        /// the others keep `--prior`, or stay zero without one.
         #[arg(long, value_delimiter = ',')]
         only_buckets: Vec<usize>,
+        /// Hold out this many per mille of the merged training samples (a fixed hash of the
+        /// position, `fit::in_validation`) and report the fitted weights' static MAE on them per
+        /// training cache and empties band: for choosing L2 / overlap without the held-out sets.
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..1000))]
+        validation: u32,
         /// Version triple written in the eval.dat header, e.g. 1.0.0.
         #[arg(long, default_value = "1.0.0")]
         version: String,
@@ -284,6 +290,52 @@ fn keys_of(caches: &[PathBuf]) -> Result<HashSet<(u64, u64)>> {
         keys.extend(s.iter().map(|x| (x.board.player, x.board.opponent)));
     }
     Ok(keys)
+}
+
+/// A training sample with the index of the cache it came from.
+type Tagged = (Sample, usize);
+
+/// Empties bands of the validation report.
+const VALIDATION_BANDS: [(u32, u32); 6] =
+    [(0, 13), (14, 16), (17, 19), (20, 22), (23, 26), (27, 60)];
+
+/// Static MAE of `w` on the validation samples, per training cache and empties band (only the
+/// buckets this run fitted when `--only-buckets` restricted it).
+fn print_validation(
+    w: &Eval,
+    val: &[Tagged],
+    train: &[PathBuf],
+    bucket_width: usize,
+    only_buckets: &[usize],
+) {
+    let fitted = |s: &Sample| {
+        only_buckets.is_empty()
+            || only_buckets.contains(&(bookfarm_train::features::ply_of(&s.board) / bucket_width))
+    };
+    println!(
+        "| validation: cache | empties | n | static MAE | static RMSE |\n|---|---|---|---|---|"
+    );
+    for (k, p) in train.iter().enumerate() {
+        for &(lo, hi) in &VALIDATION_BANDS {
+            let pairs: Vec<(f64, f64)> = val
+                .par_iter()
+                .filter(|(s, o)| *o == k && fitted(s) && (lo..=hi).contains(&s.board.empties()))
+                .map(|(s, _)| (f64::from(w.eval0(&s.board)), f64::from(s.label)))
+                .collect();
+            if pairs.is_empty() {
+                continue;
+            }
+            let e = measure::errors(&pairs);
+            let name = p.file_name().map_or_else(
+                || p.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+            println!(
+                "| {name} | {lo}–{hi} | {} | {:.2} | {:.2} |",
+                e.n, e.mae, e.rmse
+            );
+        }
+    }
 }
 
 /// One result line of a match, after `prefix`.
@@ -445,6 +497,7 @@ fn main() -> Result<()> {
             lr,
             l2,
             only_buckets,
+            validation,
             prior,
             only_exact,
             only_search_labels,
@@ -454,10 +507,13 @@ fn main() -> Result<()> {
             let held_out = keys_of(&exclude)?;
             std::fs::create_dir_all(&out)?;
             let mut samples: Vec<Sample> = Vec::new();
-            for p in &train {
+            // The training cache each sample came from (index into `train`).
+            let mut origin: Vec<usize> = Vec::new();
+            for (k, p) in train.iter().enumerate() {
                 let s =
                     dataset::read_samples(p).with_context(|| format!("reading {}", p.display()))?;
                 info!(file = %p.display(), n = s.len(), "samples loaded");
+                origin.extend(std::iter::repeat_n(k, s.len()));
                 samples.extend(s);
             }
             // Later files override earlier labels of the same (canonical) position.
@@ -470,16 +526,21 @@ fn main() -> Result<()> {
                 )
             });
             idx.dedup_by_key(|i| (samples[*i].board.player, samples[*i].board.opponent));
-            let samples: Vec<Sample> = idx
+            let (val, samples): (Vec<Tagged>, Vec<Tagged>) = idx
                 .into_iter()
-                .map(|i| samples[i])
-                .filter(|s| !only_exact || s.kind == LabelKind::Exact)
-                .filter(|s| {
+                .map(|i| (samples[i], origin[i]))
+                .filter(|(s, _)| !only_exact || s.kind == LabelKind::Exact)
+                .filter(|(s, _)| {
                     !only_search_labels || matches!(s.kind, LabelKind::Exact | LabelKind::Search)
                 })
-                .filter(|s| !held_out.contains(&(s.board.player, s.board.opponent)))
-                .collect();
-            info!(n = samples.len(), "training samples after merging");
+                .filter(|(s, _)| !held_out.contains(&(s.board.player, s.board.opponent)))
+                .partition(|(s, _)| fit::in_validation(&s.board, validation));
+            let samples: Vec<Sample> = samples.into_iter().map(|(s, _)| s).collect();
+            info!(
+                n = samples.len(),
+                validation = val.len(),
+                "training samples after merging"
+            );
             let params = FitParams {
                 bucket_width,
                 overlap,
@@ -487,7 +548,7 @@ fn main() -> Result<()> {
                 lr,
                 l2,
                 version: parse_version(&version)?,
-                only_buckets,
+                only_buckets: only_buckets.clone(),
             };
             let prior_ck = match &prior {
                 Some(p) => {
@@ -537,6 +598,9 @@ fn main() -> Result<()> {
                 t.elapsed().as_secs_f32(),
                 fnv1a64(&img)
             );
+            if !val.is_empty() {
+                print_validation(&w, &val, &train, bucket_width, &only_buckets);
+            }
         }
         Cmd::Measure {
             weights,
