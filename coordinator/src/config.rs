@@ -77,6 +77,11 @@ pub struct CoordinatorFile {
     /// Bound of the store's page cache, MiB (default 64). The in-memory book is outside it:
     /// a serving coordinator holds about 60–80 bytes per position plus this cache.
     pub cache_capacity_mb: Option<u64>,
+    /// Longest time between two checkpoints of the growth state while results land,
+    /// milliseconds (default 1000; 0: after every growth run). Results are durable before
+    /// they are acknowledged either way; a crash costs the growth work since the last
+    /// checkpoint, redone from the stored results at the next start.
+    pub checkpoint_interval_ms: Option<u64>,
 }
 
 impl CoordinatorFile {
@@ -120,6 +125,9 @@ impl CoordinatorFile {
             cache_capacity: self
                 .cache_capacity_mb
                 .map_or(d.cache_capacity, |mb| mb.max(1) << 20),
+            checkpoint_interval: self
+                .checkpoint_interval_ms
+                .map_or(d.checkpoint_interval, Duration::from_millis),
             engine_version: if self.check_engine_version.unwrap_or(true) {
                 Some(bookfarm_proto::ENGINE_VERSION.to_string())
             } else {
@@ -180,6 +188,7 @@ mod tests {
         assert_eq!(i.session_timeout, s.lease_timeout);
         assert_eq!(f.limits().max_connections, 4096);
         assert_eq!(s.cache_capacity, 64 << 20);
+        assert_eq!(s.checkpoint_interval, Duration::from_secs(1));
     }
 
     #[test]
