@@ -4,9 +4,10 @@
 //! growth runner (Edax's serial deviate, the whole pass leased ahead).
 //!
 //! `cargo bench -p bookfarm-coordinator --bench ingest [-- WORKERS SLOTS SECONDS [UNTRUSTED]]`
-//! (defaults 64 workers, 16 jobs per call, 20 s). Prints results/s and the latency of the
-//! `LeaseJobs` calls (results of the previous call in, new jobs out) that returned jobs, as the
-//! simulated workers saw it: p50, p99 and the maximum.
+//! (defaults 64 workers, 16 jobs per call, 20 s; a worker registers SLOTS threads and may hold
+//! that many jobs, whatever the default `max_worker_threads`). Prints results/s and the latency
+//! of the `LeaseJobs` calls (results of the previous call in, new jobs out) that returned jobs,
+//! as the simulated workers saw it: p50, p99 and the maximum.
 //!
 //! Without UNTRUSTED the workers are anonymous loopback workers (trusted: every result is
 //! applied at once). With it, every worker has a credential of its own owner: the first
@@ -94,7 +95,12 @@ fn main() {
     let (h, e) = new_book(1, 24);
     store.create(&h, &e).expect("create");
     drop(store);
-    let cfg = ServiceConfig::default();
+    // Every simulated worker may hold its SLOTS jobs (the default caps a registration at 64
+    // threads, which would make 16 x 128 a 16 x 66 run).
+    let cfg = ServiceConfig {
+        max_worker_threads: slots.max(ServiceConfig::default().max_worker_threads),
+        ..ServiceConfig::default()
+    };
     let ids = IdentityConfig {
         anonymous_workers: untrusted.is_none(),
         registrations_per_minute: 1_000_000,

@@ -80,6 +80,11 @@ pub struct CoordinatorFile {
     /// Bound of the store's page cache, MiB (default 64). The in-memory book is outside it:
     /// a serving coordinator holds about 60–80 bytes per position plus this cache.
     pub cache_capacity_mb: Option<u64>,
+    /// Longest time between two checkpoints of the growth state while results land,
+    /// milliseconds (default 1000; 0: after every growth run). Results are durable before
+    /// they are acknowledged either way; a crash costs the growth work since the last
+    /// checkpoint, redone from the stored results at the next start.
+    pub checkpoint_interval_ms: Option<u64>,
 }
 
 impl CoordinatorFile {
@@ -126,6 +131,9 @@ impl CoordinatorFile {
             cache_capacity: self
                 .cache_capacity_mb
                 .map_or(d.cache_capacity, |mb| mb.max(1) << 20),
+            checkpoint_interval: self
+                .checkpoint_interval_ms
+                .map_or(d.checkpoint_interval, Duration::from_millis),
             engine_version: if self.check_engine_version.unwrap_or(true) {
                 Some(bookfarm_proto::ENGINE_VERSION.to_string())
             } else {
@@ -189,6 +197,7 @@ mod tests {
         assert_eq!((s.speculation, s.predictor_level), (2, 2));
         let deep = CoordinatorFile::parse("predictor_level = 99\n").unwrap();
         assert_eq!(deep.service().predictor_level, 60);
+        assert_eq!(s.checkpoint_interval, Duration::from_secs(1));
     }
 
     #[test]

@@ -2,14 +2,21 @@
 //! (the book crate's [`Driver`]), the table of known leaf results, and their persistence.
 //!
 //! The book crate owns what growth *means*; this module only feeds the driver the results that
-//! landed, persists what changed (positions, driver state) in one atomic batch, and hands back
-//! the requests the driver is blocked on, which the job table turns into round work.
+//! landed, checkpoints what changed (positions, driver state) in one atomic batch, and hands
+//! back the requests the driver is blocked on, which the job table turns into round work.
 //!
 //! Invariants:
 //! * the stored positions and the stored driver state always describe the same moment (one
-//!   batch), so a restarted coordinator resumes the serial program exactly where it was;
-//! * results are stored before they are applied (`submit` writes them), so applying is
-//!   idempotent and can be redone after a crash.
+//!   batch, a **checkpoint**), so a restarted coordinator resumes the serial program exactly
+//!   where that checkpoint left it;
+//! * checkpoints are taken at most every `checkpoint_interval` while results land, and always
+//!   when the program queue changes (a program queued, finished or cleared, a replay) and on
+//!   pause and clean shutdown ([`Growth::persist`]); between two checkpoints the in-memory book
+//!   is ahead of the stored one, never the other way round;
+//! * results are stored (and durable before they are acknowledged) before they are applied
+//!   (`submit` writes them), so applying is idempotent: after a crash the driver re-runs from
+//!   the last checkpoint with the stored results and reaches the same book without searching
+//!   any of them again (the book depends only on the programs and the results).
 
 use super::trust::Window;
 use crate::error::CoordinatorError;
@@ -20,7 +27,6 @@ use crate::store::{
 use bookfarm_book::MemBook;
 use bookfarm_book::driver::{Driver, Operation, Phase, Progress, Results};
 use bookfarm_book::extract::AuditLine;
-use bookfarm_engine::Board;
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -232,28 +238,28 @@ pub(crate) struct Growth {
     guesses: HashMap<LeafRequest, LeafResult>,
     /// The lines of the last line audit finished since start.
     pub(crate) last_audit: Vec<AuditLine>,
-    /// What a replay needs: the programs finished since the base book and which positions'
-    /// base versions are saved.
+    /// What a replay needs: the programs finished since the base book.
     replay: Replay,
+    /// When the growth state was last written (see [`Growth::checkpoint_due`]).
+    checkpointed_at: std::time::Instant,
+    /// The book was reset to the base book (a replay) since the last checkpoint: the next one
+    /// also removes the stored book's `p` records ([`Store::revert_to_base`]).
+    reverted: bool,
 }
 
-/// The programs finished since the base book and the boards whose base version is stored: with
-/// the result store, everything needed to grow the book again (rollback by replay).
+/// The programs finished since the base book: with the base book and the result store,
+/// everything needed to grow the book again (rollback by replay).
 #[derive(Debug, Default)]
 pub(crate) struct Replay {
     /// Finished programs, oldest first, with the level of the positions they created.
     pub(crate) log: Vec<(Operation, Option<u8>)>,
     /// `log` changed since it was stored.
     pub(crate) log_dirty: bool,
-    /// Boards whose base version is stored.
-    pub(crate) based: HashSet<Board>,
-    /// The store keeps its base book (stores created before replay existed do not).
-    pub(crate) has_base: bool,
 }
 
 impl Replay {
-    /// From the store's records.
-    pub(crate) fn load(log: Option<QueueRecord>, based: Vec<Board>, has_base: bool) -> Replay {
+    /// From the store's record.
+    pub(crate) fn load(log: Option<QueueRecord>) -> Replay {
         Replay {
             log: log
                 .unwrap_or_default()
@@ -262,8 +268,6 @@ impl Replay {
                 .map(|(op, level)| (op.operation(), *level))
                 .collect(),
             log_dirty: false,
-            based: based.into_iter().collect(),
-            has_base,
         }
     }
 }
@@ -333,6 +337,8 @@ impl Growth {
             guesses: HashMap::new(),
             last_audit: Vec::new(),
             replay,
+            checkpointed_at: std::time::Instant::now(),
+            reverted: false,
         })
     }
 
@@ -341,7 +347,7 @@ impl Growth {
     /// searches the dropped results answered, which become round work again). The book after
     /// the replay is the book those results and programs give, whoever sent them first.
     pub(crate) fn replay(&mut self, store: &Store, dropped: &[LeafRequest]) -> Result<()> {
-        let Some(header) = store.base_header()? else {
+        let Some(mut book) = store.base_book()? else {
             return Err(CoordinatorError::Internal(
                 "this store predates base books: it cannot be replayed (build it again)".into(),
             ));
@@ -349,19 +355,10 @@ impl Growth {
         for k in dropped {
             self.results.remove(k);
         }
-        // Every position growth changed gets its record from before the change back (or loses
-        // its `p` record, so the base file's version shows through or it is gone); the book is
-        // then the store's again.
-        let mut batch = Batch::default();
-        for (b, old) in store.base_positions()? {
-            match old {
-                Some(p) => batch.put_position(&p)?,
-                None => batch.remove_position(&b),
-            }
-        }
-        batch.put_header(&header)?;
-        store.apply(batch)?;
-        let mut book = store.book()?;
+        // The stored book is reverted by the checkpoint that ends this growth run (the queue
+        // changes below force one), in the same batch as the replayed book's positions and
+        // the growth state: a crash before it leaves the previous checkpoint whole.
+        self.reverted = true;
         bookfarm_book::negamax::recompute_all(&mut book);
         book.track_changes();
         book.take_changed();
@@ -534,11 +531,17 @@ impl Growth {
         }
     }
 
-    /// Run the programs as far as the known results allow, persist what changed, and return
-    /// the requests the current program is blocked on (empty when every program finished).
-    /// `lookahead`: how many later steps of the pass have their requests queued as round work
-    /// (the farm's threads cannot hold more than a few jobs each).
-    pub(crate) fn advance(&mut self, store: &Store, lookahead: usize) -> Result<Vec<LeafRequest>> {
+    /// Run the programs as far as the known results allow, checkpoint what changed when one is
+    /// due ([`Growth::checkpoint_due`]), and return the requests the current program is blocked
+    /// on (empty when every program finished). `lookahead`: how many later steps of the pass
+    /// have their requests queued as round work (the farm's threads cannot hold more than a
+    /// few jobs each); `checkpoint_interval`: see [`Growth::checkpoint_due`].
+    pub(crate) fn advance(
+        &mut self,
+        store: &Store,
+        lookahead: usize,
+        checkpoint_interval: std::time::Duration,
+    ) -> Result<Vec<LeafRequest>> {
         self.needed.clear();
         while let Some((op, level)) = self.queue.front() {
             let driver = self
@@ -626,21 +629,35 @@ impl Growth {
                 }
             }
         }
-        self.persist(store)?;
+        if self.checkpoint_due(checkpoint_interval) {
+            self.persist(store)?;
+        }
         Ok(self.needed.clone())
     }
 
-    /// Write the changed positions and the growth state in one batch.
+    /// Whether the growth run that just ended must write a checkpoint: always when the program
+    /// queue or the replay log changed (a program was queued, finished or cleared, or a
+    /// replay began), otherwise once `interval` has passed since the last one (zero: after
+    /// every run). Skipping one loses nothing: the results are stored, and a restart re-runs
+    /// the driver from the last checkpoint.
+    fn checkpoint_due(&self, interval: std::time::Duration) -> bool {
+        self.queue_dirty
+            || self.replay.log_dirty
+            || self.reverted
+            || self.checkpointed_at.elapsed() >= interval
+    }
+
+    /// Write a checkpoint: every position changed since the last one and the growth state in
+    /// one batch (after a replay, the stored book's reversion to the base book too).
     pub(crate) fn persist(&mut self, store: &Store) -> Result<()> {
         let mut batch = Batch::default();
+        if self.reverted {
+            store.revert_to_base(&mut batch)?;
+            self.reverted = false;
+        }
         for id in self.book.take_changed() {
             if self.book.is_live(id) {
-                let pos = self.book.position(id);
-                // Copy on write: the first change of a position saves its base version.
-                if self.replay.has_base && self.replay.based.insert(pos.board) {
-                    batch.put_base(&pos.board, store.position_record(&pos.board)?.as_ref())?;
-                }
-                batch.put_position(&pos)?;
+                batch.put_position(&self.book.position(id))?;
             }
         }
         if self.replay.log_dirty {
@@ -673,6 +690,7 @@ impl Growth {
         }
         batch.put_growth(&self.record())?;
         store.apply(batch)?;
+        self.checkpointed_at = std::time::Instant::now();
         Ok(())
     }
 

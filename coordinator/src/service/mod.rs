@@ -154,6 +154,12 @@ pub struct ServiceConfig {
     /// Apply results on the submitting thread instead of the growth runner thread (the
     /// simulator: one thread, no hand-offs; a server keeps RPCs off growth's path).
     pub inline_growth: bool,
+    /// Longest time between two checkpoints of the growth state (the changed positions, the
+    /// driver state and the program queue, written in one batch) while results land; zero:
+    /// after every growth run. Queueing, finishing or clearing a program, a replay, a pause
+    /// and [`Coordinator::flush`] always checkpoint. A crash loses no result, only the growth
+    /// work since the last checkpoint, which the next start redoes from the stored results.
+    pub checkpoint_interval: Duration,
     /// Validation rules: N to earn trust, K invalid results to block, the spot-check floor
     /// (see [`trust`]).
     pub trust: TrustRules,
@@ -184,6 +190,7 @@ impl Default for ServiceConfig {
             speculation_share: 0.25,
             predictor_level: 2,
             inline_growth: false,
+            checkpoint_interval: Duration::from_secs(1),
             trust: TrustRules::default(),
             verify_threads: 0,
         }
@@ -568,7 +575,7 @@ impl Coordinator {
             loaded.queue,
             loaded.todo,
             results,
-            Replay::load(loaded.log, loaded.based, loaded.has_base),
+            Replay::load(loaded.log),
         )?;
         if !growth.is_running() && start_unsearched(&growth.book) {
             growth.push(Operation::New, None);
@@ -920,13 +927,24 @@ impl Coordinator {
     }
 
     /// How long a worker that got no job should wait before asking again: the configured
-    /// `retry_after`, stretched so that the farm's idle threads together poll at most
+    /// `retry_after`, stretched so that the farm's idle workers together poll at most
     /// [`IDLE_POLLS_PER_SECOND`] times a second (10,000 idle workers would otherwise flood the
     /// coordinator with 50,000 empty calls a second), and never beyond [`MAX_RETRY_AFTER`].
+    /// A worker makes one call for all its free threads, so the idle workers are estimated as
+    /// the idle threads over the mean threads per worker (counting threads instead would make
+    /// a farm of few big workers sleep through the end of every pass with work queued).
     pub fn retry_after(&self) -> Duration {
         let idle = {
             let g = self.jobs();
-            g.threads().saturating_sub(g.in_flight)
+            let threads = g.threads();
+            let idle_threads = threads.saturating_sub(g.in_flight);
+            if threads == 0 {
+                0
+            } else {
+                idle_threads
+                    .saturating_mul(g.workers.len())
+                    .div_ceil(threads)
+            }
         };
         let spread = Duration::from_secs_f64(idle as f64 / IDLE_POLLS_PER_SECOND);
         self.0.cfg.retry_after.max(spread).min(MAX_RETRY_AFTER)
@@ -1024,6 +1042,8 @@ impl Coordinator {
         let mut landed = Vec::new();
         let mut caught = Vec::new();
         let mut rollback = Vec::new();
+        // Contributors whose trust record changed: written once per call, in their final state.
+        let mut touched = Vec::new();
         let at = now_ms();
         for (r, ack) in results.iter().zip(&acks) {
             if *ack == Ack::Duplicate {
@@ -1035,7 +1055,14 @@ impl Coordinator {
             else {
                 continue;
             };
-            let outcome = self.take_replica(&mut g, &mut batch, (worker, &who), (key, r), at)?;
+            let outcome = self.take_replica(
+                &mut g,
+                &mut batch,
+                &mut touched,
+                (worker, &who),
+                (key, r),
+                at,
+            )?;
             if let Some(result) = outcome.apply {
                 if prefetched {
                     g.counters.speculative_completed += 1;
@@ -1074,6 +1101,13 @@ impl Coordinator {
             rollback.extend(dropped);
             if block {
                 blocked.push(loser);
+            }
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for name in &touched {
+            if let Some(t) = g.trust.records.get(name) {
+                batch.put_trust(name, t)?;
             }
         }
         let replay = !rollback.is_empty();
@@ -1119,10 +1153,13 @@ impl Coordinator {
 
     /// Fold one accepted replica into its request's case (see [`trust`]): credit, streaks,
     /// invalid counts, the stored result and case, and the job (closed, or a check job).
+    /// The contributors whose trust record changed are added to `touched` (the caller writes
+    /// them once per call).
     fn take_replica(
         &self,
         g: &mut Jobs,
         batch: &mut Batch,
+        touched: &mut Vec<String>,
         (worker, who): (&Uuid, &str),
         (key, r): (LeafRequest, &JobResult),
         at: u64,
@@ -1179,7 +1216,9 @@ impl Coordinator {
         let reached_book = was_applied && d.losers.contains(&case.replicas[0].contributor);
         c.reached_book += u64::from(reached_book);
         // Records: credit once per replica, streaks, invalid results.
-        let mut touched: Vec<String> = vec![who.to_string()];
+        if touched.last().is_none_or(|t| t != who) {
+            touched.push(who.to_string());
+        }
         if let Some(t) = g.trust.records.get_mut(who)
             && t.first_ms == 0
         {
@@ -1226,13 +1265,6 @@ impl Coordinator {
                 touched.push(name.clone());
             }
             tracing::warn!(contributor = %name, request = ?key, "invalid result caught");
-        }
-        touched.sort();
-        touched.dedup();
-        for name in &touched {
-            if let Some(t) = g.trust.records.get(name) {
-                batch.put_trust(name, t)?;
-            }
         }
         // The stored result and who vouches for it.
         let chosen = d.apply.or(applied.filter(|_| d.need.is_none()));
@@ -1424,7 +1456,7 @@ impl Coordinator {
         // Round work queued ahead: enough for every registered thread to hold a few jobs; more
         // would only cost the growth run look-ups (a pass can hold many thousands of steps).
         let lookahead = self.jobs().threads().saturating_mul(4).max(256);
-        let needed = growth.advance(&self.0.store, lookahead)?;
+        let needed = growth.advance(&self.0.store, lookahead, self.0.cfg.checkpoint_interval)?;
         let window = growth.window(&needed, self.0.cfg.trust.window_margin);
         let positions = growth.book.len();
         // Speculate only at a round's tail: when fewer round searches wait than the workers
@@ -1514,8 +1546,11 @@ impl Coordinator {
         Ok(())
     }
 
-    /// Blocking flush (shutdown, tests).
+    /// Checkpoint the growth state and make every store write durable (blocking; clean
+    /// shutdown, commands that end, tests). A coordinator stopped without it loses nothing:
+    /// the next one re-runs growth from the last checkpoint with the stored results.
     pub fn flush(&self) -> Result<()> {
+        self.growth().persist(&self.0.store)?;
         Ok(self.0.store.flush()?)
     }
 
@@ -1891,14 +1926,7 @@ impl Coordinator {
             ));
         }
         self.0.store.create_book(&book)?;
-        *growth = Growth::load(
-            book,
-            None,
-            None,
-            None,
-            HashMap::new(),
-            Replay::load(None, Vec::new(), true),
-        )?;
+        *growth = Growth::load(book, None, None, None, HashMap::new(), Replay::load(None))?;
         jobs.trust.cases.clear();
         jobs.trust.sources.clear();
         growth.clear();

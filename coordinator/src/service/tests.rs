@@ -323,6 +323,94 @@ fn restart_requeues_in_flight_and_keeps_accepted_results() {
     assert_same_book(&f.c, &serial_book(2, 10, &[operation(deviate24())]));
 }
 
+/// The search request of a job.
+fn request_of(j: &Job) -> LeafRequest {
+    LeafRequest {
+        board: j.board,
+        excluded: j.excluded,
+        level: j.level,
+    }
+}
+
+/// A coordinator killed between two checkpoints (its results stored and durable, as before
+/// every acknowledgement, its growth state not written since the last checkpoint) resumes from
+/// that checkpoint: the driver re-runs with the stored results to the book it had, no stored
+/// result is searched again, and the build ends with the serial book.
+#[test]
+fn killed_between_checkpoints_resumes_to_the_same_book_without_searching_again() {
+    let cfg = ServiceConfig {
+        checkpoint_interval: Duration::from_secs(3600),
+        ..ServiceConfig::default()
+    };
+    let f = fixture(2, 10, cfg.clone());
+    f.c.start_expansion(deviate24(), 0).unwrap();
+    let id = identity();
+    let w = f.c.register(&id, "t", 1).unwrap();
+    let mut searched = HashSet::new();
+    for _ in 0..12 {
+        let jobs = f.c.lease(&id, &w, 4).unwrap();
+        searched.extend(jobs.iter().map(request_of));
+        let r: Vec<_> = jobs.iter().map(mock_result).collect();
+        f.c.submit(&id, &w, &r).unwrap();
+        f.c.settle().unwrap();
+    }
+    let mut before = f.c.snapshot().1;
+    before.sort_by_key(|p| p.board);
+    // The kill: what the store holds is durable, and nothing else is written.
+    f.c.0.store.flush().unwrap();
+    let Fixture { dir, clock, c } = f;
+    drop(c);
+    {
+        // The stored book is the last checkpoint's, behind the one in memory; every result is
+        // stored.
+        let stored = Store::open(dir.path()).unwrap().load(dir.path()).unwrap();
+        assert!(
+            stored.book.len() < before.len(),
+            "no checkpoint since the program started: {} stored, {} in memory",
+            stored.book.len(),
+            before.len()
+        );
+        assert_eq!(stored.results.len(), searched.len());
+    }
+    let store = Store::open(dir.path()).unwrap();
+    let c = Coordinator::open(store, dir.path(), cfg, clock.clone()).unwrap();
+    // The restart re-ran the driver from the checkpoint: the same book, nothing searched.
+    let mut after = c.snapshot().1;
+    after.sort_by_key(|p| p.board);
+    assert_eq!(after, before);
+    assert_eq!(c.status().completed, 0);
+    // The rest of the build searches only requests not searched before the kill.
+    let w = c.register(&id, "t2", 2).unwrap();
+    loop {
+        let jobs = c.lease(&id, &w, 8).unwrap();
+        if jobs.is_empty() {
+            c.settle().unwrap();
+            if c.status().queued == 0 {
+                break;
+            }
+            continue;
+        }
+        for j in &jobs {
+            assert!(
+                searched.insert(request_of(j)),
+                "{j:?} was searched before the kill"
+            );
+        }
+        let r: Vec<_> = jobs.iter().map(mock_result).collect();
+        c.submit(&id, &w, &r).unwrap();
+    }
+    c.settle().unwrap();
+    assert_eq!(c.status().state, State::Done);
+    assert_eq!(c.stored_results(), searched.len());
+    let want = serial_book(2, 10, &[operation(deviate24())]);
+    assert_same_book(&c, &want);
+    // A clean stop checkpoints: the store holds the finished book.
+    c.flush().unwrap();
+    drop(c);
+    let stored = Store::open(dir.path()).unwrap().load(dir.path()).unwrap();
+    assert_eq!(stored.book.len(), want.len());
+}
+
 #[test]
 fn hostile_results_are_rejected_and_change_nothing() {
     let f = fixture(2, 10, ServiceConfig::default());
@@ -1300,9 +1388,9 @@ fn upgrade_and_audit_resume_after_a_restart() {
     assert_same_book(&f.c, &want);
 }
 
-/// Idle threads are told to wait longer the more of them there are, so that together they
+/// Idle workers are told to wait longer the more of them there are, so that together they
 /// poll about `IDLE_POLLS_PER_SECOND` times a second, within [retry_after, MAX_RETRY_AFTER];
-/// threads holding jobs do not count.
+/// a worker polls once for all its threads, and threads holding jobs do not count.
 #[test]
 fn idle_workers_are_spread_out_as_the_farm_grows() {
     let f = fixture(2, 10, ServiceConfig::default());
@@ -1312,13 +1400,19 @@ fn idle_workers_are_spread_out_as_the_farm_grows() {
     assert_eq!(
         f.c.retry_after(),
         base,
-        "two idle threads poll at the base rate"
+        "one idle worker polls at the base rate"
     );
     for i in 1..1_500 {
         f.c.register(&identity(), &format!("w{i}"), 2).unwrap();
     }
-    // 3,000 idle threads: 3 s apart each.
-    assert_eq!(f.c.retry_after(), Duration::from_secs(3));
+    // 1,500 idle workers (3,000 idle threads): 1.5 s apart each.
+    assert_eq!(f.c.retry_after(), Duration::from_millis(1_500));
+    // Few big workers poll as often as few small ones.
+    let g = fixture(2, 10, ServiceConfig::default());
+    for i in 0..16 {
+        g.c.register(&identity(), &format!("big{i}"), 64).unwrap();
+    }
+    assert_eq!(g.c.retry_after(), base);
     f.c.start_expansion(
         Selector::Deviate {
             relative: 2,
@@ -1330,9 +1424,10 @@ fn idle_workers_are_spread_out_as_the_farm_grows() {
     f.c.settle().unwrap();
     let held = f.c.lease(&identity(), &first, 2).unwrap().len();
     assert!(held > 0);
-    let want = Duration::from_secs_f64((3_000 - held) as f64 / IDLE_POLLS_PER_SECOND);
+    // Idle threads over the mean threads per worker (2), rounded up.
+    let want = Duration::from_secs_f64((3_000 - held).div_ceil(2) as f64 / IDLE_POLLS_PER_SECOND);
     assert_eq!(f.c.retry_after(), want);
-    for i in 1_500..6_000 {
+    for i in 1_500..12_000 {
         f.c.register(&identity(), &format!("w{i}"), 2).unwrap();
     }
     assert_eq!(f.c.retry_after(), MAX_RETRY_AFTER);

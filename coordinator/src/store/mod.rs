@@ -13,13 +13,26 @@
 //! | `m` + `history` | [`HistoryRecord`] (web UI charts and contributors) |
 //! | `m` + `growth-log` | [`QueueRecord`]: the programs finished since the base book |
 //! | `m` + `replay-base` | [`HeaderRecord`] of the base book (present: replay is possible) |
-//! | `r` + request | [`ResultRecord`] (applied results, with the contributors vouching) |
+//! | `g` + 8-byte sequence number (BE) | [`ResultGroupRecord`]: the results one batch stored (one call's applied results, with the contributors vouching), keyed by request |
+//! | `x` + request | the sequence number of the batch that removed the request's result: results of that request in earlier groups are dropped |
+//! | `r` + request | legacy [`ResultRecord`] (written by earlier versions; read at start-up as if older than every group) |
 //! | `u` + request | [`CaseRecord`] (replicas of a request waiting for validation) |
 //! | `t` + contributor name | [`TrustRecord`] (standing and credit) |
-//! | `b` + 16-byte canonical board | growth changed the position since the base book: its `p` record before that change (an empty value: none, the base file's version or growth created it) |
+//! | `b` + 16-byte canonical board | legacy (written by earlier versions, no longer written): a position's `p` record from before growth first changed it (an empty value: none) |
 //!
 //! The book is a **base** with the `p` records over it: a `p` record replaces the base position
-//! with its board or adds a position. The base is an Edax `book.dat` file beside sled's files,
+//! with its board or adds a position. Every `p` record is growth's: replacing the book writes
+//! a new base file and clears the tree, so reverting to the base book (a replay) is removing
+//! every `p` record (and restoring a legacy `b` record's saved version, if any).
+//!
+//! Growth state is **checkpointed**: the `p` records, the header and the growth records
+//! (`growth`, `growth-queue`, `growth-todo`, `growth-log`) are written together in one batch
+//! at most every `ServiceConfig::checkpoint_interval` (and whenever a program starts or
+//! finishes, at pause, replay and clean shutdown), so between checkpoints they describe an
+//! earlier moment of the programs than the in-memory book. The book is a function of the
+//! programs and the results (`r` records, durable before they are acknowledged), so a
+//! restarted coordinator loads the last checkpoint and the driver re-runs from it with the
+//! stored results, searching nothing again. The base is an Edax `book.dat` file beside sled's files,
 //! `base/<generation>.dat` (records in the book's order, so a reload keeps it), named by the
 //! `m base` record. Replacing the book (import, `book new`, offline rewrites) writes the next
 //! generation's file and syncs it, then switches the record in the same sled batch that clears
@@ -27,6 +40,12 @@
 //! book (the unreferenced file is deleted when the store is next opened), after it the new one.
 //! Growth writes the positions it changes as `p` records. The base is not read through sled, so
 //! it costs neither sled's page cache nor its write amplification.
+//!
+//! Results are grouped: a batch's results are one `g` record under the next sequence number, so
+//! a call's results cost one sled insert at the tail of the tree (sequential keys) instead of
+//! one random insert each; start-up reads the groups in order, a later group's result of a
+//! request replacing an earlier one, and drops the results a later `x` tombstone removed.
+//! A group is one value of an atomic batch: sled recovers it whole or not at all.
 //!
 //! Worker credentials live in a second tree (`credentials`, see [`CredentialStore`]).
 //!
@@ -43,7 +62,7 @@ use record::LegacyResultRecord;
 pub use record::{
     BaseRecord, CaseRecord, ContributorRecord, DriverRecord, ExpansionRecord, ExpansionStateRecord,
     GrowthRecord, HeaderRecord, HistoryRecord, OperationRecord, PositionRecord, QueueRecord,
-    ReplicaRecord, ResultRecord, Sample, TodoRecord, TrustRecord,
+    ReplicaRecord, ResultGroupRecord, ResultRecord, Sample, TodoRecord, TrustRecord,
 };
 
 use bookfarm_book::MemBook;
@@ -104,6 +123,28 @@ const R: u8 = b'r';
 const U: u8 = b'u';
 const T: u8 = b't';
 const B: u8 = b'b';
+const G: u8 = b'g';
+const X: u8 = b'x';
+
+fn group_key(seq: u64) -> [u8; 9] {
+    let mut k = [0u8; 9];
+    k[0] = G;
+    k[1..].copy_from_slice(&seq.to_be_bytes());
+    k
+}
+
+fn tomb_key(r: &LeafRequest) -> [u8; 26] {
+    let mut k = result_key(r);
+    k[0] = X;
+    k
+}
+
+/// A big-endian u64 at `at` of `v`, if there are 8 bytes there.
+fn be_u64(v: &[u8], at: usize) -> Option<u64> {
+    v.get(at..at + 8)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_be_bytes)
+}
 
 /// The key of an open case: its request.
 fn case_key(r: &LeafRequest) -> [u8; 26] {
@@ -115,12 +156,6 @@ fn case_key(r: &LeafRequest) -> [u8; 26] {
 fn trust_key(name: &str) -> Vec<u8> {
     let mut k = vec![T];
     k.extend_from_slice(name.as_bytes());
-    k
-}
-
-fn base_key(b: &Board) -> [u8; 17] {
-    let mut k = pos_key(b);
-    k[0] = B;
     k
 }
 
@@ -260,10 +295,6 @@ pub struct Loaded {
     pub trust: Vec<(String, TrustRecord)>,
     /// The programs finished since the base book.
     pub log: Option<QueueRecord>,
-    /// Boards whose base version is saved (see [`Batch::put_base`]).
-    pub based: Vec<Board>,
-    /// The store keeps its base book (created by this version: replay is possible).
-    pub has_base: bool,
 }
 
 /// A set of writes applied atomically.
@@ -272,6 +303,9 @@ pub struct Batch {
     batch: sled::Batch,
     /// Number of writes queued.
     pub len: usize,
+    /// Results stored (`Some`) or removed (`None`) by this batch, the last write of each
+    /// request: one `g` record and the `x` tombstones at [`Store::apply`].
+    results: std::collections::HashMap<LeafRequest, Option<ResultRecord>>,
 }
 
 impl Batch {
@@ -314,18 +348,6 @@ impl Batch {
         self.len += 1;
     }
 
-    /// Mark a position growth changes for the first time since the base book, saving its `p`
-    /// record from before (`None`: it had none, so the base file's version or nothing).
-    pub fn put_base(&mut self, b: &Board, old: Option<&PositionRecord>) -> Result<(), StoreError> {
-        let v = match old {
-            Some(p) => encode(p)?,
-            None => Vec::new(),
-        };
-        self.batch.insert(&base_key(b)[..], v);
-        self.len += 1;
-        Ok(())
-    }
-
     /// Write (or delete, when `None`) the open case of a request.
     pub fn put_case(
         &mut self,
@@ -349,7 +371,7 @@ impl Batch {
 
     /// Delete a stored leaf result (its only voucher was caught).
     pub fn remove_result(&mut self, req: &LeafRequest) {
-        self.batch.remove(&result_key(req)[..]);
+        self.results.insert(*req, None);
         self.len += 1;
     }
 
@@ -358,9 +380,9 @@ impl Batch {
         self.put_meta("growth-log", q)
     }
 
-    /// Store a leaf result under its request.
+    /// Store a leaf result under its request (in this batch's result group).
     pub fn put_result(&mut self, req: &LeafRequest, r: &ResultRecord) -> Result<(), StoreError> {
-        self.batch.insert(&result_key(req)[..], encode(r)?);
+        self.results.insert(*req, Some(r.clone()));
         self.len += 1;
         Ok(())
     }
@@ -415,6 +437,8 @@ pub struct Store {
     db: sled::Db,
     tree: sled::Tree,
     dir: PathBuf,
+    /// The sequence number of the next result group.
+    next_group: std::sync::atomic::AtomicU64,
 }
 
 impl Store {
@@ -451,10 +475,15 @@ impl Store {
             }
         };
         let tree = db.open_tree("book")?;
+        let next_group = match tree.scan_prefix([G]).keys().next_back() {
+            Some(k) => be_u64(&k?, 1).map_or(1, |s| s + 1),
+            None => 1,
+        };
         let store = Store {
             db,
             tree,
             dir: dir.to_path_buf(),
+            next_group: std::sync::atomic::AtomicU64::new(next_group),
         };
         store.remove_stale_bases()?;
         Ok(store)
@@ -526,6 +555,17 @@ impl Store {
     /// The book: the base file's positions in order, then the `p` records over them (a record
     /// with a base board replaces that position in place; others are appended in key order).
     fn load_book(&self, header: BookHeader) -> Result<MemBook, StoreError> {
+        let mut book = self.load_base(header)?;
+        for kv in self.tree.scan_prefix([P]) {
+            let (k, v) = kv?;
+            book.put_position(&decode::<PositionRecord>(&k, &v)?.into_entry().pos);
+        }
+        book.shrink_to_fit();
+        Ok(book)
+    }
+
+    /// The base file's positions in order under `header`.
+    fn load_base(&self, header: BookHeader) -> Result<MemBook, StoreError> {
         let base = self.meta::<BaseRecord>("base")?;
         let positions = base.map_or(0, |b| usize::try_from(b.positions).unwrap_or(usize::MAX));
         // Links are about one per position in grown books; the arena grows if not.
@@ -547,21 +587,7 @@ impl Store {
                 }));
             }
         }
-        for kv in self.tree.scan_prefix([P]) {
-            let (k, v) = kv?;
-            book.put_position(&decode::<PositionRecord>(&k, &v)?.into_entry().pos);
-        }
-        book.shrink_to_fit();
         Ok(book)
-    }
-
-    /// The book alone (the base with the `p` records over it), for a replay.
-    pub fn book(&self) -> Result<MemBook, StoreError> {
-        let header = match self.tree.get(meta_key("header"))? {
-            Some(v) => decode::<HeaderRecord>(b"mheader", &v)?.into(),
-            None => return Err(StoreError::NoBook(self.dir.display().to_string())),
-        };
-        self.load_book(header)
     }
 
     /// Load the whole store.
@@ -589,13 +615,7 @@ impl Store {
             tracing::warn!(error = %e, "stored history unreadable: starting a new one");
             None
         });
-        let mut results = Vec::new();
-        for kv in self.tree.scan_prefix([R]) {
-            let (k, v) = kv?;
-            if let Some(req) = request_of(&k) {
-                results.push((req, decode_result(&k, &v)?));
-            }
-        }
+        let results = self.results()?;
         // A stored result names the job that delivered it: its job was accepted too (jobs
         // settled without writing a result record have a `d` record of their own).
         done.extend(
@@ -612,15 +632,7 @@ impl Store {
             }
         }
         let trust = self.trust_records()?;
-        let mut based = Vec::new();
-        for kv in self.tree.scan_prefix([B]) {
-            let (k, _) = kv?;
-            if let Some(b) = board_of_key(&k) {
-                based.push(b);
-            }
-        }
         let log = self.meta::<QueueRecord>("growth-log")?;
-        let has_base = self.tree.contains_key(meta_key("replay-base"))?;
         Ok(Loaded {
             header,
             book,
@@ -635,9 +647,45 @@ impl Store {
             cases,
             trust,
             log,
-            based,
-            has_base,
         })
+    }
+
+    /// Every stored result: the legacy `r` records, then the groups in order (a later group's
+    /// result of a request replaces an earlier one), without the results a tombstone removed
+    /// after their group.
+    fn results(&self) -> Result<Vec<(LeafRequest, ResultRecord)>, StoreError> {
+        let mut removed = std::collections::HashMap::new();
+        for kv in self.tree.scan_prefix([X]) {
+            let (k, v) = kv?;
+            if let (Some(req), Some(seq)) = (request_of(&k), be_u64(&v, 0)) {
+                removed.insert(req, seq);
+            }
+        }
+        let mut results = std::collections::HashMap::new();
+        for kv in self.tree.scan_prefix([R]) {
+            let (k, v) = kv?;
+            if let Some(req) = request_of(&k) {
+                results.insert(req, decode_result(&k, &v)?);
+            }
+        }
+        for kv in self.tree.scan_prefix([G]) {
+            let (k, v) = kv?;
+            let Some(seq) = be_u64(&k, 1) else { continue };
+            for (p, o, excluded, level, r) in decode::<ResultGroupRecord>(&k, &v)?.results {
+                let req = LeafRequest {
+                    board: Board {
+                        player: p,
+                        opponent: o,
+                    },
+                    excluded,
+                    level,
+                };
+                if removed.get(&req).is_none_or(|&t| t < seq) {
+                    results.insert(req, r);
+                }
+            }
+        }
+        Ok(results.into_iter().collect())
     }
 
     /// Every contributor's trust record (`workers list --db`).
@@ -660,38 +708,78 @@ impl Store {
             .map(BookHeader::from))
     }
 
-    /// The `p` record of a position (None: the base file's version or no position), saved
-    /// under `b` before growth first changes it.
-    pub fn position_record(&self, b: &Board) -> Result<Option<PositionRecord>, StoreError> {
-        let k = pos_key(b);
-        match self.tree.get(k)? {
-            Some(v) => Ok(Some(decode::<PositionRecord>(&k, &v)?)),
-            None => Ok(None),
-        }
-    }
-
-    /// Every position growth changed since the base book, with the `p` record it had before
-    /// (`None`: it had none; the base file's version or nothing shows once its `p` record is
-    /// removed).
-    pub fn base_positions(&self) -> Result<Vec<(Board, Option<Position>)>, StoreError> {
+    /// The positions legacy `b` records saved (growth changed them since the base book; their
+    /// `p` record from before, `None`: none). Stores written by this version have none.
+    fn legacy_base_positions(&self) -> Result<Vec<Position>, StoreError> {
         let mut out = Vec::new();
         for kv in self.tree.scan_prefix([B]) {
             let (k, v) = kv?;
-            let Some(b) = board_of_key(&k) else { continue };
-            let p = if v.is_empty() {
-                None
-            } else {
-                Some(decode::<PositionRecord>(&k, &v)?.into_entry().pos)
-            };
-            out.push((b, p));
+            if board_of_key(&k).is_some() && !v.is_empty() {
+                out.push(decode::<PositionRecord>(&k, &v)?.into_entry().pos);
+            }
         }
         Ok(out)
     }
 
-    /// Apply a batch atomically (not yet durable: see [`Store::flush`]).
-    pub fn apply(&self, b: Batch) -> Result<(), StoreError> {
+    /// The base book a replay starts from: the base file under the base header, with the
+    /// versions legacy `b` records saved (see [`Store::revert_to_base`], which makes the
+    /// stored book this one). Writes nothing. `None`: the store predates base books.
+    pub fn base_book(&self) -> Result<Option<MemBook>, StoreError> {
+        let Some(header) = self.base_header()? else {
+            return Ok(None);
+        };
+        let mut book = self.load_base(header)?;
+        for p in self.legacy_base_positions()? {
+            book.put_position(&p);
+        }
+        book.shrink_to_fit();
+        Ok(Some(book))
+    }
+
+    /// Queue in `batch` what turns the stored book back into [`Store::base_book`]: every `p`
+    /// record removed (all are growth's), the legacy `b` records' versions written back.
+    /// Positions written to `batch` afterwards override these writes (a batch keeps the last
+    /// write of a key), so a checkpoint can revert and write the replayed book in one batch.
+    pub fn revert_to_base(&self, batch: &mut Batch) -> Result<(), StoreError> {
+        for k in self.tree.scan_prefix([P]).keys() {
+            batch.batch.remove(k?);
+            batch.len += 1;
+        }
+        for p in self.legacy_base_positions()? {
+            batch.put_position(&p)?;
+        }
+        Ok(())
+    }
+
+    /// Apply a batch atomically (not yet durable: see [`Store::flush`]): its results become
+    /// one `g` record under the next sequence number, its removals `x` tombstones naming it.
+    pub fn apply(&self, mut b: Batch) -> Result<(), StoreError> {
         if b.len == 0 {
             return Ok(());
+        }
+        if !b.results.is_empty() {
+            let seq = self
+                .next_group
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut group = ResultGroupRecord::default();
+            for (req, r) in b.results.drain() {
+                match r {
+                    Some(r) => group.results.push((
+                        req.board.player,
+                        req.board.opponent,
+                        req.excluded,
+                        req.level,
+                        r,
+                    )),
+                    None => {
+                        b.batch.insert(&tomb_key(&req)[..], &seq.to_be_bytes()[..]);
+                        b.batch.remove(&result_key(&req)[..]);
+                    }
+                }
+            }
+            if !group.results.is_empty() {
+                b.batch.insert(&group_key(seq)[..], encode(&group)?);
+            }
         }
         self.tree.apply_batch(b.batch)?;
         Ok(())

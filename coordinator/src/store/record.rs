@@ -600,6 +600,14 @@ pub struct ResultRecord {
     pub sources: Vec<String>,
 }
 
+/// The results one batch stored (see `crate::store`): (player, opponent, excluded moves,
+/// level, result) each.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResultGroupRecord {
+    /// The results, by request.
+    pub results: Vec<(u64, u64, u64, u8, ResultRecord)>,
+}
+
 /// [`ResultRecord`] as stores written before validation existed hold it (no sources).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct LegacyResultRecord {

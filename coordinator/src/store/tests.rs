@@ -142,7 +142,21 @@ fn base_file_and_position_records_over_it() {
     let loaded = s.load(dir.path()).unwrap().book;
     let mut want: Vec<Position> = book.positions().collect();
     want[0] = changed;
+    want.push(added.pos.clone());
+    assert_eq!(loaded.positions().collect::<Vec<_>>(), want);
+    // The base book a replay starts from ignores the `p` records; reverting to it (in a
+    // replay's checkpoint) removes them all, and positions written after the reversion in the
+    // same batch stay.
+    let base: Vec<Position> = book.positions().collect();
+    let replayed = s.base_book().unwrap().unwrap();
+    assert_eq!(replayed.positions().collect::<Vec<_>>(), base);
+    let mut b = Batch::default();
+    s.revert_to_base(&mut b).unwrap();
+    b.put_entry(&added).unwrap();
+    s.apply(b).unwrap();
+    let mut want = base;
     want.push(added.pos);
+    let loaded = s.load(dir.path()).unwrap().book;
     assert_eq!(loaded.positions().collect::<Vec<_>>(), want);
 }
 
@@ -197,4 +211,78 @@ fn reopen_right_after_drop_waits_for_the_lock_and_a_held_store_is_refused() {
     let e = Store::open(dir.path()).unwrap_err();
     assert!(e.to_string().contains("lock"), "{e}");
     drop(held);
+}
+
+/// Results are stored in groups, one per batch: a later group's result of a request replaces
+/// an earlier one, a removal drops the request's results stored before it (not one stored
+/// after it), legacy `r` records are still read, and the sequence continues after a reopen.
+#[test]
+fn result_groups_replace_older_results_and_removals_drop_them() {
+    use bookfarm_engine::search::LeafResult;
+    let dir = tempfile::tempdir().unwrap();
+    let req = |i: u64| LeafRequest {
+        board: Board::start(),
+        excluded: i,
+        level: 4,
+    };
+    let rec = |score: i32| {
+        let mut r = ResultRecord::of(&LeafResult {
+            mv: Move::Pass,
+            score,
+            depth: 4,
+            selectivity: 5,
+            exact: false,
+            nodes: 7,
+            elapsed: std::time::Duration::from_micros(3),
+        });
+        r.sources = vec!["w".into()];
+        r
+    };
+    let loaded = |s: &Store| {
+        let mut r: Vec<(u64, i32)> = s
+            .results()
+            .unwrap()
+            .into_iter()
+            .map(|(k, r)| (k.excluded, r.score))
+            .collect();
+        r.sort_unstable();
+        r
+    };
+    {
+        let s = Store::open(dir.path()).unwrap();
+        s.create(&BookHeader::new(2, 12), &[sample_entry()])
+            .unwrap();
+        // A store written by an earlier version: one result record per request.
+        s.tree
+            .insert(&result_key(&req(9))[..], encode(&rec(18)).unwrap())
+            .unwrap();
+        let mut b = Batch::default();
+        for i in 0..3 {
+            b.put_result(&req(i), &rec(2 * i as i32)).unwrap();
+        }
+        s.apply(b).unwrap();
+        // Removed and stored again in later batches; removed in the batch that stored it.
+        let mut b = Batch::default();
+        b.put_result(&req(1), &rec(10)).unwrap();
+        b.remove_result(&req(2));
+        b.remove_result(&req(9));
+        s.apply(b).unwrap();
+        let mut b = Batch::default();
+        b.put_result(&req(2), &rec(12)).unwrap();
+        b.put_result(&req(3), &rec(14)).unwrap();
+        b.remove_result(&req(3));
+        s.apply(b).unwrap();
+        assert_eq!(loaded(&s), vec![(0, 0), (1, 10), (2, 12)]);
+        s.flush().unwrap();
+    }
+    let s = Store::open(dir.path()).unwrap();
+    assert_eq!(loaded(&s), vec![(0, 0), (1, 10), (2, 12)]);
+    let mut b = Batch::default();
+    b.remove_result(&req(0));
+    s.apply(b).unwrap();
+    let mut b = Batch::default();
+    b.put_result(&req(4), &rec(-2)).unwrap();
+    s.apply(b).unwrap();
+    assert_eq!(loaded(&s), vec![(1, 10), (2, 12), (4, -2)]);
+    assert_eq!(s.load(dir.path()).unwrap().results.len(), 3);
 }
