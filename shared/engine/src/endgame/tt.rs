@@ -68,6 +68,26 @@ impl Tt {
         (hash(player, opponent) >> self.shift) as usize
     }
 
+    /// Start loading the bucket of a position into the cache ahead of its [`Tt::probe`] (a hint
+    /// only: no effect on any result). A 48-byte bucket may straddle two cache lines: both are
+    /// requested.
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, player: u64, opponent: u64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let p = std::ptr::from_ref(&self.entries[self.index(player, opponent)]).cast::<i8>();
+            // SAFETY: `_mm_prefetch` is a hint that never faults, on any address; SSE is part of
+            // the x86-64 baseline. `p + 47` stays inside the bucket.
+            unsafe {
+                use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+                _mm_prefetch::<_MM_HINT_T0>(p);
+                _mm_prefetch::<_MM_HINT_T0>(p.add(47));
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (player, opponent);
+    }
+
     /// Look a position up.
     #[inline]
     pub(crate) fn probe(&self, player: u64, opponent: u64) -> Option<Hit> {
