@@ -70,8 +70,8 @@ pub const NWS_STABILITY_THRESHOLD: [i32; 65] = [
 /// about 5% of the nodes; lower thresholds cost more probes than they save.
 pub const ETC_MIN_EMPTIES: u32 = 12;
 
-/// Default transposition table size: `2^19` buckets of 2 entries (24 MiB).
-pub const DEFAULT_TT_BITS: u32 = 19;
+/// Default transposition table size: `2^18` buckets of 3 entries (16 MiB).
+pub const DEFAULT_TT_BITS: u32 = 18;
 
 /// Jon C. Wright's square values, as used by Edax's move ordering.
 const SQUARE_VALUE: [i32; 64] = [
@@ -159,7 +159,7 @@ impl EndgameContext {
         Self::with_tt_bits(DEFAULT_TT_BITS)
     }
 
-    /// A context whose transposition table has `2^bits` buckets of two 24-byte entries
+    /// A context whose transposition table has `2^bits` 64-byte buckets of three entries
     /// (`bits` is clamped to 4..=30).
     pub fn with_tt_bits(bits: u32) -> EndgameContext {
         crate::stability::init();
