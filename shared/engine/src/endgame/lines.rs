@@ -95,16 +95,6 @@ pub(crate) static NEIGHBOUR: [u64; 64] = {
     t
 };
 
-/// Flips of a move by `p` on `x`, or 0 without computing them when no opponent disc is adjacent.
-#[inline(always)]
-pub(crate) fn flips_if_adjacent(p: u64, o: u64, x: usize) -> u64 {
-    if NEIGHBOUR[x] & o == 0 {
-        0
-    } else {
-        flips(p, o, x)
-    }
-}
-
 /// Bits strictly above bit `i` (0 for `i == 63`).
 #[inline(always)]
 const fn above(i: u32) -> u64 {
