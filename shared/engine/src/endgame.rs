@@ -8,20 +8,23 @@
 //!   try the stability cutoff (Edax's `NWS_STABILITY_THRESHOLD` table) and order the moves
 //!   fastest-first (Edax's `movelist_evaluate_fast` weights: opponent mobility, corner stability,
 //!   potential mobility, square value, parity, hash move and wipe-outs first); from
-//!   [`ETC_MIN_EMPTIES`] up they also try enhanced transposition cutoffs;
+//!   [`ETC_MIN_EMPTIES`] up they also try enhanced transposition cutoffs; while ordering, they
+//!   prefetch the table buckets of their children (one cache line each);
 //! * from [`SHALLOW_EMPTIES`] down to 5 empties: no hash, parity ordering plus square classes;
 //! * 4, 3, 2 and 1 empties: specialised solvers over the known empty squares, parity sorted, with
-//!   a `count_last_flip` style final move.
+//!   a `count_last_flip` style final move (four line patterns and a table).
 //!
 //! Hot loops do no allocation: move lists live in per-depth scratch buffers of the
 //! [`EndgameContext`], which also owns the transposition table and the cancellation flag.
-//! The search routines are generated twice (baseline x86-64 and x86-64-v3 with POPCNT, LZCNT,
-//! BMI1/2, AVX2); the faster one is chosen at run time, so no build needs `-C target-cpu`.
+//! The search routines are generated twice (baseline x86-64 with scalar flips and mobility, and
+//! x86-64-v3 with POPCNT, LZCNT, BMI1/2 and the AVX2 flips and mobility of [`crate::flip`]); the
+//! faster one is chosen at run time, so no build needs `-C target-cpu`. Both give the same
+//! scores and node counts.
 //!
 //! Measured with `cargo bench -p bookfarm-engine --bench endgame` (one thread, busy 2-vCPU
-//! machine): FFO #20–#39 in 19.5 s CPU (Edax 4.6: 30.7 s), FFO #40–#49 in 223 s CPU (Edax:
-//! 448 s). Selective (probcut) endgame searches are run by the midgame search at depth =
-//! empties, which calls [`solve`] below its endgame threshold, as Edax does.
+//! machine, see docs/benchmarks.md): FFO #20–#39 in about 12 s CPU (Edax 4.6: 30.7 s on the
+//! machine of the golden timings). Selective (probcut) endgame searches are run by the midgame
+//! search at depth = empties, which calls [`solve`] below its endgame threshold, as Edax does.
 
 mod lines;
 mod tt;
@@ -29,7 +32,7 @@ mod tt;
 use crate::board::Board;
 use crate::square::{Move, Square};
 use crate::stability::stable_discs;
-use lines::{flips, flips_if_adjacent, last_flip_count, moves};
+use lines::{NEIGHBOUR, flips, last_flip_count, moves};
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -45,7 +48,10 @@ pub const SCORE_MAX: i32 = 64;
 pub const SCORE_INF: i32 = 127;
 
 /// Null-window nodes with at most this many empties use the hash-free shallow search.
-pub const SHALLOW_EMPTIES: u32 = 7;
+/// Measured on FFO #20–#39 (issue 19, fourth round): 6 visits 19 % fewer nodes than Edax's 7
+/// (the table and fastest-first ordering at 7 empties pay for themselves) and takes about 8 %
+/// less CPU; 5 saves more nodes but costs more per node.
+pub const SHALLOW_EMPTIES: u32 = 6;
 
 /// Edax's `NWS_STABILITY_THRESHOLD` (without `USE_SOLID`): a null-window node with `alpha >= T[n]`
 /// at `n` empties tries the stability cutoff (edax-spec §8.5 item 2). Entry 64 (the empty
@@ -67,8 +73,8 @@ pub const NWS_STABILITY_THRESHOLD: [i32; 65] = [
 /// about 5% of the nodes; lower thresholds cost more probes than they save.
 pub const ETC_MIN_EMPTIES: u32 = 12;
 
-/// Default transposition table size: `2^19` buckets of 2 entries (24 MiB).
-pub const DEFAULT_TT_BITS: u32 = 19;
+/// Default transposition table size: `2^18` buckets of 3 entries (16 MiB).
+pub const DEFAULT_TT_BITS: u32 = 18;
 
 /// Jon C. Wright's square values, as used by Edax's move ordering.
 const SQUARE_VALUE: [i32; 64] = [
@@ -156,7 +162,7 @@ impl EndgameContext {
         Self::with_tt_bits(DEFAULT_TT_BITS)
     }
 
-    /// A context whose transposition table has `2^bits` buckets of two 24-byte entries
+    /// A context whose transposition table has `2^bits` 64-byte buckets of three entries
     /// (`bits` is clamped to 4..=30).
     pub fn with_tt_bits(bits: u32) -> EndgameContext {
         crate::stability::init();
@@ -378,8 +384,16 @@ impl<'a, K> Solver<'a, K> {
 
 /// Code generation of the search routines (instantiated per instruction-set [`Kernel`]).
 macro_rules! search_impl {
-    ($kernel:ty $(, #[$attr:meta])*) => {
+    ($kernel:ty, $moves:path, $flips:path $(, #[$attr:meta])*) => {
 impl Solver<'_, $kernel> {
+
+    /// Flips of a move by `p` on `x`, or 0 without computing them when no opponent disc is
+    /// adjacent.
+    #[inline]
+    $(#[$attr])*
+    fn flips_if_adjacent(p: u64, o: u64, x: usize) -> u64 {
+        if NEIGHBOUR[x] & o == 0 { 0 } else { $flips(p, o, x) }
+    }
 
     $(#[$attr])*
     fn solve(&mut self, p: u64, o: u64, alpha: i32, beta: i32) -> i32 {
@@ -396,9 +410,9 @@ impl Solver<'_, $kernel> {
     $(#[$attr])*
     fn root(&mut self, p: u64, o: u64, excluded: u64) -> (Move, i32) {
         let e = (!(p | o)).count_ones();
-        let all = moves(p, o);
+        let all = $moves(p, o);
         if all == 0 {
-            if moves(o, p) == 0 {
+            if $moves(o, p) == 0 {
                 self.nodes += 1;
                 return (Move::None, final_score(p, o));
             }
@@ -452,15 +466,21 @@ impl Solver<'_, $kernel> {
     $(#[$attr])*
     fn build_list(&mut self, p: u64, o: u64, legal: u64, e: u32, tt_move: u8) -> usize {
         let odd = if e < 12 { parity_mask(!(p | o)) } else { 0 };
+        // Children that will probe the table have their buckets requested now, while the
+        // list is scored and sorted (a cache miss in the table is the largest single cost).
+        let prefetch = e > SHALLOW_EMPTIES + 1;
         let list = &mut self.lists[e as usize];
         let mut n = 0;
         let mut mm = legal;
         while mm != 0 {
             let x = mm.trailing_zeros() as usize;
             mm &= mm - 1;
-            let f = flips(p, o, x);
+            let f = $flips(p, o, x);
             let np = o ^ f;
             let no = p ^ f ^ (1u64 << x);
+            if prefetch {
+                self.tt.prefetch(np, no);
+            }
             let score = if np == 0 {
                 W_WIPEOUT
             } else if x as u8 == tt_move {
@@ -472,7 +492,7 @@ impl Solver<'_, $kernel> {
                 }
                 s += (36 - potential_mobility(np, no)) * W_POTENTIAL_MOBILITY;
                 s += corner_stability(no) * W_CORNER_STABILITY;
-                let m = moves(np, no);
+                let m = $moves(np, no);
                 let wm = (m.count_ones() + (m & CORNERS).count_ones()) as i32;
                 s += (36 - wm) * W_MOBILITY;
                 s
@@ -538,9 +558,9 @@ impl Solver<'_, $kernel> {
             }
             tt_move = h.mv;
         }
-        let legal = moves(p, o);
+        let legal = $moves(p, o);
         if legal == 0 {
-            if moves(o, p) == 0 {
+            if $moves(o, p) == 0 {
                 return final_score(p, o);
             }
             return -self.pvs(o, p, -beta, -alpha, e);
@@ -629,9 +649,9 @@ impl Solver<'_, $kernel> {
             }
             tt_move = h.mv;
         }
-        let legal = moves(p, o);
+        let legal = $moves(p, o);
         if legal == 0 {
-            if moves(o, p) == 0 {
+            if $moves(o, p) == 0 {
                 return final_score(p, o);
             }
             return -self.nws_endgame(o, p, -alpha - 1, e);
@@ -687,9 +707,9 @@ impl Solver<'_, $kernel> {
                 return s;
             }
         }
-        let legal = moves(p, o);
+        let legal = $moves(p, o);
         if legal == 0 {
-            if moves(o, p) == 0 {
+            if $moves(o, p) == 0 {
                 return final_score(p, o);
             }
             return -self.nws_shallow(o, p, -alpha - 1, e);
@@ -702,7 +722,7 @@ impl Solver<'_, $kernel> {
                 while mm != 0 {
                     let x = mm.trailing_zeros() as usize;
                     mm &= mm - 1;
-                    let f = flips(p, o, x);
+                    let f = $flips(p, o, x);
                     let (np, no) = (o ^ f, p ^ f ^ (1u64 << x));
                     let v = if e == 5 {
                         -self.solve4(np, no, -alpha - 1)
@@ -742,7 +762,7 @@ impl Solver<'_, $kernel> {
         };
         let mut best = -SCORE_INF;
         for (i, &xi) in x.iter().enumerate() {
-            let f = flips_if_adjacent(p, o, xi);
+            let f = Self::flips_if_adjacent(p, o, xi);
             if f != 0 {
                 let v = -self.solve3(o ^ f, p ^ f ^ (1u64 << xi), -alpha - 1, rest(i));
                 if v > best {
@@ -759,7 +779,7 @@ impl Solver<'_, $kernel> {
         // Pass: the opponent moves, then it is our turn again with three empties.
         let mut worst = SCORE_INF;
         for (i, &xi) in x.iter().enumerate() {
-            let f = flips_if_adjacent(o, p, xi);
+            let f = Self::flips_if_adjacent(o, p, xi);
             if f != 0 {
                 let v = self.solve3(p ^ f, o ^ f ^ (1u64 << xi), alpha, rest(i));
                 if v < worst {
@@ -784,7 +804,7 @@ impl Solver<'_, $kernel> {
         let pairs = [(x[0], x[1], x[2]), (x[1], x[0], x[2]), (x[2], x[0], x[1])];
         let mut best = -SCORE_INF;
         for &(a, b, c) in &pairs {
-            let f = flips_if_adjacent(p, o, a);
+            let f = Self::flips_if_adjacent(p, o, a);
             if f != 0 {
                 let v = -self.solve2(o ^ f, p ^ f ^ (1u64 << a), -alpha - 1, b, c);
                 if v > best {
@@ -800,7 +820,7 @@ impl Solver<'_, $kernel> {
         }
         let mut worst = SCORE_INF;
         for &(a, b, c) in &pairs {
-            let f = flips_if_adjacent(o, p, a);
+            let f = Self::flips_if_adjacent(o, p, a);
             if f != 0 {
                 let v = self.solve2(p ^ f, o ^ f ^ (1u64 << a), alpha, b, c);
                 if v < worst {
@@ -824,7 +844,7 @@ impl Solver<'_, $kernel> {
     fn solve2(&mut self, p: u64, o: u64, alpha: i32, x1: usize, x2: usize) -> i32 {
         self.nodes += 1;
         let mut best = -SCORE_INF;
-        let f = flips_if_adjacent(p, o, x1);
+        let f = Self::flips_if_adjacent(p, o, x1);
         if f != 0 {
             self.nodes += 1;
             best = -solve1(o ^ f, x2);
@@ -832,7 +852,7 @@ impl Solver<'_, $kernel> {
                 return best;
             }
         }
-        let f = flips_if_adjacent(p, o, x2);
+        let f = Self::flips_if_adjacent(p, o, x2);
         if f != 0 {
             self.nodes += 1;
             let v = -solve1(o ^ f, x1);
@@ -844,7 +864,7 @@ impl Solver<'_, $kernel> {
             return best;
         }
         let mut worst = SCORE_INF;
-        let f = flips_if_adjacent(o, p, x1);
+        let f = Self::flips_if_adjacent(o, p, x1);
         if f != 0 {
             self.nodes += 1;
             worst = solve1(p ^ f, x2);
@@ -852,7 +872,7 @@ impl Solver<'_, $kernel> {
                 return worst;
             }
         }
-        let f = flips_if_adjacent(o, p, x2);
+        let f = Self::flips_if_adjacent(o, p, x2);
         if f != 0 {
             self.nodes += 1;
             worst = worst.min(solve1(p ^ f, x1));
@@ -870,14 +890,30 @@ impl Solver<'_, $kernel> {
 /// Portable code generation (baseline x86-64 / any target).
 #[derive(Debug)]
 struct Portable;
-search_impl!(Portable);
+search_impl!(Portable, moves, flips);
 
 /// x86-64-v3 code generation (POPCNT, LZCNT, BMI1/2, AVX2), chosen at run time.
 #[cfg(target_arch = "x86_64")]
 #[derive(Debug)]
 struct X86V3;
 #[cfg(target_arch = "x86_64")]
-search_impl!(X86V3, #[target_feature(enable = "popcnt,lzcnt,bmi1,bmi2,avx2")]);
+search_impl!(X86V3, moves_v3, flips_v3, #[target_feature(enable = "popcnt,lzcnt,bmi1,bmi2,avx2")]);
+
+/// Legal moves with AVX2 (four directions per vector, as Edax's `get_moves_avx2`).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "popcnt,lzcnt,bmi1,bmi2,avx2")]
+fn moves_v3(p: u64, o: u64) -> u64 {
+    crate::flip::x86::moves_avx2(p, o)
+}
+
+/// Flips with AVX2 (four directions per vector, as Edax's `flip_avx_ppfill`).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "popcnt,lzcnt,bmi1,bmi2,avx2")]
+fn flips_v3(p: u64, o: u64, x: usize) -> u64 {
+    crate::flip::x86::flips_avx2(p, o, x as u8)
+}
 
 /// The `N` empty squares of `empty`, squares of odd quadrants first (stable otherwise).
 #[inline(always)]

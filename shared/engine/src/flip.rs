@@ -37,7 +37,7 @@
 mod portable;
 mod tables;
 #[cfg(target_arch = "x86_64")]
-mod x86;
+pub(crate) mod x86;
 
 pub use portable::{flips_bitscan, moves_doubling};
 

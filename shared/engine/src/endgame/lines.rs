@@ -95,16 +95,6 @@ pub(crate) static NEIGHBOUR: [u64; 64] = {
     t
 };
 
-/// Flips of a move by `p` on `x`, or 0 without computing them when no opponent disc is adjacent.
-#[inline(always)]
-pub(crate) fn flips_if_adjacent(p: u64, o: u64, x: usize) -> u64 {
-    if NEIGHBOUR[x] & o == 0 {
-        0
-    } else {
-        flips(p, o, x)
-    }
-}
-
 /// Bits strictly above bit `i` (0 for `i == 63`).
 #[inline(always)]
 const fn above(i: u32) -> u64 {
@@ -143,30 +133,75 @@ pub(crate) fn flips(p: u64, o: u64, x: usize) -> u64 {
     f
 }
 
+/// `LINE_FLIPS[i][pattern]`: discs flipped along one line of eight squares when the mover plays
+/// its square `i`, every other square of the line being occupied; bit `j` of `pattern` is set
+/// when square `j` of the line holds a mover's disc (bit `i` is ignored). Squares off the board
+/// (short diagonals) read as opponent discs at the far ends of the line, where no mover disc
+/// can follow them, so they never count.
+static LINE_FLIPS: [[u8; 256]; 8] = {
+    let mut t = [[0u8; 256]; 8];
+    let mut i = 0;
+    while i < 8 {
+        let mut pattern = 0;
+        while pattern < 256 {
+            let mut n = 0;
+            // Towards higher squares, then towards lower ones.
+            let mut j = i + 1;
+            while j < 8 && pattern & (1 << j) == 0 {
+                j += 1;
+            }
+            if j < 8 {
+                n += j - i - 1;
+            }
+            let mut j = i as i32 - 1;
+            while j >= 0 && pattern & (1 << j) == 0 {
+                j -= 1;
+            }
+            if j >= 0 {
+                n += i - j as usize - 1;
+            }
+            t[i][pattern] = n as u8;
+            pattern += 1;
+        }
+        i += 1;
+    }
+    t
+};
+
+/// The a1–h8 diagonal and the h1–a8 anti-diagonal through each square.
+static DIAGONALS: [[u64; 2]; 64] = {
+    let mut t = [[0u64; 2]; 64];
+    let mut x = 0;
+    while x < 64 {
+        t[x] = [
+            LINES[x][2] | LINES[x][6] | 1 << x,
+            LINES[x][3] | LINES[x][7] | 1 << x,
+        ];
+        x += 1;
+    }
+    t
+};
+
 /// Number of discs `p` flips by playing the last empty square `x`, every other square being
-/// occupied (the opponent owns `!p` minus `x`). Edax's `count_last_flip`.
+/// occupied (the opponent owns `!p` minus `x`). Edax's `count_last_flip`: the four lines through
+/// `x` are gathered into 8-bit patterns (a row by a shift, a column and the two diagonals by a
+/// multiplication that moves each square to its rank or file bit without carries) and looked up
+/// in [`LINE_FLIPS`].
 #[inline(always)]
 pub(crate) fn last_flip_count(p: u64, x: usize) -> u32 {
-    let l = &LINES[x];
-    let mut n = 0u32;
-    let mut d = 0;
-    while d < 4 {
-        let m = l[d];
-        let b = m & p;
-        // Every square between x and the first own disc belongs to the opponent.
-        n += (m & (b & b.wrapping_neg()).wrapping_sub(1) & ((b != 0) as u64).wrapping_neg())
-            .count_ones();
-        d += 1;
-    }
-    while d < 8 {
-        let m = l[d];
-        let b = m & p;
-        if b != 0 {
-            n += (m & above(63 - b.leading_zeros())).count_ones();
-        }
-        d += 1;
-    }
-    n
+    const A_FILE: u64 = 0x0101_0101_0101_0101;
+    let (file, rank) = (x & 7, x >> 3);
+    let row = (p >> (8 * rank)) as u8;
+    // a-file bit of rank r -> bit 56 + r.
+    let col = ((((p >> file) & A_FILE).wrapping_mul(0x0102_0408_1020_4080)) >> 56) as u8;
+    // Each diagonal square sits on its own file: summing the ranks keeps one bit per file.
+    let [d, a] = DIAGONALS[x];
+    let diag = ((p & d).wrapping_mul(A_FILE) >> 56) as u8;
+    let anti = ((p & a).wrapping_mul(A_FILE) >> 56) as u8;
+    u32::from(LINE_FLIPS[file][usize::from(row)])
+        + u32::from(LINE_FLIPS[rank][usize::from(col)])
+        + u32::from(LINE_FLIPS[file][usize::from(diag)])
+        + u32::from(LINE_FLIPS[file][usize::from(anti)])
 }
 
 #[cfg(test)]
