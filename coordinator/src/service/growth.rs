@@ -245,6 +245,9 @@ pub(crate) struct Growth {
     /// The book was reset to the base book (a replay) since the last checkpoint: the next one
     /// also removes the stored book's `p` records ([`Store::revert_to_base`]).
     reverted: bool,
+    /// Boards changed since the last checkpoint that was written: kept until a checkpoint's
+    /// batch is applied, so a failed write (a full disk) loses none of them.
+    unwritten: HashSet<bookfarm_engine::Board>,
 }
 
 /// The programs finished since the base book: with the base book and the result store,
@@ -339,6 +342,7 @@ impl Growth {
             replay,
             checkpointed_at: std::time::Instant::now(),
             reverted: false,
+            unwritten: HashSet::new(),
         })
     }
 
@@ -650,17 +654,24 @@ impl Growth {
     /// Write a checkpoint: every position changed since the last one and the growth state in
     /// one batch (after a replay, the stored book's reversion to the base book too).
     pub(crate) fn persist(&mut self, store: &Store) -> Result<()> {
+        for id in self.book.take_changed() {
+            if self.book.is_live(id) {
+                self.unwritten.insert(self.book.board(id));
+            }
+        }
+        // Every flag below is cleared only once the batch is applied: a checkpoint that fails
+        // is written whole by the next one.
         let mut batch = Batch::default();
         if self.reverted {
             store.revert_to_base(&mut batch)?;
-            self.reverted = false;
         }
-        for id in self.book.take_changed() {
-            if self.book.is_live(id) {
+        for b in &self.unwritten {
+            if let Some(id) = self.book.find(b) {
                 batch.put_position(&self.book.position(id))?;
             }
         }
-        if self.replay.log_dirty {
+        let log_written = self.replay.log_dirty;
+        if log_written {
             batch.put_log(&QueueRecord {
                 queue: self
                     .replay
@@ -669,16 +680,17 @@ impl Growth {
                     .map(|(op, level)| (OperationRecord::new(op), *level))
                     .collect(),
             })?;
-            self.replay.log_dirty = false;
         }
         batch.put_header(self.book.header())?;
-        if let Some(d) = &self.driver
-            && self.todo_written != Some(d.state().passes)
-        {
-            batch.put_todo(&TodoRecord::new(d.state()))?;
-            self.todo_written = Some(d.state().passes);
-        }
-        if self.queue_dirty {
+        let todo = match &self.driver {
+            Some(d) if self.todo_written != Some(d.state().passes) => {
+                batch.put_todo(&TodoRecord::new(d.state()))?;
+                Some(d.state().passes)
+            }
+            _ => None,
+        };
+        let queue_written = self.queue_dirty;
+        if queue_written {
             batch.put_queue(&QueueRecord {
                 queue: self
                     .queue
@@ -686,10 +698,20 @@ impl Growth {
                     .map(|(op, level)| (OperationRecord::new(op), *level))
                     .collect(),
             })?;
-            self.queue_dirty = false;
         }
         batch.put_growth(&self.record())?;
         store.apply(batch)?;
+        self.reverted = false;
+        self.unwritten.clear();
+        if log_written {
+            self.replay.log_dirty = false;
+        }
+        if todo.is_some() {
+            self.todo_written = todo;
+        }
+        if queue_written {
+            self.queue_dirty = false;
+        }
         self.checkpointed_at = std::time::Instant::now();
         Ok(())
     }

@@ -30,7 +30,7 @@
 //! at most every `ServiceConfig::checkpoint_interval` (and whenever a program starts or
 //! finishes, at pause, replay and clean shutdown), so between checkpoints they describe an
 //! earlier moment of the programs than the in-memory book. The book is a function of the
-//! programs and the results (`r` records, durable before they are acknowledged), so a
+//! programs and the results (`g` records, durable before they are acknowledged), so a
 //! restarted coordinator loads the last checkpoint and the driver re-runs from it with the
 //! stored results, searching nothing again. The base is an Edax `book.dat` file beside sled's files,
 //! `base/<generation>.dat` (records in the book's order, so a reload keeps it), named by the
@@ -753,6 +753,8 @@ impl Store {
 
     /// Apply a batch atomically (not yet durable: see [`Store::flush`]): its results become
     /// one `g` record under the next sequence number, its removals `x` tombstones naming it.
+    /// Batches that store or remove results must be applied one at a time (the service does so
+    /// under its job-table lock), so that sequence numbers follow the order of the writes.
     pub fn apply(&self, mut b: Batch) -> Result<(), StoreError> {
         if b.len == 0 {
             return Ok(());
@@ -777,9 +779,11 @@ impl Store {
                     }
                 }
             }
-            if !group.results.is_empty() {
-                b.batch.insert(&group_key(seq)[..], encode(&group)?);
-            }
+            // Written even when empty (a batch that only removes results): the next start
+            // takes its first sequence number after the last group, so a number a tombstone
+            // carries is never handed out again (a result stored again under it would be
+            // dropped as removed).
+            b.batch.insert(&group_key(seq)[..], encode(&group)?);
         }
         self.tree.apply_batch(b.batch)?;
         Ok(())

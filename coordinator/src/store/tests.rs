@@ -285,4 +285,20 @@ fn result_groups_replace_older_results_and_removals_drop_them() {
     s.apply(b).unwrap();
     assert_eq!(loaded(&s), vec![(1, 10), (2, 12), (4, -2)]);
     assert_eq!(s.load(dir.path()).unwrap().results.len(), 3);
+    // A batch that only removes is the last before a restart: the restarted store must not
+    // hand its sequence number out again, or the request stored again under it would read as
+    // removed at the next start.
+    let mut b = Batch::default();
+    b.remove_result(&req(4));
+    s.apply(b).unwrap();
+    s.flush().unwrap();
+    drop(s);
+    let s = Store::open(dir.path()).unwrap();
+    let mut b = Batch::default();
+    b.put_result(&req(4), &rec(6)).unwrap();
+    s.apply(b).unwrap();
+    s.flush().unwrap();
+    drop(s);
+    let s = Store::open(dir.path()).unwrap();
+    assert_eq!(loaded(&s), vec![(1, 10), (2, 12), (4, 6)]);
 }
