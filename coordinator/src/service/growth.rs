@@ -248,6 +248,8 @@ pub(crate) struct Growth {
     /// Boards changed since the last checkpoint that was written: kept until a checkpoint's
     /// batch is applied, so a failed write (a full disk) loses none of them.
     unwritten: HashSet<bookfarm_engine::Board>,
+    /// The rollback request the replay since the last checkpoint covers.
+    replayed_through: Option<u64>,
 }
 
 /// The programs finished since the base book: with the base book and the result store,
@@ -343,6 +345,7 @@ impl Growth {
             checkpointed_at: std::time::Instant::now(),
             reverted: false,
             unwritten: HashSet::new(),
+            replayed_through: None,
         })
     }
 
@@ -350,7 +353,14 @@ impl Growth {
     /// program since it again, reusing every known result (the driver then blocks on the
     /// searches the dropped results answered, which become round work again). The book after
     /// the replay is the book those results and programs give, whoever sent them first.
-    pub(crate) fn replay(&mut self, store: &Store, dropped: &[LeafRequest]) -> Result<()> {
+    /// `through`: the last rollback request (see [`Store`]'s `rollback-requested`) this replay
+    /// covers, recorded by the checkpoint that stores the replayed book.
+    pub(crate) fn replay(
+        &mut self,
+        store: &Store,
+        dropped: &[LeafRequest],
+        through: u64,
+    ) -> Result<()> {
         let Some(mut book) = store.base_book()? else {
             return Err(CoordinatorError::Internal(
                 "this store predates base books: it cannot be replayed (build it again)".into(),
@@ -363,6 +373,7 @@ impl Growth {
         // changes below force one), in the same batch as the replayed book's positions and
         // the growth state: a crash before it leaves the previous checkpoint whole.
         self.reverted = true;
+        self.replayed_through = Some(through);
         bookfarm_book::negamax::recompute_all(&mut book);
         book.track_changes();
         book.take_changed();
@@ -665,6 +676,9 @@ impl Growth {
         if self.reverted {
             store.revert_to_base(&mut batch)?;
         }
+        if let Some(n) = self.replayed_through {
+            batch.put_rollback_replayed(n)?;
+        }
         for b in &self.unwritten {
             if let Some(id) = self.book.find(b) {
                 batch.put_position(&self.book.position(id))?;
@@ -702,6 +716,7 @@ impl Growth {
         batch.put_growth(&self.record())?;
         store.apply(batch)?;
         self.reverted = false;
+        self.replayed_through = None;
         self.unwritten.clear();
         if log_written {
             self.replay.log_dirty = false;

@@ -389,8 +389,12 @@ struct Shared {
     written: AtomicU64,
     flushed: AtomicU64,
     flush_lock: tokio::sync::Mutex<()>,
-    /// Results dropped by a caught worker, waiting for the growth runner's replay.
-    rollback: Mutex<Option<Vec<LeafRequest>>>,
+    /// Results dropped by caught workers, waiting for the growth runner's replay, with the
+    /// number of the last rollback request they belong to.
+    rollback: Mutex<Option<(u64, Vec<LeafRequest>)>>,
+    /// Rollback requests so far (stored as `rollback-requested` with the removals, so that a
+    /// coordinator killed before the replay replays when it starts again).
+    rollbacks_requested: AtomicU64,
     /// See [`BlockHook`].
     on_block: Mutex<HookSlot>,
 }
@@ -608,7 +612,10 @@ impl Coordinator {
             written: AtomicU64::new(0),
             flushed: AtomicU64::new(0),
             flush_lock: tokio::sync::Mutex::new(()),
-            rollback: Mutex::new(None),
+            rollback: Mutex::new(
+                (loaded.rollbacks.0 > loaded.rollbacks.1).then(|| (loaded.rollbacks.0, Vec::new())),
+            ),
+            rollbacks_requested: AtomicU64::new(loaded.rollbacks.0),
             on_block: Mutex::new(HookSlot::default()),
         }));
         c.run_growth()?;
@@ -1113,12 +1120,14 @@ impl Coordinator {
         let replay = !rollback.is_empty();
         if replay {
             g.trust.counters.rollbacks += 1;
-            self.0
-                .rollback
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get_or_insert_with(Vec::new)
-                .extend(rollback);
+            // Durable with the removals: a coordinator killed before the replay replays at its
+            // next start (the stored book may already hold the dropped results' effects).
+            let n = self.0.rollbacks_requested.fetch_add(1, Ordering::SeqCst) + 1;
+            batch.put_rollback_requested(n)?;
+            let mut pending = self.0.rollback.lock().unwrap_or_else(|p| p.into_inner());
+            let (through, dropped) = pending.get_or_insert_with(|| (n, Vec::new()));
+            *through = n;
+            dropped.extend(rollback);
         }
         self.0.store.apply(batch)?;
         self.0.written.fetch_add(1, Ordering::SeqCst);
@@ -1450,8 +1459,8 @@ impl Coordinator {
             .take();
         let mut growth = self.growth();
         growth.land(landed);
-        if let Some(dropped) = rollback {
-            growth.replay(&self.0.store, &dropped)?;
+        if let Some((through, dropped)) = rollback {
+            growth.replay(&self.0.store, &dropped, through)?;
         }
         // Round work queued ahead: enough for every registered thread to hold a few jobs; more
         // would only cost the growth run look-ups (a pass can hold many thousands of steps).

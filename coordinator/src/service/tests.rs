@@ -411,6 +411,89 @@ fn killed_between_checkpoints_resumes_to_the_same_book_without_searching_again()
     assert_eq!(stored.book.len(), want.len());
 }
 
+/// A coordinator killed after it stored a caught worker's removals but before its growth
+/// runner replayed: the stored book may still hold the dropped results' effects, so the next
+/// start replays from the base book (the rollback request is stored with the removals), and
+/// the build ends with the honest book.
+#[test]
+fn a_rollback_requested_before_a_kill_is_replayed_at_the_next_start() {
+    let cfg = ServiceConfig::default();
+    let f = fixture(2, 10, cfg.clone());
+    f.c.start_expansion(deviate24(), 0).unwrap();
+    let id = identity();
+    let w = f.c.register(&id, "t", 1).unwrap();
+    // A trusted (loopback) worker tells plausible lies (the score's sign flipped and moved by
+    // 2) on its first searches: they reach the book.
+    let mut lies = Vec::new();
+    loop {
+        let jobs = f.c.lease(&id, &w, 4).unwrap();
+        if jobs.is_empty() {
+            f.c.settle().unwrap();
+            if f.c.status().queued == 0 {
+                break;
+            }
+            continue;
+        }
+        let mut r: Vec<_> = jobs.iter().map(mock_result).collect();
+        if lies.len() < 6 {
+            r[0].score = 2 - r[0].score;
+            lies.push(request_of(&jobs[0]));
+        }
+        f.c.submit(&id, &w, &r).unwrap();
+        f.c.settle().unwrap();
+    }
+    let want = serial_book(2, 10, &[operation(deviate24())]);
+    let (_, lied) = f.c.snapshot();
+    assert!(
+        !crate::sim::same_positions(lied, &want),
+        "the lies did not change the book"
+    );
+    // The kill: the finished (dishonest) book is checkpointed; then what catching the liar
+    // stores (its result removed, a rollback requested) is durable, and nothing else ran.
+    f.c.flush().unwrap();
+    let Fixture { dir, clock, c } = f;
+    drop(c);
+    {
+        let store = Store::open(dir.path()).unwrap();
+        let mut b = Batch::default();
+        for lie in &lies {
+            b.remove_result(lie);
+        }
+        b.put_rollback_requested(1).unwrap();
+        store.apply(b).unwrap();
+        store.flush().unwrap();
+    }
+    let store = Store::open(dir.path()).unwrap();
+    let c = Coordinator::open(store, dir.path(), cfg.clone(), clock.clone()).unwrap();
+    // The start replayed: the lied requests are round work again, answered honestly this time.
+    let w = c.register(&id, "t2", 1).unwrap();
+    let mut searched = Vec::new();
+    loop {
+        let jobs = c.lease(&id, &w, 4).unwrap();
+        if jobs.is_empty() {
+            c.settle().unwrap();
+            if c.status().queued == 0 {
+                break;
+            }
+            continue;
+        }
+        searched.extend(jobs.iter().map(request_of));
+        let r: Vec<_> = jobs.iter().map(mock_result).collect();
+        c.submit(&id, &w, &r).unwrap();
+    }
+    c.settle().unwrap();
+    for lie in &lies {
+        assert!(searched.contains(lie), "{lie:?} was not searched again");
+    }
+    assert_eq!(c.status().state, State::Done);
+    assert_same_book(&c, &want);
+    // The replayed book's checkpoint covers the request: the next start does not replay.
+    c.flush().unwrap();
+    drop(c);
+    let loaded = Store::open(dir.path()).unwrap().load(dir.path()).unwrap();
+    assert_eq!(loaded.rollbacks, (1, 1));
+}
+
 #[test]
 fn hostile_results_are_rejected_and_change_nothing() {
     let f = fixture(2, 10, ServiceConfig::default());

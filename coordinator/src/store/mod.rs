@@ -13,6 +13,8 @@
 //! | `m` + `history` | [`HistoryRecord`] (web UI charts and contributors) |
 //! | `m` + `growth-log` | [`QueueRecord`]: the programs finished since the base book |
 //! | `m` + `replay-base` | [`HeaderRecord`] of the base book (present: replay is possible) |
+//! | `m` + `rollback-requested` | u64: rollbacks by replay requested so far (written with the tombstones of the results a caught worker loses) |
+//! | `m` + `rollback-replayed` | u64: the last of those requests a replay covered (written by the checkpoint of the replayed book); a start with fewer replayed than requested replays first |
 //! | `g` + 8-byte sequence number (BE) | [`ResultGroupRecord`]: the results one batch stored (one call's applied results, with the contributors vouching), keyed by request |
 //! | `x` + request | the sequence number of the batch that removed the request's result: results of that request in earlier groups are dropped |
 //! | `r` + request | legacy [`ResultRecord`] (written by earlier versions; read at start-up as if older than every group) |
@@ -295,6 +297,8 @@ pub struct Loaded {
     pub trust: Vec<(String, TrustRecord)>,
     /// The programs finished since the base book.
     pub log: Option<QueueRecord>,
+    /// Rollbacks by replay requested, and the last one a stored checkpoint covers.
+    pub rollbacks: (u64, u64),
 }
 
 /// A set of writes applied atomically.
@@ -335,6 +339,16 @@ impl Batch {
         self.batch.insert(meta_key(name), encode(v)?);
         self.len += 1;
         Ok(())
+    }
+
+    /// Record that rollback by replay number `n` was requested (with the removals it follows).
+    pub fn put_rollback_requested(&mut self, n: u64) -> Result<(), StoreError> {
+        self.put_meta("rollback-requested", &n)
+    }
+
+    /// Record that the book in this checkpoint is replayed through rollback request `n`.
+    pub fn put_rollback_replayed(&mut self, n: u64) -> Result<(), StoreError> {
+        self.put_meta("rollback-replayed", &n)
     }
 
     /// Write the book header.
@@ -633,6 +647,10 @@ impl Store {
         }
         let trust = self.trust_records()?;
         let log = self.meta::<QueueRecord>("growth-log")?;
+        let rollbacks = (
+            self.meta::<u64>("rollback-requested")?.unwrap_or(0),
+            self.meta::<u64>("rollback-replayed")?.unwrap_or(0),
+        );
         Ok(Loaded {
             header,
             book,
@@ -647,6 +665,7 @@ impl Store {
             cases,
             trust,
             log,
+            rollbacks,
         })
     }
 
