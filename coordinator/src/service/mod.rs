@@ -873,8 +873,8 @@ impl Coordinator {
     }
 
     /// [`Coordinator::lease`]; when it finds no job while a growth run is under way (results
-    /// just landed), wait up to `wait` for the run to queue the next searches and lease again,
-    /// so that workers do not sleep through the end of every pass.
+    /// just landed), wait up to `wait` in all for the runs to queue the next searches, leasing
+    /// again after each, so that workers do not sleep through the end of every pass.
     pub async fn lease_waiting(
         &self,
         id: &Identity,
@@ -882,19 +882,28 @@ impl Coordinator {
         slots: u32,
         wait: Duration,
     ) -> Result<Vec<Job>> {
-        let mut runs = self.growth_runs();
-        let jobs = self.lease(id, worker, slots)?;
-        // A worker still holding jobs never waits: its threads are busy, and the call would hold
-        // back the results and leases it makes next.
-        if !jobs.is_empty()
-            || slots == 0
-            || self.holds_jobs(worker)
-            || !(self.growth_busy() || runs.has_changed().unwrap_or(false))
-        {
-            return Ok(jobs);
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let mut runs = self.growth_runs();
+            let jobs = self.lease(id, worker, slots)?;
+            // A worker still holding jobs never waits: its threads are busy, and the call would
+            // hold back the results and leases it makes next. Otherwise it waits while growth
+            // runs are under way, leasing again after each (a run that applied results may
+            // queue nothing; the next one queues the next pass), up to `wait` in all.
+            if !jobs.is_empty()
+                || slots == 0
+                || self.holds_jobs(worker)
+                || !(self.growth_busy() || runs.has_changed().unwrap_or(false))
+            {
+                return Ok(jobs);
+            }
+            if tokio::time::timeout_at(deadline, runs.changed())
+                .await
+                .is_err()
+            {
+                return self.lease(id, worker, slots);
+            }
         }
-        let _ = tokio::time::timeout(wait, runs.changed()).await;
-        self.lease(id, worker, slots)
     }
 
     /// [`Coordinator::lease`] for a caller on a plain thread (an in-process worker): when it
