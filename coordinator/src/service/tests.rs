@@ -332,6 +332,34 @@ fn request_of(j: &Job) -> LeafRequest {
     }
 }
 
+/// Lease up to `slots` jobs at a time for worker `w` and submit `answer`'s results for them
+/// (the mock engine's, or altered ones) until no work is queued; returns every request leased.
+fn answer_until_done(
+    c: &Coordinator,
+    w: &Uuid,
+    slots: u32,
+    mut answer: impl FnMut(&[Job]) -> Vec<JobResult>,
+) -> Vec<LeafRequest> {
+    let id = identity();
+    let mut leased = Vec::new();
+    loop {
+        let jobs = c.lease(&id, w, slots).unwrap();
+        if jobs.is_empty() {
+            c.settle().unwrap();
+            if c.status().queued == 0 {
+                return leased;
+            }
+            continue;
+        }
+        leased.extend(jobs.iter().map(request_of));
+        c.submit(&id, w, &answer(&jobs)).unwrap();
+    }
+}
+
+fn mock_results(jobs: &[Job]) -> Vec<JobResult> {
+    jobs.iter().map(mock_result).collect()
+}
+
 /// A coordinator killed between two checkpoints (its results stored and durable, as before
 /// every acknowledgement, its growth state not written since the last checkpoint) resumes from
 /// that checkpoint: the driver re-runs with the stored results to the book it had, no stored
@@ -381,23 +409,8 @@ fn killed_between_checkpoints_resumes_to_the_same_book_without_searching_again()
     assert_eq!(c.status().completed, 0);
     // The rest of the build searches only requests not searched before the kill.
     let w = c.register(&id, "t2", 2).unwrap();
-    loop {
-        let jobs = c.lease(&id, &w, 8).unwrap();
-        if jobs.is_empty() {
-            c.settle().unwrap();
-            if c.status().queued == 0 {
-                break;
-            }
-            continue;
-        }
-        for j in &jobs {
-            assert!(
-                searched.insert(request_of(j)),
-                "{j:?} was searched before the kill"
-            );
-        }
-        let r: Vec<_> = jobs.iter().map(mock_result).collect();
-        c.submit(&id, &w, &r).unwrap();
+    for r in answer_until_done(&c, &w, 8, mock_results) {
+        assert!(searched.insert(r), "{r:?} was searched before the kill");
     }
     c.settle().unwrap();
     assert_eq!(c.status().state, State::Done);
@@ -425,23 +438,14 @@ fn a_rollback_requested_before_a_kill_is_replayed_at_the_next_start() {
     // A trusted (loopback) worker tells plausible lies (the score's sign flipped and moved by
     // 2) on its first searches: they reach the book.
     let mut lies = Vec::new();
-    loop {
-        let jobs = f.c.lease(&id, &w, 4).unwrap();
-        if jobs.is_empty() {
-            f.c.settle().unwrap();
-            if f.c.status().queued == 0 {
-                break;
-            }
-            continue;
-        }
-        let mut r: Vec<_> = jobs.iter().map(mock_result).collect();
+    answer_until_done(&f.c, &w, 4, |jobs| {
+        let mut r = mock_results(jobs);
         if lies.len() < 6 {
             r[0].score = 2 - r[0].score;
             lies.push(request_of(&jobs[0]));
         }
-        f.c.submit(&id, &w, &r).unwrap();
-        f.c.settle().unwrap();
-    }
+        r
+    });
     let want = serial_book(2, 10, &[operation(deviate24())]);
     let (_, lied) = f.c.snapshot();
     assert!(
@@ -467,20 +471,7 @@ fn a_rollback_requested_before_a_kill_is_replayed_at_the_next_start() {
     let c = Coordinator::open(store, dir.path(), cfg.clone(), clock.clone()).unwrap();
     // The start replayed: the lied requests are round work again, answered honestly this time.
     let w = c.register(&id, "t2", 1).unwrap();
-    let mut searched = Vec::new();
-    loop {
-        let jobs = c.lease(&id, &w, 4).unwrap();
-        if jobs.is_empty() {
-            c.settle().unwrap();
-            if c.status().queued == 0 {
-                break;
-            }
-            continue;
-        }
-        searched.extend(jobs.iter().map(request_of));
-        let r: Vec<_> = jobs.iter().map(mock_result).collect();
-        c.submit(&id, &w, &r).unwrap();
-    }
+    let searched = answer_until_done(&c, &w, 4, mock_results);
     c.settle().unwrap();
     for lie in &lies {
         assert!(searched.contains(lie), "{lie:?} was not searched again");
