@@ -1006,46 +1006,17 @@ fn long_round_searches_get_one_backup_lease_and_the_first_answer_wins() {
 /// that the program then needs serves it without being searched again.
 #[test]
 fn speculative_searches_wait_for_round_work_and_serve_the_next_pass() {
-    let cfg = ServiceConfig {
-        lookahead: 0,
-        speculation: 4,
-        backup_after: 0,
-        ..ServiceConfig::default()
-    };
-    let f = fixture(2, 10, cfg);
+    let f = fixture(2, 10, speculating());
     f.c.set_predictor(Box::new(crate::sim::SimPredictor(
         crate::sim::Guess::Perfect,
     )));
-    let id = identity();
-    let ws = [
-        f.c.register(&id, "w1", 1).unwrap(),
-        f.c.register(&id, "w2", 1).unwrap(),
-    ];
-    let mut held: [Option<Job>; 2] = [None, None];
     let mut speculative_seen = false;
-    f.c.start_expansion(deviate24(), 0).unwrap();
-    for turn in 0..100_000 {
-        if f.c.status().state == State::Done && held.iter().all(Option::is_none) {
-            break;
+    take_turns(&f.c, 2, |c, job, queued_round_before| {
+        if c.jobs().jobs.get(&job.id).map(|j| j.class) == Some(JobClass::Speculative) {
+            speculative_seen = true;
+            assert_eq!(queued_round_before, 0, "round work was waiting");
         }
-        for k in 0..2 {
-            if held[k].is_some() {
-                continue;
-            }
-            let queued_round_before = f.c.jobs().queued_round();
-            held[k] = f.c.lease(&id, &ws[k], 1).unwrap().pop();
-            let Some(job) = &held[k] else { continue };
-            if f.c.jobs().jobs.get(&job.id).map(|j| j.class) == Some(JobClass::Speculative) {
-                speculative_seen = true;
-                assert_eq!(queued_round_before, 0, "round work was waiting");
-            }
-        }
-        // The workers answer in turns: one holds a round's last search while the other idles.
-        if let Some(job) = held[turn % 2].take() {
-            f.c.submit(&id, &ws[turn % 2], &[sim_result(&job)]).unwrap();
-        }
-        f.c.settle().unwrap();
-    }
+    });
     let s = f.c.status();
     assert_eq!(s.state, State::Done);
     assert!(speculative_seen);
@@ -1076,36 +1047,10 @@ impl Predictor for CountingPredictor {
 /// request is guessed once, however many plans use the guess, and the book is the serial one.
 #[test]
 fn each_request_is_guessed_once_across_plans() {
-    let cfg = ServiceConfig {
-        lookahead: 0,
-        speculation: 4,
-        backup_after: 0,
-        ..ServiceConfig::default()
-    };
-    let f = fixture(2, 10, cfg);
+    let f = fixture(2, 10, speculating());
     let calls = Arc::new(Mutex::new(HashMap::new()));
     f.c.set_predictor(Box::new(CountingPredictor(calls.clone())));
-    let id = identity();
-    let ws: Vec<Uuid> = (0..3)
-        .map(|i| f.c.register(&id, &format!("w{i}"), 1).unwrap())
-        .collect();
-    let mut held: Vec<Option<Job>> = vec![None; ws.len()];
-    f.c.start_expansion(deviate24(), 0).unwrap();
-    for turn in 0..100_000 {
-        if f.c.status().state == State::Done && held.iter().all(Option::is_none) {
-            break;
-        }
-        for k in 0..ws.len() {
-            if held[k].is_none() {
-                held[k] = f.c.lease(&id, &ws[k], 1).unwrap().pop();
-            }
-        }
-        if let Some(job) = held[turn % ws.len()].take() {
-            f.c.submit(&id, &ws[turn % ws.len()], &[sim_result(&job)])
-                .unwrap();
-        }
-        f.c.settle().unwrap();
-    }
+    take_turns(&f.c, 3, |_, _, _| {});
     assert_eq!(f.c.status().state, State::Done);
     let calls = calls.lock().unwrap();
     assert!(calls.len() > 10, "{} requests guessed", calls.len());
@@ -1113,6 +1058,53 @@ fn each_request_is_guessed_once_across_plans() {
     assert!(twice.is_empty(), "guessed more than once: {twice:?}");
     let (book, _) = crate::sim::serial_build(2, 10, &[operation(deviate24())]);
     assert!(crate::sim::same_positions(f.c.snapshot().1, &book));
+}
+
+/// Speculation on (4 per thread), no lookahead, no backup leases.
+fn speculating() -> ServiceConfig {
+    ServiceConfig {
+        lookahead: 0,
+        speculation: 4,
+        backup_after: 0,
+        ..ServiceConfig::default()
+    }
+}
+
+/// Start `deviate24` and let `workers` one-thread workers hold one job each and answer in
+/// turns (one holds a round's last search while the others idle) with the simulator's search
+/// until the build is done; `on_lease` sees every leased job with the round jobs queued just
+/// before it was leased.
+fn take_turns(
+    c: &Coordinator,
+    workers: usize,
+    mut on_lease: impl FnMut(&Coordinator, &Job, usize),
+) {
+    let id = identity();
+    let ws: Vec<Uuid> = (0..workers)
+        .map(|i| c.register(&id, &format!("w{i}"), 1).unwrap())
+        .collect();
+    let mut held: Vec<Option<Job>> = vec![None; workers];
+    c.start_expansion(deviate24(), 0).unwrap();
+    for turn in 0..100_000 {
+        if c.status().state == State::Done && held.iter().all(Option::is_none) {
+            break;
+        }
+        for k in 0..workers {
+            if held[k].is_some() {
+                continue;
+            }
+            let queued_round_before = c.jobs().queued_round();
+            held[k] = c.lease(&id, &ws[k], 1).unwrap().pop();
+            if let Some(job) = &held[k] {
+                on_lease(c, job, queued_round_before);
+            }
+        }
+        if let Some(job) = held[turn % workers].take() {
+            c.submit(&id, &ws[turn % workers], &[sim_result(&job)])
+                .unwrap();
+        }
+        c.settle().unwrap();
+    }
 }
 
 fn sim_result(job: &Job) -> JobResult {
