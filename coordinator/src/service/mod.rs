@@ -1121,10 +1121,10 @@ impl Coordinator {
         }
         touched.sort_unstable();
         touched.dedup();
-        for name in &touched {
-            if let Some(t) = g.trust.records.get(name) {
-                batch.put_trust(name, t)?;
-            }
+        let interval_ms =
+            u64::try_from(self.0.cfg.checkpoint_interval.as_millis()).unwrap_or(u64::MAX);
+        for (name, t) in g.trust.records_to_write(&touched, at, interval_ms) {
+            batch.put_trust(&name, &t)?;
         }
         let replay = !rollback.is_empty();
         if replay {
@@ -1569,6 +1569,21 @@ impl Coordinator {
     /// the next one re-runs growth from the last checkpoint with the stored results.
     pub fn flush(&self) -> Result<()> {
         self.growth().persist(&self.0.store)?;
+        let mut g = self.jobs();
+        let roots = g.trust.take_unwritten_roots();
+        if !roots.is_empty() {
+            let mut b = Batch::default();
+            for (name, t) in &roots {
+                b.put_trust(name, t)?;
+            }
+            if let Err(e) = self.0.store.apply(b) {
+                g.trust
+                    .root_unwritten
+                    .extend(roots.into_iter().map(|(n, _)| n));
+                return Err(e.into());
+            }
+        }
+        drop(g);
         Ok(self.0.store.flush()?)
     }
 

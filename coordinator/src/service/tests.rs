@@ -424,6 +424,74 @@ fn killed_between_checkpoints_resumes_to_the_same_book_without_searching_again()
     assert_eq!(stored.book.len(), want.len());
 }
 
+/// The coordinator's own contributors (here the anonymous local worker, a root) only count
+/// their results in their trust record: it is written at most once per checkpoint interval,
+/// so that a submission of results alone is one store write, and completely at every flush.
+/// An untrusted contributor's record is written with the results that changed it.
+#[test]
+fn root_counts_are_written_at_a_flush_and_untrusted_records_with_every_result() {
+    let cfg = ServiceConfig {
+        checkpoint_interval: Duration::from_secs(3600),
+        ..ServiceConfig::default()
+    };
+    let f = fixture(2, 10, cfg);
+    f.c.start_expansion(deviate24(), 0).unwrap();
+    let id = identity();
+    let w = f.c.register(&id, "t", 1).unwrap();
+    let stored = |name: &str| {
+        f.c.0
+            .store
+            .trust_records()
+            .unwrap()
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| t)
+    };
+    let memory = |name: &str| f.c.jobs().trust.records.get(name).cloned();
+    let root = f.c.jobs().trust.records.keys().next().cloned().unwrap();
+    assert!(memory(&root).unwrap().root);
+    let counted_at_register = stored(&root).unwrap().results;
+    let mut accepted = 0u64;
+    for _ in 0..6 {
+        let jobs = f.c.lease(&id, &w, 4).unwrap();
+        let r: Vec<_> = jobs.iter().map(mock_result).collect();
+        let acks = f.c.submit(&id, &w, &r).unwrap();
+        accepted += acks.iter().filter(|a| **a == Ack::Accepted).count() as u64;
+        f.c.settle().unwrap();
+    }
+    assert!(accepted > 4, "{accepted} results accepted");
+    assert_eq!(memory(&root).unwrap().results, accepted);
+    // The first submission wrote the record (none was written in this interval); the later
+    // ones waited for the interval.
+    let before_flush = stored(&root).unwrap().results;
+    assert!(
+        before_flush > counted_at_register && before_flush < accepted,
+        "stored {before_flush} of {accepted} before the flush"
+    );
+    f.c.flush().unwrap();
+    assert_eq!(stored(&root).unwrap().results, accepted);
+
+    // An owned, untrusted worker: its record follows every submission.
+    let u =
+        f.c.register_with(&id, "u", 1, Some("alice"), false)
+            .unwrap();
+    for _ in 0..3 {
+        let jobs = f.c.lease(&id, &u, 2).unwrap();
+        let r: Vec<_> = jobs.iter().map(mock_result).collect();
+        f.c.submit(&id, &u, &r).unwrap();
+        f.c.settle().unwrap();
+        let name =
+            f.c.jobs()
+                .trust
+                .records
+                .iter()
+                .find(|(_, t)| t.owner == "alice")
+                .map(|(n, _)| n.clone())
+                .unwrap();
+        assert_eq!(stored(&name), memory(&name));
+    }
+}
+
 /// A coordinator killed after it stored a caught worker's removals but before its growth
 /// runner replayed: the stored book may still hold the dropped results' effects, so the next
 /// start replays from the base book (the rollback request is stored with the removals), and

@@ -432,6 +432,11 @@ pub(crate) struct TrustState {
     /// Which results of the running program are critical (set by growth with the requests it
     /// lists).
     pub(crate) window: Window,
+    /// Root contributors whose record changed since it was last written (see
+    /// [`TrustState::records_to_write`]).
+    pub(crate) root_unwritten: HashSet<String>,
+    /// When root records were last written (the service clock's milliseconds).
+    pub(crate) root_written_ms: u64,
 }
 
 impl TrustState {
@@ -465,7 +470,52 @@ impl TrustState {
             verifiers: 0,
             // Until growth lists its first requests: conservative.
             window: Window::All,
+            root_unwritten: HashSet::new(),
+            root_written_ms: 0,
         }
+    }
+
+    /// The records to store with a batch that changed the records of `touched` at `now_ms`.
+    /// Every other contributor's record is written with the results that changed it (its
+    /// standing decides what reaches the book). A root contributor's record (the verifier, the
+    /// in-process workers) decides nothing, it only counts their results: it is written at
+    /// most once per `interval_ms` (and by [`TrustState::take_unwritten_roots`] at every
+    /// flush), so that a local build's result batches stay one store write. A crash loses at
+    /// most that interval of a root's counts, never a result.
+    pub(crate) fn records_to_write(
+        &mut self,
+        touched: &[String],
+        now_ms: u64,
+        interval_ms: u64,
+    ) -> Vec<(String, TrustRecord)> {
+        let mut out = Vec::new();
+        for name in touched {
+            if let Some(t) = self.records.get(name) {
+                if t.root {
+                    self.root_unwritten.insert(name.clone());
+                } else {
+                    out.push((name.clone(), t.clone()));
+                }
+            }
+        }
+        if !self.root_unwritten.is_empty()
+            && now_ms >= self.root_written_ms.saturating_add(interval_ms)
+        {
+            out.extend(self.take_unwritten_roots());
+            self.root_written_ms = now_ms;
+        }
+        out
+    }
+
+    /// The root records changed since they were last written (they are now considered
+    /// written).
+    pub(crate) fn take_unwritten_roots(&mut self) -> Vec<(String, TrustRecord)> {
+        let mut names: Vec<String> = self.root_unwritten.drain().collect();
+        names.sort_unstable();
+        names
+            .into_iter()
+            .filter_map(|n| self.records.get(&n).map(|t| (n, t.clone())))
+            .collect()
     }
 
     /// The standing of a contributor (unknown: untrusted).

@@ -310,6 +310,8 @@ pub struct Batch {
     /// Results stored (`Some`) or removed (`None`) by this batch, the last write of each
     /// request: one `g` record and the `x` tombstones at [`Store::apply`].
     results: std::collections::HashMap<LeafRequest, Option<ResultRecord>>,
+    /// Writes of `len` that are result writes (`put_result`, `remove_result`).
+    result_writes: usize,
 }
 
 impl Batch {
@@ -387,6 +389,7 @@ impl Batch {
     pub fn remove_result(&mut self, req: &LeafRequest) {
         self.results.insert(*req, None);
         self.len += 1;
+        self.result_writes += 1;
     }
 
     /// Write the programs finished since the base book.
@@ -398,6 +401,7 @@ impl Batch {
     pub fn put_result(&mut self, req: &LeafRequest, r: &ResultRecord) -> Result<(), StoreError> {
         self.results.insert(*req, Some(r.clone()));
         self.len += 1;
+        self.result_writes += 1;
         Ok(())
     }
 
@@ -774,10 +778,17 @@ impl Store {
     /// one `g` record under the next sequence number, its removals `x` tombstones naming it.
     /// Batches that store or remove results must be applied one at a time (the service does so
     /// under its job-table lock), so that sequence numbers follow the order of the writes.
+    ///
+    /// A batch that only stores results (the usual submission of a local build) is its `g`
+    /// record alone, written as one sled insert: one key is atomic by itself, and sled seals
+    /// and writes its log buffer at every `apply_batch` (about 85 µs of CPU and 350 µs of wall
+    /// time each, against a few µs for an insert, measured on sled 0.34.7). Durability is the
+    /// same: a flush makes every earlier write durable, in log order.
     pub fn apply(&self, mut b: Batch) -> Result<(), StoreError> {
         if b.len == 0 {
             return Ok(());
         }
+        let group_only = b.len == b.result_writes && b.results.values().all(Option::is_some);
         if !b.results.is_empty() {
             let seq = self
                 .next_group
@@ -802,6 +813,10 @@ impl Store {
             // takes its first sequence number after the last group, so a number a tombstone
             // carries is never handed out again (a result stored again under it would be
             // dropped as removed).
+            if group_only {
+                self.tree.insert(&group_key(seq)[..], encode(&group)?)?;
+                return Ok(());
+            }
             b.batch.insert(&group_key(seq)[..], encode(&group)?);
         }
         self.tree.apply_batch(b.batch)?;
