@@ -796,7 +796,10 @@ impl Coordinator {
         {
             let mut b = Batch::default();
             b.put_trust(&who, r)?;
+            let r = r.clone();
             self.0.store.apply(b)?;
+            g.trust.unwritten.remove(&who);
+            g.trust.written.insert(who.clone(), r);
         }
         g.trust.verifiers += usize::from(verifier);
         g.add_worker(
@@ -1570,16 +1573,15 @@ impl Coordinator {
     pub fn flush(&self) -> Result<()> {
         self.growth().persist(&self.0.store)?;
         let mut g = self.jobs();
-        let roots = g.trust.take_unwritten_roots();
-        if !roots.is_empty() {
+        // Count-only trust changes not written yet (see `TrustState::records_to_write`).
+        let counts = g.trust.take_unwritten();
+        if !counts.is_empty() {
             let mut b = Batch::default();
-            for (name, t) in &roots {
+            for (name, t) in &counts {
                 b.put_trust(name, t)?;
             }
             if let Err(e) = self.0.store.apply(b) {
-                g.trust
-                    .root_unwritten
-                    .extend(roots.into_iter().map(|(n, _)| n));
+                g.trust.unwritten.extend(counts.into_iter().map(|(n, _)| n));
                 return Err(e.into());
             }
         }

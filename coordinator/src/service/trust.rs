@@ -432,11 +432,12 @@ pub(crate) struct TrustState {
     /// Which results of the running program are critical (set by growth with the requests it
     /// lists).
     pub(crate) window: Window,
-    /// Root contributors whose record changed since it was last written (see
-    /// [`TrustState::records_to_write`]).
-    pub(crate) root_unwritten: HashSet<String>,
-    /// When root records were last written (the service clock's milliseconds).
-    pub(crate) root_written_ms: u64,
+    /// Each contributor's record as last written (see [`TrustState::records_to_write`]).
+    pub(crate) written: HashMap<String, TrustRecord>,
+    /// Contributors whose record changed since it was last written, in counts only.
+    pub(crate) unwritten: HashSet<String>,
+    /// When the count-only changes were last written (the service clock's milliseconds).
+    pub(crate) counts_written_ms: u64,
 }
 
 impl TrustState {
@@ -447,6 +448,7 @@ impl TrustState {
         sources: impl Iterator<Item = (LeafRequest, Vec<String>)>,
     ) -> TrustState {
         let records: HashMap<String, TrustRecord> = records.into_iter().collect();
+        let written = records.clone();
         let root = |c: &String| records.get(c).is_some_and(|r| r.root);
         let sources = sources
             .filter(|(_, s)| !s.is_empty() && !s.iter().all(root))
@@ -470,18 +472,20 @@ impl TrustState {
             verifiers: 0,
             // Until growth lists its first requests: conservative.
             window: Window::All,
-            root_unwritten: HashSet::new(),
-            root_written_ms: 0,
+            written,
+            unwritten: HashSet::new(),
+            counts_written_ms: 0,
         }
     }
 
     /// The records to store with a batch that changed the records of `touched` at `now_ms`.
-    /// Every other contributor's record is written with the results that changed it (its
-    /// standing decides what reaches the book). A root contributor's record (the verifier, the
-    /// in-process workers) decides nothing, it only counts their results: it is written at
-    /// most once per `interval_ms` (and by [`TrustState::take_unwritten_roots`] at every
-    /// flush), so that a local build's result batches stay one store write. A crash loses at
-    /// most that interval of a root's counts, never a result.
+    /// A change that decides anything (standing, owner, earned trust, invalid results, a block,
+    /// a streak reset) is written with the results that caused it. A change of counts only
+    /// (results, nodes, search time, replicas, first result, a longer streak) is written at
+    /// most once per `interval_ms`, and by [`TrustState::take_unwritten`] at every flush, so
+    /// that most submissions are their result group alone (one store write). A crash loses at
+    /// most that interval of counts: never a result, and never a decision against a
+    /// contributor (a lost streak increment only delays earned trust).
     pub(crate) fn records_to_write(
         &mut self,
         touched: &[String],
@@ -490,32 +494,38 @@ impl TrustState {
     ) -> Vec<(String, TrustRecord)> {
         let mut out = Vec::new();
         for name in touched {
-            if let Some(t) = self.records.get(name) {
-                if t.root {
-                    self.root_unwritten.insert(name.clone());
-                } else {
-                    out.push((name.clone(), t.clone()));
-                }
+            let Some(t) = self.records.get(name) else {
+                continue;
+            };
+            if self.written.get(name).is_none_or(|w| decides(w, t)) {
+                self.unwritten.remove(name);
+                self.written.insert(name.clone(), t.clone());
+                out.push((name.clone(), t.clone()));
+            } else {
+                self.unwritten.insert(name.clone());
             }
         }
-        if !self.root_unwritten.is_empty()
-            && now_ms >= self.root_written_ms.saturating_add(interval_ms)
+        if !self.unwritten.is_empty()
+            && now_ms >= self.counts_written_ms.saturating_add(interval_ms)
         {
-            out.extend(self.take_unwritten_roots());
-            self.root_written_ms = now_ms;
+            out.extend(self.take_unwritten());
+            self.counts_written_ms = now_ms;
         }
         out
     }
 
-    /// The root records changed since they were last written (they are now considered
-    /// written).
-    pub(crate) fn take_unwritten_roots(&mut self) -> Vec<(String, TrustRecord)> {
-        let mut names: Vec<String> = self.root_unwritten.drain().collect();
+    /// The records with count changes not written yet (they count as written from now on).
+    pub(crate) fn take_unwritten(&mut self) -> Vec<(String, TrustRecord)> {
+        let mut names: Vec<String> = self.unwritten.drain().collect();
         names.sort_unstable();
-        names
-            .into_iter()
-            .filter_map(|n| self.records.get(&n).map(|t| (n, t.clone())))
-            .collect()
+        let mut out = Vec::with_capacity(names.len());
+        for n in names {
+            if let Some(t) = self.records.get(&n) {
+                self.written.insert(n.clone(), t.clone());
+                out.push((n, t.clone()));
+            }
+        }
+        out
     }
 
     /// The standing of a contributor (unknown: untrusted).
@@ -549,6 +559,26 @@ pub(crate) fn coin(id: &uuid::Uuid) -> f64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^= z >> 31;
     (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Whether going from record `was` (as written) to `now` changes a decision, which must be
+/// stored with the results that caused it (see [`TrustState::records_to_write`]).
+fn decides(was: &TrustRecord, now: &TrustRecord) -> bool {
+    (
+        &was.owner,
+        was.root,
+        was.given,
+        was.earned_ms,
+        was.invalid,
+        was.blocked,
+    ) != (
+        &now.owner,
+        now.root,
+        now.given,
+        now.earned_ms,
+        now.invalid,
+        now.blocked,
+    ) || now.streak < was.streak
 }
 
 #[cfg(test)]
@@ -709,5 +739,56 @@ mod tests {
         assert!(!need.admits(Standing::Untrusted, "x", "b"));
         assert!(need.admits(Standing::Earned, "e", "b"));
         assert!(need.admits(Standing::Root, VERIFIER, ""));
+    }
+
+    #[test]
+    fn decisions_are_written_at_once_and_counts_once_per_interval() {
+        let mut t = TrustState::load(Vec::new(), Vec::new(), std::iter::empty());
+        t.enroll("w", "alice", false, false);
+        let names = |v: Vec<(String, TrustRecord)>| -> Vec<String> {
+            v.into_iter().map(|(n, _)| n).collect()
+        };
+        let w = vec!["w".to_string()];
+        // Never written: written at once.
+        assert_eq!(names(t.records_to_write(&w, 10_000, 1_000)), ["w"]);
+        // Counts: the first change is written (no count was written for an interval), the next
+        // ones (counts, a longer streak) wait for the interval.
+        t.records.get_mut("w").unwrap().replicas += 1;
+        assert_eq!(names(t.records_to_write(&w, 10_000, 1_000)), ["w"]);
+        let r = t.records.get_mut("w").unwrap();
+        r.results += 1;
+        r.streak += 1;
+        assert!(t.records_to_write(&w, 10_500, 1_000).is_empty());
+        assert!(t.unwritten.contains("w"));
+        // An invalid result is a decision: written at once, with the counts.
+        t.records.get_mut("w").unwrap().invalid += 1;
+        let out = t.records_to_write(&w, 10_600, 1_000);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].1.results, out[0].1.invalid), (1, 1));
+        assert!(t.unwritten.is_empty());
+        // Counts again; a streak reset is a decision.
+        t.records.get_mut("w").unwrap().nodes += 5;
+        assert!(t.records_to_write(&w, 10_700, 1_000).is_empty());
+        t.records.get_mut("w").unwrap().streak = 0;
+        assert_eq!(names(t.records_to_write(&w, 10_800, 1_000)), ["w"]);
+        // Counts of another contributor, written once the interval is over (the interval
+        // started at the first count-only write, 10,000).
+        t.enroll("v", "bob", true, false);
+        let v = vec!["v".to_string()];
+        assert_eq!(names(t.records_to_write(&v, 10_900, 1_000)), ["v"]);
+        t.records.get_mut("v").unwrap().results += 1;
+        assert!(t.records_to_write(&v, 10_950, 1_000).is_empty());
+        assert_eq!(names(t.records_to_write(&v, 11_000, 1_000)), ["v"]);
+        // A flush takes what is left.
+        t.records.get_mut("v").unwrap().results += 1;
+        t.records.get_mut("w").unwrap().cpu_us += 1;
+        assert!(t.records_to_write(&v, 11_100, 1_000).is_empty());
+        assert!(t.records_to_write(&w, 11_100, 1_000).is_empty());
+        assert_eq!(names(t.take_unwritten()), ["v", "w"]);
+        assert!(t.take_unwritten().is_empty());
+        assert_eq!(t.written.get("v"), t.records.get("v"));
+        // A zero interval writes every change at once.
+        t.records.get_mut("v").unwrap().results += 1;
+        assert_eq!(names(t.records_to_write(&v, 11_200, 0)), ["v"]);
     }
 }
