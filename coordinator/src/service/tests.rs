@@ -424,6 +424,49 @@ fn killed_between_checkpoints_resumes_to_the_same_book_without_searching_again()
     assert_eq!(stored.book.len(), want.len());
 }
 
+/// Checkpoints applied by the writer thread (here one after every growth run) reach the store
+/// in the order they were taken: once the one in flight is applied, the store holds exactly the
+/// book in memory, and a coordinator opened over it without a clean stop has the same book and
+/// searches nothing again.
+#[test]
+fn background_checkpoints_reach_the_store_in_order() {
+    let cfg = ServiceConfig {
+        checkpoint_interval: Duration::ZERO,
+        ..ServiceConfig::default()
+    };
+    let f = fixture(2, 10, cfg.clone());
+    f.c.start_expansion(deviate24(), 0).unwrap();
+    let id = identity();
+    let w = f.c.register(&id, "t", 1).unwrap();
+    for _ in 0..12 {
+        let jobs = f.c.lease(&id, &w, 4).unwrap();
+        f.c.submit(&id, &w, &mock_results(&jobs)).unwrap();
+        f.c.settle().unwrap();
+    }
+    let mut before = f.c.snapshot().1;
+    before.sort_by_key(|p| p.board);
+    f.c.growth().settle_checkpoint();
+    let mut stored: Vec<Position> =
+        f.c.0
+            .store
+            .load(f.dir.path())
+            .unwrap()
+            .book
+            .positions()
+            .collect();
+    stored.sort_by_key(|p| p.board);
+    assert_eq!(stored, before, "the last checkpoint is the book in memory");
+    // The kill: durable is what was applied, and nothing else is written.
+    f.c.0.store.flush().unwrap();
+    let Fixture { dir, clock, c } = f;
+    drop(c);
+    let c = Coordinator::open(Store::open(dir.path()).unwrap(), dir.path(), cfg, clock).unwrap();
+    let mut after = c.snapshot().1;
+    after.sort_by_key(|p| p.board);
+    assert_eq!(after, before);
+    assert_eq!(c.status().completed, 0);
+}
+
 /// A coordinator killed after it stored a caught worker's removals but before its growth
 /// runner replayed: the stored book may still hold the dropped results' effects, so the next
 /// start replays from the base book (the rollback request is stored with the removals), and
