@@ -360,10 +360,6 @@ pub const IDLE_POLLS_PER_SECOND: f64 = 1000.0;
 /// Longest wait suggested to an idle worker (far below the session timeout).
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
 
-/// How long a group commit waits for more callers before it flushes, when calls arrive
-/// concurrently (see [`Coordinator::wait_durable`]).
-const COMMIT_DELAY: Duration = Duration::from_millis(1);
-
 /// Most [`Coordinator::lease_waiting`] callers that wait at once for the results other workers
 /// hold (growth idle, the driver blocked on searches in flight). Each growth run wakes every
 /// waiter to lease again, so a farm of thousands of idle workers must not all wait: the others
@@ -1616,21 +1612,12 @@ impl Coordinator {
     }
 
     /// Wait until every store write applied before this call is durable (group commit: one
-    /// fsync serves every caller waiting at that moment). When other callers wrote since the
-    /// last flush (concurrent workers), the flusher first waits [`COMMIT_DELAY`] so that its
-    /// flush serves the calls arriving meanwhile too: without it, thousands of workers sending
-    /// one result each get about one flush per call, and the flushes' `sync_file_range` take
-    /// a sixth of the process's CPU. A lone caller is flushed at once.
+    /// fsync serves every caller waiting at that moment).
     pub async fn wait_durable(&self) -> Result<()> {
         let ticket = self.0.written.fetch_add(1, Ordering::SeqCst) + 1;
         let _g = self.0.flush_lock.lock().await;
-        let flushed = self.0.flushed.load(Ordering::SeqCst);
-        if flushed >= ticket {
+        if self.0.flushed.load(Ordering::SeqCst) >= ticket {
             return Ok(());
-        }
-        // A lone caller's own writes are its `submit` and this ticket: more is someone else.
-        if ticket - flushed > 2 {
-            tokio::time::sleep(COMMIT_DELAY).await;
         }
         let target = self.0.written.load(Ordering::SeqCst);
         let me = self.clone();
