@@ -159,6 +159,10 @@ pub struct ServiceConfig {
     /// after every growth run. Queueing, finishing or clearing a program, a replay, a pause
     /// and [`Coordinator::flush`] always checkpoint. A crash loses no result, only the growth
     /// work since the last checkpoint, which the next start redoes from the stored results.
+    /// Default 5 s: a position that changes every second (the ancestors of the searches that
+    /// land) is written once in 5 s instead of 5 times, and sled's inserts of the changed
+    /// positions are the store's largest cost (16 × 128 ingest: −11 % CPU per result and
+    /// +18 % results/s against 1 s, see `docs/benchmarks.md`).
     pub checkpoint_interval: Duration,
     /// Validation rules: N to earn trust, K invalid results to block, the spot-check floor
     /// (see [`trust`]).
@@ -190,7 +194,7 @@ impl Default for ServiceConfig {
             speculation_share: 0.25,
             predictor_level: 2,
             inline_growth: false,
-            checkpoint_interval: Duration::from_secs(1),
+            checkpoint_interval: Duration::from_secs(5),
             trust: TrustRules::default(),
             verify_threads: 0,
         }
