@@ -135,6 +135,9 @@ fn main() {
         .expect("runtime");
     let accepted = Arc::new(AtomicU64::new(0));
     let calls = Arc::new(AtomicU64::new(0));
+    // Calls that returned no job, and the time their workers then slept (`retry_after`).
+    let empty = Arc::new(AtomicU64::new(0));
+    let slept_ms = Arc::new(AtomicU64::new(0));
     let latencies = Arc::new(std::sync::Mutex::new(Vec::<u32>::new()));
     let stop = Arc::new(AtomicBool::new(false));
     let t_run = rt.block_on(async {
@@ -176,6 +179,7 @@ fn main() {
                 bearer,
             );
             let (accepted, calls, stop) = (accepted.clone(), calls.clone(), stop.clone());
+            let (empty, slept_ms) = (empty.clone(), slept_ms.clone());
             let latencies = latencies.clone();
             tasks.push(tokio::spawn(async move {
                 let id = w
@@ -213,7 +217,11 @@ fn main() {
                         .count();
                     accepted.fetch_add(ok as u64, Ordering::Relaxed);
                     if r.jobs.is_empty() {
-                        tokio::time::sleep(Duration::from_millis(u64::from(r.retry_after_ms.max(5)))).await;
+                        // What a worker does (`bookfarm_runner`: at least 10 ms).
+                        let ms = u64::from(r.retry_after_ms.max(10));
+                        empty.fetch_add(1, Ordering::Relaxed);
+                        slept_ms.fetch_add(ms, Ordering::Relaxed);
+                        tokio::time::sleep(Duration::from_millis(ms)).await;
                     }
                     results = r.jobs.iter().map(answer).collect();
                 }
@@ -249,14 +257,29 @@ fn main() {
         srv.await.expect("server task").expect("server");
         t
     });
+    // A clean stop writes the last checkpoint: every position the run created is then stored
+    // (and counted in the process's CPU time), whatever the checkpoint interval.
+    let t_flush = Instant::now();
+    c.flush().expect("flush");
+    let t_flush = t_flush.elapsed();
     let a = accepted.load(Ordering::Relaxed);
     let s = c.status();
+    println!("final checkpoint and flush: {:.2} s", t_flush.as_secs_f64());
     println!(
         "ingest: {n_workers} simulated workers x {slots} slots over gRPC: {a} results in {:.1} s = {:.0} results/s ({:.0} RPCs/s), book {} positions",
         t_run.as_secs_f64(),
         a as f64 / t_run.as_secs_f64(),
         calls.load(Ordering::Relaxed) as f64 / t_run.as_secs_f64(),
         s.positions
+    );
+    println!(
+        "empty replies: {} of {} calls; their workers slept {:.1} s in all ({:.0} % of the workers' time)",
+        empty.load(Ordering::Relaxed),
+        calls.load(Ordering::Relaxed),
+        slept_ms.load(Ordering::Relaxed) as f64 / 1000.0,
+        100.0 * slept_ms.load(Ordering::Relaxed) as f64
+            / 1000.0
+            / (t_run.as_secs_f64() * n_workers as f64)
     );
     let heap = c.book_heap_bytes();
     println!(

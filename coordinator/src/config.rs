@@ -81,7 +81,7 @@ pub struct CoordinatorFile {
     /// a serving coordinator holds about 60–80 bytes per position plus this cache.
     pub cache_capacity_mb: Option<u64>,
     /// Longest time between two checkpoints of the growth state while results land,
-    /// milliseconds (default 1000; 0: after every growth run). Results are durable before
+    /// milliseconds (default 5000; 0: after every growth run). Results are durable before
     /// they are acknowledged either way; a crash costs the growth work since the last
     /// checkpoint, redone from the stored results at the next start.
     pub checkpoint_interval_ms: Option<u64>,
@@ -197,7 +197,7 @@ mod tests {
         assert_eq!((s.speculation, s.predictor_level), (2, 2));
         let deep = CoordinatorFile::parse("predictor_level = 99\n").unwrap();
         assert_eq!(deep.service().predictor_level, 60);
-        assert_eq!(s.checkpoint_interval, Duration::from_secs(1));
+        assert_eq!(s.checkpoint_interval, Duration::from_secs(5));
     }
 
     #[test]

@@ -250,6 +250,74 @@ pub(crate) struct Growth {
     unwritten: HashSet<bookfarm_engine::Board>,
     /// The rollback request the replay since the last checkpoint covers.
     replayed_through: Option<u64>,
+    /// Applies checkpoints on a thread of its own (None: on the caller's thread).
+    writer: Option<CheckpointWriter>,
+    /// What the checkpoint handed to `writer` and not yet confirmed wrote.
+    in_flight: Option<Written>,
+}
+
+/// What a checkpoint's batch writes of the growth state: if applying it fails, it is marked
+/// unwritten again, so the next checkpoint writes it whole.
+#[derive(Debug, Default)]
+struct Written {
+    boards: HashSet<bookfarm_engine::Board>,
+    reverted: bool,
+    replayed_through: Option<u64>,
+    log: bool,
+    queue: bool,
+    /// `todo_written` before this checkpoint, when it wrote the marked boards.
+    todo_before: Option<Option<u32>>,
+}
+
+/// Applies checkpoint batches on a thread of its own, one at a time and in the order they were
+/// built, so that the growth thread (the pipeline between landed results and the next jobs)
+/// does not spend its time in sled's inserts of the changed positions.
+///
+/// Order and durability: a checkpoint is built from results already applied to the store
+/// (`submit` applies them before growth sees them), so sled's log holds them before the
+/// checkpoint whatever the writer's delay, and the stored growth state never runs ahead of
+/// the stored results. At most one checkpoint is in flight: the next one (and every
+/// synchronous [`Growth::persist`]: flush, pause, import) first waits for it, so checkpoints
+/// reach sled in order and a replay's reversion scans a store that holds every earlier one.
+#[derive(Debug)]
+pub(crate) struct CheckpointWriter {
+    tx: Option<std::sync::mpsc::Sender<Batch>>,
+    done: std::sync::mpsc::Receiver<std::result::Result<(), crate::store::StoreError>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl CheckpointWriter {
+    /// Start the writer thread over `store`.
+    pub(crate) fn spawn(store: std::sync::Arc<Store>) -> std::io::Result<CheckpointWriter> {
+        let (tx, rx) = std::sync::mpsc::channel::<Batch>();
+        let (done_tx, done) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("checkpoint".into())
+            .spawn(move || {
+                for batch in rx {
+                    if done_tx.send(store.apply(batch)).is_err() {
+                        break;
+                    }
+                }
+            })?;
+        Ok(CheckpointWriter {
+            tx: Some(tx),
+            done,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for CheckpointWriter {
+    /// The batch in flight is applied before the writer (and its handle on the store) goes.
+    fn drop(&mut self) {
+        self.tx = None;
+        if let Some(t) = self.thread.take()
+            && t.join().is_err()
+        {
+            tracing::error!("checkpoint writer panicked");
+        }
+    }
 }
 
 /// The programs finished since the base book: with the base book and the result store,
@@ -346,6 +414,8 @@ impl Growth {
             reverted: false,
             unwritten: HashSet::new(),
             replayed_through: None,
+            writer: None,
+            in_flight: None,
         })
     }
 
@@ -645,7 +715,7 @@ impl Growth {
             }
         }
         if self.checkpoint_due(checkpoint_interval) {
-            self.persist(store)?;
+            self.persist_in_background(store)?;
         }
         Ok(self.needed.clone())
     }
@@ -662,16 +732,99 @@ impl Growth {
             || self.checkpointed_at.elapsed() >= interval
     }
 
-    /// Write a checkpoint: every position changed since the last one and the growth state in
-    /// one batch (after a replay, the stored book's reversion to the base book too).
+    /// Apply checkpoints on `writer`'s thread from now on (see [`CheckpointWriter`]).
+    pub(crate) fn set_writer(
+        &mut self,
+        writer: Option<CheckpointWriter>,
+    ) -> Option<CheckpointWriter> {
+        self.settle_checkpoint();
+        std::mem::replace(&mut self.writer, writer)
+    }
+
+    /// Wait until the checkpoint in flight (if any) is applied. If applying it failed, what it
+    /// wrote is marked unwritten again (the next checkpoint writes it whole) and the error is
+    /// logged: the results it covered are stored, so nothing is lost meanwhile.
+    pub(crate) fn settle_checkpoint(&mut self) {
+        let Some(written) = self.in_flight.take() else {
+            return;
+        };
+        let outcome = match &self.writer {
+            Some(w) => w
+                .done
+                .recv()
+                .map_err(|_| "checkpoint writer stopped".to_string()),
+            None => Err("checkpoint writer gone".to_string()),
+        };
+        let error = match outcome {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(e) => {
+                // The thread is gone: write on the growth thread from now on.
+                self.writer = None;
+                e
+            }
+        };
+        metrics::counter!(crate::telemetry::STORE_ERRORS).increment(1);
+        tracing::error!(error = %error, "checkpoint failed; the next one writes it again");
+        self.unmark(written);
+    }
+
+    /// Mark what a checkpoint that was not applied wrote as unwritten again.
+    fn unmark(&mut self, written: Written) {
+        self.unwritten.extend(written.boards);
+        self.reverted |= written.reverted;
+        self.replayed_through = self.replayed_through.max(written.replayed_through);
+        self.replay.log_dirty |= written.log;
+        self.queue_dirty |= written.queue;
+        if let Some(before) = written.todo_before {
+            self.todo_written = before;
+        }
+    }
+
+    /// Write a checkpoint now and wait for it: every position changed since the last one and
+    /// the growth state in one batch (after a replay, the stored book's reversion to the base
+    /// book too).
     pub(crate) fn persist(&mut self, store: &Store) -> Result<()> {
+        self.settle_checkpoint();
+        let (batch, written) = self.checkpoint(store)?;
+        if let Err(e) = store.apply(batch) {
+            self.unmark(written);
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Write a checkpoint on the writer's thread (on this one without a writer): the growth
+    /// run goes on while sled inserts the positions.
+    fn persist_in_background(&mut self, store: &Store) -> Result<()> {
+        self.settle_checkpoint();
+        let Some(tx) = self.writer.as_ref().and_then(|w| w.tx.clone()) else {
+            return self.persist(store);
+        };
+        let (batch, written) = self.checkpoint(store)?;
+        match tx.send(batch) {
+            Ok(()) => self.in_flight = Some(written),
+            Err(std::sync::mpsc::SendError(batch)) => {
+                // The thread is gone: write here, and from now on.
+                self.writer = None;
+                if let Err(e) = store.apply(batch) {
+                    self.unmark(written);
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Build a checkpoint's batch and mark what it writes as written (see [`Written`]).
+    fn checkpoint(&mut self, store: &Store) -> Result<(Batch, Written)> {
         for id in self.book.take_changed() {
             if self.book.is_live(id) {
                 self.unwritten.insert(self.book.board(id));
             }
         }
-        // Every flag below is cleared only once the batch is applied: a checkpoint that fails
-        // is written whole by the next one.
+        // Nothing is marked written until the batch is built; a batch that fails to apply
+        // is marked unwritten again (`settle_checkpoint`).
         let mut batch = Batch::default();
         if self.reverted {
             store.revert_to_base(&mut batch)?;
@@ -714,21 +867,18 @@ impl Growth {
             })?;
         }
         batch.put_growth(&self.record())?;
-        store.apply(batch)?;
-        self.reverted = false;
-        self.replayed_through = None;
-        self.unwritten.clear();
-        if log_written {
-            self.replay.log_dirty = false;
-        }
-        if todo.is_some() {
-            self.todo_written = todo;
-        }
-        if queue_written {
-            self.queue_dirty = false;
-        }
+        let written = Written {
+            boards: std::mem::take(&mut self.unwritten),
+            reverted: std::mem::take(&mut self.reverted),
+            replayed_through: self.replayed_through.take(),
+            log: log_written,
+            queue: queue_written,
+            todo_before: todo.map(|t| self.todo_written.replace(t)),
+        };
+        self.replay.log_dirty &= !log_written;
+        self.queue_dirty &= !queue_written;
         self.checkpointed_at = std::time::Instant::now();
-        Ok(())
+        Ok((batch, written))
     }
 
     fn record(&self) -> GrowthRecord {

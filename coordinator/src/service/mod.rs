@@ -159,6 +159,10 @@ pub struct ServiceConfig {
     /// after every growth run. Queueing, finishing or clearing a program, a replay, a pause
     /// and [`Coordinator::flush`] always checkpoint. A crash loses no result, only the growth
     /// work since the last checkpoint, which the next start redoes from the stored results.
+    /// Default 5 s: a position that changes every second (the ancestors of the searches that
+    /// land) is written once in 5 s instead of 5 times, and sled's inserts of the changed
+    /// positions are the store's largest cost (16 × 128 ingest: −11 % CPU per result and
+    /// +18 % results/s against 1 s, see `docs/benchmarks.md`).
     pub checkpoint_interval: Duration,
     /// Validation rules: N to earn trust, K invalid results to block, the spot-check floor
     /// (see [`trust`]).
@@ -190,7 +194,7 @@ impl Default for ServiceConfig {
             speculation_share: 0.25,
             predictor_level: 2,
             inline_growth: false,
-            checkpoint_interval: Duration::from_secs(1),
+            checkpoint_interval: Duration::from_secs(5),
             trust: TrustRules::default(),
             verify_threads: 0,
         }
@@ -360,6 +364,31 @@ pub const IDLE_POLLS_PER_SECOND: f64 = 1000.0;
 /// Longest wait suggested to an idle worker (far below the session timeout).
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
 
+/// Most [`Coordinator::lease_waiting`] callers that wait at once for the results other workers
+/// hold (growth idle, the driver blocked on searches in flight). Each growth run wakes every
+/// waiter to lease again, so a farm of thousands of idle workers must not all wait: the others
+/// get an empty reply and `retry_after`, as before.
+const MAX_FLIGHT_WAITERS: usize = 64;
+
+/// Counts a caller among the [`MAX_FLIGHT_WAITERS`] while it lives.
+struct FlightWaiter<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> FlightWaiter<'a> {
+    fn enter(count: &'a std::sync::atomic::AtomicUsize) -> Option<FlightWaiter<'a>> {
+        if count.fetch_add(1, Ordering::SeqCst) >= MAX_FLIGHT_WAITERS {
+            count.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(FlightWaiter(count))
+    }
+}
+
+impl Drop for FlightWaiter<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Window for results-per-second figures.
 const RATE_WINDOW: Duration = Duration::from_secs(10);
 
@@ -383,7 +412,8 @@ struct Shared {
     signature: Mutex<Option<SearchSignature>>,
     /// Time series and contributors for the web UI (lock taken last, alone).
     history: Mutex<History>,
-    store: Store,
+    /// Shared with the growth state's checkpoint writer (see [`growth::CheckpointWriter`]).
+    store: Arc<Store>,
     cfg: ServiceConfig,
     clock: Arc<dyn Clock>,
     written: AtomicU64,
@@ -397,6 +427,8 @@ struct Shared {
     rollbacks_requested: AtomicU64,
     /// See [`BlockHook`].
     on_block: Mutex<HookSlot>,
+    /// Callers waiting for searches in flight (see [`MAX_FLIGHT_WAITERS`]).
+    flight_waiters: std::sync::atomic::AtomicUsize,
 }
 
 /// The report of a contributor's record.
@@ -584,6 +616,11 @@ impl Coordinator {
         if !growth.is_running() && start_unsearched(&growth.book) {
             growth.push(Operation::New, None);
         }
+        let store = Arc::new(store);
+        growth.set_writer(Some(
+            growth::CheckpointWriter::spawn(store.clone())
+                .map_err(|e| CoordinatorError::Internal(format!("checkpoint writer: {e}")))?,
+        ));
         let pinned = pin_signature(
             &store,
             loaded.signature.as_deref(),
@@ -617,9 +654,11 @@ impl Coordinator {
             ),
             rollbacks_requested: AtomicU64::new(loaded.rollbacks.0),
             on_block: Mutex::new(HookSlot::default()),
+            flight_waiters: std::sync::atomic::AtomicUsize::new(0),
         }));
         c.run_growth()?;
         c.reopen_cases();
+        c.growth().settle_checkpoint();
         c.0.store.flush()?;
         Ok(c)
     }
@@ -876,8 +915,9 @@ impl Coordinator {
     }
 
     /// [`Coordinator::lease`]; when it finds no job while a growth run is under way (results
-    /// just landed), wait up to `wait` in all for the runs to queue the next searches, leasing
-    /// again after each, so that workers do not sleep through the end of every pass.
+    /// just landed) or other workers hold searches the driver waits for, wait up to `wait` in
+    /// all for the runs to queue the next searches, leasing again after each, so that workers
+    /// do not sleep through the end of every pass.
     pub async fn lease_waiting(
         &self,
         id: &Identity,
@@ -886,6 +926,7 @@ impl Coordinator {
         wait: Duration,
     ) -> Result<Vec<Job>> {
         let deadline = tokio::time::Instant::now() + wait;
+        let mut waiter = None;
         loop {
             let mut runs = self.growth_runs();
             let jobs = self.lease(id, worker, slots)?;
@@ -893,12 +934,31 @@ impl Coordinator {
             // hold back the results and leases it makes next. Otherwise it waits while growth
             // runs are under way, leasing again after each (a run that applied results may
             // queue nothing; the next one queues the next pass), up to `wait` in all.
-            if !jobs.is_empty()
-                || slots == 0
-                || self.holds_jobs(worker)
-                || !(self.growth_busy() || runs.has_changed().unwrap_or(false))
-            {
+            if !jobs.is_empty() || slots == 0 {
                 return Ok(jobs);
+            }
+            let (holds, in_flight) = {
+                let g = self.jobs();
+                let holds = g.workers.get(worker).is_some_and(|w| !w.jobs.is_empty());
+                (holds, g.in_flight)
+            };
+            if holds {
+                return Ok(jobs);
+            }
+            if !(self.growth_busy() || runs.has_changed().unwrap_or(false)) {
+                // Growth is idle, blocked on searches other workers hold: their results start
+                // the next run, which queues what comes next. Waiting for it (a few callers at
+                // a time) instead of sleeping `retry_after` (200 ms and more) keeps the farm's
+                // threads busy across the tail of every pass.
+                if in_flight == 0 {
+                    return Ok(jobs);
+                }
+                if waiter.is_none() {
+                    waiter = FlightWaiter::enter(&self.0.flight_waiters);
+                    if waiter.is_none() {
+                        return Ok(jobs);
+                    }
+                }
             }
             if tokio::time::timeout_at(deadline, runs.changed())
                 .await
@@ -1440,22 +1500,30 @@ impl Coordinator {
             return;
         }
         let me = self.clone();
-        std::thread::spawn(move || {
-            loop {
-                me.0.pending.store(false, Ordering::SeqCst);
-                if let Err(e) = me.run_growth() {
-                    if matches!(e, CoordinatorError::Store(_)) {
-                        metrics::counter!(crate::telemetry::STORE_ERRORS).increment(1);
+        let spawned = std::thread::Builder::new()
+            .name("growth".into())
+            .spawn(move || {
+                loop {
+                    me.0.pending.store(false, Ordering::SeqCst);
+                    if let Err(e) = me.run_growth() {
+                        if matches!(e, CoordinatorError::Store(_)) {
+                            metrics::counter!(crate::telemetry::STORE_ERRORS).increment(1);
+                        }
+                        tracing::error!(error = %e, "growth run failed");
                     }
-                    tracing::error!(error = %e, "growth run failed");
+                    me.0.running.store(false, Ordering::SeqCst);
+                    if !me.0.pending.load(Ordering::SeqCst)
+                        || me.0.running.swap(true, Ordering::SeqCst)
+                    {
+                        break;
+                    }
                 }
-                me.0.running.store(false, Ordering::SeqCst);
-                if !me.0.pending.load(Ordering::SeqCst) || me.0.running.swap(true, Ordering::SeqCst)
-                {
-                    break;
-                }
-            }
-        });
+            });
+        if let Err(e) = spawned {
+            // The results stay in the inbox; the next kick tries again.
+            self.0.running.store(false, Ordering::SeqCst);
+            tracing::error!(error = %e, "could not start the growth runner");
+        }
     }
 
     /// One growth run: apply the landed results, advance the programs, persist, and refresh the
@@ -1960,8 +2028,11 @@ impl Coordinator {
                     .into(),
             ));
         }
+        // The checkpoint in flight belongs to the old book: applied before the new one.
+        let writer = growth.set_writer(None);
         self.0.store.create_book(&book)?;
         *growth = Growth::load(book, None, None, None, HashMap::new(), Replay::load(None))?;
+        growth.set_writer(writer);
         jobs.trust.cases.clear();
         jobs.trust.sources.clear();
         growth.clear();

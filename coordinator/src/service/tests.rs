@@ -471,6 +471,113 @@ fn trust_counts_are_written_once_per_interval_and_at_a_flush() {
     assert_eq!(stored(&root).unwrap().results, accepted);
 }
 
+/// A worker that finds no job while other workers hold the searches the driver waits for
+/// (growth idle) waits in its lease call for the growth run their results start, and gets the
+/// next searches, instead of an empty reply and `retry_after` of sleep.
+#[test]
+fn an_idle_worker_waits_for_the_searches_in_flight() {
+    let cfg = ServiceConfig {
+        speculation: 0,
+        ..ServiceConfig::default()
+    };
+    let f = fixture(2, 10, cfg);
+    f.c.start_expansion(deviate24(), 0).unwrap();
+    f.c.settle().unwrap();
+    let id = identity();
+    // Holders take every queued search.
+    let mut held = Vec::new();
+    loop {
+        let h = f.c.register(&id, "holder", 8).unwrap();
+        let jobs = f.c.lease(&id, &h, 8).unwrap();
+        if jobs.is_empty() {
+            break;
+        }
+        held.push((h, jobs));
+    }
+    assert!(!held.is_empty());
+    let idle = f.c.register(&id, "idle", 1).unwrap();
+    assert!(!f.c.growth_busy());
+    assert!(
+        f.c.lease(&id, &idle, 1).unwrap().is_empty(),
+        "nothing queued"
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let c = f.c.clone();
+    let (jobs, delivered) = rt.block_on(async {
+        let waiting = async {
+            let jobs = c
+                .lease_waiting(&id, &idle, 1, Duration::from_secs(20))
+                .await;
+            (jobs, Instant::now())
+        };
+        let deliver = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let at = Instant::now();
+            for (h, jobs) in &held {
+                c.submit(&id, h, &mock_results(jobs)).unwrap();
+            }
+            at
+        };
+        let ((jobs, returned), delivered) = tokio::join!(waiting, deliver);
+        assert!(
+            returned >= delivered,
+            "the call returned before the results landed"
+        );
+        (jobs.unwrap(), delivered)
+    });
+    assert!(
+        !jobs.is_empty(),
+        "the next searches reached the waiting worker"
+    );
+    assert!(delivered.elapsed() < Duration::from_secs(20));
+}
+
+/// Checkpoints applied by the writer thread (here one after every growth run) reach the store
+/// in the order they were taken: once the one in flight is applied, the store holds exactly the
+/// book in memory, and a coordinator opened over it without a clean stop has the same book and
+/// searches nothing again.
+#[test]
+fn background_checkpoints_reach_the_store_in_order() {
+    let cfg = ServiceConfig {
+        checkpoint_interval: Duration::ZERO,
+        ..ServiceConfig::default()
+    };
+    let f = fixture(2, 10, cfg.clone());
+    f.c.start_expansion(deviate24(), 0).unwrap();
+    let id = identity();
+    let w = f.c.register(&id, "t", 1).unwrap();
+    for _ in 0..12 {
+        let jobs = f.c.lease(&id, &w, 4).unwrap();
+        f.c.submit(&id, &w, &mock_results(&jobs)).unwrap();
+        f.c.settle().unwrap();
+    }
+    let mut before = f.c.snapshot().1;
+    before.sort_by_key(|p| p.board);
+    f.c.growth().settle_checkpoint();
+    let mut stored: Vec<Position> =
+        f.c.0
+            .store
+            .load(f.dir.path())
+            .unwrap()
+            .book
+            .positions()
+            .collect();
+    stored.sort_by_key(|p| p.board);
+    assert_eq!(stored, before, "the last checkpoint is the book in memory");
+    // The kill: durable is what was applied, and nothing else is written.
+    f.c.0.store.flush().unwrap();
+    let Fixture { dir, clock, c } = f;
+    drop(c);
+    let c = Coordinator::open(Store::open(dir.path()).unwrap(), dir.path(), cfg, clock).unwrap();
+    let mut after = c.snapshot().1;
+    after.sort_by_key(|p| p.board);
+    assert_eq!(after, before);
+    assert_eq!(c.status().completed, 0);
+}
+
 /// A coordinator killed after it stored a caught worker's removals but before its growth
 /// runner replayed: the stored book may still hold the dropped results' effects, so the next
 /// start replays from the base book (the rollback request is stored with the removals), and
