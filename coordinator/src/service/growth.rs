@@ -25,11 +25,11 @@ use crate::store::{
     Batch, DriverRecord, GrowthRecord, OperationRecord, QueueRecord, Store, TodoRecord,
 };
 use bookfarm_book::MemBook;
-use bookfarm_book::driver::{Driver, Operation, Phase, Progress, Results};
+use bookfarm_book::driver::{Driver, Operation, Phase, Progress, RequestMap, RequestSet, Results};
 use bookfarm_book::extract::AuditLine;
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::AtomicBool;
 
 /// A result accepted from a worker, on its way to growth.
@@ -96,8 +96,8 @@ pub struct PrefetchReport {
 /// The known results as the real program sees them: every hit on a prefetched result counts
 /// it as used.
 struct Consuming<'a> {
-    results: &'a HashMap<LeafRequest, LeafResult>,
-    prefetched: &'a RefCell<HashSet<LeafRequest>>,
+    results: &'a RequestMap<LeafResult>,
+    prefetched: &'a RefCell<RequestSet>,
     used: &'a Cell<u64>,
 }
 
@@ -115,16 +115,16 @@ impl Results for Consuming<'_> {
 /// known, nor listed as round work, nor being searched costs one unit of `budget`, and once it
 /// is spent the simulation blocks.
 struct Guessing<'a> {
-    known: &'a HashMap<LeafRequest, LeafResult>,
-    round: &'a HashSet<LeafRequest>,
-    searching: &'a HashSet<LeafRequest>,
+    known: &'a RequestMap<LeafResult>,
+    round: &'a RequestSet,
+    searching: &'a RequestSet,
     spent: Cell<usize>,
-    guessed: RefCell<HashMap<LeafRequest, LeafResult>>,
+    guessed: RefCell<RequestMap<LeafResult>>,
     speculative: RefCell<Vec<LeafRequest>>,
     budget: usize,
     predictor: RefCell<&'a mut dyn Predictor>,
     /// Guesses of earlier plans (see [`Growth::guesses`]).
-    cache: RefCell<&'a mut HashMap<LeafRequest, LeafResult>>,
+    cache: RefCell<&'a mut RequestMap<LeafResult>>,
 }
 
 impl Results for Guessing<'_> {
@@ -195,7 +195,7 @@ fn root_value(book: &MemBook) -> String {
 pub(crate) struct Growth {
     pub(crate) book: MemBook,
     /// Every known result (stored ones included), by request.
-    pub(crate) results: HashMap<LeafRequest, LeafResult>,
+    pub(crate) results: RequestMap<LeafResult>,
     /// Programs to run, the current one first, with the level of the positions they create.
     queue: VecDeque<(Operation, Option<u8>)>,
     /// The current program (the queue's front), once started.
@@ -215,7 +215,7 @@ pub(crate) struct Growth {
     /// One line per program finished since start (what it added).
     pub(crate) reports: Vec<String>,
     /// Prefetched results not used yet.
-    prefetched: RefCell<HashSet<LeafRequest>>,
+    prefetched: RefCell<RequestSet>,
     /// Prefetched results used.
     prefetch_used: Cell<u64>,
     /// Speculative searches planned.
@@ -235,7 +235,7 @@ pub(crate) struct Growth {
     /// The predictor's guesses of requests without a result yet, kept across plans: a big
     /// farm plans again after every few dozen results, and each plan guesses mostly the same
     /// requests (at most [`MAX_GUESSES`]; emptied when full, a landed result drops its guess).
-    guesses: HashMap<LeafRequest, LeafResult>,
+    guesses: RequestMap<LeafResult>,
     /// The lines of the last line audit finished since start.
     pub(crate) last_audit: Vec<AuditLine>,
     /// What a replay needs: the programs finished since the base book.
@@ -352,7 +352,7 @@ impl Growth {
         record: Option<GrowthRecord>,
         queue: Option<QueueRecord>,
         todo: Option<TodoRecord>,
-        results: HashMap<LeafRequest, LeafResult>,
+        results: RequestMap<LeafResult>,
         replay: Replay,
     ) -> Result<Growth> {
         let record = record.unwrap_or_default();
@@ -399,7 +399,7 @@ impl Growth {
             todo_written,
             iterations: 0,
             reports: Vec::new(),
-            prefetched: RefCell::new(HashSet::new()),
+            prefetched: RefCell::new(RequestSet::default()),
             prefetch_used: Cell::new(0),
             prefetch_planned: 0,
             planned_from: None,
@@ -407,7 +407,7 @@ impl Growth {
             landed_since_plan: 0,
             next_plan_at: None,
             predictor: None,
-            guesses: HashMap::new(),
+            guesses: RequestMap::default(),
             last_audit: Vec::new(),
             replay,
             checkpointed_at: std::time::Instant::now(),
@@ -510,7 +510,7 @@ impl Growth {
     pub(crate) fn speculate(
         &mut self,
         budget: usize,
-        searching: &HashSet<LeafRequest>,
+        searching: &RequestSet,
         predictor_level: u8,
     ) -> Vec<LeafRequest> {
         let Some(driver) = &self.driver else {
@@ -523,7 +523,7 @@ impl Growth {
         self.landed_since_plan = 0;
         let mut driver = driver.clone();
         let mut book = self.book.clone();
-        let round: HashSet<LeafRequest> = self.needed.iter().copied().collect();
+        let round: RequestSet = self.needed.iter().copied().collect();
         if self.guesses.len() > MAX_GUESSES {
             self.guesses.clear();
         }
@@ -535,7 +535,7 @@ impl Growth {
             round: &round,
             searching,
             spent: Cell::new(0),
-            guessed: RefCell::new(HashMap::new()),
+            guessed: RefCell::new(RequestMap::default()),
             speculative: RefCell::new(Vec::new()),
             budget,
             predictor: RefCell::new(predictor.as_mut()),

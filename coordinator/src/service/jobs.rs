@@ -206,7 +206,7 @@ impl Jobs {
     }
 
     /// The requests being searched now (leased).
-    pub(crate) fn searching(&self) -> HashSet<LeafRequest> {
+    pub(crate) fn searching(&self) -> bookfarm_book::driver::RequestSet {
         self.jobs
             .values()
             .filter(|j| !j.leases.is_empty())

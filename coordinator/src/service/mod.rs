@@ -45,7 +45,7 @@ use growth::{Growth, Landed, Replay};
 pub use growth::{Predictor, PrefetchReport, ShallowSearch};
 use history::History;
 use jobs::{Jobs, Sample, WorkerEntry};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -595,7 +595,7 @@ impl Coordinator {
         clock: Arc<dyn Clock>,
     ) -> Result<Coordinator> {
         let loaded = store.load(dir)?;
-        let results: HashMap<LeafRequest, LeafResult> = loaded
+        let results: bookfarm_book::driver::RequestMap<LeafResult> = loaded
             .results
             .iter()
             .map(|(k, r)| (*k, r.result()))
@@ -2031,7 +2031,14 @@ impl Coordinator {
         // The checkpoint in flight belongs to the old book: applied before the new one.
         let writer = growth.set_writer(None);
         self.0.store.create_book(&book)?;
-        *growth = Growth::load(book, None, None, None, HashMap::new(), Replay::load(None))?;
+        *growth = Growth::load(
+            book,
+            None,
+            None,
+            None,
+            Default::default(),
+            Replay::load(None),
+        )?;
         growth.set_writer(writer);
         jobs.trust.cases.clear();
         jobs.trust.sources.clear();

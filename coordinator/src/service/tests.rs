@@ -2,6 +2,7 @@ use super::*;
 use bookfarm_engine::Square;
 use bookfarm_engine::board::BitIter;
 use bookfarm_proto::ENGINE_VERSION;
+use std::collections::HashMap;
 
 /// A deterministic stand-in for the engine: the lowest open square, scored by a hash of the
 /// resulting board (so transpositions agree), even and within [-20, 20].

@@ -43,6 +43,14 @@ use bookfarm_engine::{Board, Move};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
+/// A map keyed by leaf request, hashed with foldhash (seeded per process): requests are
+/// hashed on every step of a program, and SipHash cost the coordinator's growth thread more
+/// than the look-ups themselves. Keys are positions of the book, not chosen by a client.
+pub type RequestMap<V> = HashMap<LeafRequest, V, foldhash::fast::RandomState>;
+
+/// A set of leaf requests hashed like [`RequestMap`].
+pub type RequestSet = HashSet<LeafRequest, foldhash::fast::RandomState>;
+
 /// Known leaf results, looked up by request.
 pub trait Results {
     /// The result of `request`, if known.
@@ -748,7 +756,7 @@ impl Driver {
 
 /// Keep the first occurrence of each request that has no known result.
 fn dedup_missing(need: Vec<LeafRequest>, results: &dyn Results) -> Vec<LeafRequest> {
-    let mut seen = HashSet::new();
+    let mut seen = RequestSet::default();
     need.into_iter()
         .filter(|r| results.result(r).is_none() && seen.insert(*r))
         .collect()
