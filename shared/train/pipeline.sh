@@ -28,6 +28,13 @@
 #   shared/train/pipeline.sh v14b       # 130,000 game positions relabelled at depth 6 with v14a -> v14b
 #   shared/train/pipeline.sh v14c       # v14b's fit restricted to 13-30 empties, 1.1.0 elsewhere -> v14c
 #   shared/train/pipeline.sh sweep14 a|b B # L2 x overlap on a 5 % validation split, buckets B (19,22)
+#
+# Candidate 1.5.0 (fourth session; needs `heldout`, `v13e` and `v13b1` first):
+#   shared/train/pipeline.sh v15x       # exact labels at 18-22: openings + random moves and game positions 1:1
+#   shared/train/pipeline.sh v15a       # v14a's depth-4 caches, fitted on 13-30 empties only -> v15a
+#   shared/train/pipeline.sh v15b       # v15a + the exact caches counted K15 times -> v15b-kK15
+#   shared/train/pipeline.sh cap15      # validation vs training MAE of bucket 19 (21-22 empties)
+#   shared/train/pipeline.sh analyse15 W...  # error by |exact score|, mobility, |disc diff|
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=${BOOKFARM_TRAIN_CACHE:-target/train}
@@ -318,6 +325,57 @@ sweep14() {
   done
 }
 
+# ---- Candidate 1.5.0 (fourth session): exact labels where the goal is measured ----------------
+# Exact solves of training openings + random moves (X5R) and of training-game positions (X5G),
+# 1:1, at 18-22 empties, where R 20-22 is measured. Solver cost on these positions (one thread,
+# release build, x86-64-v3 solver): 18-20 ≈ 0.4 s, 20-22 ≈ 2.3 s, 24 ≈ 25 s per random position,
+# so 24 is out of reach at volume and 18-22 gets the hour. Checkpoints every 32 labels.
+N15R=${BOOKFARM_TRAIN_N15R:-1000}
+N15G=${BOOKFARM_TRAIN_N15G:-200}
+label15() {
+  local name=$1 seed=$2; shift 2
+  step "t13-$name" "$C/t13-$name.bin" "$B" label --from "$C/train.bin" --seed "$seed" \
+    --out "$C/t13-$name.bin" --chunk 32 "$@"
+}
+v15x() {
+  label15 X5G-18-22 92 --empties 18-22 --count "$N15G"
+  label15 X5R-18-22 91 --openings 40-50 --empties 18-22 --count "$N15R"
+}
+# v15a: 1.4.0 without its depth-6 game relabelling (v14b changed nothing by more than 0.05): the
+# depth-4 caches of v14a, fitted on the buckets of 13-30 empties only (1.1.0 elsewhere), as v14c.
+# v15b: the same plus the exact 18-22 caches, each exact sample counted K15 times.
+K15=${BOOKFARM_TRAIN_K15:-1}
+ONLY15=(--only-buckets 15,16,17,18,19,20,21,22,23)
+v15a() {
+  label14 MR-14-26 81 --openings 40-50 --empties 14-26 --count "$N14" --depth 4 --eval "$C/v131/eval.dat"
+  label14 MG-14-26 82 --empties 14-26 --count $(( N14 / 13 )) --depth 4 --eval "$C/v131/eval.dat"
+  fit14 v15a "$F14_OVERLAP" "$F14_L2" "${A14[@]}" -- "${ONLY15[@]}" --checkpoint "$C/v15a.ckpt"
+}
+v15b() {
+  local name=v15b-k$K15
+  fit14 "$name" "$F14_OVERLAP" "$F14_L2" "${A14[@]}" -- "${ONLY15[@]}" \
+    --weighted-train "$K15:$C/t13-X5G-18-22.bin" --weighted-train "$K15:$C/t13-X5R-18-22.bin" \
+    --checkpoint "$C/$name.ckpt"
+}
+# Capacity check: one bucket (19 = 21-22 empties) fitted with a 5 % validation split; the report
+# puts the MAE on the held-back labels next to the MAE on the labels it was fitted on.
+cap15() {
+  fit14 cap15-b19 "$F14_OVERLAP" "$F14_L2" "${A14[@]}" -- --validation 50 --only-buckets 19
+}
+# Error analysis of weights W on the held-out sets and on the exact training caches X5 (which
+# v15a never saw): static and depth-4 MAE per |exact score|, mobility and |disc difference|.
+analyse15() {
+  flippy
+  for w in "$@"; do
+    log "analyse $w"
+    $NICE "$B" measure --weights "$w" --samples "$C/heldout-R-18-20.bin" \
+      --samples "$C/heldout-R-20-22.bin" --samples "$C/heldout-W-18-20.bin" \
+      --samples "$C/heldout-W-20-22.bin" --samples "$C/flippy.bin" \
+      $(for f in X5R-18-22 X5G-18-22; do [ -e "$C/t13-$f.bin" ] && echo --samples "$C/t13-$f.bin"; done) \
+      --depths 4 --bands 18-20,20-22 --by score,eval,mobility,discs | tee -a "$C/analyse15.log"
+  done
+}
+
 case "${1:-all}" in
   labels) dataset; heldout; labels1 ;;
   fit1) fit1 ;;
@@ -339,6 +397,11 @@ case "${1:-all}" in
   v14b) v14b ;;
   v14c) v14c ;;
   sweep14) sweep14 "$2" "$3" ;;
+  v15x) v15x ;;
+  v15a) v15a ;;
+  v15b) v15b ;;
+  cap15) cap15 ;;
+  analyse15) shift; analyse15 "$@" ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;
-  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W|v14a|v14b|v14c|sweep14 a|b B]" >&2; exit 2 ;;
+  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W|v14a|v14b|v14c|sweep14 a|b B|v15x|v15a|v15b|cap15|analyse15 W...]" >&2; exit 2 ;;
 esac
