@@ -36,6 +36,7 @@
 #   shared/train/pipeline.sh v15e       # v15c + the exact 18-22 caches counted K15E (20) times -> v15e-kK15E
 #   shared/train/pipeline.sh v15f       # v15c on the buckets of 17-30 empties only -> v15f
 #   shared/train/pipeline.sh v15g       # bootstrap: the depth-4 caches relabelled with v15c, fitted as v15c -> v15g
+#   shared/train/pipeline.sh v15h       # 250,000 random positions relabelled at depth 6 with v15c -> v15h
 #   shared/train/pipeline.sh cap15      # validation vs training MAE of bucket 19 (21-22 empties)
 #   shared/train/pipeline.sh conv15     # the same at E15 epochs / LR15 (BOOKFARM_TRAIN_EPOCHS15, _LR15)
 #   shared/train/pipeline.sh analyse15 W...  # error by |exact score|, |static eval|, mobility, |disc diff|
@@ -400,6 +401,14 @@ v15g() {
   fit15 v15g MG2-14-26 MR2-14-26 S1G-15-20 S1R-15-20 "${E13[@]}" -- "${ONLY15[@]}" \
     --checkpoint "$C/v15g.ckpt"
 }
+# v15h: depth-6 labels with v15c for the first 250,000 random positions of MR (the same draw's
+# prefix), overriding their depth-4 labels; fitted as v15c.
+v15h() {
+  label14 MR6-14-26 81 --openings 40-50 --empties 14-26 --count 250000 --depth 6 \
+    --eval "$C/v15c-e$E15/eval.dat"
+  fit15 v15h MG-14-26 MR-14-26 MR6-14-26 S1G-15-20 S1R-15-20 "${E13[@]}" -- "${ONLY15[@]}" \
+    --checkpoint "$C/v15h.ckpt"
+}
 # Convergence check on bucket 19 with a 5 % validation split (E15 / LR15 from the environment).
 conv15() {
   fit15 "conv15-b19-e$E15-lr$LR15" "${A14[@]}" -- --validation 50 --only-buckets 19
@@ -452,8 +461,9 @@ case "${1:-all}" in
   v15e) v15e ;;
   v15f) v15f ;;
   v15g) v15g ;;
+  v15h) v15h ;;
   conv15) conv15 ;;
   analyse15) shift; analyse15 "$@" ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;
-  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W|v14a|v14b|v14c|sweep14 a|b B|v15x|v15a|v15c|v15e|v15f|v15g|conv15|cap15|analyse15 W...]" >&2; exit 2 ;;
+  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W|v14a|v14b|v14c|sweep14 a|b B|v15x|v15a|v15c|v15e|v15f|v15g|v15h|conv15|cap15|analyse15 W...]" >&2; exit 2 ;;
 esac
