@@ -303,6 +303,16 @@ pub fn fit(
     Ok(reports)
 }
 
+/// The training samples of `tagged` (sample, index of its cache) with each sample repeated
+/// `weight[cache]` times, in order: least squares on the result is weighted least squares with
+/// those weights (deterministic, and the fitter needs no weights of its own).
+pub fn repeat_weighted(tagged: &[(Sample, usize)], weight: &[u32]) -> Vec<Sample> {
+    tagged
+        .iter()
+        .flat_map(|&(s, k)| std::iter::repeat_n(s, weight.get(k).copied().unwrap_or(1) as usize))
+        .collect()
+}
+
 /// Whether a (canonical) position belongs to the validation split of `per_mille` / 1000 of the
 /// training samples: a fixed hash of the board, so the split is the same across runs, caches
 /// and label sources (a position relabelled by a later cache stays on the same side).
@@ -495,6 +505,48 @@ pub(crate) mod tests {
                 .sum();
             assert_eq!(w.raw_board(b), raw, "{b}");
         }
+    }
+
+    #[test]
+    fn weighted_caches_repeat_their_samples_and_pull_the_fit() {
+        let b = positions(2, 9);
+        let tag = |board: Board, label: f32, cache: usize| {
+            (
+                Sample {
+                    board,
+                    label,
+                    count: 1,
+                    kind: LabelKind::Exact,
+                },
+                cache,
+            )
+        };
+        let tagged = [tag(b[0], 4.0, 0), tag(b[1], -2.0, 1)];
+        let out = repeat_weighted(&tagged, &[1, 3]);
+        let labels: Vec<f32> = out.iter().map(|s| s.label).collect();
+        assert_eq!(labels, [4.0, -2.0, -2.0, -2.0]);
+        assert_eq!(
+            repeat_weighted(&tagged, &[1]).len(),
+            2,
+            "unknown caches weigh 1"
+        );
+        // One constant fitted to labels 0 (weight 1) and 8 (weight 3) lands near their
+        // weighted mean 6, not the plain mean 4: the same board twice isolates the offset.
+        let same = [tag(b[0], 0.0, 0), tag(b[0], 8.0, 1)];
+        let s = repeat_weighted(&same, &[1, 3]);
+        let layout = Layout::get();
+        let offsets: Vec<[u32; N_TERMS]> =
+            s.iter().map(|x| layout.packed_offsets(&x.board)).collect();
+        let labels: Vec<f32> = s.iter().map(|x| x.label).collect();
+        let params = FitParams {
+            epochs: 400,
+            lr: 0.05,
+            l2: 0.0,
+            ..FitParams::default()
+        };
+        let (w, _) = fit_bucket(&offsets, &labels, &params, None, |_| {});
+        let pred: f32 = offsets[0].iter().map(|&i| w[i as usize]).sum();
+        assert!((pred - 6.0).abs() < 0.1, "weighted mean 6, got {pred}");
     }
 
     #[test]

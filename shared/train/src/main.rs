@@ -138,6 +138,11 @@ enum Cmd {
         /// Training caches (several allowed; later files override labels of earlier ones).
         #[arg(long, required = true)]
         train: Vec<PathBuf>,
+        /// `K:PATH`: a further training cache (after every --train, so it overrides them) whose
+        /// samples count K times in the loss (weighted least squares), e.g. a few thousand
+        /// exact labels among 10^6 search labels.
+        #[arg(long, value_parser = parse_weighted)]
+        weighted_train: Vec<(u32, PathBuf)>,
         /// Output directory.
         #[arg(long, default_value = "target/train")]
         out: PathBuf,
@@ -200,6 +205,10 @@ enum Cmd {
         /// Empties bands to report, e.g. 14-16,18-20 (default: the fixed buckets of `measure`).
         #[arg(long, value_delimiter = ',', value_parser = parse_band)]
         bands: Vec<(u32, u32)>,
+        /// Error analysis of the exactly labelled samples per band, grouped by |exact score|,
+        /// mobility, |disc difference| or |static eval| (calibration), e.g. score,eval.
+        #[arg(long, value_delimiter = ',')]
+        by: Vec<measure::By>,
     },
     /// Match: weights vs the mobility+corner evaluation, from random openings, colours swapped.
     Match {
@@ -273,6 +282,17 @@ fn parse_version(s: &str) -> Result<EvalHeader> {
 }
 
 /// `lo-hi` or a single value, as an inclusive empties band.
+fn parse_weighted(s: &str) -> Result<(u32, PathBuf)> {
+    let (k, path) = s
+        .split_once(':')
+        .with_context(|| format!("{s}: expected K:PATH"))?;
+    let k: u32 = k.trim().parse()?;
+    if k == 0 {
+        bail!("{s}: the weight K must be at least 1");
+    }
+    Ok((k, PathBuf::from(path)))
+}
+
 fn parse_band(s: &str) -> Result<(u32, u32)> {
     let (lo, hi) = s.split_once('-').unwrap_or((s, s));
     let (lo, hi) = (lo.trim().parse::<u32>()?, hi.trim().parse::<u32>()?);
@@ -300,10 +320,13 @@ const VALIDATION_BANDS: [(u32, u32); 6] =
     [(0, 13), (14, 16), (17, 19), (20, 22), (23, 26), (27, 60)];
 
 /// Static MAE of `w` on the validation samples, per training cache and empties band (only the
-/// buckets this run fitted when `--only-buckets` restricted it).
+/// buckets this run fitted when `--only-buckets` restricted it), next to the MAE on the samples
+/// it was fitted on: a validation MAE close to the training MAE means the fit is not
+/// overfitting, so what remains is what the model cannot represent (or the labels' noise).
 fn print_validation(
     w: &Eval,
     val: &[Tagged],
+    fitted_on: &[Tagged],
     train: &[PathBuf],
     bucket_width: usize,
     only_buckets: &[usize],
@@ -312,27 +335,31 @@ fn print_validation(
         only_buckets.is_empty()
             || only_buckets.contains(&(bookfarm_train::features::ply_of(&s.board) / bucket_width))
     };
+    let mae_of = |set: &[Tagged], k: usize, lo: u32, hi: u32| {
+        let pairs: Vec<(f64, f64)> = set
+            .par_iter()
+            .filter(|(s, o)| *o == k && fitted(s) && (lo..=hi).contains(&s.board.empties()))
+            .map(|(s, _)| (f64::from(w.eval0(&s.board)), f64::from(s.label)))
+            .collect();
+        measure::errors(&pairs)
+    };
     println!(
-        "| validation: cache | empties | n | static MAE | static RMSE |\n|---|---|---|---|---|"
+        "| validation: cache | empties | n | static MAE | static RMSE | training n | training MAE |\n|---|---|---|---|---|---|---|"
     );
     for (k, p) in train.iter().enumerate() {
         for &(lo, hi) in &VALIDATION_BANDS {
-            let pairs: Vec<(f64, f64)> = val
-                .par_iter()
-                .filter(|(s, o)| *o == k && fitted(s) && (lo..=hi).contains(&s.board.empties()))
-                .map(|(s, _)| (f64::from(w.eval0(&s.board)), f64::from(s.label)))
-                .collect();
-            if pairs.is_empty() {
+            let e = mae_of(val, k, lo, hi);
+            if e.n == 0 {
                 continue;
             }
-            let e = measure::errors(&pairs);
+            let t = mae_of(fitted_on, k, lo, hi);
             let name = p.file_name().map_or_else(
                 || p.display().to_string(),
                 |n| n.to_string_lossy().into_owned(),
             );
             println!(
-                "| {name} | {lo}–{hi} | {} | {:.2} | {:.2} |",
-                e.n, e.mae, e.rmse
+                "| {name} | {lo}–{hi} | {} | {:.2} | {:.2} | {} | {:.2} |",
+                e.n, e.mae, e.rmse, t.n, t.mae
             );
         }
     }
@@ -488,7 +515,8 @@ fn main() -> Result<()> {
             );
         }
         Cmd::Fit {
-            train,
+            mut train,
+            weighted_train,
             out,
             checkpoint,
             bucket_width,
@@ -506,6 +534,12 @@ fn main() -> Result<()> {
         } => {
             let held_out = keys_of(&exclude)?;
             std::fs::create_dir_all(&out)?;
+            // Weight of each training cache (index into `train`): 1, or K for --weighted-train.
+            let mut cache_weight = vec![1u32; train.len()];
+            for (k, p) in weighted_train {
+                train.push(p);
+                cache_weight.push(k);
+            }
             let mut samples: Vec<Sample> = Vec::new();
             // The training cache each sample came from (index into `train`).
             let mut origin: Vec<usize> = Vec::new();
@@ -535,7 +569,8 @@ fn main() -> Result<()> {
                 })
                 .filter(|(s, _)| !held_out.contains(&(s.board.player, s.board.opponent)))
                 .partition(|(s, _)| fit::in_validation(&s.board, validation));
-            let samples: Vec<Sample> = samples.into_iter().map(|(s, _)| s).collect();
+            let tagged = samples;
+            let samples = fit::repeat_weighted(&tagged, &cache_weight);
             info!(
                 n = samples.len(),
                 validation = val.len(),
@@ -599,7 +634,7 @@ fn main() -> Result<()> {
                 fnv1a64(&img)
             );
             if !val.is_empty() {
-                print_validation(&w, &val, &train, bucket_width, &only_buckets);
+                print_validation(&w, &val, &tagged, &train, bucket_width, &only_buckets);
             }
         }
         Cmd::Measure {
@@ -607,6 +642,7 @@ fn main() -> Result<()> {
             samples,
             depths,
             bands,
+            by,
         } => {
             let w = weights::load(&weights)?;
             let bands = if bands.is_empty() {
@@ -618,6 +654,9 @@ fn main() -> Result<()> {
                 let s = dataset::read_samples(p)?;
                 println!("{}: {} samples", p.display(), s.len());
                 print!("{}", measure::table(&w, &s, &depths, &bands));
+                for &b in &by {
+                    print!("{}", measure::breakdown(&w, &s, &depths, &bands, b));
+                }
             }
         }
         Cmd::Label {

@@ -109,6 +109,150 @@ pub fn table(w: &Eval, samples: &[Sample], depths: &[u32], bands: &[(u32, u32)])
     out
 }
 
+/// What an error breakdown ([`breakdown`]) groups the exactly labelled samples of a band by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum By {
+    /// |label| (the exact score): are lopsided positions where the error is?
+    Score,
+    /// Legal moves of the side to move (random-move positions often have very few).
+    Mobility,
+    /// |disc difference| on the board.
+    Discs,
+    /// |static evaluation|: calibration. Rows of a calibrated evaluation have a signed error
+    /// near 0; grouping by |label| instead selects positions whose label exceeds the
+    /// evaluation, so its signed errors lean negative even for a calibrated evaluation.
+    Eval,
+}
+
+impl By {
+    /// Group edges (inclusive lower bounds, ascending) and the value grouped for one sample.
+    fn edges(self) -> &'static [u32] {
+        match self {
+            By::Score | By::Eval => &[0, 10, 20, 30, 40],
+            By::Mobility => &[0, 4, 7, 10, 13],
+            By::Discs => &[0, 5, 10, 20, 30],
+        }
+    }
+
+    fn value(self, s: &Sample, eval: i32) -> u32 {
+        match self {
+            By::Eval => eval.unsigned_abs(),
+            By::Score => s.label.abs().round() as u32,
+            By::Mobility => s.board.moves().count_ones(),
+            By::Discs => (s.board.player.count_ones() as i32
+                - s.board.opponent.count_ones() as i32)
+                .unsigned_abs(),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            By::Score => "|exact score|",
+            By::Mobility => "mobility",
+            By::Discs => "|disc diff|",
+            By::Eval => "|static eval|",
+        }
+    }
+}
+
+/// Group index of `v` for ascending inclusive lower bounds `edges` (the first is 0).
+fn group_of(edges: &[u32], v: u32) -> usize {
+    edges.iter().rposition(|&e| v >= e).unwrap_or(0)
+}
+
+/// Mean of `(pred − label) · sign(label)` over samples with a non-zero label: negative when the
+/// evaluation underestimates how lopsided positions are (shrinks towards 0), positive when it
+/// overestimates them.
+pub fn signed_towards_label(pairs: &[(f64, f64)]) -> f64 {
+    signed_towards(pairs, |_, y| y)
+}
+
+/// Mean of `(pred − label) · sign(pred)` over samples with a non-zero prediction: negative when
+/// the labels are more lopsided than the evaluation says (it should be scaled up).
+pub fn signed_towards_eval(pairs: &[(f64, f64)]) -> f64 {
+    signed_towards(pairs, |p, _| p)
+}
+
+fn signed_towards(pairs: &[(f64, f64)], reference: impl Fn(f64, f64) -> f64) -> f64 {
+    let v: Vec<f64> = pairs
+        .iter()
+        .filter(|&&(p, y)| reference(p, y) != 0.0)
+        .map(|&(p, y)| (p - y) * reference(p, y).signum())
+        .collect();
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+/// Error analysis: for the exactly labelled samples of each band, a markdown row per group of
+/// `by` with n, static MAE, the static error towards the label's sign
+/// ([`signed_towards_label`]; towards the evaluation's sign, [`signed_towards_eval`], for
+/// [`By::Eval`]) and the MAE of a fixed-depth search at each of `depths`.
+pub fn breakdown(
+    w: &Eval,
+    samples: &[Sample],
+    depths: &[u32],
+    bands: &[(u32, u32)],
+    by: By,
+) -> String {
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "| empties | {} | n | static MAE | static error towards the sign of the {} |",
+        by.name(),
+        if by == By::Eval { "eval" } else { "label" }
+    );
+    let mut sep = String::from("|---|---|---|---|---|");
+    for d in depths {
+        let _ = write!(out, " depth {d} MAE |");
+        sep.push_str("---|");
+    }
+    let _ = writeln!(out, "\n{sep}");
+    let edges = by.edges();
+    for &(lo, hi) in bands {
+        for (g, &e) in edges.iter().enumerate() {
+            let rows: Vec<&Sample> = samples
+                .iter()
+                .filter(|s| s.kind == LabelKind::Exact && (lo..=hi).contains(&s.board.empties()))
+                .filter(|s| group_of(edges, by.value(s, w.eval0(&s.board))) == g)
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let stat: Vec<(f64, f64)> = rows
+                .par_iter()
+                .map(|s| (f64::from(w.eval0(&s.board)), f64::from(s.label)))
+                .collect();
+            let err = errors(&stat);
+            let group = edges
+                .get(g + 1)
+                .map_or_else(|| format!("≥ {e}"), |next| format!("{e}–{}", next - 1));
+            let _ = write!(
+                out,
+                "| {lo}–{hi} | {group} | {} | {:.2} | {:+.2} |",
+                err.n,
+                err.mae,
+                if by == By::Eval {
+                    signed_towards_eval(&stat)
+                } else {
+                    signed_towards_label(&stat)
+                }
+            );
+            for &d in depths {
+                let v: Vec<(f64, f64)> = rows
+                    .par_iter()
+                    .map(|s| (f64::from(search_score(&s.board, d, w)), f64::from(s.label)))
+                    .collect();
+                let _ = write!(out, " {:.2} |", errors(&v).mae);
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,5 +264,50 @@ mod tests {
         assert!((e.mae - 7.0 / 3.0).abs() < 1e-12);
         assert!((e.rmse - (25.0f64 / 3.0).sqrt()).abs() < 1e-12);
         assert_eq!(errors(&[]), Errors::default());
+    }
+
+    #[test]
+    fn signed_error_measures_shrinkage_towards_zero() {
+        // Underestimating |label| on both sides is negative; a zero label has no sign.
+        let pairs = [(10.0, 20.0), (-16.0, -20.0), (5.0, 0.0)];
+        assert!((signed_towards_label(&pairs) - (-10.0 - 4.0) / 2.0).abs() < 1e-12);
+        assert_eq!(signed_towards_label(&[(25.0, 20.0)]), 5.0);
+        assert_eq!(signed_towards_label(&[]), 0.0);
+        // Towards the evaluation's sign: labels beyond the evaluation are negative.
+        assert_eq!(
+            signed_towards_eval(&[(10.0, 20.0), (-10.0, -14.0), (0.0, 9.0)]),
+            -7.0
+        );
+    }
+
+    #[test]
+    fn breakdown_groups_exact_samples_by_score() {
+        use bookfarm_engine::Board;
+        use bookfarm_engine::eval::default_eval;
+        let b = Board::start();
+        let sample = |label: f32, kind| Sample {
+            board: b,
+            label,
+            count: 1,
+            kind,
+        };
+        let w = default_eval();
+        let e0 = w.eval0(&b) as f32;
+        let samples = [
+            sample(e0 + 3.0, LabelKind::Exact),
+            sample(e0 + 35.0, LabelKind::Exact),
+            sample(e0 - 35.0, LabelKind::Exact),
+            // Search labels are never analysed.
+            sample(e0, LabelKind::Search),
+        ];
+        let t = breakdown(&w, &samples, &[], &[(60, 60)], By::Score);
+        let rows: Vec<&str> = t.lines().skip(2).collect();
+        assert_eq!(rows.len(), 2, "{t}");
+        assert!(rows[0].contains("| 1 | 3.00 |"), "{t}");
+        // |e0 ± 35| fall in one group only when e0 is small, which the start position's is.
+        assert!(rows[1].contains("| 2 | 35.00 | -35.00 |"), "{t}");
+        assert_eq!(group_of(By::Score.edges(), 9), 0);
+        assert_eq!(group_of(By::Score.edges(), 10), 1);
+        assert_eq!(group_of(By::Score.edges(), 64), 4);
     }
 }
