@@ -38,6 +38,7 @@
 #   shared/train/pipeline.sh v15g       # bootstrap: the depth-4 caches relabelled with v15c, fitted as v15c -> v15g
 #   shared/train/pipeline.sh v15h       # 250,000 random positions relabelled at depth 6 with v15c -> v15h
 #   shared/train/pipeline.sh v15i       # all 10^6 depth-4 positions relabelled at depth 6 with v15c -> v15i
+#   shared/train/pipeline.sh v15j       # v15i's random positions at depth 6, game positions at depth 4 -> v15j
 #   shared/train/pipeline.sh cap15      # validation vs training MAE of bucket 19 (21-22 empties)
 #   shared/train/pipeline.sh conv15     # the same at E15 epochs / LR15 (BOOKFARM_TRAIN_EPOCHS15, _LR15)
 #   shared/train/pipeline.sh analyse15 W...  # error by |exact score|, |static eval|, mobility, |disc diff|
@@ -414,15 +415,25 @@ v15h() {
 # random positions; the first 250,000 are v15h's MR6 cache, copied so `label` resumes after them)
 # and the whole MG draw (game positions, N14/13 per empties value) relabelled at depth 6 with
 # v15c. These caches override every depth-4 label, so MR and MG are not listed; fitted as v15c.
-v15i() {
+v15i_labels() {
   local w="$C/v15c-e$E15/eval.dat"
   if [ ! -e "$C/t13-MR6i-14-26.bin" ] && grep -q '^done t13-MR6-14-26$' "$C/steps.done" 2>/dev/null; then
     cp "$C/t13-MR6-14-26.bin" "$C/t13-MR6i-14-26.bin"
   fi
   label14 MR6i-14-26 81 --openings 40-50 --empties 14-26 --count "$N14" --depth 6 --eval "$w"
   label14 MG6i-14-26 82 --empties 14-26 --count $(( N14 / 13 )) --depth 6 --eval "$w"
+}
+v15i() {
+  v15i_labels
   fit15 v15i MG6i-14-26 MR6i-14-26 S1G-15-20 S1R-15-20 "${E13[@]}" -- "${ONLY15[@]}" \
     --checkpoint "$C/v15i.ckpt"
+}
+# v15j: which half of v15i's relabelling moves the game-position sets? The 500,000 random
+# positions at depth 6 (v15i's MR6i), the game positions keep their depth-4 labels (MG).
+v15j() {
+  v15i_labels
+  fit15 v15j MG-14-26 MR6i-14-26 S1G-15-20 S1R-15-20 "${E13[@]}" -- "${ONLY15[@]}" \
+    --checkpoint "$C/v15j.ckpt"
 }
 # Convergence check on bucket 19 with a 5 % validation split (E15 / LR15 from the environment).
 conv15() {
@@ -478,8 +489,9 @@ case "${1:-all}" in
   v15g) v15g ;;
   v15h) v15h ;;
   v15i) v15i ;;
+  v15j) v15j ;;
   conv15) conv15 ;;
   analyse15) shift; analyse15 "$@" ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;
-  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W|v14a|v14b|v14c|sweep14 a|b B|v15x|v15a|v15c|v15e|v15f|v15g|v15h|v15i|conv15|cap15|analyse15 W...]" >&2; exit 2 ;;
+  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W|v14a|v14b|v14c|sweep14 a|b B|v15x|v15a|v15c|v15e|v15f|v15g|v15h|v15i|v15j|conv15|cap15|analyse15 W...]" >&2; exit 2 ;;
 esac
