@@ -39,6 +39,7 @@
 #   shared/train/pipeline.sh v15h       # 250,000 random positions relabelled at depth 6 with v15c -> v15h
 #   shared/train/pipeline.sh v15i       # all 10^6 depth-4 positions relabelled at depth 6 with v15c -> v15i
 #   shared/train/pipeline.sh v15j       # v15i's random positions at depth 6, game positions at depth 4 -> v15j
+#   shared/train/pipeline.sh v15k       # second round: the 500,000 random positions at depth 6 with v15j -> v15k
 #   shared/train/pipeline.sh cap15      # validation vs training MAE of bucket 19 (21-22 empties)
 #   shared/train/pipeline.sh conv15     # the same at E15 epochs / LR15 (BOOKFARM_TRAIN_EPOCHS15, _LR15)
 #   shared/train/pipeline.sh analyse15 W...  # error by |exact score|, |static eval|, mobility, |disc diff|
@@ -435,6 +436,15 @@ v15j() {
   fit15 v15j MG-14-26 MR6i-14-26 S1G-15-20 S1R-15-20 "${E13[@]}" -- "${ONLY15[@]}" \
     --checkpoint "$C/v15j.ckpt"
 }
+# v15k: a second depth-6 round: the same 500,000 random positions relabelled with v15j, fitted
+# as v15j (game positions at depth 4).
+v15k() {
+  v15j
+  label14 MR6k-14-26 81 --openings 40-50 --empties 14-26 --count "$N14" --depth 6 \
+    --eval "$C/v15j/eval.dat"
+  fit15 v15k MG-14-26 MR6k-14-26 S1G-15-20 S1R-15-20 "${E13[@]}" -- "${ONLY15[@]}" \
+    --checkpoint "$C/v15k.ckpt"
+}
 # Convergence check on bucket 19 with a 5 % validation split (E15 / LR15 from the environment).
 conv15() {
   fit15 "conv15-b19-e$E15-lr$LR15" "${A14[@]}" -- --validation 50 --only-buckets 19
@@ -490,8 +500,9 @@ case "${1:-all}" in
   v15h) v15h ;;
   v15i) v15i ;;
   v15j) v15j ;;
+  v15k) v15k ;;
   conv15) conv15 ;;
   analyse15) shift; analyse15 "$@" ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;
-  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W|v14a|v14b|v14c|sweep14 a|b B|v15x|v15a|v15c|v15e|v15f|v15g|v15h|v15i|v15j|conv15|cap15|analyse15 W...]" >&2; exit 2 ;;
+  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W|v14a|v14b|v14c|sweep14 a|b B|v15x|v15a|v15c|v15e|v15f|v15g|v15h|v15i|v15j|v15k|conv15|cap15|analyse15 W...]" >&2; exit 2 ;;
 esac
