@@ -82,10 +82,7 @@ pub fn table(w: &Eval, samples: &[Sample], depths: &[u32], bands: &[(u32, u32)])
             if rows.is_empty() {
                 continue;
             }
-            let stat: Vec<(f64, f64)> = rows
-                .par_iter()
-                .map(|s| (f64::from(w.eval0(&s.board)), f64::from(s.label)))
-                .collect();
+            let stat = static_pairs(&rows, w);
             let e = errors(&stat);
             let _ = write!(
                 out,
@@ -96,10 +93,7 @@ pub fn table(w: &Eval, samples: &[Sample], depths: &[u32], bands: &[(u32, u32)])
                 e.rmse
             );
             for &d in depths {
-                let v: Vec<(f64, f64)> = rows
-                    .par_iter()
-                    .map(|s| (f64::from(search_score(&s.board, d, w)), f64::from(s.label)))
-                    .collect();
+                let v = search_pairs(&rows, d, w);
                 let e = errors(&v);
                 let _ = write!(out, " {:.2} | {:.2} |", e.mae, e.rmse);
             }
@@ -107,6 +101,20 @@ pub fn table(w: &Eval, samples: &[Sample], depths: &[u32], bands: &[(u32, u32)])
         }
     }
     out
+}
+
+/// (static evaluation, label) of each sample.
+fn static_pairs(rows: &[&Sample], w: &Eval) -> Vec<(f64, f64)> {
+    rows.par_iter()
+        .map(|s| (f64::from(w.eval0(&s.board)), f64::from(s.label)))
+        .collect()
+}
+
+/// (depth-`d` search score, label) of each sample.
+fn search_pairs(rows: &[&Sample], d: u32, w: &Eval) -> Vec<(f64, f64)> {
+    rows.par_iter()
+        .map(|s| (f64::from(search_score(&s.board, d, w)), f64::from(s.label)))
+        .collect()
 }
 
 /// What an error breakdown ([`breakdown`]) groups the exactly labelled samples of a band by.
@@ -221,10 +229,7 @@ pub fn breakdown(
             if rows.is_empty() {
                 continue;
             }
-            let stat: Vec<(f64, f64)> = rows
-                .par_iter()
-                .map(|s| (f64::from(w.eval0(&s.board)), f64::from(s.label)))
-                .collect();
+            let stat = static_pairs(&rows, w);
             let err = errors(&stat);
             let group = edges
                 .get(g + 1)
@@ -241,10 +246,7 @@ pub fn breakdown(
                 }
             );
             for &d in depths {
-                let v: Vec<(f64, f64)> = rows
-                    .par_iter()
-                    .map(|s| (f64::from(search_score(&s.board, d, w)), f64::from(s.label)))
-                    .collect();
+                let v = search_pairs(&rows, d, w);
                 let _ = write!(out, " {:.2} |", errors(&v).mae);
             }
             out.push('\n');
