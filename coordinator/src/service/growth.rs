@@ -832,9 +832,18 @@ impl Growth {
         if let Some(n) = self.replayed_through {
             batch.put_rollback_replayed(n)?;
         }
-        for b in &self.unwritten {
-            if let Some(id) = self.book.find(b) {
-                batch.put_position(&self.book.position(id))?;
+        if !self.reverted && store.positions_fold_due() {
+            // The stored chunks are mostly superseded versions: write the whole book once
+            // as their replacement.
+            batch.replace_positions();
+            for id in self.book.ids() {
+                batch.put_book_position(&self.book, id)?;
+            }
+        } else {
+            for b in &self.unwritten {
+                if let Some(id) = self.book.find(b) {
+                    batch.put_book_position(&self.book, id)?;
+                }
             }
         }
         let log_written = self.replay.log_dirty;

@@ -579,6 +579,51 @@ fn background_checkpoints_reach_the_store_in_order() {
     assert_eq!(c.status().completed, 0);
 }
 
+/// Checkpoints that fold the stored position chunks (every position written again as the
+/// replacement of all earlier records) keep the store equal to the book in memory, and a
+/// coordinator opened over it without a clean stop has the same book.
+#[test]
+fn folded_checkpoints_keep_the_stored_book() {
+    let cfg = ServiceConfig {
+        checkpoint_interval: Duration::ZERO,
+        ..ServiceConfig::default()
+    };
+    let f = fixture(2, 10, cfg.clone());
+    // Fold as soon as the chunks hold twice what the last fold wrote (or 128 bytes).
+    f.c.0.store.set_fold_min_bytes(64);
+    f.c.start_expansion(deviate24(), 0).unwrap();
+    let id = identity();
+    let w = f.c.register(&id, "t", 1).unwrap();
+    for _ in 0..16 {
+        let jobs = f.c.lease(&id, &w, 4).unwrap();
+        f.c.submit(&id, &w, &mock_results(&jobs)).unwrap();
+        f.c.settle().unwrap();
+    }
+    f.c.growth().settle_checkpoint();
+    let folds = f.c.0.store.position_replacements();
+    assert!(folds >= 2, "{folds} folds");
+    let mut before = f.c.snapshot().1;
+    before.sort_by_key(|p| p.board);
+    let mut stored: Vec<Position> =
+        f.c.0
+            .store
+            .load(f.dir.path())
+            .unwrap()
+            .book
+            .positions()
+            .collect();
+    stored.sort_by_key(|p| p.board);
+    assert_eq!(stored, before, "the last checkpoint is the book in memory");
+    f.c.0.store.flush().unwrap();
+    let Fixture { dir, clock, c } = f;
+    drop(c);
+    let c = Coordinator::open(Store::open(dir.path()).unwrap(), dir.path(), cfg, clock).unwrap();
+    let mut after = c.snapshot().1;
+    after.sort_by_key(|p| p.board);
+    assert_eq!(after, before);
+    assert_eq!(c.status().completed, 0);
+}
+
 /// A coordinator killed after it stored a caught worker's removals but before its growth
 /// runner replayed: the stored book may still hold the dropped results' effects, so the next
 /// start replays from the base book (the rollback request is stored with the removals), and

@@ -63,8 +63,8 @@ pub use credentials::{CredentialRecord, CredentialState, CredentialStore};
 use record::LegacyResultRecord;
 pub use record::{
     BaseRecord, CaseRecord, ContributorRecord, DriverRecord, ExpansionRecord, ExpansionStateRecord,
-    GrowthRecord, HeaderRecord, HistoryRecord, OperationRecord, PositionRecord, QueueRecord,
-    ReplicaRecord, ResultGroupRecord, ResultRecord, Sample, TodoRecord, TrustRecord,
+    GrowthRecord, HeaderRecord, HistoryRecord, OperationRecord, PositionRecord, PositionRecordRef,
+    QueueRecord, ReplicaRecord, ResultGroupRecord, ResultRecord, Sample, TodoRecord, TrustRecord,
 };
 
 use bookfarm_book::MemBook;
@@ -127,6 +127,24 @@ const T: u8 = b't';
 const B: u8 = b'b';
 const G: u8 = b'g';
 const X: u8 = b'x';
+const K: u8 = b'k';
+
+/// Positions per chunk of a batch's position records (about 40 KB: well under sled's inline
+/// value limit of a quarter segment, so a chunk is one log write).
+const CHUNK_POSITIONS: usize = 1024;
+
+/// Position chunks are folded (all positions written again as one replacement) once they
+/// hold at least twice this or twice the last replacement, whichever is larger.
+const FOLD_MIN_BYTES: u64 = 8 << 20;
+
+/// The key of chunk `index` of the position records the batch `seq` wrote.
+fn chunk_key(seq: u64, index: u32) -> [u8; 13] {
+    let mut k = [0u8; 13];
+    k[0] = K;
+    k[1..9].copy_from_slice(&seq.to_be_bytes());
+    k[9..].copy_from_slice(&index.to_be_bytes());
+    k
+}
 
 fn group_key(seq: u64) -> [u8; 9] {
     let mut k = [0u8; 9];
@@ -203,6 +221,9 @@ fn board_of_key(k: &[u8]) -> Option<Board> {
     })
 }
 
+/// The key of a position record in the layout before chunks (`p`: still read, and removed by
+/// the first replacement of the position records).
+#[cfg(test)]
 fn pos_key(b: &Board) -> [u8; 17] {
     let mut k = [0u8; 17];
     k[0] = P;
@@ -312,20 +333,81 @@ pub struct Batch {
     results: std::collections::HashMap<LeafRequest, Option<ResultRecord>>,
     /// Writes of `len` that are result writes (`put_result`, `remove_result`).
     result_writes: usize,
+    /// Position records, encoded back to back, at most [`CHUNK_POSITIONS`] per chunk: one
+    /// `k` record each at [`Store::apply`].
+    chunks: Vec<Vec<u8>>,
+    /// Positions in the last chunk.
+    chunk_len: usize,
+    /// Whether the batch's positions replace every stored position record.
+    replace_positions: bool,
 }
 
 impl Batch {
     /// Write a position record (over the base position with its board, if any).
     pub fn put_entry(&mut self, e: &Entry) -> Result<(), StoreError> {
-        let rec = PositionRecord::from_entry(e);
-        self.batch.insert(&pos_key(&e.pos.board)[..], encode(&rec)?);
-        self.len += 1;
-        Ok(())
+        self.put_position(&e.pos)
     }
 
     /// Write a position (its record carries no scheduling state).
     pub fn put_position(&mut self, p: &Position) -> Result<(), StoreError> {
-        self.put_entry(&Entry::new(p.clone()))
+        let links: Vec<[u8; 2]> = p.links.iter().map(|l| l.to_bytes()).collect();
+        self.put_record(&PositionRecordRef {
+            player: p.board.player,
+            opponent: p.board.opponent,
+            leaf: p.leaf.to_bytes(),
+            links: &links,
+            level: p.level,
+            scores: [p.value, p.lower, p.upper],
+            counts: [p.n_wins, p.n_draws, p.n_losses, p.n_lines],
+        })
+    }
+
+    /// Write the position `id` of `book` (what [`Batch::put_position`] of
+    /// `book.position(id)` writes, without building the position).
+    pub fn put_book_position(
+        &mut self,
+        book: &MemBook,
+        id: bookfarm_book::NodeId,
+    ) -> Result<(), StoreError> {
+        let mut links = [[0u8; 2]; 64];
+        let mut n = 0;
+        for (slot, l) in links.iter_mut().zip(book.links(id)) {
+            *slot = l.to_bytes();
+            n += 1;
+        }
+        let board = book.board(id);
+        let score = book.score(id);
+        let c = book.counts(id);
+        self.put_record(&PositionRecordRef {
+            player: board.player,
+            opponent: board.opponent,
+            leaf: book.leaf(id).to_bytes(),
+            links: &links[..n],
+            level: book.level(id),
+            scores: [score.value, score.lower, score.upper],
+            counts: [c.n_wins, c.n_draws, c.n_losses, c.n_lines],
+        })
+    }
+
+    /// Append one record to the last chunk (a new one when it is full).
+    fn put_record(&mut self, rec: &PositionRecordRef<'_>) -> Result<(), StoreError> {
+        if self.chunk_len == CHUNK_POSITIONS || self.chunks.is_empty() {
+            self.chunks.push(Vec::with_capacity(CHUNK_POSITIONS * 48));
+            self.chunk_len = 0;
+        }
+        if let Some(chunk) = self.chunks.last_mut() {
+            *chunk = postcard::to_extend(rec, std::mem::take(chunk)).map_err(StoreError::Encode)?;
+        }
+        self.chunk_len += 1;
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Make this batch's positions the only stored position records: every `p` and `k`
+    /// record is removed when it is applied (the base file's positions stay).
+    pub fn replace_positions(&mut self) {
+        self.replace_positions = true;
+        self.len += 1;
     }
 
     /// Record an accepted job id.
@@ -356,12 +438,6 @@ impl Batch {
     /// Write the book header.
     pub fn put_header(&mut self, h: &BookHeader) -> Result<(), StoreError> {
         self.put_meta("header", &HeaderRecord::from(h))
-    }
-
-    /// Delete a position (a replay drops positions growth created).
-    pub fn remove_position(&mut self, b: &Board) {
-        self.batch.remove(&pos_key(b)[..]);
-        self.len += 1;
     }
 
     /// Write (or delete, when `None`) the open case of a request.
@@ -457,6 +533,16 @@ pub struct Store {
     dir: PathBuf,
     /// The sequence number of the next result group.
     next_group: std::sync::atomic::AtomicU64,
+    /// The sequence number of the next batch that writes position chunks.
+    next_chunk: std::sync::atomic::AtomicU64,
+    /// Bytes of the stored position chunks.
+    chunk_bytes: std::sync::atomic::AtomicU64,
+    /// Bytes of the chunks the last replacement of the position records wrote.
+    replaced_bytes: std::sync::atomic::AtomicU64,
+    /// The floor of [`Store::positions_fold_due`] ([`FOLD_MIN_BYTES`] unless set).
+    fold_min_bytes: std::sync::atomic::AtomicU64,
+    /// Replacements of the position records applied since the store was opened.
+    replacements: std::sync::atomic::AtomicU64,
 }
 
 impl Store {
@@ -497,11 +583,28 @@ impl Store {
             Some(k) => be_u64(&k?, 1).map_or(1, |s| s + 1),
             None => 1,
         };
+        let mut next_chunk = 1;
+        let mut chunk_bytes = 0;
+        for kv in tree.scan_prefix([K]) {
+            let (k, v) = kv?;
+            next_chunk = be_u64(&k, 1).map_or(next_chunk, |s| s + 1);
+            chunk_bytes += v.len() as u64;
+        }
+        let replaced_bytes = match tree.get(meta_key("replaced-bytes"))? {
+            Some(v) => decode::<u64>(b"mreplaced-bytes", &v)?,
+            None => 0,
+        };
+        use std::sync::atomic::AtomicU64;
         let store = Store {
             db,
             tree,
             dir: dir.to_path_buf(),
-            next_group: std::sync::atomic::AtomicU64::new(next_group),
+            next_group: AtomicU64::new(next_group),
+            next_chunk: AtomicU64::new(next_chunk),
+            chunk_bytes: AtomicU64::new(chunk_bytes),
+            replaced_bytes: AtomicU64::new(replaced_bytes),
+            fold_min_bytes: AtomicU64::new(FOLD_MIN_BYTES),
+            replacements: AtomicU64::new(0),
         };
         store.remove_stale_bases()?;
         Ok(store)
@@ -570,16 +673,56 @@ impl Store {
         }
     }
 
-    /// The book: the base file's positions in order, then the `p` records over them (a record
-    /// with a base board replaces that position in place; others are appended in key order).
+    /// The book: the base file's positions in order, then the `p` records (an earlier
+    /// version's layout) and the `k` chunks in the order they were written over them (a record
+    /// with a known board replaces that position in place; others are appended).
     fn load_book(&self, header: BookHeader) -> Result<MemBook, StoreError> {
         let mut book = self.load_base(header)?;
         for kv in self.tree.scan_prefix([P]) {
             let (k, v) = kv?;
             book.put_position(&decode::<PositionRecord>(&k, &v)?.into_entry().pos);
         }
+        for kv in self.tree.scan_prefix([K]) {
+            let (k, v) = kv?;
+            let mut rest: &[u8] = &v;
+            while !rest.is_empty() {
+                let (rec, tail) =
+                    postcard::take_from_bytes::<PositionRecord>(rest).map_err(|source| {
+                        StoreError::Decode {
+                            key: hex(&k),
+                            source,
+                        }
+                    })?;
+                book.put_position(&rec.into_entry().pos);
+                rest = tail;
+            }
+        }
         book.shrink_to_fit();
         Ok(book)
+    }
+
+    /// Whether the next checkpoint should write every position again as a replacement of the
+    /// stored ones ([`Batch::replace_positions`]): once the chunks hold twice what the last
+    /// replacement wrote (at least twice [`FOLD_MIN_BYTES`]), so a grown book's store holds
+    /// at most about three times its positions, and each change is written about twice.
+    pub fn positions_fold_due(&self) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let floor = self.fold_min_bytes.load(Relaxed);
+        let replaced = self.replaced_bytes.load(Relaxed).max(floor);
+        self.chunk_bytes.load(Relaxed) >= 2 * replaced
+    }
+
+    /// Replacements of the position records ([`Batch::replace_positions`]) applied since the
+    /// store was opened.
+    pub fn position_replacements(&self) -> u64 {
+        self.replacements.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Set the floor of [`Store::positions_fold_due`] (default [`FOLD_MIN_BYTES`]; tests set
+    /// a small one to fold small books).
+    pub fn set_fold_min_bytes(&self, bytes: u64) {
+        self.fold_min_bytes
+            .store(bytes, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The base file's positions in order under `header`.
@@ -760,14 +903,11 @@ impl Store {
     }
 
     /// Queue in `batch` what turns the stored book back into [`Store::base_book`]: every `p`
-    /// record removed (all are growth's), the legacy `b` records' versions written back.
-    /// Positions written to `batch` afterwards override these writes (a batch keeps the last
-    /// write of a key), so a checkpoint can revert and write the replayed book in one batch.
+    /// and `k` record removed (all are growth's), the legacy `b` records' versions written
+    /// back. Positions written to `batch` afterwards override these (they come later in the
+    /// chunks), so a checkpoint can revert and write the replayed book in one batch.
     pub fn revert_to_base(&self, batch: &mut Batch) -> Result<(), StoreError> {
-        for k in self.tree.scan_prefix([P]).keys() {
-            batch.batch.remove(k?);
-            batch.len += 1;
-        }
+        batch.replace_positions();
         for p in self.legacy_base_positions()? {
             batch.put_position(&p)?;
         }
@@ -819,7 +959,44 @@ impl Store {
             }
             b.batch.insert(&group_key(seq)[..], encode(&group)?);
         }
+        // Position records go in chunks of many positions under one sequence number: a
+        // checkpoint of 100,000 positions is then about a hundred keys. sled applies a batch
+        // under a process-wide write lock that stops every other write (results included), and
+        // one key per position held it for about a second.
+        let replace = b.replace_positions;
+        if replace {
+            for k in self.tree.scan_prefix([P]).keys() {
+                b.batch.remove(k?);
+            }
+            for k in self.tree.scan_prefix([K]).keys() {
+                b.batch.remove(k?);
+            }
+        }
+        let mut written = 0u64;
+        if !b.chunks.is_empty() {
+            let seq = self
+                .next_chunk
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            for (i, chunk) in b.chunks.iter().enumerate() {
+                let index = u32::try_from(i).unwrap_or(u32::MAX);
+                b.batch.insert(&chunk_key(seq, index)[..], &chunk[..]);
+                written += chunk.len() as u64;
+            }
+        }
+        if replace {
+            b.batch
+                .insert(meta_key("replaced-bytes"), encode(&written)?);
+        }
         self.tree.apply_batch(b.batch)?;
+        use std::sync::atomic::Ordering::Relaxed;
+        if replace {
+            self.chunk_bytes.store(written, Relaxed);
+            self.replaced_bytes.store(written, Relaxed);
+            self.replacements.fetch_add(1, Relaxed);
+            tracing::debug!(bytes = written, "position records replaced");
+        } else {
+            self.chunk_bytes.fetch_add(written, Relaxed);
+        }
         Ok(())
     }
 
@@ -879,6 +1056,10 @@ impl Store {
         // The new base is the book replays start from: growth marks what it changes under `b`.
         b.put_meta("replay-base", &HeaderRecord::from(book.header()))?;
         self.tree.apply_batch(b.batch)?;
+        self.chunk_bytes
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+        self.replaced_bytes
+            .store(0, std::sync::atomic::Ordering::Relaxed);
         self.flush()?;
         self.remove_stale_bases()
     }

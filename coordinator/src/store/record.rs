@@ -65,6 +65,27 @@ impl PositionRecord {
     }
 }
 
+/// A [`PositionRecord`] to encode, borrowed from wherever the position lives (the same fields
+/// in the same order, so postcard writes the same bytes: decode it as a [`PositionRecord`]).
+/// Checkpoints write every changed position; this spares a clone of each one's links.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct PositionRecordRef<'a> {
+    /// Canonical board, side to move.
+    pub player: u64,
+    /// Canonical board, other side.
+    pub opponent: u64,
+    /// Leaf as the two file bytes.
+    pub leaf: [u8; 2],
+    /// Links as file bytes, in stored order.
+    pub links: &'a [[u8; 2]],
+    /// Level 0..=60.
+    pub level: u8,
+    /// Derived: value, lower, upper.
+    pub scores: [i16; 3],
+    /// Derived: wins, draws, losses, lines.
+    pub counts: [u32; 4],
+}
+
 /// The base book: which file (`base/<generation>.dat`) and how many positions it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BaseRecord {

@@ -160,6 +160,172 @@ fn base_file_and_position_records_over_it() {
     assert_eq!(loaded.positions().collect::<Vec<_>>(), want);
 }
 
+/// A borrowed record encodes to the bytes of the owned one, whichever way it was built.
+#[test]
+fn borrowed_position_records_encode_like_owned_ones() {
+    use bookfarm_book::synth::{SynthParams, random_book};
+    let mut book = random_book(SynthParams {
+        seed: 5,
+        positions: 300,
+        plies: 20,
+        level: None,
+    });
+    bookfarm_book::negamax::negamax(&mut book);
+    assert!(book.ids().any(|id| book.n_link(id) > 1));
+    for id in book.ids() {
+        let owned = encode(&PositionRecord::from_entry(&Entry::new(book.position(id)))).unwrap();
+        let mut by_position = Batch::default();
+        by_position.put_position(&book.position(id)).unwrap();
+        let mut by_id = Batch::default();
+        by_id.put_book_position(&book, id).unwrap();
+        assert_eq!(by_position.chunks, vec![owned.clone()]);
+        assert_eq!(by_id.chunks, vec![owned]);
+    }
+}
+
+fn keys_with_prefix(s: &Store, prefix: u8) -> usize {
+    s.tree.scan_prefix([prefix]).count()
+}
+
+/// Position records are written in chunks under the writing batch's sequence number; a later
+/// batch's version of a position wins over an earlier one and over the `p` records of the
+/// layout before chunks; a replacement removes every earlier record; all of it survives a
+/// reopen, which also restores the chunk counters.
+#[test]
+fn position_chunks_override_older_records_and_a_replacement_removes_them() {
+    use bookfarm_book::synth::{SynthParams, random_book};
+    let dir = tempfile::tempdir().unwrap();
+    let mut book = random_book(SynthParams {
+        seed: 23,
+        positions: 2_500,
+        plies: 30,
+        level: None,
+    });
+    bookfarm_book::negamax::negamax(&mut book);
+    let s = Store::open(dir.path()).unwrap();
+    s.create_book(&book).unwrap();
+    assert!(!s.positions_fold_due());
+    let ids: Vec<_> = book.ids().collect();
+    let bump = |p: &mut Position| p.level = (p.level + 1) % 61;
+    // A store written before chunks: `p` records for the first ten positions.
+    for &id in &ids[..10] {
+        let mut p = book.position(id);
+        bump(&mut p);
+        let rec = PositionRecord::from_entry(&Entry::new(p.clone()));
+        s.tree
+            .insert(&pos_key(&p.board)[..], encode(&rec).unwrap())
+            .unwrap();
+        book.put_position(&p);
+    }
+    // Two checkpoints: every position (three chunks), then the first five again.
+    let mut b = Batch::default();
+    for &id in &ids {
+        let mut p = book.position(id);
+        if ids[5..10].contains(&id) {
+            // Chunks are newer than any `p` record: this version must win.
+            bump(&mut p);
+        }
+        b.put_position(&p).unwrap();
+        book.put_position(&p);
+    }
+    assert_eq!(b.chunks.len(), ids.len().div_ceil(CHUNK_POSITIONS));
+    s.apply(b).unwrap();
+    let mut b = Batch::default();
+    for &id in &ids[..5] {
+        let mut p = book.position(id);
+        bump(&mut p);
+        b.put_position(&p).unwrap();
+        book.put_position(&p);
+    }
+    s.apply(b).unwrap();
+    let want: Vec<Position> = book.positions().collect();
+    assert_eq!(
+        s.load(dir.path())
+            .unwrap()
+            .book
+            .positions()
+            .collect::<Vec<_>>(),
+        want
+    );
+    assert_eq!(keys_with_prefix(&s, P), 10);
+    assert_eq!(keys_with_prefix(&s, K), 3 + 1);
+    let before = s.chunk_bytes.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(
+        before,
+        s.tree
+            .scan_prefix([K])
+            .map(|kv| kv.unwrap().1.len() as u64)
+            .sum::<u64>()
+    );
+    drop(s);
+    let s = Store::open_book(dir.path()).unwrap();
+    assert_eq!(
+        s.chunk_bytes.load(std::sync::atomic::Ordering::Relaxed),
+        before
+    );
+    assert_eq!(
+        s.load(dir.path())
+            .unwrap()
+            .book
+            .positions()
+            .collect::<Vec<_>>(),
+        want
+    );
+    // A replacement writes the book once more and leaves only its own chunks.
+    let mut b = Batch::default();
+    b.replace_positions();
+    for id in book.ids() {
+        b.put_book_position(&book, id).unwrap();
+    }
+    s.apply(b).unwrap();
+    assert_eq!(keys_with_prefix(&s, P), 0);
+    assert_eq!(keys_with_prefix(&s, K), 3);
+    let after = s.chunk_bytes.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(after < before);
+    assert_eq!(
+        s.replaced_bytes.load(std::sync::atomic::Ordering::Relaxed),
+        after
+    );
+    drop(s);
+    let s = Store::open_book(dir.path()).unwrap();
+    assert_eq!(
+        s.load(dir.path())
+            .unwrap()
+            .book
+            .positions()
+            .collect::<Vec<_>>(),
+        want
+    );
+    assert_eq!(
+        s.replaced_bytes.load(std::sync::atomic::Ordering::Relaxed),
+        after
+    );
+    assert_eq!(
+        s.chunk_bytes.load(std::sync::atomic::Ordering::Relaxed),
+        after
+    );
+}
+
+/// A fold is due once the chunks hold twice the last replacement, and never below twice
+/// the minimum.
+#[test]
+fn position_chunks_fold_at_twice_the_last_replacement() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path()).unwrap();
+    for (chunks, replaced, due) in [
+        (0, 0, false),
+        (2 * FOLD_MIN_BYTES - 1, 0, false),
+        (2 * FOLD_MIN_BYTES, 0, true),
+        (2 * FOLD_MIN_BYTES, FOLD_MIN_BYTES + 1, false),
+        (6 * FOLD_MIN_BYTES, 3 * FOLD_MIN_BYTES, true),
+    ] {
+        s.chunk_bytes.store(chunks, Relaxed);
+        s.replaced_bytes.store(replaced, Relaxed);
+        assert_eq!(s.positions_fold_due(), due, "{chunks} {replaced}");
+    }
+}
+
 /// A replacement killed after writing its base file but before its batch: the store holds the
 /// old book, and opening it deletes the unreferenced file.
 #[test]
