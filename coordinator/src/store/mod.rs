@@ -131,11 +131,11 @@ const K: u8 = b'k';
 
 /// Positions per chunk of a batch's position records (about 40 KB: well under sled's inline
 /// value limit of a quarter segment, so a chunk is one log write).
-const CHUNK_POSITIONS: usize = 1024;
+pub const CHUNK_POSITIONS: usize = 1024;
 
 /// Position chunks are folded (all positions written again as one replacement) once they
 /// hold at least twice this or twice the last replacement, whichever is larger.
-const FOLD_MIN_BYTES: u64 = 8 << 20;
+pub const FOLD_MIN_BYTES: u64 = 8 << 20;
 
 /// The key of chunk `index` of the position records the batch `seq` wrote.
 fn chunk_key(seq: u64, index: u32) -> [u8; 13] {
