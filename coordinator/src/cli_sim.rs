@@ -73,6 +73,18 @@ pub struct RunArgs {
     /// predictor knows every result, an upper bound on what speculation can do).
     #[arg(long, default_value_t = 4)]
     score_noise: i32,
+    /// Worker crashes: share of searches, in percent, during which the worker crashes (0:
+    /// none). A crashed worker's searches are lost; the service takes its leases back after
+    /// `--lease-timeout`, and the worker registers again after `--restart-after`.
+    #[arg(long, default_value_t = 0.0)]
+    crash_percent: f64,
+    /// The service's lease timeout with crashes, in virtual seconds (live workers heartbeat
+    /// every third of it).
+    #[arg(long, default_value_t = 60.0)]
+    lease_timeout: f64,
+    /// How long a crashed worker stays away, in virtual seconds.
+    #[arg(long, default_value_t = 120.0)]
+    restart_after: f64,
     /// Only with prefetch (default: each worker count with and without).
     #[arg(long)]
     prefetch_only: bool,
@@ -142,6 +154,27 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
     if !(0..=64).contains(&a.score_noise) {
         bail!("--score-noise: expected a number of discs from 0 to 64");
     }
+    if !(0.0..=50.0).contains(&a.crash_percent) {
+        bail!("--crash-percent: expected a share from 0 to 50");
+    }
+    let seconds = |name: &str, v: f64| {
+        if v.is_finite() && (0.001..=1e7).contains(&v) {
+            Ok(std::time::Duration::from_secs_f64(v))
+        } else {
+            Err(anyhow::anyhow!(
+                "{name}: expected virtual seconds from 0.001 to 10^7"
+            ))
+        }
+    };
+    let faults = if a.crash_percent > 0.0 {
+        Some(sim::Faults {
+            crash_percent: a.crash_percent,
+            lease_timeout: seconds("--lease-timeout", a.lease_timeout)?,
+            restart_after: seconds("--restart-after", a.restart_after)?,
+        })
+    } else {
+        None
+    };
     let tmp = match &a.dir {
         Some(_) => None,
         None => Some(tempfile::tempdir().context("temporary directory")?),
@@ -156,7 +189,7 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
         params: Deviate::new(a.relative, a.absolute),
     }];
     println!(
-        "# sim: deviate {} {} from a new book (level {}, depth {}), level-{} search times (mean {:.4} s), speeds spread {}, guesses {}% wrong moves, scores ± {}",
+        "# sim: deviate {} {} from a new book (level {}, depth {}), level-{} search times (mean {:.4} s), speeds spread {}, guesses {}% wrong moves, scores ± {}, crashes {}% (lease timeout {} s, restart after {} s)",
         a.relative,
         a.absolute,
         a.level,
@@ -165,7 +198,10 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
         times.mean(),
         a.spread,
         a.guess_error,
-        a.score_noise
+        a.score_noise,
+        a.crash_percent,
+        a.lease_timeout,
+        a.restart_after
     );
     if a.serial_only {
         let started = std::time::Instant::now();
@@ -206,6 +242,7 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
                     move_error_percent: a.guess_error,
                     score_noise: a.score_noise,
                 },
+                faults,
             };
             let r = sim::simulate(&cfg, &dir)
                 .with_context(|| format!("simulation with {w} workers ({name})"))?;

@@ -166,6 +166,22 @@ pub struct SimConfig {
     pub backup_after: u32,
     /// How speculation guesses.
     pub guess: Guess,
+    /// Worker crashes (none: every worker lives through the build).
+    pub faults: Option<Faults>,
+}
+
+/// Worker crashes: a crashed worker's searches are lost, it stops heartbeating, and the
+/// service gets its leases back only when the worker has been silent for the lease timeout;
+/// it comes back later as a new registration.
+#[derive(Debug, Clone, Copy)]
+pub struct Faults {
+    /// Share of searches, in percent, during which the worker crashes (at a uniformly random
+    /// point of the search; a pure function of the seed and the lease's sequence number).
+    pub crash_percent: f64,
+    /// The service's lease timeout (live workers heartbeat every third of it).
+    pub lease_timeout: Duration,
+    /// How long a crashed worker stays away before it registers again.
+    pub restart_after: Duration,
 }
 
 /// What a simulation measured.
@@ -206,13 +222,17 @@ pub struct SimReport {
     pub speculative_leases: u64,
     /// Backup leases granted.
     pub backup_leases: u64,
+    /// Worker crashes.
+    pub crashes: u64,
+    /// Leases the service took back from silent (crashed) workers.
+    pub expired: u64,
 }
 
 impl SimReport {
     /// One table row (see [`SimReport::HEADER`]).
     pub fn row(&self) -> String {
         format!(
-            "{}\t{}\t{}\t{}\t{:.1}\t{:.1}\t{:.3}\t{:.3}\t{}\t{}\t{}\t{:.1}\t{}",
+            "{}\t{}\t{}\t{}\t{:.1}\t{:.1}\t{:.3}\t{:.3}\t{}\t{}\t{}\t{}\t{}\t{:.1}\t{}",
             self.workers,
             self.threads,
             self.positions,
@@ -224,13 +244,15 @@ impl SimReport {
             self.speculative_leases,
             self.prefetch.used,
             self.backup_leases,
+            self.crashes,
+            self.expired,
             self.coordinator_cpu_per_result.as_secs_f64() * 1e6,
             if self.same_as_serial { "yes" } else { "NO" },
         )
     }
 
     /// The header of [`SimReport::row`].
-    pub const HEADER: &'static str = "workers\tthreads\tpositions\tserial_searches\tserial_cpu_s\twall_s\tefficiency\twasted_share\tspeculative_leases\tprefetch_used\tbackup_leases\tcoord_cpu_us_per_result\tsame_book";
+    pub const HEADER: &'static str = "workers\tthreads\tpositions\tserial_searches\tserial_cpu_s\twall_s\tefficiency\twasted_share\tspeculative_leases\tprefetch_used\tbackup_leases\tcrashes\texpired\tcoord_cpu_us_per_result\tsame_book";
 }
 
 /// How often (real time) long builds log their progress.
@@ -276,13 +298,35 @@ fn identity() -> Identity {
     }
 }
 
-/// A search under way: when it ends, on which worker.
+/// What happens at a scheduled moment of virtual time.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Running {
-    end: Duration,
+enum Event {
+    /// A search ends on `worker` (in its life `life`: a search of an earlier life was lost
+    /// in a crash).
+    Done {
+        worker: usize,
+        job: usize,
+        life: u32,
+    },
+    /// `worker` crashes during a search.
+    Crash { worker: usize, life: u32 },
+    /// A crashed `worker` registers again.
+    Restart { worker: usize },
+}
+
+/// An event and when it happens (ties in scheduling order).
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Scheduled {
+    at: Duration,
     seq: u64,
-    worker: usize,
-    job: usize,
+    event: Event,
+}
+
+/// A leased search: its job, when it started and its CPU seconds at the worker's speed.
+struct Leased {
+    job: Job,
+    started: Duration,
+    secs: f64,
 }
 
 /// Run one simulated build in store directory `dir` (which must be empty).
@@ -310,7 +354,10 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
         // Virtual time runs as long as the build needs: no lease may expire.
         max_lease_base: Duration::from_secs(u64::MAX / 4),
         max_lease_cap: Duration::from_secs(u64::MAX / 4),
-        lease_timeout: Duration::from_secs(u64::MAX / 4),
+        // Only a crashed worker falls silent: the timeout is the faults' (none without).
+        lease_timeout: cfg
+            .faults
+            .map_or(Duration::from_secs(u64::MAX / 4), |f| f.lease_timeout),
         signature: Some(identity().search_signature),
         inline_growth: true,
         ..ServiceConfig::default()
@@ -333,10 +380,19 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
         .flat_map(|_| 0..cfg.workers)
         .collect::<Vec<_>>()
         .into();
-    let mut running: BinaryHeap<Reverse<Running>> = BinaryHeap::new();
-    let mut jobs: Vec<Option<Job>> = Vec::new();
-    let mut free_jobs: Vec<usize> = Vec::new();
+    let mut events: BinaryHeap<Reverse<Scheduled>> = BinaryHeap::new();
+    let mut leased: Vec<Option<Leased>> = Vec::new();
+    let mut free_slots: Vec<usize> = Vec::new();
+    // Per worker: its life (bumped by a crash), whether it is up, its leased slots.
+    let mut lives = vec![0u32; cfg.workers];
+    let mut up = vec![true; cfg.workers];
+    let mut held: Vec<Vec<usize>> = vec![Vec::new(); cfg.workers];
     let (mut seq, mut searches, mut spent, mut wasted) = (0u64, 0usize, 0f64, 0f64);
+    let (mut crashes, mut expired) = (0u64, 0u64);
+    let heartbeat = cfg
+        .faults
+        .map(|f| (f.lease_timeout / 3).max(Duration::from_millis(1)));
+    let mut next_heartbeat = heartbeat;
     let mut accepted_keys: HashSet<LeafRequest> = HashSet::new();
     let mut next_report = real.elapsed() + PROGRESS_EVERY;
     loop {
@@ -348,6 +404,7 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
                 searches,
                 serial_searches = asked.len(),
                 virtual_seconds = now.as_secs_f64(),
+                crashes,
                 "simulation under way"
             );
         }
@@ -356,32 +413,76 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
         while tries > 0 {
             tries -= 1;
             let Some(w) = idle.pop_front() else { break };
-            let leased = c.lease(&id, &ids[w], 1)?;
-            let Some(job) = leased.into_iter().next() else {
+            let got = c.lease(&id, &ids[w], 1)?;
+            let Some(job) = got.into_iter().next() else {
                 idle.push_front(w);
                 break;
             };
             let req = job_request(&job);
             let secs = cfg.times.seconds(&req) / speeds[w];
             seq += 1;
-            let slot = match free_jobs.pop() {
-                Some(s) => {
-                    jobs[s] = Some(job);
-                    s
-                }
+            let slot = match free_slots.pop() {
+                Some(s) => s,
                 None => {
-                    jobs.push(Some(job));
-                    jobs.len() - 1
+                    leased.push(None);
+                    leased.len() - 1
                 }
             };
-            running.push(Reverse(Running {
-                end: now + Duration::from_secs_f64(secs),
-                seq,
-                worker: w,
-                job: slot,
-            }));
+            leased[slot] = Some(Leased {
+                job,
+                started: now,
+                secs,
+            });
+            held[w].push(slot);
+            let draw =
+                |salt: u64| (mix(cfg.seed ^ mix(seq ^ salt)) >> 11) as f64 / (1u64 << 53) as f64;
+            let crash = cfg
+                .faults
+                .is_some_and(|f| draw(0xc4a5) * 100.0 < f.crash_percent);
+            let (at, event) = if crash {
+                (
+                    now + Duration::from_secs_f64(secs * draw(0x7e11)),
+                    Event::Crash {
+                        worker: w,
+                        life: lives[w],
+                    },
+                )
+            } else {
+                (
+                    now + Duration::from_secs_f64(secs),
+                    Event::Done {
+                        worker: w,
+                        job: slot,
+                        life: lives[w],
+                    },
+                )
+            };
+            events.push(Reverse(Scheduled { at, seq, event }));
         }
-        let Some(Reverse(next)) = running.pop() else {
+        let next_event = events.peek().map(|Reverse(e)| e.at);
+        // Live workers heartbeat and the service takes back silent workers' leases, as the
+        // server's periodic expiry does (only with faults: otherwise no lease may expire).
+        if let (Some(period), Some(t)) = (heartbeat, next_heartbeat)
+            && next_event.is_none_or(|e| t <= e)
+        {
+            let s = c.status();
+            // With nothing scheduled, queued or in flight the build is done or stalled (below).
+            if next_event.is_some() || s.queued > 0 || s.in_flight > 0 {
+                clock.advance_to(t);
+                for w in (0..cfg.workers).filter(|&w| up[w]) {
+                    let jobs: Vec<uuid::Uuid> = held[w]
+                        .iter()
+                        .filter_map(|&s| leased[s].as_ref().map(|l| l.job.id))
+                        .collect();
+                    c.heartbeat(&id, &ids[w], &jobs)?;
+                }
+                expired += c.expire_leases() as u64;
+                c.settle()?;
+                next_heartbeat = Some(t + period);
+                continue;
+            }
+        }
+        let Some(Reverse(next)) = events.pop() else {
             c.settle()?;
             let s = c.status();
             if s.queued > 0 {
@@ -397,23 +498,61 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
                 s.in_flight
             )));
         };
-        clock.advance_to(next.end);
-        let Some(job) = jobs[next.job].take() else {
-            continue;
-        };
-        free_jobs.push(next.job);
-        let req = job_request(&job);
-        let secs = cfg.times.seconds(&req) / speeds[next.worker];
-        searches += 1;
-        spent += secs * speeds[next.worker];
-        let result = JobResult::from_leaf(job.id, &fake_search(&req));
-        let acks = c.submit(&id, &ids[next.worker], &[result])?;
-        let fresh = acks.first() == Some(&Ack::Accepted) && accepted_keys.insert(req);
-        if !fresh || !asked.contains(&req) {
-            wasted += secs * speeds[next.worker];
+        clock.advance_to(next.at);
+        let now = next.at;
+        match next.event {
+            Event::Done { worker, job, life } => {
+                if life != lives[worker] {
+                    continue;
+                }
+                let Some(l) = leased[job].take() else {
+                    continue;
+                };
+                free_slots.push(job);
+                held[worker].retain(|&s| s != job);
+                let req = job_request(&l.job);
+                searches += 1;
+                spent += l.secs * speeds[worker];
+                let result = JobResult::from_leaf(l.job.id, &fake_search(&req));
+                let acks = c.submit(&id, &ids[worker], &[result])?;
+                let fresh = acks.first() == Some(&Ack::Accepted) && accepted_keys.insert(req);
+                if !fresh || !asked.contains(&req) {
+                    wasted += l.secs * speeds[worker];
+                }
+                c.settle()?;
+                idle.push_back(worker);
+            }
+            Event::Crash { worker, life } => {
+                if life != lives[worker] {
+                    continue;
+                }
+                // Every search the worker had under way is lost, partly done.
+                crashes += 1;
+                lives[worker] += 1;
+                up[worker] = false;
+                for slot in std::mem::take(&mut held[worker]) {
+                    if let Some(l) = leased[slot].take() {
+                        let done = now.saturating_sub(l.started).as_secs_f64().min(l.secs);
+                        spent += done * speeds[worker];
+                        wasted += done * speeds[worker];
+                        free_slots.push(slot);
+                    }
+                }
+                idle.retain(|&w| w != worker);
+                let back = cfg.faults.map_or(Duration::ZERO, |f| f.restart_after);
+                seq += 1;
+                events.push(Reverse(Scheduled {
+                    at: now + back,
+                    seq,
+                    event: Event::Restart { worker },
+                }));
+            }
+            Event::Restart { worker } => {
+                ids[worker] = c.register(&id, &format!("sim-{worker}"), cfg.threads)?;
+                up[worker] = true;
+                idle.extend(std::iter::repeat_n(worker, cfg.threads as usize));
+            }
         }
-        c.settle()?;
-        idle.push_back(next.worker);
     }
     c.flush()?;
     let wall = clock_now(&clock).as_secs_f64();
@@ -445,6 +584,8 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
         prefetch: status.prefetch,
         speculative_leases: counters.speculative_leased,
         backup_leases: counters.backup_leased,
+        crashes,
+        expired,
     })
 }
 
@@ -491,6 +632,7 @@ mod tests {
                 move_error_percent: 40,
                 score_noise: 4,
             },
+            faults: None,
         }
     }
 
@@ -522,6 +664,33 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Workers that crash mid-search (their searches lost, their leases held until the service
+    /// finds them silent, back later as new registrations) slow the farm down and never change
+    /// the book.
+    #[test]
+    fn crashing_workers_lose_time_but_not_the_book() {
+        let calm = simulate(&config(6, true), tempfile::tempdir().unwrap().path()).unwrap();
+        let cfg = SimConfig {
+            faults: Some(Faults {
+                crash_percent: 5.0,
+                lease_timeout: Duration::from_secs(30),
+                restart_after: Duration::from_secs(60),
+            }),
+            ..config(6, true)
+        };
+        let r = simulate(&cfg, tempfile::tempdir().unwrap().path()).unwrap();
+        assert!(r.same_as_serial, "{}", r.row());
+        assert_eq!(r.serial_searches, calm.serial_searches);
+        assert!(r.crashes > 0 && r.expired > 0, "{}", r.row());
+        assert_eq!((calm.crashes, calm.expired), (0, 0), "{}", calm.row());
+        assert!(
+            r.efficiency < calm.efficiency,
+            "{} vs {}",
+            r.row(),
+            calm.row()
+        );
     }
 
     /// [`fake_search`] as a worker's searcher.
