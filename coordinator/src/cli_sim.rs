@@ -79,7 +79,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 0.0)]
     crash_percent: f64,
     /// The service's lease timeout with crashes, in virtual seconds (live workers heartbeat
-    /// every third of it).
+    /// every sixth of it).
     #[arg(long, default_value_t = 60.0)]
     lease_timeout: f64,
     /// How long a crashed worker stays away, in virtual seconds.

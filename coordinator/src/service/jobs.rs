@@ -443,13 +443,25 @@ impl Jobs {
                     .copied()
                     .filter(|k| k.0 != JobClass::Check),
             };
-            let id = match next {
-                Some(k) => {
+            // A round search whose lessees all fell silent (crashed, most likely) outranks
+            // speculative work: the program waits for it, and the lease timeout is long.
+            let rescue = match next {
+                Some(k) if k.0 == JobClass::Round => None,
+                _ if verifier => None,
+                _ => self.silent_backup_candidate(worker, now, cfg),
+            };
+            let id = match (rescue, next) {
+                (Some(id), _) => {
+                    self.counters.backup_leased += 1;
+                    metrics::counter!(crate::telemetry::BACKUP_LEASED).increment(1);
+                    id
+                }
+                (None, Some(k)) => {
                     dequeue(&mut self.queue, &mut self.round_queued, &k);
                     k.3
                 }
-                None if verifier => break,
-                None => match self.backup_candidate(worker, now, cfg) {
+                (None, None) if verifier => break,
+                (None, None) => match self.backup_candidate(worker, now, cfg) {
                     Some(id) => {
                         self.counters.backup_leased += 1;
                         metrics::counter!(crate::telemetry::BACKUP_LEASED).increment(1);
@@ -536,6 +548,34 @@ impl Jobs {
     /// The job of a request, if any.
     pub(crate) fn job_of(&self, key: &LeafRequest) -> Option<Uuid> {
         self.by_key.get(key).copied()
+    }
+
+    /// The first round search (in growth's order) whose every lessee has been silent for more
+    /// than two heartbeat intervals (it crashed or lost its network, most likely: a live
+    /// worker heartbeats while it searches), leased to others only, fewer than [`MAX_LEASES`]
+    /// leases: worth a backup lease before any speculative work.
+    fn silent_backup_candidate(
+        &self,
+        worker: &Uuid,
+        now: Duration,
+        cfg: &ServiceConfig,
+    ) -> Option<Uuid> {
+        if cfg.backup_after == 0 {
+            return None;
+        }
+        let silent_after = cfg.heartbeat_interval.saturating_mul(2);
+        let silent = |w: &Uuid| {
+            self.workers
+                .get(w)
+                .is_none_or(|e| now.saturating_sub(e.last_seen) > silent_after)
+        };
+        self.leased_round.iter().take(64).map(|k| k.2).find(|id| {
+            self.jobs.get(id).is_some_and(|j| {
+                j.leases.len() < MAX_LEASES
+                    && !j.leased_to(worker)
+                    && j.leases.iter().all(|l| silent(&l.worker))
+            })
+        })
     }
 
     /// The first round search (in growth's order) worth a backup lease for `worker`: leased

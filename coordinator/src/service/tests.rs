@@ -1202,6 +1202,51 @@ fn long_round_searches_get_one_backup_lease_and_the_first_answer_wins() {
     );
 }
 
+/// A round search whose lessee fell silent for two heartbeat intervals (crashed, most likely)
+/// gets a backup lease before any speculative work, long before the lease timeout; while the
+/// lessee is heard from, idle workers get speculative work instead.
+#[test]
+fn a_silent_workers_round_search_is_backed_up_before_speculative_work() {
+    let cfg = ServiceConfig {
+        backup_after: 4,
+        ..speculating()
+    };
+    let f = fixture(2, 10, cfg);
+    f.c.set_predictor(Box::new(crate::sim::SimPredictor(
+        crate::sim::Guess::Perfect,
+    )));
+    let id = identity();
+    let a = f.c.register(&id, "a", 1).unwrap();
+    let b = f.c.register(&id, "b", 2).unwrap();
+    f.c.start_expansion(deviate24(), 0).unwrap();
+    let round = f.c.lease(&id, &a, 1).unwrap();
+    assert_eq!(round.len(), 1);
+    assert_eq!(f.c.jobs().queued_round(), 0, "a holds the round's search");
+    // a is heard from: b gets speculative work.
+    f.clock.advance(Duration::from_secs(15));
+    f.c.heartbeat(&id, &a, &[round[0].id]).unwrap();
+    let first = f.c.lease(&id, &b, 1).unwrap();
+    assert_eq!(first.len(), 1);
+    assert_ne!(first[0].id, round[0].id);
+    let class = |j: &Job| f.c.jobs().jobs.get(&j.id).map(|e| e.class);
+    assert_eq!(class(&first[0]), Some(JobClass::Speculative));
+    assert!(f.c.status().queued > 0, "more speculative work waits");
+    // a falls silent for more than two heartbeat intervals (not yet the lease timeout): b,
+    // heard from, gets a's round search before the speculative work.
+    f.clock.advance(Duration::from_secs(21));
+    f.c.heartbeat(&id, &b, &[first[0].id]).unwrap();
+    let rescue = f.c.lease(&id, &b, 1).unwrap();
+    assert_eq!(rescue.len(), 1);
+    assert_eq!(rescue[0].id, round[0].id);
+    assert_eq!(rescue[0].attempt, 1);
+    assert_eq!(f.c.counters().backup_leased, 1);
+    assert_eq!(f.c.counters().expired, 0);
+    assert_eq!(
+        f.c.submit(&id, &b, &[mock_result(&rescue[0])]).unwrap(),
+        vec![Ack::Accepted]
+    );
+}
+
 /// Speculative searches are leased only when no round work waits, and a speculative search
 /// that the program then needs serves it without being searched again.
 #[test]

@@ -178,7 +178,8 @@ pub struct Faults {
     /// Share of searches, in percent, during which the worker crashes (at a uniformly random
     /// point of the search; a pure function of the seed and the lease's sequence number).
     pub crash_percent: f64,
-    /// The service's lease timeout (live workers heartbeat every third of it).
+    /// The service's lease timeout (live workers heartbeat every sixth of it, the service's
+    /// default ratio).
     pub lease_timeout: Duration,
     /// How long a crashed worker stays away before it registers again.
     pub restart_after: Duration,
@@ -358,6 +359,12 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
         lease_timeout: cfg
             .faults
             .map_or(Duration::from_secs(u64::MAX / 4), |f| f.lease_timeout),
+        // Live workers heartbeat at the service's default ratio (10 s for 60 s).
+        heartbeat_interval: cfg
+            .faults
+            .map_or(ServiceConfig::default().heartbeat_interval, |f| {
+                (f.lease_timeout / 6).max(Duration::from_millis(1))
+            }),
         signature: Some(identity().search_signature),
         inline_growth: true,
         ..ServiceConfig::default()
@@ -391,7 +398,7 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
     let (mut crashes, mut expired) = (0u64, 0u64);
     let heartbeat = cfg
         .faults
-        .map(|f| (f.lease_timeout / 3).max(Duration::from_millis(1)));
+        .map(|f| (f.lease_timeout / 6).max(Duration::from_millis(1)));
     let mut next_heartbeat = heartbeat;
     let mut accepted_keys: HashSet<LeafRequest> = HashSet::new();
     let mut next_report = real.elapsed() + PROGRESS_EVERY;
@@ -465,9 +472,12 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
         if let (Some(period), Some(t)) = (heartbeat, next_heartbeat)
             && next_event.is_none_or(|e| t <= e)
         {
+            c.settle()?;
             let s = c.status();
-            // With nothing scheduled, queued or in flight the build is done or stalled (below).
-            if next_event.is_some() || s.queued > 0 || s.in_flight > 0 {
+            let done = s.queued == 0 && matches!(s.state, State::Done | State::Idle);
+            // A finished build waits for no expiry (the searches still under way end it), and
+            // one with nothing scheduled, queued or in flight is stalled (below).
+            if !done && (next_event.is_some() || s.queued > 0 || s.in_flight > 0) {
                 clock.advance_to(t);
                 for w in (0..cfg.workers).filter(|&w| up[w]) {
                     let jobs: Vec<uuid::Uuid> = held[w]
@@ -498,6 +508,14 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
                 s.in_flight
             )));
         };
+        if matches!(next.event, Event::Restart { .. }) {
+            // A worker coming back after the build ended does not make it longer.
+            c.settle()?;
+            let s = c.status();
+            if s.queued == 0 && matches!(s.state, State::Done | State::Idle) {
+                continue;
+            }
+        }
         clock.advance_to(next.at);
         let now = next.at;
         match next.event {
