@@ -559,6 +559,8 @@ pub struct Store {
     db: sled::Db,
     /// The tree of the current book generation (switched by [`Store::create_book`]).
     tree: std::sync::RwLock<sled::Tree>,
+    /// Held by [`Store::create_book`].
+    replacing: std::sync::Mutex<()>,
     dir: PathBuf,
     /// The sequence number of the next result group.
     next_group: std::sync::atomic::AtomicU64,
@@ -621,6 +623,7 @@ impl Store {
         let store = Store {
             db,
             tree: std::sync::RwLock::new(tree),
+            replacing: std::sync::Mutex::new(()),
             dir: dir.to_path_buf(),
             next_group: std::sync::atomic::AtomicU64::new(next_group),
         };
@@ -983,14 +986,21 @@ impl Store {
     /// Nothing is written per position but the file's bytes, and nothing per key of the old
     /// book: its tree is dropped whole.
     pub fn create_book(&self, book: &MemBook) -> Result<(), StoreError> {
-        // Writers wait for the switch (see `Store::apply`).
-        let mut current = self
-            .tree
-            .write()
+        // One replacement at a time (two would write the same generation).
+        let _one = self
+            .replacing
+            .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let new = self.write_generation(&current, book)?;
-        let old = self.switch_generation(&mut current, new)?;
-        drop(current);
+        let new = self.write_generation(&self.tree(), book)?;
+        let old = {
+            // Writers wait for the switch (see `Store::apply`); a batch applied to the old
+            // generation before it is dropped with that generation, as the old book's.
+            let mut current = self
+                .tree
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            self.switch_generation(&mut current, new)?
+        };
         self.drop_generation(&old)
     }
 
