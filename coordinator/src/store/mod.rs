@@ -580,6 +580,10 @@ impl Store {
     /// holds it for a moment, spacejam/sled#1234), so a reopen right after a drop in the same
     /// process can find the lock taken: the lock is retried for up to [`LOCK_WAIT`]. Another
     /// process holding the store still fails, after that wait.
+    ///
+    /// Before sled opens, a snapshot sled did not finish writing is deleted (a kill during an
+    /// earlier open would otherwise leave a store sled refuses to open); after, the book trees
+    /// and base files of an interrupted replacement are dropped.
     pub fn open_with_cache(dir: &Path, cache_bytes: u64) -> Result<Store, StoreError> {
         let config = sled::Config::new()
             .path(dir)
@@ -632,7 +636,7 @@ impl Store {
     }
 
     /// Delete the base files the store does not reference (left by a replacement that crashed
-    /// before its batch was durable, or whose old file was not deleted yet).
+    /// before its pointer moved, or whose old file was not deleted yet).
     fn remove_stale_bases(&self) -> Result<(), StoreError> {
         let keep = self
             .meta::<BaseRecord>("base")?
