@@ -59,8 +59,8 @@
 //! which replacing the book never touches.
 //!
 //! sled 0.34.7 can leave a store it cannot open when killed while writing the snapshot it takes
-//! at every open; the store deletes such a snapshot before opening (see
-//! `remove_unfinished_snapshots`).
+//! at every open, or the configuration file it writes at a store's first open; the store deletes
+//! such files before opening (see `remove_unfinished_sled_files`).
 //!
 //! Durability: sled writes become durable only at a flush; the service acknowledges a result
 //! only after a flush that followed its batch (see `crate::service`). Derived negamax fields
@@ -496,8 +496,12 @@ impl Batch {
 /// sled's data file, whose `flock` marks the directory as open.
 const SLED_DATA_FILE: &str = "db";
 
-/// Delete the snapshot files sled began and never finished (`snap.<lsn>.generating`), unless
-/// another process holds the store.
+/// sled's configuration file (segment size, compression, version), written at the first open.
+const SLED_CONF_FILE: &str = "conf";
+
+/// Delete the files sled began and never finished: its snapshots (`snap.<lsn>.generating`),
+/// unless another process holds the store, and the configuration of a store whose first open
+/// was cut short.
 ///
 /// sled 0.34.7 writes a snapshot of its page table at every open, after recovering its log:
 /// into `snap.<lsn>.generating`, synced, then renamed to `snap.<lsn>`; older snapshots are
@@ -512,7 +516,15 @@ const SLED_DATA_FILE: &str = "db";
 /// The files are only deleted under the lock sled takes on its data file (an `flock`, which
 /// conflicts between open files even in one process): a process holding the store may be
 /// writing its own snapshot. The lock is released before sled opens the store.
-fn remove_unfinished_snapshots(dir: &Path) -> Result<(), StoreError> {
+///
+/// Likewise sled writes its configuration file `conf` at a store's first open without
+/// syncing it, in two writes (the lines, then their checksum), and only then creates its data
+/// file; a `conf` cut short between them makes every later open fail (`Corruption`). A `conf`
+/// without a data file is such a first open's, and the store never held anything: it is
+/// deleted and sled writes it again. (If another process is between those two steps of its own
+/// first open, it has read its configuration already and goes on; the next open rewrites the
+/// same lines.)
+fn remove_unfinished_sled_files(dir: &Path) -> Result<(), StoreError> {
     let io = |path: &Path| {
         let path = path.display().to_string();
         move |source| StoreError::Io { path, source }
@@ -520,8 +532,18 @@ fn remove_unfinished_snapshots(dir: &Path) -> Result<(), StoreError> {
     let data = dir.join(SLED_DATA_FILE);
     let file = match std::fs::File::open(&data) {
         Ok(f) => f,
-        // A new store: sled has written no snapshot yet.
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        // A new store: sled has written no snapshot yet, and perhaps part of its configuration.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let conf = dir.join(SLED_CONF_FILE);
+            return match std::fs::remove_file(&conf) {
+                Ok(()) => {
+                    tracing::warn!(path = %conf.display(), "removing the configuration of a store sled did not finish creating");
+                    Ok(())
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(io(&conf)(e)),
+            };
+        }
         Err(e) => return Err(io(&data)(e)),
     };
     match file.try_lock() {
@@ -591,7 +613,7 @@ impl Store {
             .flush_every_ms(Some(1000));
         let deadline = std::time::Instant::now() + LOCK_WAIT;
         let db = loop {
-            remove_unfinished_snapshots(dir)?;
+            remove_unfinished_sled_files(dir)?;
             match config.open() {
                 // sled reports the failed flock as ErrorKind::Other with this message.
                 Err(sled::Error::Io(e))
