@@ -1,5 +1,5 @@
 //! Worker credentials, in their own sled tree (`credentials`) so that replacing the book
-//! (`Store::clear` before an import) never touches them.
+//! (`Store::create_book`, which starts a new book tree) never touches them.
 //!
 //! | key | value (postcard) |
 //! |---|---|

@@ -1,12 +1,17 @@
 //! The persistent book store on sled.
 //!
-//! One sled tree holds everything, under one-byte key prefixes, so that each logical change
-//! (a result linked in, an expansion) is a single atomic `apply_batch`:
+//! One sled tree per book generation holds everything of the book, under one-byte key prefixes,
+//! so that each logical change (a result linked in, an expansion) is a single atomic
+//! `apply_batch`. The tree is `book-<generation as 16 hex digits>`, named by the `book-tree`
+//! key of sled's default tree (absent: the tree `book`, as written by earlier versions and
+//! read as they wrote it):
 //!
 //! | key | value (postcard) |
 //! |---|---|
 //! | `m` + `base` | [`BaseRecord`]: the generation and size of the base book file |
-//! | `p` + 16-byte canonical board (player BE, opponent BE) | [`PositionRecord`] |
+//! | `k` + 8-byte sequence number (BE) + 4-byte chunk index (BE) | [`PositionRecord`]s back to back, at most [`CHUNK_POSITIONS`]: positions one batch wrote |
+//! | `m` + `replaced-bytes` | u64: bytes of the chunks the last replacement of the position records wrote |
+//! | `p` + 16-byte canonical board (player BE, opponent BE) | legacy [`PositionRecord`] (written by earlier versions; read before the chunks, removed by the next replacement) |
 //! | `d` + 16-byte job id | board of an accepted job whose acceptance wrote no `r` record (an `r` record names its job; both make resubmission idempotent) |
 //! | `m` + `header` | [`HeaderRecord`] |
 //! | `m` + `expansion` | [`ExpansionRecord`] |
@@ -22,12 +27,17 @@
 //! | `t` + contributor name | [`TrustRecord`] (standing and credit) |
 //! | `b` + 16-byte canonical board | legacy (written by earlier versions, no longer written): a position's `p` record from before growth first changed it (an empty value: none) |
 //!
-//! The book is a **base** with the `p` records over it: a `p` record replaces the base position
-//! with its board or adds a position. Every `p` record is growth's: replacing the book writes
-//! a new base file and clears the tree, so reverting to the base book (a replay) is removing
-//! every `p` record (and restoring a legacy `b` record's saved version, if any).
+//! The book is a **base** with the position records over it (legacy `p` records, then the `k`
+//! chunks in key order): a record replaces the position with its board or adds a position.
+//! Every position record is growth's: replacing the book writes a new base file and starts a
+//! new tree, so reverting to the base book (a replay) is removing every `p` and `k` record (and
+//! restoring a legacy `b` record's saved version, if any). Chunks rather than a key per
+//! position: sled applies a batch under a process-wide write lock that stops every other write
+//! (results included), and a checkpoint of 100k positions as 100k keys held it for about a
+//! second. Superseded versions are dropped by a **fold** ([`Store::positions_fold_due`]): a
+//! checkpoint that writes the whole book as the replacement of every position record.
 //!
-//! Growth state is **checkpointed**: the `p` records, the header and the growth records
+//! Growth state is **checkpointed**: the position records, the header and the growth records
 //! (`growth`, `growth-queue`, `growth-todo`, `growth-log`) are written together in one batch
 //! at most every `ServiceConfig::checkpoint_interval` (and whenever a program starts or
 //! finishes, at pause, replay and clean shutdown), so between checkpoints they describe an
@@ -37,10 +47,13 @@
 //! stored results, searching nothing again. The base is an Edax `book.dat` file beside sled's files,
 //! `base/<generation>.dat` (records in the book's order, so a reload keeps it), named by the
 //! `m base` record. Replacing the book (import, `book new`, offline rewrites) writes the next
-//! generation's file and syncs it, then switches the record in the same sled batch that clears
-//! the old book, then deletes the old file: a crash before the batch is durable leaves the old
-//! book (the unreferenced file is deleted when the store is next opened), after it the new one.
-//! Growth writes the positions it changes as `p` records. The base is not read through sled, so
+//! generation's file and syncs it, writes the few records of the new generation's tree and
+//! flushes, then moves the `book-tree` pointer (one insert) and flushes, then drops the old
+//! tree and deletes the old file: a crash before the pointer's move is durable leaves the old
+//! book, after it the new one; opening the store drops every book tree but the current one and
+//! deletes every base file but the current one. The switch does not depend on sled recovering
+//! a batch as large as the old book (one removal per key) whole, and costs nothing per key.
+//! Growth writes the positions it changes as `k` chunks. The base is not read through sled, so
 //! it costs neither sled's page cache nor its write amplification.
 //!
 //! Results are grouped: a batch's results are one `g` record under the next sequence number, so
@@ -49,7 +62,12 @@
 //! request replacing an earlier one, and drops the results a later `x` tombstone removed.
 //! A group is one value of an atomic batch: sled recovers it whole or not at all.
 //!
-//! Worker credentials live in a second tree (`credentials`, see [`CredentialStore`]).
+//! Worker credentials live in a tree of their own (`credentials`, see [`CredentialStore`]),
+//! which replacing the book never touches.
+//!
+//! sled 0.34.7 can leave a store it cannot open when killed while writing the snapshot it takes
+//! at every open, or the configuration file it writes at a store's first open; the store deletes
+//! such files before opening (see `remove_unfinished_sled_files`).
 //!
 //! Durability: sled writes become durable only at a flush; the service acknowledges a result
 //! only after a flush that followed its batch (see `crate::service`). Derived negamax fields
@@ -110,6 +128,15 @@ pub enum StoreError {
         /// What the reader found.
         #[source]
         source: ReadError,
+    },
+    /// A file of sled's directory could not be read or removed.
+    #[error("store {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: String,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
     },
     /// The directory holds no store with a book (the one text for a missing book).
     #[error(
@@ -257,6 +284,38 @@ fn meta_key(name: &str) -> Vec<u8> {
     let mut k = vec![M];
     k.extend_from_slice(name.as_bytes());
     k
+}
+
+/// The meta record `name` of `tree`, if stored.
+fn meta_in<T: serde::de::DeserializeOwned>(
+    tree: &sled::Tree,
+    name: &str,
+) -> Result<Option<T>, StoreError> {
+    let key = meta_key(name);
+    match tree.get(&key)? {
+        Some(v) => Ok(Some(decode::<T>(&key, &v)?)),
+        None => Ok(None),
+    }
+}
+
+/// Key, in sled's default tree, of the name of the tree holding the current book generation
+/// (absent: [`LEGACY_BOOK_TREE`]). Moving it is the one write that switches books.
+const BOOK_TREE_KEY: &[u8] = b"book-tree";
+
+/// The book tree of stores written before each generation had a tree of its own, and of a new
+/// store until its first book.
+const LEGACY_BOOK_TREE: &str = "book";
+
+/// The tree of the book generation whose base file is `base/<generation>.dat`.
+fn book_tree_name(generation: u64) -> String {
+    format!("{LEGACY_BOOK_TREE}-{generation:016x}")
+}
+
+/// Whether a sled tree is one of the book's (current, legacy or generation; not the
+/// credentials or sled's own).
+fn is_book_tree(name: &[u8]) -> bool {
+    name == LEGACY_BOOK_TREE.as_bytes()
+        || name.starts_with(format!("{LEGACY_BOOK_TREE}-").as_bytes())
 }
 
 fn hex(k: &[u8]) -> String {
@@ -517,6 +576,80 @@ impl Batch {
     }
 }
 
+/// sled's data file, whose `flock` marks the directory as open.
+const SLED_DATA_FILE: &str = "db";
+
+/// sled's configuration file (segment size, compression, version), written at the first open.
+const SLED_CONF_FILE: &str = "conf";
+
+/// Delete the files sled began and never finished: its snapshots (`snap.<lsn>.generating`),
+/// unless another process holds the store, and the configuration of a store whose first open
+/// was cut short.
+///
+/// sled 0.34.7 writes a snapshot of its page table at every open, after recovering its log:
+/// into `snap.<lsn>.generating`, synced, then renamed to `snap.<lsn>`; older snapshots are
+/// removed only after the rename. But its search for the newest snapshot skips only names
+/// ending in `.in___motion` (an older suffix), so a `.generating` file is read as the newest
+/// snapshot, and one cut short by a kill fails its checksum: every later open returns
+/// `Corruption { at: None }` (spacejam/sled#1527, #1533). Deleting it is what the rename would
+/// have made unnecessary: the previous snapshot (or none) is still there, and so is the log the
+/// new one was built from (recovery only zeroed what lies past the log's end), so recovery runs
+/// again from there, as after a kill just before the snapshot was begun.
+///
+/// The files are only deleted under the lock sled takes on its data file (an `flock`, which
+/// conflicts between open files even in one process): a process holding the store may be
+/// writing its own snapshot. The lock is released before sled opens the store.
+///
+/// Likewise sled writes its configuration file `conf` at a store's first open without
+/// syncing it, in two writes (the lines, then their checksum), and only then creates its data
+/// file; a `conf` cut short between them makes every later open fail (`Corruption`). A `conf`
+/// without a data file is such a first open's, and the store never held anything: it is
+/// deleted and sled writes it again. (If another process is between those two steps of its own
+/// first open, it has read its configuration already and goes on; the next open rewrites the
+/// same lines.)
+fn remove_unfinished_sled_files(dir: &Path) -> Result<(), StoreError> {
+    let io = |path: &Path| {
+        let path = path.display().to_string();
+        move |source| StoreError::Io { path, source }
+    };
+    let data = dir.join(SLED_DATA_FILE);
+    let file = match std::fs::File::open(&data) {
+        Ok(f) => f,
+        // A new store: sled has written no snapshot yet, and perhaps part of its configuration.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let conf = dir.join(SLED_CONF_FILE);
+            return match std::fs::remove_file(&conf) {
+                Ok(()) => {
+                    tracing::warn!(path = %conf.display(), "removing the configuration of a store sled did not finish creating");
+                    Ok(())
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(io(&conf)(e)),
+            };
+        }
+        Err(e) => return Err(io(&data)(e)),
+    };
+    match file.try_lock() {
+        Ok(()) => {}
+        // Open elsewhere (or still closing here, sled#1234): sled's own lock fails and is retried.
+        Err(std::fs::TryLockError::WouldBlock) => return Ok(()),
+        Err(std::fs::TryLockError::Error(e)) => return Err(io(&data)(e)),
+    }
+    for entry in std::fs::read_dir(dir).map_err(io(dir))? {
+        let path = entry.map_err(io(dir))?.path();
+        let unfinished = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("snap.") && n.ends_with(".generating"));
+        if unfinished {
+            tracing::warn!(path = %path.display(), "removing a snapshot sled did not finish writing");
+            std::fs::remove_file(&path).map_err(io(&path))?;
+        }
+    }
+    // Dropping `file` releases the lock.
+    Ok(())
+}
+
 /// How long [`Store::open`] waits for the store's file lock.
 pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -529,7 +662,10 @@ pub const DEFAULT_CACHE_CAPACITY: u64 = 64 << 20;
 #[derive(Debug)]
 pub struct Store {
     db: sled::Db,
-    tree: sled::Tree,
+    /// The tree of the current book generation (switched by [`Store::create_book`]).
+    tree: std::sync::RwLock<sled::Tree>,
+    /// Held by [`Store::create_book`].
+    replacing: std::sync::Mutex<()>,
     dir: PathBuf,
     /// The sequence number of the next result group.
     next_group: std::sync::atomic::AtomicU64,
@@ -559,6 +695,10 @@ impl Store {
     /// holds it for a moment, spacejam/sled#1234), so a reopen right after a drop in the same
     /// process can find the lock taken: the lock is retried for up to [`LOCK_WAIT`]. Another
     /// process holding the store still fails, after that wait.
+    ///
+    /// Before sled opens, a snapshot sled did not finish writing is deleted (a kill during an
+    /// earlier open would otherwise leave a store sled refuses to open); after, the book trees
+    /// and base files of an interrupted replacement are dropped.
     pub fn open_with_cache(dir: &Path, cache_bytes: u64) -> Result<Store, StoreError> {
         let config = sled::Config::new()
             .path(dir)
@@ -566,6 +706,7 @@ impl Store {
             .flush_every_ms(Some(1000));
         let deadline = std::time::Instant::now() + LOCK_WAIT;
         let db = loop {
+            remove_unfinished_sled_files(dir)?;
             match config.open() {
                 // sled reports the failed flock as ErrorKind::Other with this message.
                 Err(sled::Error::Io(e))
@@ -578,7 +719,22 @@ impl Store {
                 r => break r?,
             }
         };
-        let tree = db.open_tree("book")?;
+        let current = match db.get(BOOK_TREE_KEY)? {
+            Some(name) => name.to_vec(),
+            None => LEGACY_BOOK_TREE.as_bytes().to_vec(),
+        };
+        // Any other book tree is a generation a replacement did not finish switching to (killed
+        // before the pointer moved) or did not finish dropping (killed after): neither is the book.
+        for name in db.tree_names() {
+            if is_book_tree(&name) && name != current {
+                tracing::info!(
+                    tree = %String::from_utf8_lossy(&name),
+                    "dropping a book generation left by an interrupted replacement"
+                );
+                db.drop_tree(&name)?;
+            }
+        }
+        let tree = db.open_tree(&current)?;
         let next_group = match tree.scan_prefix([G]).keys().next_back() {
             Some(k) => be_u64(&k?, 1).map_or(1, |s| s + 1),
             None => 1,
@@ -597,7 +753,8 @@ impl Store {
         use std::sync::atomic::AtomicU64;
         let store = Store {
             db,
-            tree,
+            tree: std::sync::RwLock::new(tree),
+            replacing: std::sync::Mutex::new(()),
             dir: dir.to_path_buf(),
             next_group: AtomicU64::new(next_group),
             next_chunk: AtomicU64::new(next_chunk),
@@ -611,7 +768,7 @@ impl Store {
     }
 
     /// Delete the base files the store does not reference (left by a replacement that crashed
-    /// before its batch was durable, or whose old file was not deleted yet).
+    /// before its pointer moved, or whose old file was not deleted yet).
     fn remove_stale_bases(&self) -> Result<(), StoreError> {
         let keep = self
             .meta::<BaseRecord>("base")?
@@ -659,18 +816,23 @@ impl Store {
         Store::open(dir)?.has_book()
     }
 
+    /// The tree of the current book generation (a handle: a read that races a replacement of
+    /// the book may find the old generation dropped, an error, never a mix of the two books).
+    fn tree(&self) -> sled::Tree {
+        self.tree
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     /// Whether the store holds a book header.
     pub fn has_book(&self) -> Result<bool, StoreError> {
-        Ok(self.tree.contains_key(meta_key("header"))?)
+        Ok(self.tree().contains_key(meta_key("header"))?)
     }
 
     /// The meta record `name`, if stored.
     fn meta<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<Option<T>, StoreError> {
-        let key = meta_key(name);
-        match self.tree.get(&key)? {
-            Some(v) => Ok(Some(decode::<T>(&key, &v)?)),
-            None => Ok(None),
-        }
+        meta_in(&self.tree(), name)
     }
 
     /// The book: the base file's positions in order, then the `p` records (an earlier
@@ -678,11 +840,11 @@ impl Store {
     /// with a known board replaces that position in place; others are appended).
     fn load_book(&self, header: BookHeader) -> Result<MemBook, StoreError> {
         let mut book = self.load_base(header)?;
-        for kv in self.tree.scan_prefix([P]) {
+        for kv in self.tree().scan_prefix([P]) {
             let (k, v) = kv?;
             book.put_position(&decode::<PositionRecord>(&k, &v)?.into_entry().pos);
         }
-        for kv in self.tree.scan_prefix([K]) {
+        for kv in self.tree().scan_prefix([K]) {
             let (k, v) = kv?;
             let mut rest: &[u8] = &v;
             while !rest.is_empty() {
@@ -753,13 +915,13 @@ impl Store {
 
     /// Load the whole store.
     pub fn load(&self, dir_for_errors: &Path) -> Result<Loaded, StoreError> {
-        let header = match self.tree.get(meta_key("header"))? {
+        let header = match self.tree().get(meta_key("header"))? {
             Some(v) => decode::<HeaderRecord>(b"mheader", &v)?.into(),
             None => return Err(StoreError::NoBook(dir_for_errors.display().to_string())),
         };
         let book = self.load_book(header)?;
         let mut done = Vec::new();
-        for kv in self.tree.scan_prefix([D]) {
+        for kv in self.tree().scan_prefix([D]) {
             let (k, _) = kv?;
             if let Ok(b) = <[u8; 16]>::try_from(&k[1..]) {
                 done.push(Uuid::from_bytes(b));
@@ -786,7 +948,7 @@ impl Store {
                 .map(|(_, r)| Uuid::from_bytes(r.job)),
         );
         let mut cases = Vec::new();
-        for kv in self.tree.scan_prefix([U]) {
+        for kv in self.tree().scan_prefix([U]) {
             let (k, v) = kv?;
             if let Some(req) = request_of(&k) {
                 cases.push((req, decode::<CaseRecord>(&k, &v)?));
@@ -821,20 +983,20 @@ impl Store {
     /// after their group.
     fn results(&self) -> Result<Vec<(LeafRequest, ResultRecord)>, StoreError> {
         let mut removed = std::collections::HashMap::new();
-        for kv in self.tree.scan_prefix([X]) {
+        for kv in self.tree().scan_prefix([X]) {
             let (k, v) = kv?;
             if let (Some(req), Some(seq)) = (request_of(&k), be_u64(&v, 0)) {
                 removed.insert(req, seq);
             }
         }
         let mut results = std::collections::HashMap::new();
-        for kv in self.tree.scan_prefix([R]) {
+        for kv in self.tree().scan_prefix([R]) {
             let (k, v) = kv?;
             if let Some(req) = request_of(&k) {
                 results.insert(req, decode_result(&k, &v)?);
             }
         }
-        for kv in self.tree.scan_prefix([G]) {
+        for kv in self.tree().scan_prefix([G]) {
             let (k, v) = kv?;
             let Some(seq) = be_u64(&k, 1) else { continue };
             for (p, o, excluded, level, r) in decode::<ResultGroupRecord>(&k, &v)?.results {
@@ -857,7 +1019,7 @@ impl Store {
     /// Every contributor's trust record (`workers list --db`).
     pub fn trust_records(&self) -> Result<Vec<(String, TrustRecord)>, StoreError> {
         let mut out = Vec::new();
-        for kv in self.tree.scan_prefix([T]) {
+        for kv in self.tree().scan_prefix([T]) {
             let (k, v) = kv?;
             out.push((
                 String::from_utf8_lossy(&k[1..]).into_owned(),
@@ -878,7 +1040,7 @@ impl Store {
     /// `p` record from before, `None`: none). Stores written by this version have none.
     fn legacy_base_positions(&self) -> Result<Vec<Position>, StoreError> {
         let mut out = Vec::new();
-        for kv in self.tree.scan_prefix([B]) {
+        for kv in self.tree().scan_prefix([B]) {
             let (k, v) = kv?;
             if board_of_key(&k).is_some() && !v.is_empty() {
                 out.push(decode::<PositionRecord>(&k, &v)?.into_entry().pos);
@@ -928,6 +1090,12 @@ impl Store {
         if b.len == 0 {
             return Ok(());
         }
+        // Held for the write: a replacement of the book switches trees between writes, never
+        // during one (a write to the old generation would be lost with it).
+        let tree = self
+            .tree
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let group_only = b.len == b.result_writes && b.results.values().all(Option::is_some);
         if !b.results.is_empty() {
             let seq = self
@@ -954,7 +1122,7 @@ impl Store {
             // carries is never handed out again (a result stored again under it would be
             // dropped as removed).
             if group_only {
-                self.tree.insert(&group_key(seq)[..], encode(&group)?)?;
+                tree.insert(&group_key(seq)[..], encode(&group)?)?;
                 return Ok(());
             }
             b.batch.insert(&group_key(seq)[..], encode(&group)?);
@@ -965,10 +1133,10 @@ impl Store {
         // one key per position held it for about a second.
         let replace = b.replace_positions;
         if replace {
-            for k in self.tree.scan_prefix([P]).keys() {
+            for k in tree.scan_prefix([P]).keys() {
                 b.batch.remove(k?);
             }
-            for k in self.tree.scan_prefix([K]).keys() {
+            for k in tree.scan_prefix([K]).keys() {
                 b.batch.remove(k?);
             }
         }
@@ -987,7 +1155,7 @@ impl Store {
             b.batch
                 .insert(meta_key("replaced-bytes"), encode(&written)?);
         }
-        self.tree.apply_batch(b.batch)?;
+        tree.apply_batch(b.batch)?;
         use std::sync::atomic::Ordering::Relaxed;
         if replace {
             self.chunk_bytes.store(written, Relaxed);
@@ -1016,18 +1184,50 @@ impl Store {
         self.create_book(&book)
     }
 
-    /// Replace everything the book tree holds (positions, results, growth state, header) by
-    /// `book` as the new base (its positions in its order, all pending a leaf search unless they
-    /// already carry one). Worker credentials (their own tree) are kept.
+    /// Replace the book (positions, results, growth state, header: everything but the worker
+    /// credentials) by `book` as the new base (its positions in its order, all pending a leaf
+    /// search unless they already carry one).
     ///
-    /// Crash-safe: the new base file is written and synced first; the removals, the new base
-    /// record and the header are then one sled batch, which sled recovers whole or not at all,
-    /// so a kill at any moment leaves the old book or the new one; durable on return. Nothing is
-    /// written per position but the file's bytes.
+    /// Crash-safe, durable on return: the new base file is written and synced, the new
+    /// generation's tree (base record, header, replay base: a few keys) is written and flushed,
+    /// then the pointer to it is moved by one sled insert and flushed: a kill at any moment
+    /// leaves the old book (the pointer not moved: opening the store drops the new tree and
+    /// deletes its file) or the new one (opening drops the old tree if this did not finish).
+    /// Nothing is written per position but the file's bytes, and nothing per key of the old
+    /// book: its tree is dropped whole.
     pub fn create_book(&self, book: &MemBook) -> Result<(), StoreError> {
-        let generation = self
-            .meta::<BaseRecord>("base")?
-            .map_or(1, |b| b.generation + 1);
+        // One replacement at a time (two would write the same generation).
+        let _one = self
+            .replacing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let new = self.write_generation(&self.tree(), book)?;
+        let old = {
+            // Writers wait for the switch (see `Store::apply`); a batch applied to the old
+            // generation before it is dropped with that generation, as the old book's.
+            let mut current = self
+                .tree
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let old = self.switch_generation(&mut current, new)?;
+            // The new generation holds no position chunks.
+            self.chunk_bytes
+                .store(0, std::sync::atomic::Ordering::Relaxed);
+            self.replaced_bytes
+                .store(0, std::sync::atomic::Ordering::Relaxed);
+            old
+        };
+        self.drop_generation(&old)
+    }
+
+    /// Write `book` as the generation after `current`'s: its base file (synced) and its tree
+    /// (flushed), which the pointer does not name yet.
+    fn write_generation(
+        &self,
+        current: &sled::Tree,
+        book: &MemBook,
+    ) -> Result<sled::Tree, StoreError> {
+        let generation = meta_in::<BaseRecord>(current, "base")?.map_or(1, |b| b.generation + 1);
         let dir = self.dir.join(BASE_DIR);
         std::fs::create_dir_all(&dir).map_err(base_io(&dir))?;
         let path = base_file(&self.dir, generation);
@@ -1040,10 +1240,13 @@ impl Store {
         std::fs::File::open(&dir)
             .and_then(|d| d.sync_all())
             .map_err(base_io(&dir))?;
-        let mut b = Batch::default();
-        for k in self.tree.iter().keys() {
-            b.batch.remove(k?);
+        let name = book_tree_name(generation);
+        // A tree of that name is an earlier attempt's that failed before its switch.
+        if self.db.tree_names().iter().any(|n| n == name.as_bytes()) {
+            self.db.drop_tree(&name)?;
         }
+        let tree = self.db.open_tree(&name)?;
+        let mut b = Batch::default();
         b.put_meta(
             "base",
             &BaseRecord {
@@ -1052,15 +1255,29 @@ impl Store {
             },
         )?;
         b.put_header(book.header())?;
-        b.put_expansion(None)?;
-        // The new base is the book replays start from: growth marks what it changes under `b`.
+        // The new base is the book replays start from.
         b.put_meta("replay-base", &HeaderRecord::from(book.header()))?;
-        self.tree.apply_batch(b.batch)?;
-        self.chunk_bytes
-            .store(0, std::sync::atomic::Ordering::Relaxed);
-        self.replaced_bytes
-            .store(0, std::sync::atomic::Ordering::Relaxed);
+        tree.apply_batch(b.batch)?;
         self.flush()?;
+        Ok(tree)
+    }
+
+    /// Make `new` the book: move the pointer to it (one insert, flushed: the commit point of a
+    /// replacement) and hand it to the store's readers and writers. Returns the old generation.
+    fn switch_generation(
+        &self,
+        current: &mut sled::Tree,
+        new: sled::Tree,
+    ) -> Result<sled::Tree, StoreError> {
+        self.db.insert(BOOK_TREE_KEY, &*new.name())?;
+        self.flush()?;
+        Ok(std::mem::replace(current, new))
+    }
+
+    /// Drop a generation the pointer no longer names, and its base file (a kill before this
+    /// ends leaves them to the next open, which drops them).
+    fn drop_generation(&self, old: &sled::Tree) -> Result<(), StoreError> {
+        self.db.drop_tree(old.name())?;
         self.remove_stale_bases()
     }
 }

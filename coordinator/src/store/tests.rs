@@ -184,7 +184,7 @@ fn borrowed_position_records_encode_like_owned_ones() {
 }
 
 fn keys_with_prefix(s: &Store, prefix: u8) -> usize {
-    s.tree.scan_prefix([prefix]).count()
+    s.tree().scan_prefix([prefix]).count()
 }
 
 /// Position records are written in chunks under the writing batch's sequence number; a later
@@ -212,7 +212,7 @@ fn position_chunks_override_older_records_and_a_replacement_removes_them() {
         let mut p = book.position(id);
         bump(&mut p);
         let rec = PositionRecord::from_entry(&Entry::new(p.clone()));
-        s.tree
+        s.tree()
             .insert(&pos_key(&p.board)[..], encode(&rec).unwrap())
             .unwrap();
         book.put_position(&p);
@@ -252,7 +252,7 @@ fn position_chunks_override_older_records_and_a_replacement_removes_them() {
     let before = s.chunk_bytes.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(
         before,
-        s.tree
+        s.tree()
             .scan_prefix([K])
             .map(|kv| kv.unwrap().1.len() as u64)
             .sum::<u64>()
@@ -419,7 +419,7 @@ fn result_groups_replace_older_results_and_removals_drop_them() {
         s.create(&BookHeader::new(2, 12), &[sample_entry()])
             .unwrap();
         // A store written by an earlier version: one result record per request.
-        s.tree
+        s.tree()
             .insert(&result_key(&req(9))[..], encode(&rec(18)).unwrap())
             .unwrap();
         let mut b = Batch::default();
@@ -467,4 +467,345 @@ fn result_groups_replace_older_results_and_removals_drop_them() {
     drop(s);
     let s = Store::open(dir.path()).unwrap();
     assert_eq!(loaded(&s), vec![(1, 10), (2, 12), (4, 6)]);
+}
+
+/// sled's open with its lock retried as [`Store::open_with_cache`] does (the dropped store's
+/// flusher may still hold it).
+fn raw_sled_open(dir: &std::path::Path) -> sled::Result<sled::Db> {
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match sled::Config::new().path(dir).open() {
+            Err(sled::Error::Io(e)) if std::time::Instant::now() < deadline => {
+                assert!(e.to_string().contains("lock"), "{e}");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => return r,
+        }
+    }
+}
+
+/// A kill while sled writes the snapshot it takes at every open leaves `snap.<lsn>.generating`
+/// cut short, which sled 0.34.7 then reads as its newest snapshot: every later open fails with
+/// `Corruption { at: None }` (the import_crash failure). The store deletes such files before
+/// sled opens, and the book is intact.
+#[test]
+fn a_snapshot_cut_short_by_a_kill_does_not_make_the_store_unopenable() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = BookHeader::new(2, 12);
+    {
+        let s = Store::open(dir.path()).unwrap();
+        s.create(&h, &[sample_entry()]).unwrap();
+    }
+    // The second open recovers the log and writes a snapshot.
+    drop(Store::open_book(dir.path()).unwrap());
+    for part in [0.0, 0.5, 0.99] {
+        // The newest snapshot (the last open may have written another).
+        let snap = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.starts_with("snap.") && !n.ends_with(".generating"))
+            .max()
+            .expect("sled wrote a snapshot");
+        let lsn = u64::from_str_radix(&snap["snap.".len()..], 16).unwrap();
+        let bytes = std::fs::read(dir.path().join(&snap)).unwrap();
+        let cut = (bytes.len() as f64 * part) as usize;
+        // What the kill leaves: the next snapshot's file, created and partly written.
+        let unfinished = dir.path().join(format!("snap.{:016X}.generating", lsn + 1));
+        std::fs::write(&unfinished, &bytes[..cut]).unwrap();
+        match raw_sled_open(dir.path()) {
+            Err(sled::Error::Corruption { at: None, .. }) => {}
+            other => panic!("sled opened a store with a cut snapshot ({cut} bytes): {other:?}"),
+        }
+        let s = Store::open_book(dir.path()).unwrap();
+        assert!(!unfinished.exists());
+        let l = s.load(dir.path()).unwrap();
+        assert_eq!(l.header, h);
+        assert_eq!(
+            l.book.positions().collect::<Vec<_>>(),
+            vec![sample_entry().pos]
+        );
+    }
+}
+
+/// A store held by another opener keeps its snapshot files: the opener may be writing one.
+#[test]
+fn snapshot_files_of_a_held_store_are_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let held = Store::open(dir.path()).unwrap();
+    let file = dir.path().join("snap.00000000000000FF.generating");
+    std::fs::write(&file, b"being written").unwrap();
+    let e = Store::open(dir.path()).unwrap_err();
+    assert!(e.to_string().contains("lock"), "{e}");
+    assert!(file.exists());
+    drop(held);
+    drop(Store::open(dir.path()).unwrap());
+    assert!(!file.exists());
+}
+
+/// A store's contents that a replacement must keep or replace whole: the header, the book, the
+/// results and trust records (sorted), and the worker credentials.
+type Snapshot = (
+    BookHeader,
+    Vec<Position>,
+    Vec<(u64, i32)>,
+    Vec<String>,
+    Vec<String>,
+);
+
+fn snapshot(dir: &std::path::Path) -> Snapshot {
+    let s = Store::open_book(dir).unwrap();
+    let l = s.load(dir).unwrap();
+    let mut results: Vec<_> = l
+        .results
+        .iter()
+        .map(|(k, r)| (k.excluded, r.score))
+        .collect();
+    results.sort_unstable();
+    let trust = l.trust.into_iter().map(|(n, _)| n).collect();
+    let creds = s
+        .credentials()
+        .unwrap()
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    (
+        l.header,
+        l.book.positions().collect(),
+        results,
+        trust,
+        creds,
+    )
+}
+
+/// The book trees and base files a store directory holds.
+fn generations(dir: &std::path::Path) -> (Vec<String>, Vec<PathBuf>) {
+    let db = raw_sled_open(dir).unwrap();
+    let mut trees: Vec<_> = db
+        .tree_names()
+        .into_iter()
+        .filter(|n| is_book_tree(n))
+        .map(|n| String::from_utf8_lossy(&n).into_owned())
+        .collect();
+    trees.sort();
+    let mut files: Vec<_> = std::fs::read_dir(dir.join(BASE_DIR))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    (trees, files)
+}
+
+fn credential(name: &str) -> CredentialRecord {
+    CredentialRecord {
+        name: name.into(),
+        owner: "me".into(),
+        trusted: false,
+        state: CredentialState::Active,
+        reason: String::new(),
+        created_unix: 0,
+        token_sha256: [1; 32],
+    }
+}
+
+fn synthetic(seed: u64, positions: usize, year: i16) -> MemBook {
+    use bookfarm_book::synth::{SynthParams, random_book};
+    let mut book = random_book(SynthParams {
+        seed,
+        positions,
+        plies: 20,
+        level: None,
+    });
+    bookfarm_book::negamax::negamax(&mut book);
+    book.header_mut().date.year = year;
+    book
+}
+
+/// Growth's records over the base: a changed position, a result group, a trust record.
+fn grow(s: &Store, book: &MemBook) {
+    use bookfarm_engine::search::LeafResult;
+    let mut changed = book.position(book.ids().next().unwrap());
+    changed.level = (changed.level + 1) % 61;
+    let mut b = Batch::default();
+    b.put_position(&changed).unwrap();
+    let r = ResultRecord::of(&LeafResult {
+        mv: Move::Pass,
+        score: 6,
+        depth: 4,
+        selectivity: 5,
+        exact: false,
+        nodes: 7,
+        elapsed: std::time::Duration::from_micros(3),
+    });
+    let req = LeafRequest {
+        board: Board::start(),
+        excluded: 3,
+        level: 4,
+    };
+    b.put_result(&req, &r).unwrap();
+    b.put_trust("w", &TrustRecord::default()).unwrap();
+    s.apply(b).unwrap();
+    s.flush().unwrap();
+}
+
+/// A replacement killed between its steps (the store dropped without finishing it): before the
+/// pointer moves the store reopens to the old book, after it to the new one; either way the
+/// next open drops the other generation's tree and file, and the credentials stay.
+#[test]
+fn a_replacement_cut_short_between_its_steps_leaves_the_old_or_the_new_book() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old_book, new_book) = (synthetic(5, 400, 2001), synthetic(6, 700, 2002));
+    {
+        let s = Store::open(dir.path()).unwrap();
+        s.create_book(&old_book).unwrap();
+        grow(&s, &old_book);
+        assert!(
+            s.credentials()
+                .unwrap()
+                .insert_new(&credential("host"))
+                .unwrap()
+        );
+    }
+    let old = snapshot(dir.path());
+    assert_eq!((old.2.len(), old.3.len(), old.4.len()), (1, 1, 1));
+    let one = (vec![book_tree_name(1)], vec![base_file(dir.path(), 1)]);
+    assert_eq!(generations(dir.path()), one);
+
+    // Killed after the new generation is written, before the pointer moves.
+    {
+        let s = Store::open_book(dir.path()).unwrap();
+        let current = s.tree();
+        s.write_generation(&current, &new_book).unwrap();
+    }
+    assert_eq!(snapshot(dir.path()), old);
+    assert_eq!(generations(dir.path()), one);
+
+    // Killed after the pointer moves, before the old generation is dropped.
+    {
+        let s = Store::open_book(dir.path()).unwrap();
+        let mut current = s.tree.write().unwrap();
+        let new = s.write_generation(&current, &new_book).unwrap();
+        s.switch_generation(&mut current, new).unwrap();
+    }
+    let new = snapshot(dir.path());
+    assert_eq!(new.0.date.year, 2002);
+    assert_eq!(new.1, new_book.positions().collect::<Vec<_>>());
+    // Growth's records went with the old book; the credentials did not.
+    assert_eq!((new.2.len(), new.3.len(), new.4.len()), (0, 0, 1));
+    assert_eq!(
+        generations(dir.path()),
+        (vec![book_tree_name(2)], vec![base_file(dir.path(), 2)],)
+    );
+
+    // Uninterrupted: the old generation is gone on return, and the book stays replaceable.
+    let s = Store::open_book(dir.path()).unwrap();
+    s.create_book(&old_book).unwrap();
+    drop(s);
+    let back = snapshot(dir.path());
+    assert_eq!(
+        (back.0, &back.1, &back.4),
+        (old.0, &old_book.positions().collect::<Vec<_>>(), &old.4)
+    );
+    assert_eq!(
+        generations(dir.path()),
+        (vec![book_tree_name(3)], vec![base_file(dir.path(), 3)],)
+    );
+}
+
+/// A store written before each generation had its own tree (everything in the tree `book`, no
+/// pointer) opens as written, with its growth records; its first replacement moves the book to
+/// a generation tree and drops `book`, keeping the credentials.
+#[test]
+fn a_store_of_the_single_tree_layout_opens_and_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let book = synthetic(7, 300, 1999);
+    let changed = {
+        let mut p = book.position(book.ids().next().unwrap());
+        p.level = (p.level + 1) % 61;
+        p
+    };
+    {
+        // The layout as the previous version wrote it, record by record.
+        let db = raw_sled_open(dir.path()).unwrap();
+        let tree = db.open_tree(LEGACY_BOOK_TREE).unwrap();
+        std::fs::create_dir_all(dir.path().join(BASE_DIR)).unwrap();
+        let mut bytes = Vec::new();
+        edax::write_book_in_order(&book, &mut bytes).unwrap();
+        std::fs::write(base_file(dir.path(), 4), bytes).unwrap();
+        let base = BaseRecord {
+            generation: 4,
+            positions: book.len() as u64,
+        };
+        tree.insert(meta_key("base"), encode(&base).unwrap())
+            .unwrap();
+        let header = HeaderRecord::from(book.header());
+        tree.insert(meta_key("header"), encode(&header).unwrap())
+            .unwrap();
+        tree.insert(meta_key("replay-base"), encode(&header).unwrap())
+            .unwrap();
+        let rec = PositionRecord::from_entry(&Entry::new(changed.clone()));
+        tree.insert(&pos_key(&changed.board)[..], encode(&rec).unwrap())
+            .unwrap();
+        tree.insert(trust_key("w"), encode(&TrustRecord::default()).unwrap())
+            .unwrap();
+        let creds = db.open_tree("credentials").unwrap();
+        creds
+            .insert("host", encode(&credential("host")).unwrap())
+            .unwrap();
+        db.flush().unwrap();
+    }
+    let before = snapshot(dir.path());
+    let mut want: Vec<Position> = book.positions().collect();
+    want[0] = changed;
+    assert_eq!((before.0.date.year, &before.1), (1999, &want));
+    assert_eq!((before.3.len(), before.4.len()), (1, 1));
+    assert_eq!(
+        generations(dir.path()),
+        (
+            vec![LEGACY_BOOK_TREE.to_string()],
+            vec![base_file(dir.path(), 4)],
+        )
+    );
+    let next = synthetic(8, 200, 2005);
+    let s = Store::open_book(dir.path()).unwrap();
+    s.create_book(&next).unwrap();
+    drop(s);
+    let after = snapshot(dir.path());
+    assert_eq!(after.1, next.positions().collect::<Vec<_>>());
+    assert_eq!((after.3.len(), after.4.len()), (0, 1));
+    assert_eq!(
+        generations(dir.path()),
+        (vec![book_tree_name(5)], vec![base_file(dir.path(), 5)],)
+    );
+}
+
+/// A kill in a new store's first open, between sled's two writes of its configuration (the
+/// lines, then their checksum; the data file comes after), leaves a directory sled refuses to
+/// open. It held nothing: the store deletes that `conf`, opens, and takes a book.
+#[test]
+fn a_first_open_cut_short_in_sled_configuration_leaves_a_store_that_opens() {
+    let complete = tempfile::tempdir().unwrap();
+    drop(Store::open(complete.path()).unwrap());
+    let conf = std::fs::read(complete.path().join(SLED_CONF_FILE)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(SLED_CONF_FILE), &conf[..conf.len() - 4]).unwrap();
+    match raw_sled_open(dir.path()) {
+        Err(sled::Error::Corruption { at: None, .. }) => {}
+        other => panic!("sled opened a store with a cut configuration: {other:?}"),
+    }
+    assert!(!dir.path().join(SLED_DATA_FILE).exists());
+    {
+        let s = Store::open(dir.path()).unwrap();
+        s.create(&BookHeader::new(2, 12), &[sample_entry()])
+            .unwrap();
+    }
+    let l = Store::open_book(dir.path())
+        .unwrap()
+        .load(dir.path())
+        .unwrap();
+    assert_eq!(
+        l.book.positions().collect::<Vec<_>>(),
+        vec![sample_entry().pos]
+    );
 }
