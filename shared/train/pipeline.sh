@@ -96,6 +96,19 @@ heldout_w() {
     --count 200 --seed 103 --keep-labels --out "$C/heldout-W-24-30.bin"
 }
 
+# The bigger R 20-22 set (issue 20, sixth session): the same draw as heldout-R-20-22 (seed 101,
+# same openings and exclusion) extended to NRB (300) positions. The draw of N positions is the
+# prefix of the draw of more, so the 60 of heldout-R-20-22 are its first 60 and are copied in
+# for `label` to resume after them. Exact labels (≈ 2.3 CPU s per position).
+NRB=${BOOKFARM_TRAIN_NRB:-300}
+heldout_big() {
+  if [ ! -e "$C/heldout-RB-20-22.bin" ] && grep -q '^done heldout-R-20-22$' "$C/steps.done" 2>/dev/null; then
+    cp "$C/heldout-R-20-22.bin" "$C/heldout-RB-20-22.bin"
+  fi
+  step heldout-RB-20-22 "$C/heldout-RB-20-22.bin" "$B" label --from "$C/test.bin" --openings 40-50 \
+    --empties 20-22 --count "$NRB" --seed 101 --exclude "$C/train.bin" --out "$C/heldout-RB-20-22.bin" --chunk 16
+}
+
 heldout_late() {
   step heldout-R-24-30 "$C/heldout-R-24-30.bin" "$B" label --from "$C/test.bin" --openings 40-50 \
     --empties 24-30 --count 14 --seed 104 --selectivity 0 --exclude "$C/train.bin" \
@@ -249,6 +262,9 @@ measure13() {
               --samples "$C/heldout-R-20-22.bin" --samples "$C/heldout-W-14-16.bin"
               --samples "$C/heldout-W-18-20.bin" --samples "$C/heldout-W-20-22.bin"
               --samples "$C/heldout-W-24-30.bin" --samples "$C/flippy.bin")
+  # The bigger R 20-22 set (heldout-big) when it has been built.
+  [ -e "$C/heldout-RB-20-22.bin" ] && grep -q '^done heldout-RB-20-22$' "$C/steps.done" 2>/dev/null \
+    && sets+=(--samples "$C/heldout-RB-20-22.bin")
   for w in "$@"; do
     log "measure $w"
     $NICE "$B" measure --weights "$w" "${sets[@]}" --depths 4 --bands 14-16,18-20,20-22,24-24,25-30 \
@@ -469,11 +485,36 @@ analyse15() {
   done
 }
 
+# ---- Candidate 1.6.0 (sixth session): which label is worth its CPU at 18-22 empties? ---------
+# Label quality on the bigger R 20-22 set: its first NLQ positions redrawn (same seed, openings
+# and exclusion, so the same positions) and labelled by the engine's searcher with the v15j
+# weights, each spec "NAME DEPTH SELECTIVITY" (depth 60 = an endgame search, selective below
+# selectivity 5: 0/1/2 = 73/87/95 %); `compare` puts each against the exact labels. The step
+# name carries NLQ, so a larger NLQ resumes the same cache. CPU per position: $C/pipeline.log.
+NLQ=${BOOKFARM_TRAIN_NLQ:-300}
+LQ16_SPECS=${BOOKFARM_TRAIN_LQ16:-"d4 4 5|d6 6 5|d8 8 5|d10 10 5|d12 12 5|d10p73 10 0|d12p73 12 0|e73 60 0|e87 60 1|e95 60 2"}
+lq16() {
+  heldout_big
+  local w="$C/v15j/eval.dat" files=()
+  IFS='|' read -ra specs <<< "$LQ16_SPECS"
+  for spec in "${specs[@]}"; do
+    set -- $spec
+    step "lq16-$1-n$NLQ" "$C/lq16-$1.bin" "$B" label --from "$C/test.bin" --openings 40-50 \
+      --empties 20-22 --count "$NLQ" --seed 101 --exclude "$C/train.bin" --depth "$2" \
+      --selectivity "$3" --eval "$w" --out "$C/lq16-$1.bin" --chunk 16
+    files+=(--labels "$C/lq16-$1.bin")
+  done
+  "$B" compare --reference "$C/heldout-RB-20-22.bin" "${files[@]}" --bands 20-22,20-20,21-21,22-22 \
+    | tee -a "$C/lq16.out"
+}
+
 case "${1:-all}" in
   labels) dataset; heldout; labels1 ;;
   fit1) fit1 ;;
   boot) boot ;;
   heldout-late) heldout_late ;;
+  heldout-big) heldout_big ;;
+  lq16) lq16 ;;
   measure) measure ;;
   match) match ;;
   heldout) dataset; flippy; heldout ;;
