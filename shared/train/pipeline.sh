@@ -43,6 +43,12 @@
 #   shared/train/pipeline.sh cap15      # validation vs training MAE of bucket 19 (21-22 empties)
 #   shared/train/pipeline.sh conv15     # the same at E15 epochs / LR15 (BOOKFARM_TRAIN_EPOCHS15, _LR15)
 #   shared/train/pipeline.sh analyse15 W...  # error by |exact score|, |static eval|, mobility, |disc diff|
+#
+# Candidate 1.6.0 (sixth session; needs the above):
+#   shared/train/pipeline.sh heldout-big  # R 20-22 extended from 60 to NRB (300) positions, exact
+#   shared/train/pipeline.sh lq16       # label quality at 20-22: searches of the bigger set vs exact
+#   shared/train/pipeline.sh cost16     # CPU per label at 18-22 for the lq16 searches
+#   shared/train/pipeline.sh v16a       # N16 random positions at 18-22, depth 14 at 73 % with v15j -> v16a
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=${BOOKFARM_TRAIN_CACHE:-target/train}
@@ -492,7 +498,7 @@ analyse15() {
 # selectivity 5: 0/1/2 = 73/87/95 %); `compare` puts each against the exact labels. The step
 # name carries NLQ, so a larger NLQ resumes the same cache. CPU per position: $C/pipeline.log.
 NLQ=${BOOKFARM_TRAIN_NLQ:-300}
-LQ16_SPECS=${BOOKFARM_TRAIN_LQ16:-"d4 4 5|d6 6 5|d8 8 5|d10 10 5|d12 12 5|d10p73 10 0|d12p73 12 0|e73 60 0|e87 60 1|e95 60 2"}
+LQ16_SPECS=${BOOKFARM_TRAIN_LQ16:-"d4 4 5|d6 6 5|d8 8 5|d10 10 5|d12 12 5|d14 14 5|d10p73 10 0|d12p73 12 0|d14p73 14 0|d16p73 16 0|d18p73 18 0|e73 60 0|e87 60 1|e95 60 2"}
 lq16() {
   heldout_big
   local w="$C/v15j/eval.dat" files=()
@@ -508,6 +514,56 @@ lq16() {
     | tee -a "$C/lq16.out"
 }
 
+# CPU per label at 18-22 (the band v16a labels): NCOST (1,000) training openings + random moves
+# per spec of COST16 ("NAME DEPTH SELECTIVITY", v15j weights), no --exclude, so the draw costs
+# ≈ 1 s; `d1` measures that fixed cost. CPU per step in $C/pipeline.log.
+NCOST=${BOOKFARM_TRAIN_NCOST:-1000}
+COST16=${BOOKFARM_TRAIN_COST16:-"d1 1 5|d6 6 5|d8 8 5|d10p73 10 0|d12p73 12 0|d14p73 14 0|d16p73 16 0|d12 12 5"}
+cost16() {
+  IFS='|' read -ra specs <<< "$COST16"
+  for spec in "${specs[@]}"; do
+    set -- $spec
+    step "cost16-$1-n$NCOST" "$C/cost16-$1.bin" "$B" label --from "$C/train.bin" --openings 40-50 \
+      --empties 18-22 --count "$NCOST" --seed 162 --depth "$2" --selectivity "$3" \
+      --eval "$C/v15j/eval.dat" --out "$C/cost16-$1.bin" --chunk 1000
+  done
+}
+
+# v16a: N16 new random positions (training openings + random moves) at 18-22 empties labelled
+# with the label that buys most accuracy per CPU second at 20-22 in lq16 (D16 / SEL16: depth 14
+# at 73 % probcut selectivity, with v15j), added to v15j's data and fitted as v15j (300 epochs
+# at lr 0.1, buckets of 13-30 empties), the bigger R 20-22 set excluded too. Checkpoints every
+# 8,192 labels; a run stopped early can be finished at the cache's length (N16 = that length,
+# the draw of fewer positions being the prefix of the draw of more).
+N16=${BOOKFARM_TRAIN_N16:-200000}
+D16=${BOOKFARM_TRAIN_D16:-14}
+SEL16=${BOOKFARM_TRAIN_SEL16:-0}
+# The cache is named after its search, so another D16 / SEL16 never resumes it.
+L16R="L16R-d${D16}s${SEL16}-18-22"
+HELD16=("${HELD13[@]}" --exclude "$C/heldout-RB-20-22.bin")
+# fit16 NAME CACHES... [-- FIT OPTIONS...] -> $C/NAME (as fit15 with the bigger R set excluded).
+fit16() {
+  local name=$1; shift
+  local caches=() extra=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do caches+=("$1"); shift; done
+  [ $# -gt 0 ] && { shift; extra=("$@"); }
+  step "fit16-$name" "$C/$name/eval.dat" "$B" fit --train "$C/train.bin" \
+    $(for f in "${caches[@]}"; do echo --train "$C/t13-$f.bin"; done) \
+    --only-search-labels --prior "$OLD" --epochs "$E15" --lr "$LR15" "${HELD16[@]}" \
+    --overlap "$F14_OVERLAP" --l2 "$F14_L2" --out "$C/$name" --version 1.6.0 "${extra[@]}"
+}
+v16a_labels() {
+  heldout_big
+  step "t13-$L16R" "$C/t13-$L16R.bin" "$B" label --from "$C/train.bin" --seed 161 \
+    --openings 40-50 --empties 18-22 --count "$N16" --depth "$D16" --selectivity "$SEL16" \
+    --eval "$C/v15j/eval.dat" "${HELD16[@]}" --out "$C/t13-$L16R.bin" --chunk 8192
+}
+v16a() {
+  v16a_labels
+  fit16 v16a MG-14-26 MR6i-14-26 S1G-15-20 S1R-15-20 "${E13[@]}" "$L16R" -- "${ONLY15[@]}" \
+    --checkpoint "$C/v16a.ckpt"
+}
+
 case "${1:-all}" in
   labels) dataset; heldout; labels1 ;;
   fit1) fit1 ;;
@@ -515,6 +571,8 @@ case "${1:-all}" in
   heldout-late) heldout_late ;;
   heldout-big) heldout_big ;;
   lq16) lq16 ;;
+  cost16) cost16 ;;
+  v16a) v16a ;;
   measure) measure ;;
   match) match ;;
   heldout) dataset; flippy; heldout ;;
