@@ -48,7 +48,7 @@
 #   shared/train/pipeline.sh heldout-big  # R 20-22 extended from 60 to NRB (300) positions, exact
 #   shared/train/pipeline.sh lq16       # label quality at 20-22: searches of the bigger set vs exact
 #   shared/train/pipeline.sh cost16     # CPU per label at 18-22 for the lq16 searches
-#   shared/train/pipeline.sh v16a       # N16 random positions at 18-22, depth 14 at 73 % with v15j -> v16a
+#   shared/train/pipeline.sh v16a       # N16 random positions at 18-22, depth 12 at 73 % with v15j -> v16a
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=${BOOKFARM_TRAIN_CACHE:-target/train}
@@ -530,13 +530,15 @@ cost16() {
 }
 
 # v16a: N16 new random positions (training openings + random moves) at 18-22 empties labelled
-# with the label that buys most accuracy per CPU second at 20-22 in lq16 (D16 / SEL16: depth 14
-# at 73 % probcut selectivity, with v15j), added to v15j's data and fitted as v15j (300 epochs
+# with the best label the session's CPU allowed at that volume (D16 / SEL16: depth 12 at 73 %
+# probcut selectivity, with v15j: 3.3 discs from exact at 20-22 for ≈ 10 ms; depth 14 at 73 %,
+# 2.6 discs for ≈ 17 ms, ran at 23 ms under load and was stopped after 8,192 labels, its cache
+# t13-L16R-d14s0-18-22 is unused), added to v15j's data and fitted as v15j (300 epochs
 # at lr 0.1, buckets of 13-30 empties), the bigger R 20-22 set excluded too. Checkpoints every
 # 8,192 labels; a run stopped early can be finished at the cache's length (N16 = that length,
 # the draw of fewer positions being the prefix of the draw of more).
 N16=${BOOKFARM_TRAIN_N16:-200000}
-D16=${BOOKFARM_TRAIN_D16:-14}
+D16=${BOOKFARM_TRAIN_D16:-12}
 SEL16=${BOOKFARM_TRAIN_SEL16:-0}
 # The cache is named after its search, so another D16 / SEL16 never resumes it.
 L16R="L16R-d${D16}s${SEL16}-18-22"
