@@ -49,6 +49,8 @@
 #   shared/train/pipeline.sh lq16       # label quality at 20-22: searches of the bigger set vs exact
 #   shared/train/pipeline.sh cost16     # CPU per label at 18-22 for the lq16 searches
 #   shared/train/pipeline.sh v16a       # N16 random positions at 18-22, depth 12 at 73 % with v15j -> v16a
+#   shared/train/pipeline.sh v16b       # the same draw extended to N16B (300,000) -> v16b
+#   shared/train/pipeline.sh v16c       # v16b with its depth-12 labels counted K16C (2) times -> v16c-kK16C
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=${BOOKFARM_TRAIN_CACHE:-target/train}
@@ -566,6 +568,30 @@ v16a() {
     --checkpoint "$C/v16a.ckpt"
 }
 
+# v16b: does volume still pay? v16a's draw extended to N16B (300,000) positions (the 200,000 of
+# v16a are its prefix, copied so `label` resumes after them), fitted as v16a.
+N16B=${BOOKFARM_TRAIN_N16B:-300000}
+v16b() {
+  v16a_labels
+  local big="$L16R-n$N16B"
+  if [ ! -e "$C/t13-$big.bin" ]; then cp "$C/t13-$L16R.bin" "$C/t13-$big.bin"; fi
+  step "t13-$big" "$C/t13-$big.bin" "$B" label --from "$C/train.bin" --seed 161 \
+    --openings 40-50 --empties 18-22 --count "$N16B" --depth "$D16" --selectivity "$SEL16" \
+    --eval "$C/v15j/eval.dat" "${HELD16[@]}" --out "$C/t13-$big.bin" --chunk 8192
+  fit16 v16b MG-14-26 MR6i-14-26 S1G-15-20 S1R-15-20 "${E13[@]}" "$big" -- "${ONLY15[@]}" \
+    --checkpoint "$C/v16b.ckpt"
+}
+
+# v16c: v16b with the depth-12 labels counted K16C (2) times (weighted least squares by
+# repetition): do the better labels gain from more weight against the depth-6 / depth-4 ones?
+K16C=${BOOKFARM_TRAIN_K16C:-2}
+v16c() {
+  local big="$L16R-n$N16B"
+  grep -q "^done t13-$big\$" "$C/steps.done" 2>/dev/null || v16b
+  fit16 "v16c-k$K16C" MG-14-26 MR6i-14-26 S1G-15-20 S1R-15-20 "${E13[@]}" -- "${ONLY15[@]}" \
+    --weighted-train "$K16C:$C/t13-$big.bin" --checkpoint "$C/v16c-k$K16C.ckpt"
+}
+
 case "${1:-all}" in
   labels) dataset; heldout; labels1 ;;
   fit1) fit1 ;;
@@ -575,6 +601,8 @@ case "${1:-all}" in
   lq16) lq16 ;;
   cost16) cost16 ;;
   v16a) v16a ;;
+  v16b) v16b ;;
+  v16c) v16c ;;
   measure) measure ;;
   match) match ;;
   heldout) dataset; flippy; heldout ;;
