@@ -51,6 +51,7 @@
 #   shared/train/pipeline.sh v16a       # N16 random positions at 18-22, depth 12 at 73 % with v15j -> v16a
 #   shared/train/pipeline.sh v16b       # the same draw extended to N16B (300,000) -> v16b
 #   shared/train/pipeline.sh v16c       # v16b with its depth-12 labels counted K16C (2) times -> v16c-kK16C
+#   shared/train/pipeline.sh v16d       # v16c + 100,000 game positions at 18-22, depth 12 at 73 % -> v16d-kK16C
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=${BOOKFARM_TRAIN_CACHE:-target/train}
@@ -592,6 +593,21 @@ v16c() {
     --weighted-train "$K16C:$C/t13-$big.bin" --checkpoint "$C/v16c-k$K16C.ckpt"
 }
 
+# v16d: v16c lost 0.1-0.3 discs on game positions (W, flippy) against v15j: do game positions at
+# 18-22 with the same depth-12 labels win them back? N16G (20,000) training-game positions per
+# empties value 18-22 (seed 163), labelled like v16a, counted K16C times like the random ones.
+N16G=${BOOKFARM_TRAIN_N16G:-20000}
+v16d() {
+  local big="$L16R-n$N16B" g="L16G-d${D16}s${SEL16}-18-22"
+  grep -q "^done t13-$big\$" "$C/steps.done" 2>/dev/null || v16b
+  step "t13-$g" "$C/t13-$g.bin" "$B" label --from "$C/train.bin" --seed 163 --empties 18-22 \
+    --count "$N16G" --depth "$D16" --selectivity "$SEL16" --eval "$C/v15j/eval.dat" "${HELD16[@]}" \
+    --out "$C/t13-$g.bin" --chunk 8192
+  fit16 "v16d-k$K16C" MG-14-26 MR6i-14-26 S1G-15-20 S1R-15-20 "${E13[@]}" -- "${ONLY15[@]}" \
+    --weighted-train "$K16C:$C/t13-$big.bin" --weighted-train "$K16C:$C/t13-$g.bin" \
+    --checkpoint "$C/v16d-k$K16C.ckpt"
+}
+
 case "${1:-all}" in
   labels) dataset; heldout; labels1 ;;
   fit1) fit1 ;;
@@ -603,6 +619,7 @@ case "${1:-all}" in
   v16a) v16a ;;
   v16b) v16b ;;
   v16c) v16c ;;
+  v16d) v16d ;;
   measure) measure ;;
   match) match ;;
   heldout) dataset; flippy; heldout ;;
