@@ -43,6 +43,15 @@
 #   shared/train/pipeline.sh cap15      # validation vs training MAE of bucket 19 (21-22 empties)
 #   shared/train/pipeline.sh conv15     # the same at E15 epochs / LR15 (BOOKFARM_TRAIN_EPOCHS15, _LR15)
 #   shared/train/pipeline.sh analyse15 W...  # error by |exact score|, |static eval|, mobility, |disc diff|
+#
+# Candidate 1.6.0 (sixth session; needs the above):
+#   shared/train/pipeline.sh heldout-big  # R 20-22 extended from 60 to NRB (300) positions, exact
+#   shared/train/pipeline.sh lq16       # label quality at 20-22: searches of the bigger set vs exact
+#   shared/train/pipeline.sh cost16     # CPU per label at 18-22 for the lq16 searches
+#   shared/train/pipeline.sh v16a       # N16 random positions at 18-22, depth 12 at 73 % with v15j -> v16a
+#   shared/train/pipeline.sh v16b       # the same draw extended to N16B (300,000) -> v16b
+#   shared/train/pipeline.sh v16c       # v16b with its depth-12 labels counted K16C (2) times -> v16c-kK16C
+#   shared/train/pipeline.sh v16d       # v16c + 100,000 game positions at 18-22, depth 12 at 73 % -> v16d-kK16C
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=${BOOKFARM_TRAIN_CACHE:-target/train}
@@ -94,6 +103,19 @@ heldout_w() {
   done
   step heldout-W-24-30 "$C/heldout-W-24-30.bin" "$B" label --from "$C/test.bin" --empties 24-30 \
     --count 200 --seed 103 --keep-labels --out "$C/heldout-W-24-30.bin"
+}
+
+# The bigger R 20-22 set (issue 20, sixth session): the same draw as heldout-R-20-22 (seed 101,
+# same openings and exclusion) extended to NRB (300) positions. The draw of N positions is the
+# prefix of the draw of more, so the 60 of heldout-R-20-22 are its first 60 and are copied in
+# for `label` to resume after them. Exact labels (≈ 2.3 CPU s per position).
+NRB=${BOOKFARM_TRAIN_NRB:-300}
+heldout_big() {
+  if [ ! -e "$C/heldout-RB-20-22.bin" ] && grep -q '^done heldout-R-20-22$' "$C/steps.done" 2>/dev/null; then
+    cp "$C/heldout-R-20-22.bin" "$C/heldout-RB-20-22.bin"
+  fi
+  step heldout-RB-20-22 "$C/heldout-RB-20-22.bin" "$B" label --from "$C/test.bin" --openings 40-50 \
+    --empties 20-22 --count "$NRB" --seed 101 --exclude "$C/train.bin" --out "$C/heldout-RB-20-22.bin" --chunk 16
 }
 
 heldout_late() {
@@ -249,6 +271,9 @@ measure13() {
               --samples "$C/heldout-R-20-22.bin" --samples "$C/heldout-W-14-16.bin"
               --samples "$C/heldout-W-18-20.bin" --samples "$C/heldout-W-20-22.bin"
               --samples "$C/heldout-W-24-30.bin" --samples "$C/flippy.bin")
+  # The bigger R 20-22 set (heldout-big) when it has been built.
+  [ -e "$C/heldout-RB-20-22.bin" ] && grep -q '^done heldout-RB-20-22$' "$C/steps.done" 2>/dev/null \
+    && sets+=(--samples "$C/heldout-RB-20-22.bin")
   for w in "$@"; do
     log "measure $w"
     $NICE "$B" measure --weights "$w" "${sets[@]}" --depths 4 --bands 14-16,18-20,20-22,24-24,25-30 \
@@ -469,11 +494,132 @@ analyse15() {
   done
 }
 
+# ---- Candidate 1.6.0 (sixth session): which label is worth its CPU at 18-22 empties? ---------
+# Label quality on the bigger R 20-22 set: its first NLQ positions redrawn (same seed, openings
+# and exclusion, so the same positions) and labelled by the engine's searcher with the v15j
+# weights, each spec "NAME DEPTH SELECTIVITY" (depth 60 = an endgame search, selective below
+# selectivity 5: 0/1/2 = 73/87/95 %); `compare` puts each against the exact labels. The step
+# name carries NLQ, so a larger NLQ resumes the same cache. CPU per position: $C/pipeline.log.
+NLQ=${BOOKFARM_TRAIN_NLQ:-300}
+LQ16_SPECS=${BOOKFARM_TRAIN_LQ16:-"d4 4 5|d6 6 5|d8 8 5|d10 10 5|d12 12 5|d14 14 5|d10p73 10 0|d12p73 12 0|d14p73 14 0|d16p73 16 0|d18p73 18 0|e73 60 0|e87 60 1|e95 60 2"}
+lq16() {
+  heldout_big
+  local w="$C/v15j/eval.dat" files=()
+  IFS='|' read -ra specs <<< "$LQ16_SPECS"
+  for spec in "${specs[@]}"; do
+    set -- $spec
+    step "lq16-$1-n$NLQ" "$C/lq16-$1.bin" "$B" label --from "$C/test.bin" --openings 40-50 \
+      --empties 20-22 --count "$NLQ" --seed 101 --exclude "$C/train.bin" --depth "$2" \
+      --selectivity "$3" --eval "$w" --out "$C/lq16-$1.bin" --chunk 16
+    files+=(--labels "$C/lq16-$1.bin")
+  done
+  "$B" compare --reference "$C/heldout-RB-20-22.bin" "${files[@]}" --bands 20-22,20-20,21-21,22-22 \
+    | tee -a "$C/lq16.out"
+}
+
+# CPU per label at 18-22 (the band v16a labels): NCOST (1,000) training openings + random moves
+# per spec of COST16 ("NAME DEPTH SELECTIVITY", v15j weights), no --exclude, so the draw costs
+# ≈ 1 s; `d1` measures that fixed cost. CPU per step in $C/pipeline.log.
+NCOST=${BOOKFARM_TRAIN_NCOST:-1000}
+COST16=${BOOKFARM_TRAIN_COST16:-"d1 1 5|d6 6 5|d8 8 5|d10p73 10 0|d12p73 12 0|d14p73 14 0|d16p73 16 0|d12 12 5"}
+cost16() {
+  IFS='|' read -ra specs <<< "$COST16"
+  for spec in "${specs[@]}"; do
+    set -- $spec
+    step "cost16-$1-n$NCOST" "$C/cost16-$1.bin" "$B" label --from "$C/train.bin" --openings 40-50 \
+      --empties 18-22 --count "$NCOST" --seed 162 --depth "$2" --selectivity "$3" \
+      --eval "$C/v15j/eval.dat" --out "$C/cost16-$1.bin" --chunk 1000
+  done
+}
+
+# v16a: N16 new random positions (training openings + random moves) at 18-22 empties labelled
+# with the best label the session's CPU allowed at that volume (D16 / SEL16: depth 12 at 73 %
+# probcut selectivity, with v15j: 3.3 discs from exact at 20-22 for ≈ 10 ms; depth 14 at 73 %,
+# 2.6 discs for ≈ 17 ms, ran at 23 ms under load and was stopped after 8,192 labels, its cache
+# t13-L16R-d14s0-18-22 is unused), added to v15j's data and fitted as v15j (300 epochs
+# at lr 0.1, buckets of 13-30 empties), the bigger R 20-22 set excluded too. Checkpoints every
+# 8,192 labels; a run stopped early can be finished at the cache's length (N16 = that length,
+# the draw of fewer positions being the prefix of the draw of more).
+N16=${BOOKFARM_TRAIN_N16:-200000}
+D16=${BOOKFARM_TRAIN_D16:-12}
+SEL16=${BOOKFARM_TRAIN_SEL16:-0}
+# The cache is named after its search, so another D16 / SEL16 never resumes it.
+L16R="L16R-d${D16}s${SEL16}-18-22"
+HELD16=("${HELD13[@]}" --exclude "$C/heldout-RB-20-22.bin")
+# fit16 NAME CACHES... [-- FIT OPTIONS...] -> $C/NAME (as fit15 with the bigger R set excluded).
+fit16() {
+  local name=$1; shift
+  local caches=() extra=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do caches+=("$1"); shift; done
+  [ $# -gt 0 ] && { shift; extra=("$@"); }
+  step "fit16-$name" "$C/$name/eval.dat" "$B" fit --train "$C/train.bin" \
+    $(for f in "${caches[@]}"; do echo --train "$C/t13-$f.bin"; done) \
+    --only-search-labels --prior "$OLD" --epochs "$E15" --lr "$LR15" "${HELD16[@]}" \
+    --overlap "$F14_OVERLAP" --l2 "$F14_L2" --out "$C/$name" --version 1.6.0 "${extra[@]}"
+}
+v16a_labels() {
+  heldout_big
+  step "t13-$L16R" "$C/t13-$L16R.bin" "$B" label --from "$C/train.bin" --seed 161 \
+    --openings 40-50 --empties 18-22 --count "$N16" --depth "$D16" --selectivity "$SEL16" \
+    --eval "$C/v15j/eval.dat" "${HELD16[@]}" --out "$C/t13-$L16R.bin" --chunk 8192
+}
+v16a() {
+  v16a_labels
+  fit16 v16a MG-14-26 MR6i-14-26 S1G-15-20 S1R-15-20 "${E13[@]}" "$L16R" -- "${ONLY15[@]}" \
+    --checkpoint "$C/v16a.ckpt"
+}
+
+# v16b: does volume still pay? v16a's draw extended to N16B (300,000) positions (the 200,000 of
+# v16a are its prefix, copied so `label` resumes after them), fitted as v16a.
+N16B=${BOOKFARM_TRAIN_N16B:-300000}
+v16b() {
+  v16a_labels
+  local big="$L16R-n$N16B"
+  if [ ! -e "$C/t13-$big.bin" ]; then cp "$C/t13-$L16R.bin" "$C/t13-$big.bin"; fi
+  step "t13-$big" "$C/t13-$big.bin" "$B" label --from "$C/train.bin" --seed 161 \
+    --openings 40-50 --empties 18-22 --count "$N16B" --depth "$D16" --selectivity "$SEL16" \
+    --eval "$C/v15j/eval.dat" "${HELD16[@]}" --out "$C/t13-$big.bin" --chunk 8192
+  fit16 v16b MG-14-26 MR6i-14-26 S1G-15-20 S1R-15-20 "${E13[@]}" "$big" -- "${ONLY15[@]}" \
+    --checkpoint "$C/v16b.ckpt"
+}
+
+# v16c: v16b with the depth-12 labels counted K16C (2) times (weighted least squares by
+# repetition): do the better labels gain from more weight against the depth-6 / depth-4 ones?
+K16C=${BOOKFARM_TRAIN_K16C:-2}
+v16c() {
+  local big="$L16R-n$N16B"
+  grep -q "^done t13-$big\$" "$C/steps.done" 2>/dev/null || v16b
+  fit16 "v16c-k$K16C" MG-14-26 MR6i-14-26 S1G-15-20 S1R-15-20 "${E13[@]}" -- "${ONLY15[@]}" \
+    --weighted-train "$K16C:$C/t13-$big.bin" --checkpoint "$C/v16c-k$K16C.ckpt"
+}
+
+# v16d: v16c lost 0.1-0.3 discs on game positions (W, flippy) against v15j: do game positions at
+# 18-22 with the same depth-12 labels win them back? N16G (20,000) training-game positions per
+# empties value 18-22 (seed 163), labelled like v16a, counted K16C times like the random ones.
+N16G=${BOOKFARM_TRAIN_N16G:-20000}
+v16d() {
+  local big="$L16R-n$N16B" g="L16G-d${D16}s${SEL16}-18-22"
+  grep -q "^done t13-$big\$" "$C/steps.done" 2>/dev/null || v16b
+  step "t13-$g" "$C/t13-$g.bin" "$B" label --from "$C/train.bin" --seed 163 --empties 18-22 \
+    --count "$N16G" --depth "$D16" --selectivity "$SEL16" --eval "$C/v15j/eval.dat" "${HELD16[@]}" \
+    --out "$C/t13-$g.bin" --chunk 8192
+  fit16 "v16d-k$K16C" MG-14-26 MR6i-14-26 S1G-15-20 S1R-15-20 "${E13[@]}" -- "${ONLY15[@]}" \
+    --weighted-train "$K16C:$C/t13-$big.bin" --weighted-train "$K16C:$C/t13-$g.bin" \
+    --checkpoint "$C/v16d-k$K16C.ckpt"
+}
+
 case "${1:-all}" in
   labels) dataset; heldout; labels1 ;;
   fit1) fit1 ;;
   boot) boot ;;
   heldout-late) heldout_late ;;
+  heldout-big) heldout_big ;;
+  lq16) lq16 ;;
+  cost16) cost16 ;;
+  v16a) v16a ;;
+  v16b) v16b ;;
+  v16c) v16c ;;
+  v16d) v16d ;;
   measure) measure ;;
   match) match ;;
   heldout) dataset; flippy; heldout ;;

@@ -210,6 +210,19 @@ enum Cmd {
         #[arg(long, value_delimiter = ',')]
         by: Vec<measure::By>,
     },
+    /// Label quality: labels of caches against the exact labels of the same positions in a
+    /// reference cache (e.g. a held-out set and a search-labelled redraw of it), per band.
+    Compare {
+        /// Cache with exact labels.
+        #[arg(long)]
+        reference: PathBuf,
+        /// Caches whose labels are compared (positions without an exact reference are skipped).
+        #[arg(long, required = true)]
+        labels: Vec<PathBuf>,
+        /// Empties bands to report, e.g. 20-22,20-20.
+        #[arg(long, value_delimiter = ',', value_parser = parse_band, required = true)]
+        bands: Vec<(u32, u32)>,
+    },
     /// Match: weights vs the mobility+corner evaluation, from random openings, colours swapped.
     Match {
         /// Weights (eval.dat or .gz).
@@ -657,6 +670,20 @@ fn main() -> Result<()> {
                 for &b in &by {
                     print!("{}", measure::breakdown(&w, &s, &depths, &bands, b));
                 }
+            }
+        }
+        Cmd::Compare {
+            reference,
+            labels,
+            bands,
+        } => {
+            let r = dataset::read_samples(&reference)
+                .with_context(|| format!("reading {}", reference.display()))?;
+            for p in &labels {
+                let s =
+                    dataset::read_samples(p).with_context(|| format!("reading {}", p.display()))?;
+                println!("{}: {} samples", p.display(), s.len());
+                print!("{}", measure::label_errors(&r, &s, &bands));
             }
         }
         Cmd::Label {

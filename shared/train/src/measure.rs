@@ -255,6 +255,55 @@ pub fn breakdown(
     out
 }
 
+/// Label quality: for every sample of `labels` whose position `reference` labels exactly, the
+/// pair (label, exact score); a markdown table per band (inclusive, may overlap) of n, MAE,
+/// RMSE and the mean signed error (label − exact). Positions without an exact reference label
+/// are skipped, so a search-labelled cache can be compared with the exact cache it was drawn
+/// like (same seed and parameters, hence the same positions).
+pub fn label_errors(reference: &[Sample], labels: &[Sample], bands: &[(u32, u32)]) -> String {
+    let mut exact: Vec<&Sample> = reference
+        .iter()
+        .filter(|s| s.kind == LabelKind::Exact)
+        .collect();
+    exact.sort_unstable_by_key(|s| (s.board.player, s.board.opponent));
+    let pairs: Vec<(u32, f64, f64)> = labels
+        .iter()
+        .filter_map(|s| {
+            let i = exact
+                .binary_search_by_key(&(s.board.player, s.board.opponent), |r| {
+                    (r.board.player, r.board.opponent)
+                })
+                .ok()?;
+            Some((
+                s.board.empties(),
+                f64::from(s.label),
+                f64::from(exact[i].label),
+            ))
+        })
+        .collect();
+    let mut out = String::from(
+        "| empties | n | MAE vs exact | RMSE | mean signed error |\n|---|---|---|---|---|\n",
+    );
+    for &(lo, hi) in bands {
+        let band: Vec<(f64, f64)> = pairs
+            .iter()
+            .filter(|(e, _, _)| (lo..=hi).contains(e))
+            .map(|&(_, l, y)| (l, y))
+            .collect();
+        if band.is_empty() {
+            continue;
+        }
+        let e = errors(&band);
+        let signed = band.iter().map(|(l, y)| l - y).sum::<f64>() / band.len() as f64;
+        let _ = writeln!(
+            out,
+            "| {lo}–{hi} | {} | {:.2} | {:.2} | {:+.2} |",
+            e.n, e.mae, e.rmse, signed
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -311,5 +360,30 @@ mod tests {
         assert_eq!(group_of(By::Score.edges(), 9), 0);
         assert_eq!(group_of(By::Score.edges(), 10), 1);
         assert_eq!(group_of(By::Score.edges(), 64), 4);
+    }
+
+    #[test]
+    fn label_errors_pair_labels_with_exact_scores_of_the_same_position() {
+        use bookfarm_engine::Board;
+        let a = Board::start();
+        let b = a.pass();
+        let sample = |board, label: f32, kind| Sample {
+            board,
+            label,
+            count: 1,
+            kind,
+        };
+        let reference = [
+            sample(a, 10.0, LabelKind::Exact),
+            // A search label in the reference is no exact score: b is skipped.
+            sample(b, 0.0, LabelKind::Search),
+        ];
+        let labels = [
+            sample(a, 4.0, LabelKind::Search),
+            sample(b, 30.0, LabelKind::Search),
+        ];
+        let t = label_errors(&reference, &labels, &[(60, 60), (0, 10)]);
+        let rows: Vec<&str> = t.lines().skip(2).collect();
+        assert_eq!(rows, ["| 60–60 | 1 | 6.00 | 6.00 | -6.00 |"], "{t}");
     }
 }
