@@ -24,6 +24,13 @@ pub struct FitParams {
     pub bucket_width: usize,
     /// Extra plies on each side whose samples also train a bucket (smooths neighbouring phases).
     pub overlap: usize,
+    /// Weight of an overlap sample `d` plies outside its bucket: `overlap_decay^d` (1 = the
+    /// neighbours count as much as the bucket's own plies). Below 1 a bucket still pools sparse
+    /// patterns from its neighbours but fits its own phase first.
+    pub overlap_decay: f32,
+    /// Huber threshold in discs (0 = plain least squares): residuals beyond it pull with a
+    /// constant force, so a few badly labelled or untypical positions move the fit less.
+    pub huber: f32,
     /// Adam iterations (full-batch epochs) per bucket.
     pub epochs: usize,
     /// Initial learning rate, in discs.
@@ -42,6 +49,8 @@ impl Default for FitParams {
         FitParams {
             bucket_width: 2,
             overlap: 1,
+            overlap_decay: 1.0,
+            huber: 0.0,
             epochs: 300,
             lr: 0.5,
             l2: 2.0,
@@ -269,8 +278,17 @@ pub fn fit(
             .map(|s| layout.packed_offsets(&s.board))
             .collect();
         let labels: Vec<f32> = chosen.iter().map(|s| s.label).collect();
+        let own = b * params.bucket_width..((b + 1) * params.bucket_width).min(N_PLIES);
+        let sample_weights: Vec<f32> = if params.overlap_decay == 1.0 {
+            Vec::new()
+        } else {
+            chosen
+                .iter()
+                .map(|s| overlap_weight(ply_of(&s.board), &own, params.overlap_decay))
+                .collect()
+        };
         let prior_b = prior.and_then(|p| p.buckets[b].as_deref());
-        let (w, rmse) = fit_bucket(&offsets, &labels, params, prior_b, |e| {
+        let (w, rmse) = fit_bucket(&offsets, &labels, &sample_weights, params, prior_b, |e| {
             pb.inc(1);
             if e.is_multiple_of(25) {
                 pb.set_message(format!("bucket {b}/{nb}"));
@@ -303,6 +321,13 @@ pub fn fit(
     Ok(reports)
 }
 
+/// Loss weight of a sample at `ply` for the bucket of plies `own`: `decay^d`, `d` = plies
+/// outside `own` (1 inside it).
+pub fn overlap_weight(ply: usize, own: &std::ops::Range<usize>, decay: f32) -> f32 {
+    let d = own.start.saturating_sub(ply) + (ply + 1).saturating_sub(own.end);
+    decay.powi(d as i32)
+}
+
 /// The training samples of `tagged` (sample, index of its cache) with each sample repeated
 /// `weight[cache]` times, in order: least squares on the result is weighted least squares with
 /// those weights (deterministic, and the fitter needs no weights of its own).
@@ -329,10 +354,12 @@ pub fn in_validation(board: &bookfarm_engine::Board, per_mille: u32) -> bool {
 const CHUNK: usize = 16_384;
 
 /// Full-batch Adam on one bucket, from zero (or from `prior`, which the L2 term then pulls
-/// towards). Returns the weights (discs) and the final training RMSE.
+/// towards). `sample_weights` (empty = all 1) weigh each sample's term of the loss, which is
+/// normalised by their sum. Returns the weights (discs) and the final (weighted) training RMSE.
 pub fn fit_bucket(
     offsets: &[[u32; N_TERMS]],
     labels: &[f32],
+    sample_weights: &[f32],
     params: &FitParams,
     prior: Option<&[f32]>,
     mut on_epoch: impl FnMut(usize),
@@ -351,23 +378,40 @@ pub fn fit_bucket(
     let mut m = vec![0f32; PACKED_PER_PLY];
     let mut v = vec![0f32; PACKED_PER_PLY];
     let (beta1, beta2, eps) = (0.9f32, 0.999f32, 1e-8f32);
-    let inv_n = 1.0 / n as f32;
+    let ones;
+    let sw: &[f32] = if sample_weights.is_empty() {
+        ones = vec![1f32; n];
+        &ones
+    } else {
+        assert_eq!(sample_weights.len(), n, "one weight per sample");
+        sample_weights
+    };
+    let total_weight: f64 = sw.iter().map(|&x| f64::from(x)).sum();
+    let inv_n = (1.0 / total_weight) as f32;
     let l2 = params.l2 * inv_n;
+    let huber = if params.huber > 0.0 {
+        params.huber
+    } else {
+        f32::INFINITY
+    };
     let mut rmse = 0.0;
     for epoch in 0..params.epochs {
-        // Gradient of the mean squared error, reduced in fixed chunk order for determinism.
+        // Gradient of the weighted mean squared (or Huber) error, reduced in fixed chunk order
+        // for determinism.
         let partial: Vec<(Vec<f32>, f64)> = offsets
             .par_chunks(CHUNK)
             .zip(labels.par_chunks(CHUNK))
-            .map(|(offs, labs)| {
+            .zip(sw.par_chunks(CHUNK))
+            .map(|((offs, labs), ws)| {
                 let mut g = vec![0f32; PACKED_PER_PLY];
                 let mut sq = 0f64;
-                for (o, &y) in offs.iter().zip(labs) {
+                for ((o, &y), &sw) in offs.iter().zip(labs).zip(ws) {
                     let pred: f32 = o.iter().map(|&i| w[i as usize]).sum();
                     let r = pred - y;
-                    sq += f64::from(r * r);
+                    sq += f64::from(sw * r * r);
+                    let gr = sw * r.clamp(-huber, huber);
                     for &i in o {
-                        g[i as usize] += r;
+                        g[i as usize] += gr;
                     }
                 }
                 (g, sq)
@@ -381,7 +425,7 @@ pub fn fit_bucket(
             }
             sq += s;
         }
-        rmse = (sq / n as f64).sqrt() as f32;
+        rmse = (sq / total_weight).sqrt() as f32;
         let t = (epoch + 1) as i32;
         let lr = params.lr
             * 0.5
@@ -544,9 +588,57 @@ pub(crate) mod tests {
             l2: 0.0,
             ..FitParams::default()
         };
-        let (w, _) = fit_bucket(&offsets, &labels, &params, None, |_| {});
+        let (w, _) = fit_bucket(&offsets, &labels, &[], &params, None, |_| {});
         let pred: f32 = offsets[0].iter().map(|&i| w[i as usize]).sum();
         assert!((pred - 6.0).abs() < 0.1, "weighted mean 6, got {pred}");
+    }
+
+    #[test]
+    fn sample_weights_and_huber_shape_the_fit() {
+        // One board, so only the sum of its 47 weights (the prediction) matters.
+        let b = positions(1, 5)[0];
+        let offsets = vec![Layout::get().packed_offsets(&b); 4];
+        let params = FitParams {
+            epochs: 600,
+            lr: 0.05,
+            l2: 0.0,
+            ..FitParams::default()
+        };
+        let pred = |w: &[f32]| -> f32 { offsets[0].iter().map(|&i| w[i as usize]).sum() };
+        // Weighted least squares: labels 0 and 8 weighing 1 and 3 -> 6.
+        let (w, _) = fit_bucket(
+            &offsets[..2],
+            &[0.0, 8.0],
+            &[1.0, 3.0],
+            &params,
+            None,
+            |_| {},
+        );
+        assert!(
+            (pred(&w) - 6.0).abs() < 0.1,
+            "weighted mean 6, got {}",
+            pred(&w)
+        );
+        // Least squares is pulled to the mean 25 of 0, 0, 0, 100; Huber with a 1-disc threshold
+        // stays near the median: 3·p = 1 at the optimum, p = 1/3.
+        let labels = [0.0, 0.0, 0.0, 100.0];
+        let (w, _) = fit_bucket(&offsets, &labels, &[], &params, None, |_| {});
+        assert!((pred(&w) - 25.0).abs() < 0.5, "mean 25, got {}", pred(&w));
+        let huber = FitParams {
+            huber: 1.0,
+            ..params
+        };
+        let (w, _) = fit_bucket(&offsets, &labels, &[], &huber, None, |_| {});
+        assert!(
+            (pred(&w) - 1.0 / 3.0).abs() < 0.1,
+            "Huber 1/3, got {}",
+            pred(&w)
+        );
+        // Overlap weights: 1 inside the bucket, decay^d outside.
+        let own = 38..40;
+        let ws: Vec<f32> = (35..43).map(|p| overlap_weight(p, &own, 0.5)).collect();
+        assert_eq!(ws, [0.125, 0.25, 0.5, 1.0, 1.0, 0.5, 0.25, 0.125]);
+        assert_eq!(overlap_weight(30, &own, 1.0), 1.0);
     }
 
     #[test]

@@ -155,6 +155,13 @@ enum Cmd {
         /// Neighbouring plies also used to train a bucket.
         #[arg(long, default_value_t = 1)]
         overlap: usize,
+        /// Weight of overlap samples per ply outside the bucket (`--overlap-decay 0.7`: 0.7 one
+        /// ply out, 0.49 two plies out, ...); 1 = full weight.
+        #[arg(long, default_value_t = 1.0)]
+        overlap_decay: f32,
+        /// Huber loss threshold in discs (0 = least squares).
+        #[arg(long, default_value_t = 0.0)]
+        huber: f32,
         /// Full-batch Adam epochs per bucket.
         #[arg(long, default_value_t = 300)]
         epochs: usize,
@@ -534,6 +541,8 @@ fn main() -> Result<()> {
             checkpoint,
             bucket_width,
             overlap,
+            overlap_decay,
+            huber,
             epochs,
             lr,
             l2,
@@ -545,6 +554,14 @@ fn main() -> Result<()> {
             exclude,
             version,
         } => {
+            anyhow::ensure!(
+                overlap_decay > 0.0 && overlap_decay <= 1.0,
+                "--overlap-decay must be in (0, 1], got {overlap_decay}"
+            );
+            anyhow::ensure!(
+                huber >= 0.0 && huber.is_finite(),
+                "--huber must be a finite threshold >= 0, got {huber}"
+            );
             let held_out = keys_of(&exclude)?;
             std::fs::create_dir_all(&out)?;
             // Weight of each training cache (index into `train`): 1, or K for --weighted-train.
@@ -592,6 +609,8 @@ fn main() -> Result<()> {
             let params = FitParams {
                 bucket_width,
                 overlap,
+                overlap_decay,
+                huber,
                 epochs,
                 lr,
                 l2,
