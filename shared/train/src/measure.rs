@@ -30,6 +30,8 @@ pub struct Errors {
     pub mae: f64,
     /// Root mean squared error (discs).
     pub rmse: f64,
+    /// Mean error, prediction − label (discs).
+    pub mean: f64,
 }
 
 /// MAE and RMSE of `pred` against `label`.
@@ -38,13 +40,14 @@ pub fn errors(pairs: &[(f64, f64)]) -> Errors {
     if n == 0 {
         return Errors::default();
     }
-    let (a, s) = pairs.iter().fold((0.0, 0.0), |(a, s), (p, y)| {
-        (a + (p - y).abs(), s + (p - y) * (p - y))
+    let (a, s, m) = pairs.iter().fold((0.0, 0.0, 0.0), |(a, s, m), (p, y)| {
+        (a + (p - y).abs(), s + (p - y) * (p - y), m + (p - y))
     });
     Errors {
         n,
         mae: a / n as f64,
         rmse: (s / n as f64).sqrt(),
+        mean: m / n as f64,
     }
 }
 
@@ -58,11 +61,12 @@ fn kind_name(k: LabelKind) -> &'static str {
 }
 
 /// A markdown table: label kind, empties band (inclusive; bands may overlap), n, then MAE / RMSE
-/// of the static evaluation and of a fixed-depth search at each of `depths`.
+/// and mean error (evaluation − label: a bias, e.g. by empties parity) of the static evaluation and of a fixed-depth search at each of `depths`.
 pub fn table(w: &Eval, samples: &[Sample], depths: &[u32], bands: &[(u32, u32)]) -> String {
     let mut out = String::new();
-    let mut head = String::from("| labels | empties | n | static MAE | static RMSE |");
-    let mut sep = String::from("|---|---|---|---|---|");
+    let mut head =
+        String::from("| labels | empties | n | static MAE | static RMSE | static bias |");
+    let mut sep = String::from("|---|---|---|---|---|---|");
     for d in depths {
         let _ = write!(head, " depth {d} MAE | depth {d} RMSE |");
         sep.push_str("---|---|");
@@ -86,11 +90,12 @@ pub fn table(w: &Eval, samples: &[Sample], depths: &[u32], bands: &[(u32, u32)])
             let e = errors(&stat);
             let _ = write!(
                 out,
-                "| {} | {lo}–{hi} | {} | {:.2} | {:.2} |",
+                "| {} | {lo}–{hi} | {} | {:.2} | {:.2} | {:+.2} |",
                 kind_name(kind),
                 e.n,
                 e.mae,
-                e.rmse
+                e.rmse,
+                e.mean
             );
             for &d in depths {
                 let v = search_pairs(&rows, d, w);
@@ -314,6 +319,7 @@ mod tests {
         assert_eq!(e.n, 3);
         assert!((e.mae - 7.0 / 3.0).abs() < 1e-12);
         assert!((e.rmse - (25.0f64 / 3.0).sqrt()).abs() < 1e-12);
+        assert!((e.mean - (-3.0 + 0.0 - 4.0) / 3.0).abs() < 1e-12);
         assert_eq!(errors(&[]), Errors::default());
     }
 
