@@ -52,6 +52,9 @@
 #   shared/train/pipeline.sh v16b       # the same draw extended to N16B (300,000) -> v16b
 #   shared/train/pipeline.sh v16c       # v16b with its depth-12 labels counted K16C (2) times -> v16c-kK16C
 #   shared/train/pipeline.sh v16d       # v16c + 100,000 game positions at 18-22, depth 12 at 73 % -> v16d-kK16C
+#
+# Seventh session (needs v16b's caches): is the fit the limit at 20-22?
+#   shared/train/pipeline.sh grid17     # v16c's data, buckets of 19-22 empties: width, overlap, decay, L2, Huber
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=${BOOKFARM_TRAIN_CACHE:-target/train}
@@ -608,6 +611,38 @@ v16d() {
     --checkpoint "$C/v16d-k$K16C.ckpt"
 }
 
+# ---- Seventh session: is the fit the limit? ----------------------------------------------------
+# grid17: v16c's data (K16C-weighted depth-12 labels), the buckets R 20-22 reads (width 2: 19, 20;
+# width 1: plies 38-40) refitted with other fit structures, prior 1.1.0, then static MAE on the
+# held-out sets with the per-band bias (`measure` prints mean evaluation - label). `base`
+# reproduces v16c on these buckets. Results in $C/grid17.log (docs/training.md, seventh session).
+grid17_fit() {
+  local name=$1 width=$2 overlap=$3 l2=$4 only=$5; shift 5
+  local big="$L16R-n$N16B"
+  step "grid17-$name" "$C/grid17-$name/eval.dat" "$B" fit --train "$C/train.bin" \
+    $(for f in MG-14-26 MR6i-14-26 S1G-15-20 S1R-15-20 "${E13[@]}"; do echo --train "$C/t13-$f.bin"; done) \
+    --weighted-train "$K16C:$C/t13-$big.bin" --only-search-labels --prior "$OLD" --epochs "$E15" \
+    --lr "$LR15" "${HELD16[@]}" --bucket-width "$width" --overlap "$overlap" --l2 "$l2" \
+    --only-buckets "$only" --out "$C/grid17-$name" --version 1.7.0 "$@"
+  log "measure grid17-$name"
+  { echo "## grid17-$name: width $width overlap $overlap l2 $l2 $*"
+    $NICE "$B" measure --weights "$C/grid17-$name/eval.dat" --samples "$C/heldout-RB-20-22.bin" \
+      --samples "$C/flippy.bin" --bands 20-22,20-20,21-21,22-22; } | tee -a "$C/grid17.log"
+}
+grid17() {
+  grep -q "^done t13-$L16R-n$N16B\$" "$C/steps.done" 2>/dev/null || v16b
+  grid17_fit base 2 6 10 19,20
+  grid17_fit w1o6d7 1 6 10 38,39,40 --overlap-decay 0.7
+  grid17_fit w2o6d7 2 6 10 19,20 --overlap-decay 0.7
+  grid17_fit w1o6 1 6 10 38,39,40
+  grid17_fit w2o6h4 2 6 10 19,20 --huber 4
+  grid17_fit w2o3 2 3 10 19,20
+  grid17_fit w2o6l2 2 6 2 19,20
+  grid17_fit w2o10d8 2 10 10 19,20 --overlap-decay 0.8
+  grid17_fit w2o6l05 2 6 0.5 19,20
+  grid17_fit w2o3l2 2 3 2 19,20
+}
+
 case "${1:-all}" in
   labels) dataset; heldout; labels1 ;;
   fit1) fit1 ;;
@@ -620,6 +655,7 @@ case "${1:-all}" in
   v16b) v16b ;;
   v16c) v16c ;;
   v16d) v16d ;;
+  grid17) grid17 ;;
   measure) measure ;;
   match) match ;;
   heldout) dataset; flippy; heldout ;;
@@ -650,5 +686,5 @@ case "${1:-all}" in
   conv15) conv15 ;;
   analyse15) shift; analyse15 "$@" ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;
-  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W|v14a|v14b|v14c|sweep14 a|b B|v15x|v15a|v15c|v15e|v15f|v15g|v15h|v15i|v15j|v15k|conv15|cap15|analyse15 W...]" >&2; exit 2 ;;
+  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W|v14a|v14b|v14c|sweep14 a|b B|v15x|v15a|v15c|v15e|v15f|v15g|v15h|v15i|v15j|v15k|conv15|cap15|analyse15 W...|heldout-big|lq16|cost16|v16a|v16b|v16c|v16d|grid17]" >&2; exit 2 ;;
 esac
