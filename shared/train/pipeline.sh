@@ -55,6 +55,7 @@
 #
 # Seventh session (needs v16b's caches): is the fit the limit at 20-22?
 #   shared/train/pipeline.sh grid17     # v16c's data, buckets of 19-22 empties: width, overlap, decay, L2, Huber
+#   shared/train/pipeline.sh v17        # v16d's data (runs v16d first) fitted with L2 L2_17 (2) -> v17-lL2_17
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=${BOOKFARM_TRAIN_CACHE:-target/train}
@@ -643,6 +644,18 @@ grid17() {
   grid17_fit w2o3l2 2 3 2 19,20
 }
 
+# v17: the one fit change of grid17 that moved R 20-22 (a weaker pull towards the 1.1.0 prior,
+# L2 L2_17 = 2 instead of 10) on v16d's data (random and game positions at 18-22 with depth-12
+# labels, counted K16C times), every bucket of 13-30 empties.
+L2_17=${BOOKFARM_TRAIN_L2_17:-2}
+v17() {
+  local big="$L16R-n$N16B" g="L16G-d${D16}s${SEL16}-18-22"
+  grep -q "^done t13-$g\$" "$C/steps.done" 2>/dev/null || v16d
+  F14_L2=$L2_17 fit16 "v17-l$L2_17" MG-14-26 MR6i-14-26 S1G-15-20 S1R-15-20 "${E13[@]}" -- \
+    "${ONLY15[@]}" --weighted-train "$K16C:$C/t13-$big.bin" --weighted-train "$K16C:$C/t13-$g.bin" \
+    --checkpoint "$C/v17-l$L2_17.ckpt"
+}
+
 case "${1:-all}" in
   labels) dataset; heldout; labels1 ;;
   fit1) fit1 ;;
@@ -656,6 +669,7 @@ case "${1:-all}" in
   v16c) v16c ;;
   v16d) v16d ;;
   grid17) grid17 ;;
+  v17) v17 ;;
   measure) measure ;;
   match) match ;;
   heldout) dataset; flippy; heldout ;;
@@ -686,5 +700,5 @@ case "${1:-all}" in
   conv15) conv15 ;;
   analyse15) shift; analyse15 "$@" ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;
-  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W|v14a|v14b|v14c|sweep14 a|b B|v15x|v15a|v15c|v15e|v15f|v15g|v15h|v15i|v15j|v15k|conv15|cap15|analyse15 W...|heldout-big|lq16|cost16|v16a|v16b|v16c|v16d|grid17]" >&2; exit 2 ;;
+  *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W|v14a|v14b|v14c|sweep14 a|b B|v15x|v15a|v15c|v15e|v15f|v15g|v15h|v15i|v15j|v15k|conv15|cap15|analyse15 W...|heldout-big|lq16|cost16|v16a|v16b|v16c|v16d|grid17|v17]" >&2; exit 2 ;;
 esac
