@@ -338,10 +338,20 @@ fn unreferenced_base_is_removed_and_the_old_book_kept() {
     }
     let stray = base_file(dir.path(), 2);
     std::fs::write(&stray, b"half a book").unwrap();
-    let s = Store::open_book(dir.path()).unwrap();
-    assert!(!stray.exists());
-    let l = s.load(dir.path()).unwrap();
-    assert_eq!(l.header, h);
+    assert_reopens_with_the_sample(dir.path(), &h, &stray);
+}
+
+/// Reopen the store in `dir` as a book and check that it holds exactly [`sample_entry`] under
+/// `header`, and that the reopening removed `leftover` (a stray file an interrupted writer left).
+fn assert_reopens_with_the_sample(
+    dir: &std::path::Path,
+    header: &BookHeader,
+    leftover: &std::path::Path,
+) {
+    let s = Store::open_book(dir).unwrap();
+    assert!(!leftover.exists(), "{} was not removed", leftover.display());
+    let l = s.load(dir).unwrap();
+    assert_eq!(&l.header, header);
     assert_eq!(
         l.book.positions().collect::<Vec<_>>(),
         vec![sample_entry().pos]
@@ -516,14 +526,7 @@ fn a_snapshot_cut_short_by_a_kill_does_not_make_the_store_unopenable() {
             Err(sled::Error::Corruption { at: None, .. }) => {}
             other => panic!("sled opened a store with a cut snapshot ({cut} bytes): {other:?}"),
         }
-        let s = Store::open_book(dir.path()).unwrap();
-        assert!(!unfinished.exists());
-        let l = s.load(dir.path()).unwrap();
-        assert_eq!(l.header, h);
-        assert_eq!(
-            l.book.positions().collect::<Vec<_>>(),
-            vec![sample_entry().pos]
-        );
+        assert_reopens_with_the_sample(dir.path(), &h, &unfinished);
     }
 }
 
