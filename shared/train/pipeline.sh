@@ -394,17 +394,23 @@ v15a() {
 # 4.70 (game positions 4.66 -> 4.32), with the training MAE close to it (no overfitting).
 E15=${BOOKFARM_TRAIN_EPOCHS15:-300}
 LR15=${BOOKFARM_TRAIN_LR15:-0.1}
-FIT15=(--only-search-labels --prior "$OLD" --epochs "$E15" --lr "$LR15" "${HELD13[@]}")
-# fit15 NAME CACHES... [-- FIT OPTIONS...] -> $C/NAME (overlap 6, L2 10, E15 epochs at LR15).
-fit15() {
-  local name=$1; shift
+# fit_search STEP VERSION HELD NAME CACHES... [-- FIT OPTIONS...] -> $C/NAME: fine-tune 1.1.0 on
+# the search and exact labels of train.bin and the t13-CACHES (overlap F14_OVERLAP, L2 F14_L2,
+# E15 epochs at LR15), never on the positions of the array named HELD; the step is STEP-NAME.
+fit_search() {
+  local prefix=$1 version=$2 name=$4
+  local -n held=$3
+  shift 4
   local caches=() extra=()
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do caches+=("$1"); shift; done
   [ $# -gt 0 ] && { shift; extra=("$@"); }
-  step "fit15-$name" "$C/$name/eval.dat" "$B" fit --train "$C/train.bin" \
+  step "$prefix-$name" "$C/$name/eval.dat" "$B" fit --train "$C/train.bin" \
     $(for f in "${caches[@]}"; do echo --train "$C/t13-$f.bin"; done) \
-    "${FIT15[@]}" --overlap "$F14_OVERLAP" --l2 "$F14_L2" --out "$C/$name" --version 1.5.0 "${extra[@]}"
+    --only-search-labels --prior "$OLD" --epochs "$E15" --lr "$LR15" "${held[@]}" \
+    --overlap "$F14_OVERLAP" --l2 "$F14_L2" --out "$C/$name" --version "$version" "${extra[@]}"
 }
+# fit15 NAME CACHES... [-- FIT OPTIONS...] -> $C/NAME (overlap 6, L2 10, E15 epochs at LR15).
+fit15() { fit_search fit15 1.5.0 HELD13 "$@"; }
 v15c() {
   fit15 "v15c-e$E15" "${A14[@]}" -- "${ONLY15[@]}" --checkpoint "$C/v15c-e$E15.ckpt"
 }
@@ -551,16 +557,7 @@ SEL16=${BOOKFARM_TRAIN_SEL16:-0}
 L16R="L16R-d${D16}s${SEL16}-18-22"
 HELD16=("${HELD13[@]}" --exclude "$C/heldout-RB-20-22.bin")
 # fit16 NAME CACHES... [-- FIT OPTIONS...] -> $C/NAME (as fit15 with the bigger R set excluded).
-fit16() {
-  local name=$1; shift
-  local caches=() extra=()
-  while [ $# -gt 0 ] && [ "$1" != "--" ]; do caches+=("$1"); shift; done
-  [ $# -gt 0 ] && { shift; extra=("$@"); }
-  step "fit16-$name" "$C/$name/eval.dat" "$B" fit --train "$C/train.bin" \
-    $(for f in "${caches[@]}"; do echo --train "$C/t13-$f.bin"; done) \
-    --only-search-labels --prior "$OLD" --epochs "$E15" --lr "$LR15" "${HELD16[@]}" \
-    --overlap "$F14_OVERLAP" --l2 "$F14_L2" --out "$C/$name" --version 1.6.0 "${extra[@]}"
-}
+fit16() { fit_search fit16 1.6.0 HELD16 "$@"; }
 v16a_labels() {
   heldout_big
   step "t13-$L16R" "$C/t13-$L16R.bin" "$B" label --from "$C/train.bin" --seed 161 \
