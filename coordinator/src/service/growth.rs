@@ -243,7 +243,7 @@ pub(crate) struct Growth {
     /// When the growth state was last written (see [`Growth::checkpoint_due`]).
     checkpointed_at: std::time::Instant,
     /// The book was reset to the base book (a replay) since the last checkpoint: the next one
-    /// also removes the stored book's `p` records ([`Store::revert_to_base`]).
+    /// also removes the stored book's position records ([`Store::revert_to_base`]).
     reverted: bool,
     /// Boards changed since the last checkpoint that was written: kept until a checkpoint's
     /// batch is applied, so a failed write (a full disk) loses none of them.
@@ -431,11 +431,7 @@ impl Growth {
         dropped: &[LeafRequest],
         through: u64,
     ) -> Result<()> {
-        let Some(mut book) = store.base_book()? else {
-            return Err(CoordinatorError::Internal(
-                "this store predates base books: it cannot be replayed (build it again)".into(),
-            ));
-        };
+        let mut book = store.base_book()?;
         for k in dropped {
             self.results.remove(k);
         }
@@ -827,7 +823,7 @@ impl Growth {
         // is marked unwritten again (`settle_checkpoint`).
         let mut batch = Batch::default();
         if self.reverted {
-            store.revert_to_base(&mut batch)?;
+            store.revert_to_base(&mut batch);
         }
         if let Some(n) = self.replayed_through {
             batch.put_rollback_replayed(n)?;

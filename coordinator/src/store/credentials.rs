@@ -8,7 +8,8 @@
 //! Only the SHA-256 of a token is stored; the token itself is shown once, when it is created.
 //! Every change is flushed before it is reported, like results.
 
-use super::{Store, StoreError, decode, encode};
+use super::keys::{CREDENTIALS_TREE, decode, encode};
+use super::{Store, StoreError};
 use serde::{Deserialize, Serialize};
 
 /// Whether a credential may be used.
@@ -64,7 +65,7 @@ impl Store {
     pub fn credentials(&self) -> Result<CredentialStore, StoreError> {
         Ok(CredentialStore {
             db: self.db.clone(),
-            tree: self.db.open_tree("credentials")?,
+            tree: self.db.open_tree(CREDENTIALS_TREE)?,
         })
     }
 }

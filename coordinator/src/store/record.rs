@@ -8,7 +8,6 @@ use bookfarm_book::research::Upgrade;
 use bookfarm_book::select::Deviate;
 use bookfarm_engine::search::LeafResult;
 use bookfarm_engine::{Board, Move};
-use bookfarm_proto::domain::Selector;
 use serde::{Deserialize, Serialize};
 
 /// A stored position: Edax's record.
@@ -147,78 +146,6 @@ impl From<HeaderRecord> for BookHeader {
             midgame_error,
             endcut_error,
             verbosity,
-        }
-    }
-}
-
-/// State of an expansion as persisted (so a restarted coordinator resumes it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ExpansionStateRecord {
-    /// Selecting and leasing.
-    Running,
-    /// Paused by an operator: no new leases.
-    Paused,
-    /// Reached its fixed point.
-    Done,
-}
-
-/// The persisted expansion request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExpansionRecord {
-    /// 0 deviate, 1 enhance, 2 play, 3 extend, 4 upgrade (level, error), 5 audit (level,
-    /// queue).
-    pub kind: u8,
-    /// First parameter (deviate relative / enhance midgame).
-    pub a: i32,
-    /// Second parameter (deviate absolute / enhance endcut).
-    pub b: i32,
-    /// Level of new positions (0 = the parent's level).
-    pub level: u8,
-    /// State.
-    pub state: ExpansionStateRecord,
-}
-
-impl ExpansionRecord {
-    /// The selector.
-    pub fn selector(&self) -> Selector {
-        match self.kind {
-            0 => Selector::Deviate {
-                relative: self.a,
-                absolute: self.b,
-            },
-            1 => Selector::Enhance {
-                midgame: self.a,
-                endcut: self.b,
-            },
-            2 => Selector::Play,
-            4 => Selector::Upgrade {
-                level: level_of(self.a),
-                error: self.b,
-            },
-            5 => Selector::Audit {
-                level: level_of(self.a),
-                queue: self.b != 0,
-            },
-            _ => Selector::Extend,
-        }
-    }
-
-    /// A record for a selector.
-    pub fn new(s: Selector, level: u8, state: ExpansionStateRecord) -> ExpansionRecord {
-        let (kind, a, b) = match s {
-            Selector::Deviate { relative, absolute } => (0, relative, absolute),
-            Selector::Enhance { midgame, endcut } => (1, midgame, endcut),
-            Selector::Play => (2, 0, 0),
-            Selector::Extend => (3, 0, 0),
-            Selector::Upgrade { level, error } => (4, i32::from(level), error),
-            Selector::Audit { level, queue } => (5, i32::from(level), i32::from(queue)),
-        };
-        ExpansionRecord {
-            kind,
-            a,
-            b,
-            level,
-            state,
         }
     }
 }
@@ -616,8 +543,7 @@ pub struct ResultRecord {
     /// Milliseconds since the Unix epoch when it was accepted.
     pub accepted_ms: u64,
     /// The contributors vouching for it (credential names, `(local)`, `(coordinator)`, ...;
-    /// see `crate::service::trust`), the submitter first. Empty in stores written before
-    /// validation existed.
+    /// see `crate::service::trust`), the submitter first.
     pub sources: Vec<String>,
 }
 
@@ -627,39 +553,6 @@ pub struct ResultRecord {
 pub struct ResultGroupRecord {
     /// The results, by request.
     pub results: Vec<(u64, u64, u64, u8, ResultRecord)>,
-}
-
-/// [`ResultRecord`] as stores written before validation existed hold it (no sources).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct LegacyResultRecord {
-    mv: u8,
-    score: i32,
-    depth: u32,
-    selectivity: u8,
-    exact: bool,
-    nodes: u64,
-    elapsed_us: u64,
-    worker: [u8; 16],
-    job: [u8; 16],
-    accepted_ms: u64,
-}
-
-impl From<LegacyResultRecord> for ResultRecord {
-    fn from(r: LegacyResultRecord) -> ResultRecord {
-        ResultRecord {
-            mv: r.mv,
-            score: r.score,
-            depth: r.depth,
-            selectivity: r.selectivity,
-            exact: r.exact,
-            nodes: r.nodes,
-            elapsed_us: r.elapsed_us,
-            worker: r.worker,
-            job: r.job,
-            accepted_ms: r.accepted_ms,
-            sources: Vec::new(),
-        }
-    }
 }
 
 /// One contributor's standing and credit (see `crate::service::trust`), keyed by its name.

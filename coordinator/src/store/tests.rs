@@ -1,7 +1,13 @@
+use super::generations::{BASE_DIR, base_file};
+use super::keys::{K, book_tree_name, encode, is_book_tree};
+use super::sled_repair::{SLED_CONF_FILE, SLED_DATA_FILE};
 use super::*;
-use bookfarm_book::model::Link;
-use bookfarm_engine::{Move, Square};
-use bookfarm_proto::domain::Selector;
+use bookfarm_book::MemBook;
+use bookfarm_book::model::{BookHeader, Link};
+use bookfarm_engine::search::LeafRequest;
+use bookfarm_engine::{Board, Move, Square};
+use std::path::PathBuf;
+use uuid::Uuid;
 
 fn sample_entry() -> Entry {
     let mut p = Position::new(Board::start(), 3);
@@ -26,15 +32,6 @@ fn create_load_round_trip_survives_reopen() {
         let id = Uuid::new_v4();
         let mut b = Batch::default();
         b.put_done(&id, &e.pos.board).unwrap();
-        let x = ExpansionRecord::new(
-            Selector::Deviate {
-                relative: 2,
-                absolute: 4,
-            },
-            0,
-            record::ExpansionStateRecord::Running,
-        );
-        b.put_expansion(Some(&x)).unwrap();
         s.apply(b).unwrap();
         s.flush().unwrap();
     }
@@ -44,13 +41,6 @@ fn create_load_round_trip_survives_reopen() {
     assert_eq!(l.book.header(), &h);
     assert_eq!(l.book.positions().collect::<Vec<_>>(), vec![e.pos]);
     assert_eq!(l.done.len(), 1);
-    assert_eq!(
-        l.expansion.unwrap().selector(),
-        Selector::Deviate {
-            relative: 2,
-            absolute: 4
-        }
-    );
 }
 
 #[test]
@@ -102,7 +92,7 @@ fn create_replaces_everything_but_credentials() {
     assert_eq!(s.credentials().unwrap().list().unwrap().len(), 1);
 }
 
-/// The base keeps the book's order; `p` records written later replace a base position in place
+/// The base keeps the book's order; position records written later replace a base position in place
 /// or add positions after the base; a replacement leaves only the new base file.
 #[test]
 fn base_file_and_position_records_over_it() {
@@ -144,14 +134,14 @@ fn base_file_and_position_records_over_it() {
     want[0] = changed;
     want.push(added.pos.clone());
     assert_eq!(loaded.positions().collect::<Vec<_>>(), want);
-    // The base book a replay starts from ignores the `p` records; reverting to it (in a
+    // The base book a replay starts from ignores the position records; reverting to it (in a
     // replay's checkpoint) removes them all, and positions written after the reversion in the
     // same batch stay.
     let base: Vec<Position> = book.positions().collect();
-    let replayed = s.base_book().unwrap().unwrap();
+    let replayed = s.base_book().unwrap();
     assert_eq!(replayed.positions().collect::<Vec<_>>(), base);
     let mut b = Batch::default();
-    s.revert_to_base(&mut b).unwrap();
+    s.revert_to_base(&mut b);
     b.put_entry(&added).unwrap();
     s.apply(b).unwrap();
     let mut want = base;
@@ -188,9 +178,8 @@ fn keys_with_prefix(s: &Store, prefix: u8) -> usize {
 }
 
 /// Position records are written in chunks under the writing batch's sequence number; a later
-/// batch's version of a position wins over an earlier one and over the `p` records of the
-/// layout before chunks; a replacement removes every earlier record; all of it survives a
-/// reopen, which also restores the chunk counters.
+/// batch's version of a position wins over an earlier one; a replacement removes every earlier
+/// record; all of it survives a reopen, which also restores the chunk counters.
 #[test]
 fn position_chunks_override_older_records_and_a_replacement_removes_them() {
     use bookfarm_book::synth::{SynthParams, random_book};
@@ -207,22 +196,12 @@ fn position_chunks_override_older_records_and_a_replacement_removes_them() {
     assert!(!s.positions_fold_due());
     let ids: Vec<_> = book.ids().collect();
     let bump = |p: &mut Position| p.level = (p.level + 1) % 61;
-    // A store written before chunks: `p` records for the first ten positions.
-    for &id in &ids[..10] {
-        let mut p = book.position(id);
-        bump(&mut p);
-        let rec = PositionRecord::from_entry(&Entry::new(p.clone()));
-        s.tree()
-            .insert(&pos_key(&p.board)[..], encode(&rec).unwrap())
-            .unwrap();
-        book.put_position(&p);
-    }
-    // Two checkpoints: every position (three chunks), then the first five again.
+    // Two checkpoints: every position (three chunks, the first ten changed), then the first
+    // five again.
     let mut b = Batch::default();
     for &id in &ids {
         let mut p = book.position(id);
-        if ids[5..10].contains(&id) {
-            // Chunks are newer than any `p` record: this version must win.
+        if ids[..10].contains(&id) {
             bump(&mut p);
         }
         b.put_position(&p).unwrap();
@@ -247,7 +226,6 @@ fn position_chunks_override_older_records_and_a_replacement_removes_them() {
             .collect::<Vec<_>>(),
         want
     );
-    assert_eq!(keys_with_prefix(&s, P), 10);
     assert_eq!(keys_with_prefix(&s, K), 3 + 1);
     let before = s.chunk_bytes.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(
@@ -278,7 +256,6 @@ fn position_chunks_override_older_records_and_a_replacement_removes_them() {
         b.put_book_position(&book, id).unwrap();
     }
     s.apply(b).unwrap();
-    assert_eq!(keys_with_prefix(&s, P), 0);
     assert_eq!(keys_with_prefix(&s, K), 3);
     let after = s.chunk_bytes.load(std::sync::atomic::Ordering::Relaxed);
     assert!(after < before);
@@ -391,7 +368,7 @@ fn reopen_right_after_drop_waits_for_the_lock_and_a_held_store_is_refused() {
 
 /// Results are stored in groups, one per batch: a later group's result of a request replaces
 /// an earlier one, a removal drops the request's results stored before it (not one stored
-/// after it), legacy `r` records are still read, and the sequence continues after a reopen.
+/// after it), and the sequence continues after a reopen.
 #[test]
 fn result_groups_replace_older_results_and_removals_drop_them() {
     use bookfarm_engine::search::LeafResult;
@@ -428,10 +405,6 @@ fn result_groups_replace_older_results_and_removals_drop_them() {
         let s = Store::open(dir.path()).unwrap();
         s.create(&BookHeader::new(2, 12), &[sample_entry()])
             .unwrap();
-        // A store written by an earlier version: one result record per request.
-        s.tree()
-            .insert(&result_key(&req(9))[..], encode(&rec(18)).unwrap())
-            .unwrap();
         let mut b = Batch::default();
         for i in 0..3 {
             b.put_result(&req(i), &rec(2 * i as i32)).unwrap();
@@ -441,7 +414,6 @@ fn result_groups_replace_older_results_and_removals_drop_them() {
         let mut b = Batch::default();
         b.put_result(&req(1), &rec(10)).unwrap();
         b.remove_result(&req(2));
-        b.remove_result(&req(9));
         s.apply(b).unwrap();
         let mut b = Batch::default();
         b.put_result(&req(2), &rec(12)).unwrap();
@@ -713,73 +685,6 @@ fn a_replacement_cut_short_between_its_steps_leaves_the_old_or_the_new_book() {
     assert_eq!(
         generations(dir.path()),
         (vec![book_tree_name(3)], vec![base_file(dir.path(), 3)],)
-    );
-}
-
-/// A store written before each generation had its own tree (everything in the tree `book`, no
-/// pointer) opens as written, with its growth records; its first replacement moves the book to
-/// a generation tree and drops `book`, keeping the credentials.
-#[test]
-fn a_store_of_the_single_tree_layout_opens_and_is_replaced() {
-    let dir = tempfile::tempdir().unwrap();
-    let book = synthetic(7, 300, 1999);
-    let changed = {
-        let mut p = book.position(book.ids().next().unwrap());
-        p.level = (p.level + 1) % 61;
-        p
-    };
-    {
-        // The layout as the previous version wrote it, record by record.
-        let db = raw_sled_open(dir.path()).unwrap();
-        let tree = db.open_tree(LEGACY_BOOK_TREE).unwrap();
-        std::fs::create_dir_all(dir.path().join(BASE_DIR)).unwrap();
-        let mut bytes = Vec::new();
-        edax::write_book_in_order(&book, &mut bytes).unwrap();
-        std::fs::write(base_file(dir.path(), 4), bytes).unwrap();
-        let base = BaseRecord {
-            generation: 4,
-            positions: book.len() as u64,
-        };
-        tree.insert(meta_key("base"), encode(&base).unwrap())
-            .unwrap();
-        let header = HeaderRecord::from(book.header());
-        tree.insert(meta_key("header"), encode(&header).unwrap())
-            .unwrap();
-        tree.insert(meta_key("replay-base"), encode(&header).unwrap())
-            .unwrap();
-        let rec = PositionRecord::from_entry(&Entry::new(changed.clone()));
-        tree.insert(&pos_key(&changed.board)[..], encode(&rec).unwrap())
-            .unwrap();
-        tree.insert(trust_key("w"), encode(&TrustRecord::default()).unwrap())
-            .unwrap();
-        let creds = db.open_tree("credentials").unwrap();
-        creds
-            .insert("host", encode(&credential("host")).unwrap())
-            .unwrap();
-        db.flush().unwrap();
-    }
-    let before = snapshot(dir.path());
-    let mut want: Vec<Position> = book.positions().collect();
-    want[0] = changed;
-    assert_eq!((before.0.date.year, &before.1), (1999, &want));
-    assert_eq!((before.3.len(), before.4.len()), (1, 1));
-    assert_eq!(
-        generations(dir.path()),
-        (
-            vec![LEGACY_BOOK_TREE.to_string()],
-            vec![base_file(dir.path(), 4)],
-        )
-    );
-    let next = synthetic(8, 200, 2005);
-    let s = Store::open_book(dir.path()).unwrap();
-    s.create_book(&next).unwrap();
-    drop(s);
-    let after = snapshot(dir.path());
-    assert_eq!(after.1, next.positions().collect::<Vec<_>>());
-    assert_eq!((after.3.len(), after.4.len()), (0, 1));
-    assert_eq!(
-        generations(dir.path()),
-        (vec![book_tree_name(5)], vec![base_file(dir.path(), 5)],)
     );
 }
 
