@@ -110,8 +110,8 @@ impl Batch {
         Ok(())
     }
 
-    /// Make this batch's positions the only stored position records: every `p` and `k`
-    /// record is removed when it is applied (the base file's positions stay).
+    /// Make this batch's positions the only stored position records: every `k` record is
+    /// removed when it is applied (the base file's positions stay).
     pub fn replace_positions(&mut self) {
         self.replace_positions = true;
         self.len += 1;

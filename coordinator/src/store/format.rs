@@ -88,7 +88,7 @@ pub(super) fn check_and_migrate(db: &sled::Db, dir: &Path) -> Result<(), StoreEr
 /// [`check_and_migrate`] with the migration steps `steps` (version `1 + steps.len()` is the
 /// newest).
 pub(super) fn migrate(db: &sled::Db, dir: &Path, steps: &[Step]) -> Result<(), StoreError> {
-    let newest = 1 + u32::try_from(steps.len()).unwrap_or(u32::MAX - 1);
+    let newest = 1 + steps.len() as u32;
     let Some(mut version) = stored_version(db)? else {
         if holds_data(db)? {
             return Err(StoreError::Unversioned(dir.display().to_string()));

@@ -299,4 +299,6 @@ impl Store {
 }
 
 #[cfg(test)]
+mod format_tests;
+#[cfg(test)]
 mod tests;

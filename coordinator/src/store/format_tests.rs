@@ -1,0 +1,476 @@
+//! The store's format versions: the committed fixture of each version opens with this build
+//! (through every migration step since) with its data intact, and what is not this build's
+//! format is refused without a write.
+
+use super::format::{Step, Writes, migrate, stored_version};
+use super::keys::{FORMAT_KEY, encode};
+use super::sled_repair::open_sled;
+use super::*;
+use bookfarm_book::driver::{Operation, PassKind, Phase};
+use bookfarm_book::model::{BookDate, BookHeader};
+use bookfarm_book::select::Deviate;
+use bookfarm_engine::Board;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+/// The version-1 fixture: a `book new 4 12` store grown by two remote workers (a trusted
+/// credential and one that earned trust) for about 200 results, stopped with its deviate
+/// program running (how it was made: the file's first lines).
+const V1: &str = include_str!("fixtures/v1.txt");
+
+/// The tokens of the fixture's credentials (the file's first lines).
+const V1_TOKENS: [(&str, &str); 2] = [
+    (
+        "host1",
+        "bfw_c19885adc3941fbd5529cbb47834cc34487f24f5e228a80c5cc121c8545bd99c",
+    ),
+    (
+        "host2",
+        "bfw_becc6557d0b3c6c2a088085ebcdba5073e8969232997cb058d2aecb43644b1f4",
+    ),
+];
+
+/// A temporary store directory holding the store of `text` (a dump).
+fn restored(text: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    dump::restore(text, dir.path()).unwrap();
+    dir
+}
+
+/// `text` without its comment lines.
+fn records(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// The records of `text` with the record of sled's default tree under `key` (which must be
+/// there) given the value `value` (`None`: removed).
+fn with_default_key(text: &str, key: &[u8], value: Option<&[u8]>) -> String {
+    let prefix = format!("tree {} {} ", keys::hex(b"__sled__default"), keys::hex(key));
+    let records = records(text);
+    assert!(records.lines().any(|l| l.starts_with(&prefix)));
+    records
+        .lines()
+        .filter_map(|l| match (l.starts_with(&prefix), value) {
+            (false, _) => Some(format!("{l}\n")),
+            (true, Some(v)) => Some(format!("{prefix}{}\n", keys::hex(v))),
+            (true, None) => None,
+        })
+        .collect()
+}
+
+/// The format version stored in `dir`.
+fn version_in(dir: &std::path::Path) -> Option<u32> {
+    stored_version(&open_sled(dir, 1 << 20).unwrap()).unwrap()
+}
+
+/// A digest of a book's positions that does not depend on how they are stored: every
+/// position's board, level, leaf and links (in their order), sorted by board.
+fn positions_digest(book: &bookfarm_book::MemBook) -> String {
+    let mut rows: Vec<Vec<u8>> = book
+        .positions()
+        .map(|p| {
+            let mut r = Vec::new();
+            r.extend_from_slice(&p.board.player.to_be_bytes());
+            r.extend_from_slice(&p.board.opponent.to_be_bytes());
+            r.push(p.level);
+            r.extend_from_slice(&p.leaf.to_bytes());
+            for l in &p.links {
+                r.extend_from_slice(&l.to_bytes());
+            }
+            r
+        })
+        .collect();
+    rows.sort();
+    keys::hex(&Sha256::digest(rows.concat()))
+}
+
+/// The version-1 fixture opens with this build, every migration step since run, and its data
+/// is what the version-1 build wrote (the expected values were read from the store by that
+/// build): the book, the results with their provenance, the open cases, the trust records,
+/// the credentials (their tokens still match), the history and the running growth program,
+/// which the service resumes.
+#[test]
+fn a_version_1_store_opens_with_its_data() {
+    let dir = restored(V1);
+    // The text form is exact: the restored store dumps to the same records.
+    assert_eq!(dump::dump(dir.path()).unwrap(), records(V1));
+    assert_eq!(version_in(dir.path()), Some(1));
+
+    let s = Store::open_book(dir.path()).unwrap();
+    assert_eq!(stored_version(&s.db).unwrap(), Some(FORMAT_VERSION));
+    let l = s.load(dir.path()).unwrap();
+
+    // The book.
+    let header = BookHeader {
+        version: 4,
+        release: 6,
+        date: BookDate::default(),
+        level: 4,
+        n_empties: 49,
+        midgame_error: 2,
+        endcut_error: 1,
+        verbosity: 0,
+    };
+    assert_eq!(l.header, header);
+    assert_eq!(l.book.len(), 56);
+    assert_eq!(
+        positions_digest(&l.book),
+        "1f0703a036e526703bcd29d1ac703afdcb388a93b503940a1800b00258545ad9"
+    );
+    let root = l.book.positions().find(|p| p.board == Board::start());
+    let root = root.expect("the start position");
+    assert_eq!((root.value, root.links.len(), root.level), (1, 4, 4));
+
+    // The results, with the contributors vouching for them.
+    assert_eq!(l.results.len(), 118);
+    let mut sources: BTreeMap<Vec<String>, usize> = BTreeMap::new();
+    for (_, r) in &l.results {
+        *sources.entry(r.sources.clone()).or_default() += 1;
+    }
+    let vouched = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        sources,
+        BTreeMap::from([
+            (vouched(&["(local)"]), 1),
+            (vouched(&["host1"]), 40),
+            (vouched(&["host2", "host1"]), 77),
+        ])
+    );
+    assert_eq!(l.results.iter().map(|(_, r)| r.nodes).sum::<u64>(), 186_878);
+    assert_eq!(l.done.len(), 118);
+    assert_eq!(
+        l.signature.as_deref(),
+        Some(
+            "engine=bookfarm-engine/0.1.0 r4; options=tt=20 ett=18 mpv=10 stab=1 pcn=2 m2e=21 \
+             pc=50cd3899dae9fabd; eval=a060a9e6f1596975"
+        )
+    );
+    // Six replicas of the untrusted-then-earning credential wait for validation.
+    assert_eq!(l.cases.len(), 6);
+    for (req, case) in &l.cases {
+        assert_eq!(req.level, 4);
+        assert!(!case.applied);
+        let from: Vec<_> = case
+            .replicas
+            .iter()
+            .map(|r| r.contributor.as_str())
+            .collect();
+        assert_eq!(from, ["host2"]);
+    }
+    assert_eq!(l.rollbacks, (0, 0));
+
+    // The trust records, whole.
+    let trust: BTreeMap<_, _> = l.trust.into_iter().collect();
+    assert_eq!(
+        trust,
+        BTreeMap::from([
+            (
+                "(local)".to_string(),
+                TrustRecord {
+                    owner: String::new(),
+                    root: true,
+                    given: false,
+                    streak: 0,
+                    earned_ms: 0,
+                    first_ms: 1_795_684_749_377,
+                    invalid: 0,
+                    blocked: false,
+                    results: 1,
+                    nodes: 354,
+                    cpu_us: 56,
+                    replicas: 0,
+                }
+            ),
+            (
+                "host1".to_string(),
+                TrustRecord {
+                    owner: "alice".into(),
+                    root: false,
+                    given: true,
+                    streak: 0,
+                    earned_ms: 0,
+                    first_ms: 1_795_684_754_705,
+                    invalid: 0,
+                    blocked: false,
+                    results: 117,
+                    nodes: 186_524,
+                    cpu_us: 14_045,
+                    replicas: 0,
+                }
+            ),
+            (
+                "host2".to_string(),
+                TrustRecord {
+                    owner: "bob".into(),
+                    root: false,
+                    given: false,
+                    streak: 77,
+                    earned_ms: 1_795_684_776_805,
+                    first_ms: 1_795_684_754_728,
+                    invalid: 0,
+                    blocked: false,
+                    results: 77,
+                    nodes: 144_491,
+                    cpu_us: 11_318,
+                    replicas: 0,
+                }
+            ),
+        ])
+    );
+
+    // The credentials: the tokens handed out still match.
+    let creds = s.credentials().unwrap().list().unwrap();
+    let summary: Vec<_> = creds
+        .iter()
+        .map(|c| (c.name.as_str(), c.owner.as_str(), c.trusted, c.state))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("host1", "alice", true, CredentialState::Active),
+            ("host2", "bob", false, CredentialState::Active),
+        ]
+    );
+    for (name, token) in V1_TOKENS {
+        let c = s.credentials().unwrap().get(name).unwrap().unwrap();
+        assert_eq!(
+            c.token_sha256,
+            <[u8; 32]>::from(Sha256::digest(token.as_bytes())),
+            "{name}"
+        );
+    }
+
+    // The history: a minute's point and the contributors' tallies.
+    let history = l.history.expect("the history");
+    assert_eq!(history.minutes.len(), 1);
+    assert_eq!(
+        (history.minutes[0].t_ms, history.minutes[0].positions),
+        (1_795_684_740_000, 56)
+    );
+    assert!(history.hours.is_empty());
+    let tallies: Vec<_> = history
+        .contributors
+        .iter()
+        .map(|c| (c.name.as_str(), c.anonymous, c.total, c.days.clone()))
+        .collect();
+    assert_eq!(
+        tallies,
+        [
+            ("alice", false, 117, vec![(20_783, 117)]),
+            ("bob", false, 83, vec![(20_783, 83)]),
+        ]
+    );
+
+    // The growth programs: `book new`'s finished, the deviate program running, mid-pass.
+    let start = Board::start();
+    let program = |r: &OperationRecord| r.operation();
+    let log = l.log.expect("the growth log");
+    assert_eq!(
+        log.queue
+            .iter()
+            .map(|(o, l)| (program(o), *l))
+            .collect::<Vec<_>>(),
+        [(Operation::New, None)]
+    );
+    let queue = l.queue.expect("the growth queue");
+    let deviate = Operation::Deviate {
+        root: start,
+        params: Deviate::new(2, 4),
+    };
+    assert_eq!(
+        queue
+            .queue
+            .iter()
+            .map(|(o, l)| (program(o), *l))
+            .collect::<Vec<_>>(),
+        [(deviate.clone(), None)]
+    );
+    let growth = l.growth.expect("the growth state");
+    assert!(!growth.paused);
+    assert_eq!(growth.last, "new");
+    let todo = l.todo.expect("the marked boards");
+    let driver = growth.driver.expect("the running program's state");
+    let state = driver.state(deviate, todo.boards());
+    assert_eq!((state.iterations, state.passes), (6, 14));
+    assert_eq!(todo.passes, state.passes);
+    match &state.phase {
+        Phase::Expanding {
+            pass, todo, cursor, ..
+        } => assert_eq!(
+            (*pass, todo.len(), *cursor),
+            (PassKind::DeviateOpponent, 15, 7)
+        ),
+        other => panic!("the deviate program is not expanding: {other:?}"),
+    }
+    drop(s);
+
+    // The service resumes the running program on it.
+    use crate::service::{Coordinator, ManualClock, ServiceConfig, State};
+    let store = Store::open_book(dir.path()).unwrap();
+    let c = Coordinator::open(
+        store,
+        dir.path(),
+        ServiceConfig::default(),
+        std::sync::Arc::new(ManualClock::default()),
+    )
+    .unwrap();
+    let status = c.status();
+    assert_eq!(status.state, State::Running);
+    assert_eq!(status.expansion, "deviate 2 4");
+    assert_eq!(status.positions, 56);
+}
+
+/// A store with data and no format version (any store written before versions existed) is
+/// refused with the one message that says what to do, and left as it was.
+#[test]
+fn a_store_without_a_format_version_is_refused_and_left_as_it_was() {
+    let text = with_default_key(V1, FORMAT_KEY, None);
+    let dir = restored(&text);
+    let at = dir.path().display().to_string();
+    for e in [
+        Store::open(dir.path()).unwrap_err(),
+        Store::open_book(dir.path()).unwrap_err(),
+        Store::dir_has_book(dir.path()).unwrap_err(),
+    ] {
+        assert!(matches!(&e, StoreError::Unversioned(d) if *d == at), "{e}");
+        let e = e.to_string();
+        assert!(
+            e.contains("earlier build")
+                && e.contains(&format!("book export book.dat --db {at}"))
+                && e.contains("book import book.dat --db NEW_DIR"),
+            "{e}"
+        );
+    }
+    assert_eq!(dump::dump(dir.path()).unwrap(), records(&text));
+    // Credentials alone (added before any book) are data too.
+    let creds_only: String = records(&text)
+        .lines()
+        .filter(|l| l.starts_with(&format!("tree {} ", keys::hex(b"credentials"))))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(!creds_only.is_empty());
+    let dir = restored(&creds_only);
+    assert!(matches!(
+        Store::open(dir.path()),
+        Err(StoreError::Unversioned(_))
+    ));
+}
+
+/// An empty directory, or a store that holds nothing (a first open cut short, or a store an
+/// earlier build opened and never wrote), is a new store: it gets this build's version.
+#[test]
+fn an_empty_store_is_new_and_gets_this_builds_version() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::open(dir.path()).unwrap());
+    assert_eq!(version_in(dir.path()), Some(FORMAT_VERSION));
+    // Empty trees of any name hold nothing.
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = open_sled(dir.path(), 1 << 20).unwrap();
+        db.open_tree("book").unwrap();
+        db.open_tree("credentials").unwrap();
+        db.flush().unwrap();
+    }
+    let s = Store::open(dir.path()).unwrap();
+    assert!(!s.has_book().unwrap());
+    drop(s);
+    assert_eq!(version_in(dir.path()), Some(FORMAT_VERSION));
+}
+
+/// A store of a version newer than this build's is refused and left as it was.
+#[test]
+fn a_store_of_a_newer_version_is_refused() {
+    let newer = FORMAT_VERSION + 1;
+    let text = with_default_key(V1, FORMAT_KEY, Some(&encode(&newer).unwrap()));
+    let dir = restored(&text);
+    let e = Store::open_book(dir.path()).unwrap_err();
+    assert!(
+        matches!(e, StoreError::NewerFormat { found, known, .. }
+            if found == newer && known == FORMAT_VERSION),
+        "{e}"
+    );
+    assert!(e.to_string().contains("newer than this build's"), "{e}");
+    assert_eq!(dump::dump(dir.path()).unwrap(), records(&text));
+}
+
+/// A test step: a trust record `migrated-<n>` (in the current book tree) and a credential-tree
+/// key, `n` the number of the step's target version.
+fn mark(db: &sled::Db, n: u8) -> Result<Writes, StoreError> {
+    let name = db.get(keys::BOOK_TREE_KEY)?.expect("a book");
+    let mut w = Writes::default();
+    w.to(&db.open_tree(name)?).insert(
+        keys::trust_key(&format!("migrated-{n}")),
+        encode(&TrustRecord::default())?,
+    );
+    w.to(&db.open_tree(keys::CREDENTIALS_TREE)?)
+        .insert(format!("step-{n}").as_bytes(), &[n][..]);
+    Ok(w)
+}
+
+fn to_2(db: &sled::Db) -> Result<Writes, StoreError> {
+    mark(db, 2)
+}
+
+fn to_3(db: &sled::Db) -> Result<Writes, StoreError> {
+    mark(db, 3)
+}
+
+/// A step that fails after reading (its writes are never applied).
+fn failing(_: &sled::Db) -> Result<Writes, StoreError> {
+    Err(StoreError::Dump {
+        line: 0,
+        reason: "this step fails".into(),
+    })
+}
+
+/// The migration runner: the steps from the stored version on run in order, each applied with
+/// its version's bump; a failing step leaves the store at the version before it, unchanged.
+#[test]
+fn migration_steps_run_in_order_from_the_stored_version() {
+    let steps: [Step; 2] = [to_2, to_3];
+    let trust_names = |db: &sled::Db| -> Vec<String> {
+        let name = db.get(keys::BOOK_TREE_KEY).unwrap().unwrap();
+        db.open_tree(name)
+            .unwrap()
+            .scan_prefix([keys::T])
+            .map(|kv| String::from_utf8_lossy(&kv.unwrap().0[1..]).into_owned())
+            .filter(|n| n.starts_with("migrated-"))
+            .collect()
+    };
+    let dir = restored(V1);
+    {
+        let db = open_sled(dir.path(), 1 << 20).unwrap();
+        migrate(&db, dir.path(), &steps).unwrap();
+        assert_eq!(stored_version(&db).unwrap(), Some(3));
+        assert_eq!(trust_names(&db), ["migrated-2", "migrated-3"]);
+        let creds = db.open_tree(keys::CREDENTIALS_TREE).unwrap();
+        assert_eq!(creds.get("step-3").unwrap().as_deref(), Some(&[3u8][..]));
+        // Nothing runs twice.
+        db.open_tree(keys::CREDENTIALS_TREE)
+            .unwrap()
+            .remove("step-2")
+            .unwrap();
+        migrate(&db, dir.path(), &steps).unwrap();
+        assert_eq!(creds.get("step-2").unwrap(), None);
+    }
+    // From version 2, only the second step runs.
+    let text = with_default_key(V1, FORMAT_KEY, Some(&encode(&2u32).unwrap()));
+    let dir = restored(&text);
+    {
+        let db = open_sled(dir.path(), 1 << 20).unwrap();
+        migrate(&db, dir.path(), &steps).unwrap();
+        assert_eq!(trust_names(&db), ["migrated-3"]);
+    }
+    // A failing step: the first step's migration stays, the store is at version 2.
+    let dir = restored(V1);
+    {
+        let db = open_sled(dir.path(), 1 << 20).unwrap();
+        let e = migrate(&db, dir.path(), &[to_2, failing]).unwrap_err();
+        assert!(e.to_string().contains("this step fails"), "{e}");
+        assert_eq!(stored_version(&db).unwrap(), Some(2));
+        assert_eq!(trust_names(&db), ["migrated-2"]);
+    }
+}
