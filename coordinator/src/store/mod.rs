@@ -32,8 +32,12 @@
 //! **Format versions.** The store carries its format version (`format-version` in sled's
 //! default tree). Opening a store runs, before anything else reads it, the migration steps from
 //! its version to this build's ([`FORMAT_VERSION`]); a store of a newer version, or one
-//! written before versions existed, is refused with an error that says what to do. To change
-//! the format, see `format.rs`.
+//! written before versions existed, is refused with an error that says what to do. Changing
+//! the format (any record's encoding included) is: a step function from the current version to
+//! the next, appended to `format::MIGRATIONS` (the version follows); a fixture of the new version
+//! (`fixtures/v<N>.txt`, a small real store dumped with the `store_dump` example) with its test
+//! in `format_tests.rs`; and the earlier fixtures' tests, which now run the step, checked
+//! against what it changes (details: `format.rs`).
 //!
 //! Durability: sled writes become durable only at a flush; the service acknowledges a result
 //! only after a flush that followed its batch (see `crate::service`). Derived negamax fields
