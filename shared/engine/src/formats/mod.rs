@@ -1,6 +1,7 @@
 //! Readers (and some writers) for Othello game records and test positions.
 //!
-//! * [`transcript`]: Edax-style move strings `f5d6c3…` (passes inferred or explicit `pa`);
+//! * [`transcript`]: Edax-style move strings `f5d6c3…` (passes inferred or explicit `pa`), and
+//!   [`transcript::board_after`], the board a move list reaches;
 //! * [`wthor`]: the FFO WTHOR database (`.wtb` games, `.JOU`/`.TRN` name lists);
 //! * [`ggf`]: GGS game files (standard 8×8 games from the initial position only);
 //! * [`obf`]: Edax/FFO `.obf` positions (read and write) and the exact-score endgame lists
@@ -151,6 +152,11 @@ impl Replayer {
             }
             Move::None => Err(self.illegal(mv)),
         }
+    }
+
+    /// The board reached so far, from the side to move's view.
+    pub(crate) fn board(&self) -> Board {
+        self.board
     }
 
     pub(crate) fn finish(self) -> Game {

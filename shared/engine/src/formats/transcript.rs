@@ -6,6 +6,7 @@
 //! standard position with Black to move.
 
 use super::{Game, GameError, Replayer};
+use crate::board::Board;
 use crate::square::{Move, Square};
 
 /// A transcript that cannot be read.
@@ -64,6 +65,19 @@ pub fn parse_transcript(text: &str) -> Result<Game, TranscriptError> {
         r.play(mv, None)?;
     }
     Ok(r.finish())
+}
+
+/// The board a transcript reaches from the start position, from the side to move's view: the
+/// one move-list-to-board function of the workspace. Passes are handled as by
+/// [`parse_transcript`]: a pass is inserted before a move where the side to move has none, a
+/// written pass is accepted only where forced, and nothing is played after the last move (a
+/// side left without a move is still to move).
+pub fn board_after(text: &str) -> Result<Board, TranscriptError> {
+    let mut r = Replayer::new();
+    for mv in parse_moves(text)? {
+        r.play(mv, None)?;
+    }
+    Ok(r.board())
 }
 
 #[cfg(test)]
@@ -129,5 +143,41 @@ mod tests {
         // Nothing can follow the end of the game.
         assert!(parse_transcript("d3c3b3d2e1d6d7e3f4a1").is_err());
         assert!(parse_transcript("d3c3b3d2e1d6d7e3f4pa").is_err());
+    }
+
+    /// `board_after` is the final position of `parse_transcript`, passes included.
+    #[test]
+    fn board_after_is_the_transcripts_final_position() {
+        let prefix = "d3c3b3b2f5a3a1c1";
+        for text in [
+            "",
+            "f5",
+            "F5 D6 c3\n",
+            prefix,
+            "d3c3b3b2f5a3a1c1e3",
+            "d3c3b3b2f5a3a1c1 PA e3",
+            "d3c3b3d2e1d6d7e3f4",
+        ] {
+            let game = parse_transcript(text).expect("legal");
+            let (board, _) = game.final_position().expect("legal");
+            assert_eq!(board_after(text), Ok(board), "{text:?}");
+        }
+        assert_eq!(board_after(""), Ok(Board::start()));
+        // The side left without a move after the last one is still to move.
+        assert!(board_after(prefix).expect("legal").must_pass());
+        for bad in [
+            "f5d6c",
+            "f5z9",
+            "f5f5",
+            "f5pa",
+            "f5é",
+            "d3c3b3d2e1d6d7e3f4a1",
+        ] {
+            assert_eq!(
+                board_after(bad).err(),
+                parse_transcript(bad).err(),
+                "{bad:?}"
+            );
+        }
     }
 }
