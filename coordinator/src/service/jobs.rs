@@ -17,8 +17,9 @@
 //!   [`max_lease_duration`] of its level by more than one expiry pass (heartbeats do not
 //!   extend it).
 
+use super::status::RATE_WINDOW;
 use super::trust::{Need, Standing, TrustState};
-use super::{QuarantineReport, RATE_WINDOW, ServiceConfig, max_lease_duration};
+use super::{QuarantineReport, ServiceConfig, max_lease_duration};
 use bookfarm_engine::search::LeafRequest;
 use bookfarm_proto::domain::Job;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};

@@ -1,0 +1,157 @@
+//! The service's settings and its clock: [`ServiceConfig`] (the validated library config; see
+//! `crate::config` for the file and command-line layers) and [`Clock`], injected so that leases
+//! and rates can be tested and simulated without sleeping.
+
+use super::trust::TrustRules;
+#[cfg(doc)]
+use super::{Coordinator, ShallowSearch, lease_cap, max_lease_duration, trust};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// A source of monotonic time, injected so that lease expiry can be tested without sleeping.
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// Time elapsed since an arbitrary fixed origin.
+    fn now(&self) -> Duration;
+}
+
+/// The real clock.
+#[derive(Debug)]
+pub struct SystemClock(Instant);
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        SystemClock(Instant::now())
+    }
+}
+
+impl Clock for SystemClock {
+    fn now(&self) -> Duration {
+        self.0.elapsed()
+    }
+}
+
+/// A clock moved by hand (tests, the simulator): nanoseconds since an arbitrary start.
+#[derive(Debug, Default)]
+pub struct ManualClock(AtomicU64);
+
+impl ManualClock {
+    /// Move time forward.
+    pub fn advance(&self, d: Duration) {
+        self.0.fetch_add(
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::SeqCst,
+        );
+    }
+
+    /// Move time forward to `t` (no effect if `t` is in the past).
+    pub fn advance_to(&self, t: Duration) {
+        self.0.fetch_max(
+            u64::try_from(t.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::SeqCst,
+        );
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Duration {
+        Duration::from_nanos(self.0.load(Ordering::SeqCst))
+    }
+}
+
+/// Service settings (validated library config; see `crate::config` for the file/CLI layers).
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// A worker silent for this long loses its leases (the jobs are re-queued).
+    pub lease_timeout: Duration,
+    /// Heartbeat period suggested to workers.
+    pub heartbeat_interval: Duration,
+    /// Failure reports from this many different owners quarantine a job (one owner's reports,
+    /// retryable or not, never do; see [`Coordinator::fail`]).
+    pub max_failures: u32,
+    /// Jobs a worker may hold beyond its search threads (see [`lease_cap`]).
+    pub lookahead: u32,
+    /// The most search threads a registration is credited with (see [`lease_cap`]).
+    pub max_worker_threads: u32,
+    /// Longest lease of a level-0 job (see [`max_lease_duration`]).
+    pub max_lease_base: Duration,
+    /// The longest lease doubles every this many levels.
+    pub max_lease_doubling_levels: u8,
+    /// Upper bound of the longest lease at any level.
+    pub max_lease_cap: Duration,
+    /// Required engine version (None: accept any).
+    pub engine_version: Option<String>,
+    /// Required eval hash (None: accept any).
+    pub eval_hash: Option<String>,
+    /// The search signature of this run's searches (`SearchSignature` text). The store pins the
+    /// first signature it sees (this one, or the first worker's); workers with another are
+    /// refused, and a run whose signature differs from the pinned one does not open.
+    pub signature: Option<String>,
+    /// Bound of the store's page cache, bytes (`cache_capacity_mb`; the in-memory book is
+    /// not part of it).
+    pub cache_capacity: u64,
+    /// Suggested wait for a worker that got no job.
+    pub retry_after: Duration,
+    /// Speculative prefetch: when fewer round searches are queued than workers have threads,
+    /// plan this many searches per registered thread beyond the round (0: off). Speculation
+    /// never changes the book, only which searches are done early.
+    pub speculation: u32,
+    /// Backup leases: an idle worker may get a second lease of a round search whose lease is
+    /// older than this many times its level's mean search time (0: off).
+    pub backup_after: u32,
+    /// Share of the growth thread's time that planning speculation may take (0 < s ≤ 1; 1: no
+    /// limit). A plan that took t blocks the next one for t / s − t, so a coordinator whose
+    /// growth thread is saturated by results spends it on ingest rather than on guesses.
+    pub speculation_share: f64,
+    /// Level of the default predictor's guesses (a [`ShallowSearch`]; at most the request's
+    /// level). Deeper guesses are right more often, so less speculative work is wasted, but the
+    /// growth thread pays them: `sim guesses` measures both (docs/benchmarks.md).
+    pub predictor_level: u8,
+    /// Apply results on the submitting thread instead of the growth runner thread (the
+    /// simulator: one thread, no hand-offs; a server keeps RPCs off growth's path).
+    pub inline_growth: bool,
+    /// Longest time between two checkpoints of the growth state (the changed positions, the
+    /// driver state and the program queue, written in one batch) while results land; zero:
+    /// after every growth run. Queueing, finishing or clearing a program, a replay, a pause
+    /// and [`Coordinator::flush`] always checkpoint. A crash loses no result, only the growth
+    /// work since the last checkpoint, which the next start redoes from the stored results.
+    /// Default 5 s: a position that changes every second (the ancestors of the searches that
+    /// land) is written once in 5 s instead of 5 times, and sled's inserts of the changed
+    /// positions are the store's largest cost (16 × 128 ingest: −11 % CPU per result and
+    /// +18 % results/s against 1 s, see `docs/benchmarks.md`).
+    pub checkpoint_interval: Duration,
+    /// Validation rules: N to earn trust, K invalid results to block, the spot-check floor
+    /// (see [`trust`]).
+    pub trust: TrustRules,
+    /// Search threads of the coordinator's own verifier (its share of the coordinator's CPU;
+    /// 0: none). The verifier answers validation and spot-check searches only; the service
+    /// draws spot checks only while one is registered. Started by `serve`, not by the service.
+    pub verify_threads: u32,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        ServiceConfig {
+            lease_timeout: Duration::from_secs(60),
+            heartbeat_interval: Duration::from_secs(10),
+            max_failures: 2,
+            lookahead: 2,
+            max_worker_threads: 64,
+            max_lease_base: Duration::from_secs(60),
+            max_lease_doubling_levels: 4,
+            max_lease_cap: Duration::from_secs(6 * 3600),
+            engine_version: None,
+            eval_hash: None,
+            signature: None,
+            cache_capacity: crate::store::DEFAULT_CACHE_CAPACITY,
+            retry_after: Duration::from_millis(200),
+            speculation: 2,
+            backup_after: 4,
+            speculation_share: 0.25,
+            predictor_level: 2,
+            inline_growth: false,
+            checkpoint_interval: Duration::from_secs(5),
+            trust: TrustRules::default(),
+            verify_threads: 0,
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! Leases: how many jobs a worker may hold and for how long, leasing (with the waits that keep
+//! workers busy across the end of a pass), the wait suggested to idle workers, failure reports,
+//! released leases, quarantine and the expiry of silent workers' leases.
+
+use super::{Coordinator, QuarantineReport, ServiceConfig};
+use crate::error::{CoordinatorError, Result};
+use bookfarm_engine::Board;
+use bookfarm_engine::search::LeafRequest;
+use bookfarm_engine::symmetry::canonical;
+use bookfarm_proto::MAX_LEASE_SLOTS;
+use bookfarm_proto::domain::{Failure, Identity, Job};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+/// How many jobs one worker may hold at once: its declared threads (at most
+/// `max_worker_threads`) plus `lookahead`. Workers lease a little ahead of their free threads;
+/// anything more only hoards jobs that other workers could search.
+pub fn lease_cap(threads: u32, cfg: &ServiceConfig) -> usize {
+    threads.min(cfg.max_worker_threads) as usize + cfg.lookahead as usize
+}
+
+/// How long a job of `level` may stay leased, heartbeats or not: `max_lease_base` doubled every
+/// `max_lease_doubling_levels` levels (a search's time grows geometrically with its depth), at
+/// most `max_lease_cap`. Past it the job goes back to the queue, so a worker that heartbeats but
+/// never answers cannot stall the growth program; its late result is still accepted while
+/// nobody else holds the job.
+pub fn max_lease_duration(level: u8, cfg: &ServiceConfig) -> Duration {
+    let doublings = u32::from(level) / u32::from(cfg.max_lease_doubling_levels.max(1));
+    let factor = 1u32.checked_shl(doublings).unwrap_or(u32::MAX);
+    cfg.max_lease_base
+        .saturating_mul(factor)
+        .min(cfg.max_lease_cap)
+}
+
+/// Empty lease calls per second the idle threads of a farm may make together (see
+/// [`Coordinator::retry_after`]).
+pub const IDLE_POLLS_PER_SECOND: f64 = 1000.0;
+
+/// Longest wait suggested to an idle worker (far below the session timeout).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
+
+/// Most [`Coordinator::lease_waiting`] callers that wait at once for the results other workers
+/// hold (growth idle, the driver blocked on searches in flight). Each growth run wakes every
+/// waiter to lease again, so a farm of thousands of idle workers must not all wait: the others
+/// get an empty reply and `retry_after`, as before.
+const MAX_FLIGHT_WAITERS: usize = 64;
+
+/// Counts a caller among the [`MAX_FLIGHT_WAITERS`] while it lives.
+struct FlightWaiter<'a>(&'a AtomicUsize);
+
+impl<'a> FlightWaiter<'a> {
+    fn enter(count: &'a AtomicUsize) -> Option<FlightWaiter<'a>> {
+        if count.fetch_add(1, Ordering::SeqCst) >= MAX_FLIGHT_WAITERS {
+            count.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(FlightWaiter(count))
+    }
+}
+
+impl Drop for FlightWaiter<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Coordinator {
+    /// Lease up to `slots` jobs to a worker (none while paused).
+    pub fn lease(&self, id: &Identity, worker: &Uuid, slots: u32) -> Result<Vec<Job>> {
+        self.check_identity(id)?;
+        let paused = self.0.paused.load(Ordering::SeqCst);
+        let now = self.now();
+        let mut g = self.jobs();
+        Self::touch(&mut g, worker, now)?;
+        Self::check_blocked(&g, worker)?;
+        if paused {
+            return Ok(Vec::new());
+        }
+        let room = g.workers.get(worker).map_or(0, |w| {
+            lease_cap(w.threads, &self.0.cfg).saturating_sub(w.jobs.len())
+        });
+        let slots = (slots.min(MAX_LEASE_SLOTS) as usize).min(room);
+        Ok(g.lease(worker, slots, now, &self.0.cfg))
+    }
+
+    /// [`Coordinator::lease`]; when it finds no job while a growth run is under way (results
+    /// just landed) or other workers hold searches the driver waits for, wait up to `wait` in
+    /// all for the runs to queue the next searches, leasing again after each, so that workers
+    /// do not sleep through the end of every pass.
+    pub async fn lease_waiting(
+        &self,
+        id: &Identity,
+        worker: &Uuid,
+        slots: u32,
+        wait: Duration,
+    ) -> Result<Vec<Job>> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut waiter = None;
+        loop {
+            let mut runs = self.growth_runs();
+            let jobs = self.lease(id, worker, slots)?;
+            // A worker still holding jobs never waits: its threads are busy, and the call would
+            // hold back the results and leases it makes next. Otherwise it waits while growth
+            // runs are under way, leasing again after each (a run that applied results may
+            // queue nothing; the next one queues the next pass), up to `wait` in all.
+            if !jobs.is_empty() || slots == 0 {
+                return Ok(jobs);
+            }
+            let (holds, in_flight) = {
+                let g = self.jobs();
+                let holds = g.workers.get(worker).is_some_and(|w| !w.jobs.is_empty());
+                (holds, g.in_flight)
+            };
+            if holds {
+                return Ok(jobs);
+            }
+            if !(self.growth_busy() || runs.has_changed().unwrap_or(false)) {
+                // Growth is idle, blocked on searches other workers hold: their results start
+                // the next run, which queues what comes next. Waiting for it (a few callers at
+                // a time) instead of sleeping `retry_after` (200 ms and more) keeps the farm's
+                // threads busy across the tail of every pass.
+                if in_flight == 0 {
+                    return Ok(jobs);
+                }
+                if waiter.is_none() {
+                    waiter = FlightWaiter::enter(&self.0.flight_waiters);
+                    if waiter.is_none() {
+                        return Ok(jobs);
+                    }
+                }
+            }
+            if tokio::time::timeout_at(deadline, runs.changed())
+                .await
+                .is_err()
+            {
+                return self.lease(id, worker, slots);
+            }
+        }
+    }
+
+    /// [`Coordinator::lease`] for a caller on a plain thread (an in-process worker): when it
+    /// finds no job for a worker that holds none while growth runs are under way (results just
+    /// landed), wait for them, up to `wait` in all, and lease again after each, so that the
+    /// searches the runs queue (the next pass) are leased at once. A worker still holding jobs
+    /// never waits: its caller would stop delivering their results meanwhile.
+    pub fn lease_blocking(
+        &self,
+        id: &Identity,
+        worker: &Uuid,
+        slots: u32,
+        wait: Duration,
+    ) -> Result<Vec<Job>> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let seen = self.growth_run_count();
+            let jobs = self.lease(id, worker, slots)?;
+            if !jobs.is_empty() || slots == 0 {
+                return Ok(jobs);
+            }
+            if self.holds_jobs(worker) || !(self.growth_busy() || self.growth_run_count() != seen) {
+                return Ok(jobs);
+            }
+            let (count, cv) = &self.0.runs_done;
+            let mut n = count.lock().unwrap_or_else(|p| p.into_inner());
+            while *n == seen {
+                let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                    return Ok(jobs);
+                };
+                n = cv
+                    .wait_timeout(n, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
+    }
+
+    /// How long a worker that got no job should wait before asking again: the configured
+    /// `retry_after`, stretched so that the farm's idle workers together poll at most
+    /// [`IDLE_POLLS_PER_SECOND`] times a second (10,000 idle workers would otherwise flood the
+    /// coordinator with 50,000 empty calls a second), and never beyond [`MAX_RETRY_AFTER`].
+    /// A worker makes one call for all its free threads, so the idle workers are estimated as
+    /// the idle threads over the mean threads per worker (counting threads instead would make
+    /// a farm of few big workers sleep through the end of every pass with work queued).
+    pub fn retry_after(&self) -> Duration {
+        let idle = {
+            let g = self.jobs();
+            let threads = g.threads();
+            let idle_threads = threads.saturating_sub(g.in_flight);
+            if threads == 0 {
+                0
+            } else {
+                idle_threads
+                    .saturating_mul(g.workers.len())
+                    .div_ceil(threads)
+            }
+        };
+        let spread = Duration::from_secs_f64(idle as f64 / IDLE_POLLS_PER_SECOND);
+        self.0.cfg.retry_after.max(spread).min(MAX_RETRY_AFTER)
+    }
+
+    /// Whether `worker` holds a lease now.
+    fn holds_jobs(&self, worker: &Uuid) -> bool {
+        self.jobs()
+            .workers
+            .get(worker)
+            .is_some_and(|w| !w.jobs.is_empty())
+    }
+
+    /// A worker reports that a job failed. The search is quarantined only once workers of
+    /// `max_failures` different owners reported it (a report from an anonymous local worker
+    /// counts as its own owner); until then the job goes back to the queue, whatever
+    /// `retryable` says, so that one client cannot take a search out of the growth program.
+    /// Quarantine lives in memory: a restart gives the search another chance. Returns true when
+    /// quarantined.
+    pub fn fail(&self, id: &Identity, worker: &Uuid, f: &Failure) -> Result<bool> {
+        self.check_identity(id)?;
+        let now = self.now();
+        let mut g = self.jobs();
+        Self::touch(&mut g, worker, now)?;
+        let owner = g.workers.get(worker).and_then(|w| w.owner.clone());
+        let Some(j) = g.jobs.get_mut(&f.job_id) else {
+            if g.done.contains(&f.job_id) {
+                return Ok(false);
+            }
+            return Err(CoordinatorError::UnknownJob(f.job_id));
+        };
+        if !j.leased_to(worker) {
+            return Err(CoordinatorError::NotLeased {
+                job: f.job_id,
+                worker: *worker,
+            });
+        }
+        j.failures += 1;
+        let owner = owner.unwrap_or_else(|| format!("anonymous report {}", j.failures));
+        if !j.failed_owners.contains(&owner) {
+            j.failed_owners.push(owner);
+        }
+        let quarantine = j.failed_owners.len() >= self.0.cfg.max_failures.max(1) as usize;
+        g.counters.failed += 1;
+        metrics::counter!(crate::telemetry::JOBS_FAILED).increment(1);
+        if let Some(w) = g.workers.get_mut(worker) {
+            w.failed += 1;
+        }
+        tracing::warn!(job_id = %f.job_id, worker_id = %worker, reason = %f.reason, quarantine, "job failed");
+        if quarantine {
+            if let Some(j) = g.remove(f.job_id) {
+                g.quarantined.insert(
+                    j.key,
+                    QuarantineReport {
+                        job_id: f.job_id,
+                        board: j.key.board,
+                        reason: f.reason.clone(),
+                    },
+                );
+            }
+        } else {
+            g.release(f.job_id, worker);
+        }
+        g.update_gauges();
+        Ok(quarantine)
+    }
+
+    /// A worker hands back jobs it will not search (it is draining): each of them still leased
+    /// to it goes back to the queue at once. Returns how many.
+    pub fn release_leases(&self, id: &Identity, worker: &Uuid, jobs: &[Uuid]) -> Result<u32> {
+        self.check_identity(id)?;
+        let now = self.now();
+        let mut g = self.jobs();
+        Self::touch(&mut g, worker, now)?;
+        let mut n = 0;
+        for jid in jobs {
+            if g.jobs.get(jid).is_some_and(|j| j.leased_to(worker)) {
+                g.release(*jid, worker);
+                n += 1;
+            }
+        }
+        g.update_gauges();
+        Ok(n)
+    }
+
+    /// Put quarantined searches back in the queue (all of them, or those of `boards`, in any
+    /// orientation) if the growth programs still wait for them; returns how many were released.
+    /// The operator's answer to a quarantine that was wrong.
+    pub fn release_quarantined(&self, boards: Option<&[Board]>) -> Result<u64> {
+        let growth = self.growth();
+        let mut g = self.jobs();
+        let wanted: Option<HashSet<Board>> =
+            boards.map(|bs| bs.iter().map(|b| canonical(b).0).collect());
+        let chosen: Vec<LeafRequest> = g
+            .quarantined
+            .keys()
+            .filter(|k| {
+                wanted
+                    .as_ref()
+                    .is_none_or(|w| w.contains(&canonical(&k.board).0))
+            })
+            .copied()
+            .collect();
+        for k in &chosen {
+            g.quarantined.remove(k);
+        }
+        g.sync(&growth.needed, None);
+        drop(g);
+        drop(growth);
+        tracing::info!(released = chosen.len(), "quarantined searches released");
+        Ok(chosen.len() as u64)
+    }
+
+    /// Re-queue the jobs of workers silent for longer than the lease timeout; returns how many
+    /// jobs went back to the queue. Called periodically by the server.
+    pub fn expire_leases(&self) -> usize {
+        let now = self.now();
+        let timeout = self.0.cfg.lease_timeout;
+        let mut g = self.jobs();
+        let silent: Vec<Uuid> = g
+            .workers
+            .iter()
+            .filter(|(_, w)| now.saturating_sub(w.last_seen) > timeout)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut n = 0;
+        for wid in silent {
+            if let Some((name, k)) = g.remove_worker(wid) {
+                n += k;
+                tracing::warn!(worker_id = %wid, name = %name, "worker silent: leases expired");
+            }
+        }
+        n += g.expire_overdue(now, &self.0.cfg);
+        g.counters.expired += n as u64;
+        metrics::counter!(crate::telemetry::JOBS_EXPIRED).increment(n as u64);
+        g.update_gauges();
+        n
+    }
+}

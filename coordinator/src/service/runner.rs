@@ -1,0 +1,300 @@
+//! The growth runner: one background thread at a time that applies the landed results to the
+//! book through the growth programs (the book crate's driver), checkpoints, and refreshes the
+//! job table with the searches the programs wait for (round work, and speculation at a pass's
+//! tail); starting and pausing programs; and durability (group-commit flushes, checkpoints).
+
+#[cfg(doc)]
+use super::ShallowSearch;
+use super::growth::Landed;
+use super::{Coordinator, Predictor};
+use crate::error::{CoordinatorError, Result};
+use crate::store::Batch;
+use bookfarm_book::driver::Operation;
+use bookfarm_book::research::Upgrade;
+use bookfarm_book::select::Deviate;
+use bookfarm_engine::search::LeafRequest;
+use bookfarm_engine::{Board, Move};
+use bookfarm_proto::domain::Selector;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// The most speculative searches planned at once (a plan runs the programs on a copy of the
+/// book, so its cost grows with it).
+const MAX_SPECULATION: usize = 4096;
+
+/// The growth program of a selector, from the start position.
+pub fn operation(selector: Selector) -> Operation {
+    let root = Board::start();
+    match selector {
+        Selector::Deviate { relative, absolute } => Operation::Deviate {
+            root,
+            params: Deviate::new(relative, absolute),
+        },
+        // The cluster repeats enhance until it adds nothing (Edax's runs it once, edax-spec §4.7).
+        Selector::Enhance { midgame, endcut } => Operation::Enhance {
+            root,
+            midgame_error: midgame,
+            endcut_error: endcut,
+            until_stable: true,
+        },
+        Selector::Play => Operation::Play { root },
+        Selector::Extend => Operation::Extend { root },
+        Selector::Upgrade { level, error } => Operation::Upgrade {
+            root,
+            params: Upgrade { level, error },
+        },
+        Selector::Audit { level, queue } => Operation::Audit { level, queue },
+    }
+}
+
+impl Coordinator {
+    /// Whether the growth runner has work under way (a worker that got no job may wait for it
+    /// instead of sleeping: new jobs appear when it finishes).
+    pub fn growth_busy(&self) -> bool {
+        self.0.running.load(Ordering::SeqCst) || self.0.pending.load(Ordering::SeqCst)
+    }
+
+    /// A receiver that changes whenever a growth run finishes.
+    pub fn growth_runs(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.0.runs.subscribe()
+    }
+
+    pub(super) fn growth_run_count(&self) -> u64 {
+        *self.0.runs_done.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Hand the results a submission let through (and a rollback it requested) to the growth
+    /// runner, or apply them on this thread ([`super::ServiceConfig::inline_growth`]).
+    pub(super) fn hand_to_growth(&self, landed: Vec<Landed>, replay: bool) {
+        if landed.is_empty() && !replay {
+            return;
+        }
+        metrics::counter!(crate::telemetry::JOBS_COMPLETED).increment(landed.len() as u64);
+        self.0
+            .inbox
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(landed);
+        if self.0.cfg.inline_growth {
+            if let Err(e) = self.run_growth() {
+                tracing::error!(error = %e, "growth run failed");
+            }
+        } else {
+            self.kick();
+        }
+    }
+
+    /// Have the growth runner apply what landed (one runner thread at a time; a kick while it
+    /// runs makes it run once more).
+    fn kick(&self) {
+        self.0.pending.store(true, Ordering::SeqCst);
+        if self.0.running.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let me = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("growth".into())
+            .spawn(move || {
+                loop {
+                    me.0.pending.store(false, Ordering::SeqCst);
+                    if let Err(e) = me.run_growth() {
+                        if matches!(e, CoordinatorError::Store(_)) {
+                            metrics::counter!(crate::telemetry::STORE_ERRORS).increment(1);
+                        }
+                        tracing::error!(error = %e, "growth run failed");
+                    }
+                    me.0.running.store(false, Ordering::SeqCst);
+                    if !me.0.pending.load(Ordering::SeqCst)
+                        || me.0.running.swap(true, Ordering::SeqCst)
+                    {
+                        break;
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            // The results stay in the inbox; the next kick tries again.
+            self.0.running.store(false, Ordering::SeqCst);
+            tracing::error!(error = %e, "could not start the growth runner");
+        }
+    }
+
+    /// One growth run: apply the landed results, advance the programs, persist, and refresh the
+    /// job table with what they wait for.
+    pub(super) fn run_growth(&self) -> Result<()> {
+        let landed = std::mem::take(&mut *self.0.inbox.lock().unwrap_or_else(|p| p.into_inner()));
+        let applied: Vec<LeafRequest> = landed.iter().map(|l| l.key).collect();
+        let rollback = self
+            .0
+            .rollback
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let mut growth = self.growth();
+        growth.land(landed);
+        if let Some((through, dropped)) = rollback {
+            growth.replay(&self.0.store, &dropped, through)?;
+        }
+        // Round work queued ahead: enough for every registered thread to hold a few jobs; more
+        // would only cost the growth run look-ups (a pass can hold many thousands of steps).
+        let lookahead = self.jobs().threads().saturating_mul(4).max(256);
+        let needed = growth.advance(&self.0.store, lookahead, self.0.cfg.checkpoint_interval)?;
+        let window = growth.window(&needed, self.0.cfg.trust.window_margin);
+        let positions = growth.book.len();
+        // Speculate only at a round's tail: when fewer round searches wait than the workers
+        // have threads (before that, every idle thread gets round work anyway); plan again
+        // when the speculative searches planned run low too, or the program moved to another
+        // pass (the old plan guessed it).
+        let tail_threads = {
+            let mut jobs = self.jobs();
+            for k in &applied {
+                jobs.landed.remove(k);
+            }
+            jobs.sync(&needed, None);
+            jobs.trust.window = window;
+            let threads = jobs.threads();
+            // A big farm drains any plan at once: plan again after a share of it landed
+            // rather than after every result.
+            let low =
+                jobs.queued() < threads && growth.landed_since_plan >= (threads / 16).clamp(1, 64);
+            (jobs.queued_round() < threads && (low || growth.plan_is_stale()))
+                .then(|| (threads, jobs.searching()))
+        };
+        let speculative = match tail_threads {
+            _ if self.0.cfg.speculation == 0 || !growth.is_running() => Some(Vec::new()),
+            Some(_) if growth.next_plan_at.is_some_and(|t| Instant::now() < t) => None,
+            Some((threads, searching)) => {
+                let budget = threads.saturating_mul(self.0.cfg.speculation as usize);
+                let started = Instant::now();
+                let list = growth.speculate(
+                    budget.min(MAX_SPECULATION),
+                    &searching,
+                    self.0.cfg.predictor_level,
+                );
+                let share = self.0.cfg.speculation_share;
+                growth.next_plan_at = (share < 1.0)
+                    .then(|| started + started.elapsed().mul_f64(1.0 / share.max(0.01)));
+                Some(list)
+            }
+            None => None,
+        };
+        if let Some(list) = speculative {
+            self.jobs().sync(&needed, Some(&list));
+        }
+        let prefetch = growth.prefetch_report();
+        drop(growth);
+        metrics::gauge!(crate::telemetry::POSITIONS).set(positions as f64);
+        metrics::gauge!(crate::telemetry::PREFETCH_USED).set(prefetch.used as f64);
+        metrics::gauge!(crate::telemetry::PREFETCH_UNUSED).set(prefetch.unused as f64);
+        self.0.runs.send_modify(|n| *n += 1);
+        let (count, cv) = &self.0.runs_done;
+        *count.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        cv.notify_all();
+        Ok(())
+    }
+
+    /// Wait until every result handed to growth so far is applied (tests, commands that read
+    /// the book right after their searches).
+    pub fn settle(&self) -> Result<()> {
+        while self.growth_busy() {
+            std::thread::sleep(Duration::from_micros(20));
+        }
+        let pending = !self
+            .0
+            .inbox
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty();
+        if pending {
+            self.run_growth()?;
+        }
+        Ok(())
+    }
+
+    /// Wait until every store write applied before this call is durable (group commit: one
+    /// fsync serves every caller waiting at that moment).
+    pub async fn wait_durable(&self) -> Result<()> {
+        let ticket = self.0.written.fetch_add(1, Ordering::SeqCst) + 1;
+        let _g = self.0.flush_lock.lock().await;
+        if self.0.flushed.load(Ordering::SeqCst) >= ticket {
+            return Ok(());
+        }
+        let target = self.0.written.load(Ordering::SeqCst);
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.0.store.flush())
+            .await
+            .map_err(|e| CoordinatorError::Internal(format!("flush task: {e}")))??;
+        self.0.flushed.fetch_max(target, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Checkpoint the growth state and make every store write durable (blocking; clean
+    /// shutdown, commands that end, tests). A coordinator stopped without it loses nothing:
+    /// the next one re-runs growth from the last checkpoint with the stored results.
+    pub fn flush(&self) -> Result<()> {
+        self.growth().persist(&self.0.store)?;
+        let mut g = self.jobs();
+        // Count-only trust changes not written yet (see `TrustState::records_to_write`).
+        let counts = g.trust.take_unwritten();
+        if !counts.is_empty() {
+            let mut b = Batch::default();
+            for (name, t) in &counts {
+                b.put_trust(name, t)?;
+            }
+            if let Err(e) = self.0.store.apply(b) {
+                g.trust.unwritten.extend(counts.into_iter().map(|(n, _)| n));
+                return Err(e.into());
+            }
+        }
+        drop(g);
+        Ok(self.0.store.flush()?)
+    }
+
+    /// Queue a growth program (run after the programs already queued) and start it; `level`
+    /// sets the level of the positions it creates (`None`: the expanded position's). Returns
+    /// the number of searches queued.
+    pub fn start(&self, op: Operation, level: Option<u8>) -> Result<u64> {
+        tracing::info!(program = %op.describe(), ?level, "growth program queued");
+        self.growth().push(op, level);
+        self.run_growth()?;
+        self.0.store.flush()?;
+        Ok(self.jobs().queued() as u64)
+    }
+
+    /// Start an expansion by a selector from the start position (`level` 0: the expanded
+    /// position's level). Returns the number of searches queued.
+    pub fn start_expansion(&self, selector: Selector, level: u8) -> Result<u64> {
+        self.start(operation(selector), (level > 0).then_some(level))
+    }
+
+    /// Queue `book add` of games (move lists from the start position).
+    pub fn add_games(&self, games: &[Vec<Move>]) -> Result<u64> {
+        self.start(
+            Operation::AddGames {
+                games: games.to_vec(),
+            },
+            None,
+        )
+    }
+
+    /// Pause (true) or resume (false) the growth programs.
+    pub fn set_paused(&self, paused: bool) -> Result<()> {
+        let mut g = self.growth();
+        if !g.is_running() {
+            return Err(CoordinatorError::FailedPrecondition(
+                "no expansion to pause or resume".into(),
+            ));
+        }
+        g.paused = paused;
+        self.0.paused.store(paused, Ordering::SeqCst);
+        g.persist(&self.0.store)?;
+        drop(g);
+        self.0.store.flush()?;
+        Ok(())
+    }
+
+    /// Replace how speculation guesses results (simulations, tests; the default is
+    /// [`ShallowSearch`] at level 2).
+    pub fn set_predictor(&self, predictor: Box<dyn Predictor>) {
+        self.growth().set_predictor(predictor);
+    }
+}

@@ -1,0 +1,153 @@
+//! Submitted results: hostile ones are refused and change nothing.
+
+use super::*;
+
+#[test]
+fn hostile_results_are_rejected_and_change_nothing() {
+    let f = fixture(2, 10, ServiceConfig::default());
+    f.c.start_expansion(deviate24(), 0).unwrap();
+    let id = identity();
+    let w = f.c.register(&id, "a", 1).unwrap();
+    let other = f.c.register(&id, "b", 1).unwrap();
+    // Get past the root until two jobs are out, one of them with an excluded move.
+    let mut jobs = Vec::new();
+    for _ in 0..50 {
+        jobs.extend(f.c.lease(&id, &w, 8).unwrap());
+        if jobs.len() >= 2 && jobs.iter().any(|j| j.excluded != 0) {
+            break;
+        }
+        let r: Vec<_> = jobs.drain(..).map(|j| mock_result(&j)).collect();
+        f.c.submit(&id, &w, &r).unwrap();
+        f.c.settle().unwrap();
+    }
+    let job = *jobs
+        .iter()
+        .find(|j| j.excluded != 0)
+        .expect("a job with an excluded move");
+    let good = mock_result(&job);
+    let other_job = jobs.iter().find(|j| j.id != job.id).expect("two jobs");
+    let good2 = mock_result(other_job);
+    let before = f.c.snapshot();
+    let counters = f.c.counters();
+    let excluded_sq = Square::new(job.excluded.trailing_zeros() as u8).unwrap();
+    let illegal = (0..64u8)
+        .map(|i| Square::new(i).unwrap())
+        .find(|s| job.board.moves() & s.bit() == 0)
+        .unwrap();
+    type Check = fn(&CoordinatorError) -> bool;
+    let cases: Vec<(JobResult, &Uuid, Check)> = vec![
+        (
+            JobResult {
+                job_id: Uuid::new_v4(),
+                ..good
+            },
+            &w,
+            |e| matches!(e, CoordinatorError::UnknownJob(_)),
+        ),
+        (good, &other, |e| {
+            matches!(e, CoordinatorError::NotLeased { .. })
+        }),
+        (
+            JobResult {
+                mv: Move::Square(illegal),
+                ..good
+            },
+            &w,
+            |e| matches!(e, CoordinatorError::IllegalMove { .. }),
+        ),
+        (
+            JobResult {
+                mv: Move::Square(excluded_sq),
+                ..good
+            },
+            &w,
+            |e| matches!(e, CoordinatorError::IllegalMove { .. }),
+        ),
+        (
+            JobResult {
+                mv: Move::Pass,
+                ..good
+            },
+            &w,
+            |e| matches!(e, CoordinatorError::IllegalMove { .. }),
+        ),
+        (JobResult { score: 65, ..good }, &w, |e| {
+            matches!(e, CoordinatorError::ScoreOutOfRange { .. })
+        }),
+        (
+            JobResult {
+                score: -100,
+                ..good
+            },
+            &w,
+            |e| matches!(e, CoordinatorError::ScoreOutOfRange { .. }),
+        ),
+        (
+            JobResult {
+                score: 3,
+                exact: true,
+                ..good
+            },
+            &w,
+            |e| matches!(e, CoordinatorError::ExactParity { .. }),
+        ),
+    ];
+    for (r, who, check) in cases {
+        // A bad result in a batch with a good one: the whole call fails.
+        let e = f.c.submit(&id, who, &[good2, r]).err();
+        let e = e.unwrap_or_else(|| panic!("accepted {r:?} from {who}"));
+        assert!(check(&e), "{e:?} for {r:?}");
+    }
+    assert_eq!(f.c.snapshot(), before);
+    assert_eq!(f.c.counters().completed, counters.completed);
+    // Wrong protocol version.
+    assert!(matches!(
+        f.c.submit(&id, &w, &[good, good]),
+        Err(CoordinatorError::InvalidArgument(_))
+    ));
+    let bad = Identity {
+        protocol_version: 0,
+        ..identity()
+    };
+    assert!(matches!(
+        f.c.submit(&bad, &w, &[good]),
+        Err(CoordinatorError::ProtocolVersion { .. })
+    ));
+    // The good one still goes through, once.
+    assert_eq!(f.c.submit(&id, &w, &[good]).unwrap(), vec![Ack::Accepted]);
+    assert_eq!(f.c.submit(&id, &w, &[good]).unwrap(), vec![Ack::Duplicate]);
+    assert_eq!(f.c.counters().completed, counters.completed + 1);
+}
+
+#[test]
+fn replay_parses_move_lists() {
+    assert_eq!(replay("").unwrap(), Board::start());
+    let b = replay("f5d6").unwrap();
+    assert_eq!(b.empties(), 58);
+    assert!(replay("f5f5").is_err());
+    assert!(replay("f5d").is_err());
+}
+
+#[test]
+fn a_result_whose_depth_is_not_the_level_tables_is_refused() {
+    let f = fixture(4, 10, ServiceConfig::default());
+    let id = identity();
+    let w = f.c.register(&id, "t", 1).unwrap();
+    let job = f.c.lease(&id, &w, 1).unwrap()[0];
+    for (depth, selectivity) in [(3, 5), (4, 0), (60, 5)] {
+        let r = JobResult {
+            depth,
+            selectivity,
+            ..mock_result(&job)
+        };
+        assert!(matches!(
+            f.c.submit(&id, &w, &[r]),
+            Err(CoordinatorError::BadDepth { .. })
+        ));
+    }
+    assert_eq!(f.c.stored_results(), 0);
+    assert_eq!(
+        f.c.submit(&id, &w, &[mock_result(&job)]).unwrap(),
+        vec![Ack::Accepted]
+    );
+}

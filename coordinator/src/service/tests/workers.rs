@@ -1,0 +1,101 @@
+//! Identity checks: protocol, engine, evaluation and search signature.
+
+use super::*;
+
+#[test]
+fn identity_checks() {
+    let cfg = ServiceConfig {
+        eval_hash: Some("abcd".into()),
+        engine_version: Some(ENGINE_VERSION.into()),
+        ..ServiceConfig::default()
+    };
+    let f = fixture(1, 6, cfg);
+    let good = Identity {
+        eval_hash: "abcd".into(),
+        ..identity()
+    };
+    assert!(f.c.register(&good, "w", 1).is_ok());
+    let cases = [
+        (
+            Identity {
+                protocol_version: PROTOCOL_VERSION + 1,
+                ..good.clone()
+            },
+            ErrorCode::FailedPrecondition,
+        ),
+        (
+            Identity {
+                engine_version: "other".into(),
+                ..good.clone()
+            },
+            ErrorCode::FailedPrecondition,
+        ),
+        (
+            Identity {
+                eval_hash: "ffff".into(),
+                ..good.clone()
+            },
+            ErrorCode::FailedPrecondition,
+        ),
+    ];
+    for (id, code) in cases {
+        let e = f.c.register(&id, "w", 1).unwrap_err();
+        assert_eq!(e.code(), code, "{e}");
+    }
+}
+
+use bookfarm_proto::status::{ErrorCode, ServiceError};
+
+#[test]
+fn workers_with_another_search_signature_are_refused_naming_the_difference() {
+    let f = fixture(2, 10, ServiceConfig::default());
+    let id = identity();
+    // The first worker pins the book's signature.
+    f.c.register(&id, "first", 1).unwrap();
+    let small_tt = bookfarm_engine::search::SearchOptions {
+        tt_bits: 14,
+        ..bookfarm_engine::search::SearchOptions::default()
+    };
+    let other_options = Identity {
+        search_signature: bookfarm_engine::search::SearchSignature::new(&small_tt, "00")
+            .to_string(),
+        ..identity()
+    };
+    let e =
+        f.c.register(&other_options, "tt14", 1)
+            .unwrap_err()
+            .to_string();
+    assert!(e.contains("search options: tt=14"), "{e}");
+    let other_weights = Identity {
+        search_signature: test_signature("77"),
+        ..identity()
+    };
+    let e =
+        f.c.register(&other_weights, "w77", 1)
+            .unwrap_err()
+            .to_string();
+    assert!(e.contains("evaluation: 77 vs 00"), "{e}");
+    let none = Identity {
+        search_signature: String::new(),
+        ..identity()
+    };
+    assert!(matches!(
+        f.c.register(&none, "old", 1),
+        Err(CoordinatorError::Signature(_))
+    ));
+    // The pin survives a restart, and a run with another signature does not open the book.
+    let f = reopen(f, ServiceConfig::default());
+    assert!(f.c.register(&other_weights, "w77", 1).is_err());
+    let Fixture { dir, c, .. } = f;
+    c.flush().unwrap();
+    drop(c);
+    let store = Store::open(dir.path()).unwrap();
+    let cfg = ServiceConfig {
+        signature: Some(test_signature("77")),
+        ..ServiceConfig::default()
+    };
+    let e = Coordinator::open(store, dir.path(), cfg, Arc::new(ManualClock::default()))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("evaluation: 77 vs 00"), "{e}");
+}

@@ -1,0 +1,279 @@
+//! Workers: software checks (protocol, engine, evaluation, search signature), registration and
+//! its contributor (see [`super::trust`]), heartbeats, and workers that leave: dropped by the
+//! operator or blocked for invalid results.
+
+use super::jobs::{Jobs, WorkerEntry};
+use super::{Coordinator, trust};
+use crate::error::{CoordinatorError, Result};
+use crate::store::Batch;
+use bookfarm_engine::search::SearchSignature;
+use bookfarm_proto::PROTOCOL_VERSION;
+use bookfarm_proto::domain::Identity;
+use std::collections::{HashSet, VecDeque};
+use std::time::Duration;
+use uuid::Uuid;
+
+/// Called with a contributor's name when it is blocked for invalid results: the server blocks
+/// the credential and returns the worker ids of its sessions, which the service then forgets
+/// (their leases go back to the queue).
+pub type BlockHook = Box<dyn Fn(&str) -> Vec<Uuid> + Send + Sync>;
+
+/// The block hook's slot (Debug without the closure).
+#[derive(Default)]
+pub(super) struct HookSlot(pub(super) Option<BlockHook>);
+
+impl std::fmt::Debug for HookSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "HookSlot(set)"
+        } else {
+            "HookSlot(none)"
+        })
+    }
+}
+
+impl Coordinator {
+    /// Check a worker's software: protocol, engine, evaluation and search signature.
+    /// Credentials are checked before a request reaches the service (`crate::identity`).
+    pub fn check_identity(&self, id: &Identity) -> Result<()> {
+        let cfg = &self.0.cfg;
+        if id.protocol_version != PROTOCOL_VERSION {
+            return Err(CoordinatorError::ProtocolVersion {
+                got: id.protocol_version,
+                want: PROTOCOL_VERSION,
+            });
+        }
+        if let Some(v) = &cfg.engine_version
+            && *v != id.engine_version
+        {
+            return Err(CoordinatorError::EngineVersion {
+                got: id.engine_version.clone(),
+                want: v.clone(),
+            });
+        }
+        if let Some(h) = &cfg.eval_hash
+            && *h != id.eval_hash
+        {
+            return Err(CoordinatorError::EvalHash {
+                got: id.eval_hash.clone(),
+                want: h.clone(),
+            });
+        }
+        self.check_signature(&id.search_signature)
+    }
+
+    /// A worker's search signature must be the book's; the first one seen pins the book when
+    /// nothing did before.
+    fn check_signature(&self, text: &str) -> Result<()> {
+        let Some(theirs) = SearchSignature::parse(text) else {
+            return Err(CoordinatorError::Signature(if text.is_empty() {
+                "the worker sent none (upgrade the worker)".into()
+            } else {
+                format!("cannot parse {text:?}")
+            }));
+        };
+        let mut pinned = self.0.signature.lock().unwrap_or_else(|p| p.into_inner());
+        match &*pinned {
+            Some(ours) if *ours != theirs => Err(CoordinatorError::Signature(format!(
+                "the worker's differs from the book's: {} (worker vs book)",
+                theirs.differences(ours).join("; ")
+            ))),
+            Some(_) => Ok(()),
+            None => {
+                let mut b = Batch::default();
+                b.put_signature(&theirs.to_string())?;
+                self.0.store.apply(b)?;
+                self.0.store.flush()?;
+                tracing::info!(signature = %theirs, "book pinned to the first worker's search signature");
+                *pinned = Some(theirs);
+                Ok(())
+            }
+        }
+    }
+
+    /// Register one of the coordinator's in-process workers (its own searches: the trust
+    /// root); returns its id.
+    pub fn register(&self, id: &Identity, name: &str, threads: u32) -> Result<Uuid> {
+        let who = (trust::LOCAL.to_string(), String::new(), false, true);
+        self.enroll(id, name, threads, None, who, false)
+    }
+
+    /// Register a worker run by `owner` (its credential's owner; `None`: anonymous local
+    /// worker); returns its id.
+    pub fn register_owned(
+        &self,
+        id: &Identity,
+        name: &str,
+        threads: u32,
+        owner: Option<&str>,
+    ) -> Result<Uuid> {
+        self.register_with(id, name, threads, owner, false)
+    }
+
+    /// [`Coordinator::register_owned`] with the trust the operator gave the credential (the
+    /// owner stands for the credential's name: tests, benches).
+    pub fn register_with(
+        &self,
+        id: &Identity,
+        name: &str,
+        threads: u32,
+        owner: Option<&str>,
+        trusted: bool,
+    ) -> Result<Uuid> {
+        self.register_as(id, name, threads, owner.map(|o| (o, o)), trusted)
+    }
+
+    /// Register a remote worker: `credential` is its (credential name, owner), `None` for an
+    /// anonymous worker (loopback only, while no credential exists: the operator's own, whose
+    /// results count as trusted); `trusted` the operator's trust in the credential. The
+    /// worker's results are credited to, and trusted as, the credential (see [`trust`]).
+    pub fn register_as(
+        &self,
+        id: &Identity,
+        name: &str,
+        threads: u32,
+        credential: Option<(&str, &str)>,
+        trusted: bool,
+    ) -> Result<Uuid> {
+        let name: String = name.chars().take(128).collect();
+        let (contributor, owner, given) = match credential {
+            Some((c, o)) => (c.to_string(), o.to_string(), trusted),
+            None => (
+                format!("{} {name}", trust::ANONYMOUS),
+                trust::ANONYMOUS.to_string(),
+                true,
+            ),
+        };
+        self.enroll(
+            id,
+            &name,
+            threads,
+            credential.map(|(_, o)| o),
+            (contributor, owner, given, false),
+            false,
+        )
+    }
+
+    /// Register the coordinator's verifier (its own searches: the trust root).
+    pub fn register_verifier(&self, id: &Identity, threads: u32) -> Result<Uuid> {
+        let who = (trust::VERIFIER.to_string(), String::new(), false, true);
+        self.enroll(id, "verifier", threads, None, who, true)
+    }
+
+    /// Register a worker as `contributor` = (name, owner, given trust, root).
+    fn enroll(
+        &self,
+        id: &Identity,
+        name: &str,
+        threads: u32,
+        owner: Option<&str>,
+        contributor: (String, String, bool, bool),
+        verifier: bool,
+    ) -> Result<Uuid> {
+        self.check_identity(id)?;
+        let (who, who_owner, given, root) = contributor;
+        let trusted = given || root;
+        let wid = Uuid::new_v4();
+        let now = self.now();
+        let mut g = self.jobs();
+        if g.trust.blocked(&who) {
+            return Err(CoordinatorError::Blocked(who));
+        }
+        let before = g.trust.records.get(&who).cloned();
+        g.trust.enroll(&who, &who_owner, given, root);
+        if g.trust.records.get(&who) != before.as_ref()
+            && let Some(r) = g.trust.records.get(&who)
+        {
+            let mut b = Batch::default();
+            b.put_trust(&who, r)?;
+            let r = r.clone();
+            self.0.store.apply(b)?;
+            g.trust.unwritten.remove(&who);
+            g.trust.written.insert(who.clone(), r);
+        }
+        g.trust.verifiers += usize::from(verifier);
+        g.add_worker(
+            wid,
+            WorkerEntry {
+                name: name.chars().take(128).collect(),
+                owner: owner.map(str::to_string),
+                trusted,
+                version: id.engine_version.chars().take(64).collect(),
+                threads,
+                last_seen: now,
+                jobs: HashSet::new(),
+                completed: 0,
+                failed: 0,
+                recent: VecDeque::new(),
+                contributor: who.clone(),
+                verifier,
+            },
+        );
+        g.update_gauges();
+        tracing::info!(worker_id = %wid, name, threads, contributor = %who, "worker registered");
+        Ok(wid)
+    }
+
+    /// Refuse a worker whose contributor was blocked for invalid results.
+    pub(super) fn check_blocked(g: &Jobs, worker: &Uuid) -> Result<()> {
+        match g.workers.get(worker) {
+            Some(w) if g.trust.blocked(&w.contributor) => {
+                Err(CoordinatorError::Blocked(w.contributor.clone()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    pub(super) fn touch(g: &mut Jobs, worker: &Uuid, now: Duration) -> Result<()> {
+        match g.workers.get_mut(worker) {
+            Some(w) => {
+                w.last_seen = now;
+                Ok(())
+            }
+            None => Err(CoordinatorError::UnknownWorker(worker.to_string())),
+        }
+    }
+
+    /// Heartbeat: extends the worker's leases; returns the listed jobs it no longer holds.
+    pub fn heartbeat(&self, id: &Identity, worker: &Uuid, held: &[Uuid]) -> Result<Vec<Uuid>> {
+        self.check_identity(id)?;
+        let now = self.now();
+        let mut g = self.jobs();
+        Self::touch(&mut g, worker, now)?;
+        Ok(held
+            .iter()
+            .filter(|j| g.jobs.get(j).is_none_or(|e| !e.leased_to(worker)))
+            .copied()
+            .collect())
+    }
+
+    /// Forget workers at once (their credential was revoked or blocked): their leases go back
+    /// to the queue and their ids stop working. Returns how many jobs were re-queued.
+    pub fn drop_workers(&self, workers: &[Uuid]) -> usize {
+        let mut g = self.jobs();
+        let n = workers
+            .iter()
+            .filter_map(|w| g.remove_worker(*w))
+            .map(|(_, n)| n)
+            .sum();
+        g.update_gauges();
+        n
+    }
+
+    /// Call `hook` with a contributor's name when it is blocked for invalid results.
+    pub fn set_block_hook(&self, hook: BlockHook) {
+        self.0.on_block.lock().unwrap_or_else(|p| p.into_inner()).0 = Some(hook);
+    }
+
+    /// End the sessions of contributors just blocked for invalid results (see [`BlockHook`]).
+    pub(super) fn end_blocked(&self, blocked: Vec<String>) {
+        for b in blocked {
+            tracing::warn!(contributor = %b, "blocked: too many invalid results");
+            let ended = match &self.0.on_block.lock().unwrap_or_else(|p| p.into_inner()).0 {
+                Some(hook) => hook(&b),
+                None => Vec::new(),
+            };
+            self.drop_workers(&ended);
+        }
+    }
+}
