@@ -54,14 +54,14 @@ fn main() {
     let calls = args.get(2).copied().unwrap_or(50);
 
     for page in ["/", "/workers", "/explorer"] {
-        let w = bookfarm_coordinator::web::page_weight(page).expect("page");
-        let html = &bookfarm_coordinator::web::PAGES
+        let w = bookfarm_coordinator::http::web::page_weight(page).expect("page");
+        let html = &bookfarm_coordinator::http::web::PAGES
             .iter()
             .find(|(p, _)| *p == page)
             .expect("page")
             .1;
         let z: usize = gzipped(html.as_bytes())
-            + bookfarm_coordinator::web::ASSETS
+            + bookfarm_coordinator::http::web::ASSETS
                 .iter()
                 .filter(|a| html.contains(&format!("/assets/{}", a.name)))
                 .map(|a| gzipped(a.body.as_bytes()))

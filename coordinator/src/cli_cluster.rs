@@ -3,9 +3,9 @@
 
 use anyhow::{Context, bail};
 use bookfarm_coordinator::CoordinatorError;
-use bookfarm_coordinator::api::StatusV1;
 use bookfarm_coordinator::config::CoordinatorFile;
 use bookfarm_coordinator::export::{ExportFormat, encode};
+use bookfarm_coordinator::http::api::StatusV1;
 use bookfarm_coordinator::progress::{Progress, Snapshot, state_name};
 use bookfarm_coordinator::server;
 use bookfarm_coordinator::service::{ServiceConfig, StatusReport, new_book};

@@ -4,8 +4,8 @@
 
 use crate::cli_cluster::{Remote, admin, runtime};
 use anyhow::{Context, bail};
-use bookfarm_coordinator::grpc::credential;
 use bookfarm_coordinator::identity::{Identities, IdentityConfig};
+use bookfarm_coordinator::rpc::credential;
 use bookfarm_coordinator::service::{CreditReport, TrustRules, credit_report};
 use bookfarm_coordinator::store::{CredentialState, Store};
 use bookfarm_proto::pb;

@@ -3,8 +3,8 @@
 //! for idle connections, flush the store).
 
 use crate::error::{CoordinatorError, Result};
-use crate::grpc::{AdminApi, WorkerApi};
 use crate::identity::{Identities, IdentityConfig};
+use crate::rpc::{AdminApi, WorkerApi};
 use crate::service::{Clock, Coordinator, ServiceConfig, SystemClock};
 use crate::store::CredentialState;
 use crate::store::Store;
@@ -304,7 +304,7 @@ pub async fn serve(
         .add_service(worker)
         .add_service(admin)
         .serve_with_incoming_shutdown(
-            crate::conn::incoming(grpc, limits.max_connections, limits.handshake_timeout),
+            crate::rpc::conn::incoming(grpc, limits.max_connections, limits.handshake_timeout),
             wait_stop(stop_rx.clone()),
         );
     let drained = async {

@@ -1,5 +1,5 @@
 //! The coordinator's domain service: workers, leases, result validation, growth scheduling.
-//! No tonic types here; `crate::grpc` is a thin translation layer over [`Coordinator`].
+//! No tonic types here; `crate::rpc` (gRPC) and `crate::http` (the web UI) are thin layers over [`Coordinator`].
 //!
 //! One room per concept, each adding its part of [`Coordinator`]'s methods:
 //! * `config`: [`ServiceConfig`] and the injected [`Clock`];

@@ -1,14 +1,17 @@
 //! The HTTP side (separate port): `/metrics` (Prometheus text), `/healthz` (process alive),
-//! `/readyz` (store open and serving), and the web UI: its pages and assets (`crate::web`) and
-//! its read-only JSON API under `/api/v1` (`crate::api`).
+//! `/readyz` (store open and serving), and the web UI: its pages and assets ([`web`]) and
+//! its read-only JSON API under `/api/v1` ([`api`]).
 //!
 //! The handlers are thin: they call the domain service and convert. Nothing here changes state
 //! (every route is GET), so nothing needs the admin credential; state changes stay on the admin
 //! gRPC service.
 
-use crate::api::{self, BookStatsV1};
+pub mod api;
+pub mod web;
+
 use crate::identity::Identities;
 use crate::service::Coordinator;
+use api::BookStatsV1;
 use axum::Router;
 use axum::extract::{FromRef, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -239,7 +242,7 @@ pub fn router(c: Coordinator, ids: Identities) -> Router {
         .route("/api/v1/history", get(api_history))
         .route("/api/v1/book/position", get(api_position))
         .route("/api/v1/book/stats", get(api_book_stats))
-        .merge(crate::web::routes())
+        .merge(web::routes())
         .with_state(state)
         // gzip for clients that ask (the worker table of a big farm shrinks about 20 times).
         .layer(tower_http::compression::CompressionLayer::new())

@@ -2,7 +2,7 @@
 //! (`/`), workers and contributors (`/workers`), the book explorer (`/explorer`), their script
 //! and style, and the vendored charting library (uPlot, MIT, `web/vendor/uplot/LICENSE`).
 //!
-//! The pages load nothing from any other host and poll the JSON API (`crate::api`) every one
+//! The pages load nothing from any other host and poll the JSON API (`super::api`) every one
 //! or two seconds; they never hold a stream open, so headless tools see them finish loading.
 //! Data is only ever inserted as text (`textContent`), never as markup.
 
@@ -38,25 +38,25 @@ const HTML: &str = "text/html; charset=utf-8";
 
 /// Every asset under `/assets/`.
 pub const ASSETS: &[Asset] = &[
-    asset("app.css", CSS, include_str!("../web/app.css")),
-    asset("common.js", JS, include_str!("../web/common.js")),
-    asset("overview.js", JS, include_str!("../web/overview.js")),
-    asset("workers.js", JS, include_str!("../web/workers.js")),
-    asset("explorer.js", JS, include_str!("../web/explorer.js")),
+    asset("app.css", CSS, include_str!("../../web/app.css")),
+    asset("common.js", JS, include_str!("../../web/common.js")),
+    asset("overview.js", JS, include_str!("../../web/overview.js")),
+    asset("workers.js", JS, include_str!("../../web/workers.js")),
+    asset("explorer.js", JS, include_str!("../../web/explorer.js")),
     asset(
         "uPlot.iife.min.js",
         JS,
-        include_str!("../web/vendor/uplot/uPlot.iife.min.js"),
+        include_str!("../../web/vendor/uplot/uPlot.iife.min.js"),
     ),
     asset(
         "uPlot.min.css",
         CSS,
-        include_str!("../web/vendor/uplot/uPlot.min.css"),
+        include_str!("../../web/vendor/uplot/uPlot.min.css"),
     ),
     asset(
         "uPlot.LICENSE.txt",
         "text/plain; charset=utf-8",
-        include_str!("../web/vendor/uplot/LICENSE"),
+        include_str!("../../web/vendor/uplot/LICENSE"),
     ),
 ];
 
@@ -82,26 +82,26 @@ pub const PAGE_SPECS: &[PageSpec] = &[
         path: "/",
         name: "Overview",
         charts: true,
-        main: include_str!("../web/overview.html"),
+        main: include_str!("../../web/overview.html"),
         script: "overview.js",
     },
     PageSpec {
         path: "/workers",
         name: "Workers",
         charts: false,
-        main: include_str!("../web/workers.html"),
+        main: include_str!("../../web/workers.html"),
         script: "workers.js",
     },
     PageSpec {
         path: "/explorer",
         name: "Explorer",
         charts: true,
-        main: include_str!("../web/explorer.html"),
+        main: include_str!("../../web/explorer.html"),
         script: "explorer.js",
     },
 ];
 
-const LAYOUT: &str = include_str!("../web/layout.html");
+const LAYOUT: &str = include_str!("../../web/layout.html");
 
 /// A page's HTML: the shared layout around its `<main>`.
 fn render(p: &PageSpec) -> String {

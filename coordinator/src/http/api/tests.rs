@@ -138,7 +138,7 @@ async fn status_is_the_admin_status_and_has_the_round_eta() {
     // clock keeps the rates still).
     assert_eq!(
         s,
-        StatusV1::from(&crate::grpc::status_response(w.c.status(), 0, 0))
+        StatusV1::from(&crate::rpc::status_response(w.c.status(), 0, 0))
     );
     assert_eq!(s.api, 1);
     assert_eq!(s.state, "running");

@@ -1,4 +1,4 @@
-//! The web UI's JSON API, version 1 (`/api/v1/…` on the HTTP address; see `crate::http`).
+//! The web UI's JSON API, version 1 (`/api/v1/…` on the HTTP address; see `super`).
 //!
 //! These types are the contract: fields are only ever added within a version. They are built
 //! from the domain reports (`crate::service`); the status object is built from the admin RPC's
@@ -624,7 +624,7 @@ impl From<&BookStats> for BookStatsV1 {
 /// The status object of a domain report, through the admin RPC's message (what `status
 /// --json` prints for the same coordinator; the message's worker page is left empty).
 pub fn status_of(report: StatusReport) -> StatusV1 {
-    StatusV1::from(&crate::grpc::status_response(report, usize::MAX, 0))
+    StatusV1::from(&crate::rpc::status_response(report, usize::MAX, 0))
 }
 
 #[cfg(test)]

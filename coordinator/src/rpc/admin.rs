@@ -1,0 +1,262 @@
+//! The operator-facing service: status, growth programs, export and import, book queries,
+//! credentials and quarantine.
+
+use super::encode::{credential, status_response};
+use super::{cv, idst, st};
+use crate::error::CoordinatorError;
+use crate::export::{ExportFormat, decode, encode_book};
+use crate::identity::Identities;
+use crate::service::Coordinator;
+use crate::store::CredentialState;
+use bookfarm_proto::convert::{ConvertError, required};
+use bookfarm_proto::pb;
+use futures::Stream;
+use std::pin::Pin;
+use tonic::{Request, Response, Status};
+
+/// The operator-facing service (the admin interceptor has checked the caller).
+#[derive(Debug, Clone)]
+pub struct AdminApi {
+    c: Coordinator,
+    ids: Identities,
+}
+
+impl AdminApi {
+    /// Handlers over the service and the credential registry.
+    pub fn new(c: Coordinator, ids: Identities) -> AdminApi {
+        AdminApi { c, ids }
+    }
+}
+
+/// Size of the chunks an export is streamed in.
+const EXPORT_CHUNK: usize = 1 << 20;
+
+type ExportStream = Pin<Box<dyn Stream<Item = Result<pb::ExportChunk, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl pb::admin_service_server::AdminService for AdminApi {
+    async fn get_status(
+        &self,
+        req: Request<pb::GetStatusRequest>,
+    ) -> Result<Response<pb::GetStatusResponse>, Status> {
+        let r = req.into_inner();
+        Ok(Response::new(status_response(
+            self.c.status(),
+            r.worker_offset as usize,
+            r.worker_limit as usize,
+        )))
+    }
+
+    async fn start_expansion(
+        &self,
+        req: Request<pb::StartExpansionRequest>,
+    ) -> Result<Response<pb::StartExpansionResponse>, Status> {
+        let r = req.into_inner();
+        let sel = required(r.selector, "selector").map_err(cv)?.into();
+        let level = u8::try_from(r.level)
+            .ok()
+            .filter(|l| *l <= 60)
+            .ok_or_else(|| cv(ConvertError::Level(r.level)))?;
+        let c = self.c.clone();
+        let queued = tokio::task::spawn_blocking(move || c.start_expansion(sel, level))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?
+            .map_err(st)?;
+        Ok(Response::new(pb::StartExpansionResponse { queued }))
+    }
+
+    async fn pause(
+        &self,
+        _req: Request<pb::PauseRequest>,
+    ) -> Result<Response<pb::PauseResponse>, Status> {
+        self.c.set_paused(true).map_err(st)?;
+        Ok(Response::new(pb::PauseResponse {}))
+    }
+
+    async fn resume(
+        &self,
+        _req: Request<pb::ResumeRequest>,
+    ) -> Result<Response<pb::ResumeResponse>, Status> {
+        self.c.set_paused(false).map_err(st)?;
+        Ok(Response::new(pb::ResumeResponse {}))
+    }
+
+    type ExportBookStream = ExportStream;
+
+    async fn export_book(
+        &self,
+        req: Request<pb::ExportBookRequest>,
+    ) -> Result<Response<Self::ExportBookStream>, Status> {
+        let r = req.into_inner();
+        let format = match pb::ExportFormat::try_from(r.format) {
+            Ok(pb::ExportFormat::Csv) => ExportFormat::Csv,
+            Ok(pb::ExportFormat::Edax) | Ok(pb::ExportFormat::Unspecified) => ExportFormat::Edax,
+            Err(_) => {
+                return Err(cv(ConvertError::Enum {
+                    field: "format",
+                    value: r.format,
+                }));
+            }
+        };
+        let c = self.c.clone();
+        let bytes = tokio::task::spawn_blocking(move || encode_book(c.book_snapshot(), format))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        let chunks: Vec<Result<pb::ExportChunk, Status>> = bytes
+            .chunks(EXPORT_CHUNK)
+            .map(|c| Ok(pb::ExportChunk { data: c.to_vec() }))
+            .collect();
+        Ok(Response::new(Box::pin(tokio_stream::iter(chunks))))
+    }
+
+    async fn import_book(
+        &self,
+        req: Request<pb::ImportBookRequest>,
+    ) -> Result<Response<pb::ImportBookResponse>, Status> {
+        let r = req.into_inner();
+        let c = self.c.clone();
+        let n = tokio::task::spawn_blocking(move || {
+            let (h, positions) = decode(&r.data)
+                .map_err(|e| CoordinatorError::InvalidArgument(format!("book.dat: {e}")))?;
+            c.import(h, positions)
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(st)?;
+        Ok(Response::new(pb::ImportBookResponse { positions: n }))
+    }
+
+    async fn book_info(
+        &self,
+        _req: Request<pb::BookInfoRequest>,
+    ) -> Result<Response<pb::BookInfoResponse>, Status> {
+        let (h, positions, links, leaves) = self.c.info();
+        Ok(Response::new(pb::BookInfoResponse {
+            level: u32::try_from(h.level).unwrap_or(0),
+            depth: u32::try_from(h.depth()).unwrap_or(0),
+            midgame_error: h.midgame_error,
+            endcut_error: h.endcut_error,
+            positions,
+            links,
+            leaves,
+        }))
+    }
+
+    async fn show_position(
+        &self,
+        req: Request<pb::ShowPositionRequest>,
+    ) -> Result<Response<pb::ShowPositionResponse>, Status> {
+        let r = req.into_inner();
+        let p = self.c.show(&r.moves).map_err(st)?;
+        let link = |l: &bookfarm_book::Link| pb::BookLink {
+            r#move: u32::from(l.mv.code()),
+            score: i32::from(l.score),
+        };
+        Ok(Response::new(match p {
+            None => pb::ShowPositionResponse::default(),
+            Some(p) => pb::ShowPositionResponse {
+                found: true,
+                position: Some((&p.board).into()),
+                value: i32::from(p.value),
+                lower: i32::from(p.lower),
+                upper: i32::from(p.upper),
+                level: u32::from(p.level),
+                links: p.links.iter().map(link).collect(),
+                leaf: Some(link(&p.leaf)),
+                wins: p.n_wins,
+                draws: p.n_draws,
+                losses: p.n_losses,
+                lines: p.n_lines,
+            },
+        }))
+    }
+
+    async fn add_credential(
+        &self,
+        req: Request<pb::AddCredentialRequest>,
+    ) -> Result<Response<pb::AddCredentialResponse>, Status> {
+        let r = req.into_inner();
+        let owner = Some(r.owner).filter(|o| !o.is_empty());
+        let ids = self.ids.clone();
+        let (token, rec) =
+            tokio::task::spawn_blocking(move || ids.add(&r.name, owner.as_deref(), r.trusted))
+                .await
+                .map_err(|e| Status::internal(e.to_string()))?
+                .map_err(idst)?;
+        Ok(Response::new(pb::AddCredentialResponse {
+            token,
+            credential: Some(credential(&rec, 0, None)),
+        }))
+    }
+
+    async fn list_credentials(
+        &self,
+        _req: Request<pb::ListCredentialsRequest>,
+    ) -> Result<Response<pb::ListCredentialsResponse>, Status> {
+        let credit = self.c.status().credit;
+        Ok(Response::new(pb::ListCredentialsResponse {
+            credentials: self
+                .ids
+                .list()
+                .iter()
+                .map(|c| {
+                    let mine = credit.iter().find(|x| x.name == c.record.name);
+                    credential(&c.record, c.live_sessions, mine)
+                })
+                .collect(),
+        }))
+    }
+
+    async fn set_credential_state(
+        &self,
+        req: Request<pb::SetCredentialStateRequest>,
+    ) -> Result<Response<pb::SetCredentialStateResponse>, Status> {
+        let r = req.into_inner();
+        let state = match pb::CredentialState::try_from(r.state) {
+            Ok(pb::CredentialState::Active) => CredentialState::Active,
+            Ok(pb::CredentialState::Blocked) => CredentialState::Blocked,
+            Ok(pb::CredentialState::Revoked) => CredentialState::Revoked,
+            _ => {
+                return Err(cv(ConvertError::Enum {
+                    field: "state",
+                    value: r.state,
+                }));
+            }
+        };
+        let ids = self.ids.clone();
+        let (rec, ended) =
+            tokio::task::spawn_blocking(move || ids.set_state(&r.name, state, &r.reason))
+                .await
+                .map_err(|e| Status::internal(e.to_string()))?
+                .map_err(idst)?;
+        // The credential's sessions end now: their leases go back to the queue.
+        self.c.drop_workers(&ended);
+        Ok(Response::new(pb::SetCredentialStateResponse {
+            credential: Some(credential(&rec, 0, None)),
+        }))
+    }
+
+    async fn release_quarantine(
+        &self,
+        req: Request<pb::ReleaseQuarantineRequest>,
+    ) -> Result<Response<pb::ReleaseQuarantineResponse>, Status> {
+        let r = req.into_inner();
+        let boards = if r.all {
+            None
+        } else {
+            Some(
+                r.positions
+                    .into_iter()
+                    .map(|p| bookfarm_engine::Board::try_from(p).map_err(cv))
+                    .collect::<Result<Vec<_>, Status>>()?,
+            )
+        };
+        let c = self.c.clone();
+        let released =
+            tokio::task::spawn_blocking(move || c.release_quarantined(boards.as_deref()))
+                .await
+                .map_err(|e| Status::internal(e.to_string()))?
+                .map_err(st)?;
+        Ok(Response::new(pb::ReleaseQuarantineResponse { released }))
+    }
+}

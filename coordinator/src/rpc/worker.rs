@@ -1,0 +1,182 @@
+//! The worker-facing service: registration, heartbeats, leases (with the results they carry),
+//! submissions, failure reports and released leases.
+
+use super::{acks, cv, identity, idst, results, st, worker_id};
+use crate::error::CoordinatorError;
+use crate::identity::{Identities, Principal, SessionError};
+use crate::service::Coordinator;
+use crate::text::{MAX_NAME_CHARS, MAX_REASON_CHARS, clean};
+use bookfarm_proto::domain::Failure;
+use bookfarm_proto::pb;
+use std::time::{Duration, Instant};
+use tonic::{Request, Response, Status};
+use uuid::Uuid;
+
+/// How long a lease that found no job waits for a growth run under way to queue some.
+const GROWTH_WAIT: Duration = Duration::from_millis(500);
+
+/// The worker-facing service.
+#[derive(Debug, Clone)]
+pub struct WorkerApi {
+    c: Coordinator,
+    ids: Identities,
+}
+
+impl WorkerApi {
+    /// Handlers over the service and the credential registry.
+    pub fn new(c: Coordinator, ids: Identities) -> WorkerApi {
+        WorkerApi { c, ids }
+    }
+
+    /// The worker id of a call, which must have been opened with the caller's credential.
+    fn session<T>(&self, req: &Request<T>, id: &str) -> Result<Uuid, Status> {
+        let w = worker_id(id)?;
+        self.ids
+            .check_session(&Principal::of(req)?, &w)
+            .map_err(idst)?;
+        Ok(w)
+    }
+}
+
+#[tonic::async_trait]
+impl pb::worker_service_server::WorkerService for WorkerApi {
+    async fn register_worker(
+        &self,
+        req: Request<pb::RegisterWorkerRequest>,
+    ) -> Result<Response<pb::RegisterWorkerResponse>, Status> {
+        let p = Principal::of(&req)?;
+        let peer = req.remote_addr().map(|a| a.ip());
+        let r = req.into_inner();
+        let id = identity(r.identity)?;
+        let name = clean(&r.name, MAX_NAME_CHARS);
+        let wid = self
+            .ids
+            .open_session(&p, peer, || {
+                self.c.register_as(
+                    &id,
+                    &name,
+                    r.threads,
+                    p.credential().zip(p.owner()),
+                    p.trusted(),
+                )
+            })
+            .map_err(|e| match e {
+                SessionError::Identity(e) => idst(e),
+                SessionError::Register(e) => st(e),
+            })?;
+        let cfg = self.c.config();
+        Ok(Response::new(pb::RegisterWorkerResponse {
+            worker_id: wid.to_string(),
+            heartbeat_interval_ms: u32::try_from(cfg.heartbeat_interval.as_millis())
+                .unwrap_or(u32::MAX),
+            lease_timeout_ms: u32::try_from(cfg.lease_timeout.as_millis()).unwrap_or(u32::MAX),
+        }))
+    }
+
+    async fn heartbeat(
+        &self,
+        req: Request<pb::HeartbeatRequest>,
+    ) -> Result<Response<pb::HeartbeatResponse>, Status> {
+        let w = self.session(&req, &req.get_ref().worker_id)?;
+        let r = req.into_inner();
+        let id = identity(r.identity)?;
+        let held: Vec<Uuid> = r
+            .job_ids
+            .iter()
+            .filter_map(|j| Uuid::parse_str(j).ok())
+            .collect();
+        let cancelled = self.c.heartbeat(&id, &w, &held).map_err(st)?;
+        Ok(Response::new(pb::HeartbeatResponse {
+            cancelled_job_ids: cancelled.iter().map(Uuid::to_string).collect(),
+        }))
+    }
+
+    async fn lease_jobs(
+        &self,
+        req: Request<pb::LeaseJobsRequest>,
+    ) -> Result<Response<pb::LeaseJobsResponse>, Status> {
+        let t0 = Instant::now();
+        let w = self.session(&req, &req.get_ref().worker_id)?;
+        let r = req.into_inner();
+        let id = identity(r.identity)?;
+        let rs = results(r.results)?;
+        let a = if rs.is_empty() {
+            Vec::new()
+        } else {
+            self.c.submit(&id, &w, &rs).map_err(st)?
+        };
+        let jobs = self
+            .c
+            .lease_waiting(&id, &w, r.free_slots, GROWTH_WAIT)
+            .await
+            .map_err(st)?;
+        if !rs.is_empty() {
+            // Acknowledge only what is durable.
+            self.c.wait_durable().await.map_err(st)?;
+        }
+        let retry_after_ms = if jobs.is_empty() {
+            u32::try_from(self.c.retry_after().as_millis()).unwrap_or(u32::MAX)
+        } else {
+            0
+        };
+        metrics::histogram!(crate::telemetry::LEASE_SECONDS).record(t0.elapsed().as_secs_f64());
+        Ok(Response::new(pb::LeaseJobsResponse {
+            jobs: jobs.iter().map(pb::Job::from).collect(),
+            acks: acks(a, &rs),
+            retry_after_ms,
+        }))
+    }
+
+    async fn submit_results(
+        &self,
+        req: Request<pb::SubmitResultsRequest>,
+    ) -> Result<Response<pb::SubmitResultsResponse>, Status> {
+        let t0 = Instant::now();
+        let w = self.session(&req, &req.get_ref().worker_id)?;
+        let r = req.into_inner();
+        let id = identity(r.identity)?;
+        let rs = results(r.results)?;
+        let a = self.c.submit(&id, &w, &rs).map_err(st)?;
+        self.c.wait_durable().await.map_err(st)?;
+        metrics::histogram!(crate::telemetry::SUBMIT_SECONDS).record(t0.elapsed().as_secs_f64());
+        Ok(Response::new(pb::SubmitResultsResponse {
+            acks: acks(a, &rs),
+        }))
+    }
+
+    async fn report_failure(
+        &self,
+        req: Request<pb::ReportFailureRequest>,
+    ) -> Result<Response<pb::ReportFailureResponse>, Status> {
+        let w = self.session(&req, &req.get_ref().worker_id)?;
+        let r = req.into_inner();
+        let id = identity(r.identity.clone())?;
+        let mut f = Failure::try_from(r).map_err(cv)?;
+        f.reason = clean(&f.reason, MAX_REASON_CHARS);
+        let quarantined = self.c.fail(&id, &w, &f).map_err(st)?;
+        self.c.wait_durable().await.map_err(st)?;
+        Ok(Response::new(pb::ReportFailureResponse { quarantined }))
+    }
+
+    async fn release(
+        &self,
+        req: Request<pb::ReleaseRequest>,
+    ) -> Result<Response<pb::ReleaseResponse>, Status> {
+        let w = self.session(&req, &req.get_ref().worker_id)?;
+        let r = req.into_inner();
+        let id = identity(r.identity)?;
+        if r.job_ids.len() > bookfarm_proto::MAX_RESULTS_PER_CALL {
+            return Err(st(CoordinatorError::TooMany {
+                got: r.job_ids.len(),
+                max: bookfarm_proto::MAX_RESULTS_PER_CALL,
+            }));
+        }
+        let jobs: Vec<Uuid> = r
+            .job_ids
+            .iter()
+            .filter_map(|j| Uuid::parse_str(j).ok())
+            .collect();
+        let released = self.c.release_leases(&id, &w, &jobs).map_err(st)?;
+        Ok(Response::new(pb::ReleaseResponse { released }))
+    }
+}
