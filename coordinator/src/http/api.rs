@@ -16,7 +16,6 @@ use crate::service::{
 };
 use crate::store::{CredentialState, Sample};
 use bookfarm_book::query::move_text;
-use bookfarm_engine::formats::transcript::parse_transcript;
 use bookfarm_engine::{Board, Move};
 use bookfarm_proto::pb;
 use serde::{Deserialize, Serialize};
@@ -487,29 +486,6 @@ pub struct PositionV1 {
     pub searching: Option<String>,
 }
 
-/// A transcript the explorer cannot replay.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct BadMoves(pub String);
-
-/// Replay a transcript: the board (side to move = player), the normalised transcript, the
-/// plies played and whether Black is to move.
-pub fn replay(moves: &str) -> Result<(Board, String, u32, bool), BadMoves> {
-    let g = parse_transcript(moves).map_err(|e| BadMoves(e.to_string()))?;
-    let (board, black) = g.final_position().map_err(|e| BadMoves(e.to_string()))?;
-    let ply = u32::try_from(g.moves.len()).unwrap_or(u32::MAX);
-    // Passes stay written, so that the transcript leads to this very position.
-    let text = g
-        .moves
-        .iter()
-        .map(|&m| match m {
-            Move::Pass => "pa".to_string(),
-            m => m.to_edax_upper().to_ascii_lowercase(),
-        })
-        .collect();
-    Ok((board, text, ply, black))
-}
-
 fn mv_name(mv: Move) -> String {
     match mv {
         Move::Pass => "pass".into(),
@@ -518,14 +494,18 @@ fn mv_name(mv: Move) -> String {
 }
 
 impl PositionV1 {
-    /// The explorer's view of `board` (after `moves`, `ply` plies, `black` to move).
-    pub fn new(
-        board: &Board,
-        moves: String,
-        ply: u32,
-        black: bool,
-        view: &PositionView,
-    ) -> PositionV1 {
+    /// The explorer's view of `board`, reached by `moves` from the start (every pass written,
+    /// as the engine's transcript reader gives them), `black` to move.
+    pub fn new(board: &Board, black: bool, moves: &[Move], view: &PositionView) -> PositionV1 {
+        let ply = u32::try_from(moves.len()).unwrap_or(u32::MAX);
+        // Passes stay written, so that the transcript leads to this very position.
+        let moves = moves
+            .iter()
+            .map(|&m| match m {
+                Move::Pass => "pa".to_string(),
+                m => m.to_edax_upper().to_ascii_lowercase(),
+            })
+            .collect();
         let (bk, wh) = if black {
             (board.player, board.opponent)
         } else {

@@ -17,6 +17,7 @@ use axum::extract::{FromRef, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
+use bookfarm_engine::formats::transcript::parse_transcript;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use metrics_util::MetricKindMask;
 use std::sync::OnceLock;
@@ -186,12 +187,16 @@ async fn api_position(State(c): State<Coordinator>, Query(q): Query<Moves>) -> R
     if q.moves.len() > 400 {
         return bad_request("move list longer than a game".into());
     }
-    match api::replay(&q.moves) {
-        Ok((board, moves, ply, black)) => json(&api::PositionV1::new(
+    // The engine's transcript reader: passes inferred where forced, written ones accepted.
+    let game = match parse_transcript(&q.moves) {
+        Ok(g) => g,
+        Err(e) => return bad_request(e.to_string()),
+    };
+    match game.final_position() {
+        Ok((board, black)) => json(&api::PositionV1::new(
             &board,
-            moves,
-            ply,
             black,
+            &game.moves,
             &c.position_view(&board),
         )),
         Err(e) => bad_request(e.to_string()),

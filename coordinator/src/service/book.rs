@@ -1,11 +1,12 @@
 //! The book in and out: a new book's positions, importing a book (replacing the one served),
 //! and the reads of export, `book show` and `book info` (all from the in-memory book).
 
+use super::Coordinator;
 use super::growth::{Growth, Replay};
-use super::{Coordinator, replay};
 use crate::error::{CoordinatorError, Result};
 use crate::store::Entry;
 use bookfarm_book::model::{BookHeader, Position};
+use bookfarm_engine::formats::transcript::board_after;
 use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::{Board, Move};
 use std::sync::atomic::Ordering;
@@ -75,7 +76,9 @@ impl Coordinator {
 
     /// The book position reached by a move list from the start (canonical coordinates).
     pub fn show(&self, moves: &str) -> Result<Option<Position>> {
-        let b = canonical(&replay(moves)?).0;
+        let b = board_after(moves)
+            .map_err(|e| CoordinatorError::InvalidArgument(format!("move list: {e}")))?;
+        let b = canonical(&b).0;
         Ok(self.growth().book.get(&b))
     }
 

@@ -113,30 +113,6 @@ struct Shared {
 #[derive(Debug, Clone)]
 pub struct Coordinator(Arc<Shared>);
 
-/// Replay a move list from the start position; returns the final board.
-pub fn replay(moves: &str) -> Result<Board> {
-    let s: String = moves.chars().filter(|c| !c.is_whitespace()).collect();
-    let mut b = Board::start();
-    let bytes = s.as_bytes();
-    if !bytes.len().is_multiple_of(2) {
-        return Err(CoordinatorError::InvalidArgument(format!(
-            "move list {s:?} has an odd length"
-        )));
-    }
-    for ch in bytes.chunks(2) {
-        let t = String::from_utf8_lossy(ch);
-        let mv = Move::parse(&t)
-            .map_err(|e| CoordinatorError::InvalidArgument(format!("move list: {e}")))?;
-        if b.must_pass() {
-            b = b.pass();
-        }
-        b = b
-            .play_move(mv)
-            .map_err(|e| CoordinatorError::InvalidArgument(format!("move list: {e}")))?;
-    }
-    Ok(b)
-}
-
 /// Whether the start position still lacks its first search (a book just created).
 fn start_unsearched(book: &bookfarm_book::MemBook) -> bool {
     book.find(&Board::start()).is_some_and(|id| {

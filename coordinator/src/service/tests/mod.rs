@@ -17,6 +17,7 @@ use std::collections::HashSet;
 use std::time::Instant;
 use uuid::Uuid;
 
+mod book;
 mod growth;
 mod lease;
 mod restart;

@@ -120,15 +120,6 @@ fn hostile_results_are_rejected_and_change_nothing() {
 }
 
 #[test]
-fn replay_parses_move_lists() {
-    assert_eq!(replay("").unwrap(), Board::start());
-    let b = replay("f5d6").unwrap();
-    assert_eq!(b.empties(), 58);
-    assert!(replay("f5f5").is_err());
-    assert!(replay("f5d").is_err());
-}
-
-#[test]
 fn a_result_whose_depth_is_not_the_level_tables_is_refused() {
     let f = fixture(4, 10, ServiceConfig::default());
     let id = identity();
