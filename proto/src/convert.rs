@@ -199,7 +199,6 @@ impl From<Ack> for pb::AckStatus {
         match a {
             Ack::Accepted => pb::AckStatus::Accepted,
             Ack::Duplicate => pb::AckStatus::Duplicate,
-            Ack::Stale => pb::AckStatus::Stale,
         }
     }
 }
@@ -210,7 +209,6 @@ impl TryFrom<pb::AckStatus> for Ack {
         match a {
             pb::AckStatus::Accepted => Ok(Ack::Accepted),
             pb::AckStatus::Duplicate => Ok(Ack::Duplicate),
-            pb::AckStatus::Stale => Ok(Ack::Stale),
             pb::AckStatus::Unspecified => Err(ConvertError::Enum {
                 field: "ack status",
                 value: 0,

@@ -58,9 +58,6 @@ pub struct Counters {
     pub speculative_completed: u64,
     /// Duplicate submissions (a second lessee's result of an accepted search included).
     pub duplicates: u64,
-    /// Stale results (results of jobs the book no longer needs are still accepted and stored;
-    /// kept for the protocol's acknowledgement codes).
-    pub stale: u64,
     /// Failures reported.
     pub failed: u64,
     /// Leases expired.

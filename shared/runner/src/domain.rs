@@ -92,8 +92,6 @@ pub enum Ack {
     Accepted,
     /// Submitted before; nothing changed.
     Duplicate,
-    /// The position changed since the lease; discarded and re-queued.
-    Stale,
 }
 
 /// A job failure reported by a worker.

@@ -89,8 +89,6 @@ pub struct WorkerStats {
     pub accepted: u64,
     /// Results it already had.
     pub duplicates: u64,
-    /// Results it found stale.
-    pub stale: u64,
     /// Results it refused (dropped).
     pub refused: u64,
     /// Nodes searched.
@@ -288,7 +286,6 @@ impl<T: Transport> Loop<T> {
             match a {
                 Ack::Accepted => self.stats.accepted += 1,
                 Ack::Duplicate => self.stats.duplicates += 1,
-                Ack::Stale => self.stats.stale += 1,
             }
             self.finished.retain(|r| r.job_id != *id);
         }
