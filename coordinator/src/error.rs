@@ -132,7 +132,8 @@ impl ServiceError for CoordinatorError {
             | E::Signature(_)
             | E::NotLeased { .. }
             | E::FailedPrecondition(_) => ErrorCode::FailedPrecondition,
-            E::UnknownWorker(_) | E::UnknownJob(_) => ErrorCode::NotFound,
+            E::UnknownWorker(_) => ErrorCode::UnknownWorker,
+            E::UnknownJob(_) => ErrorCode::NotFound,
             E::IllegalMove { .. }
             | E::ScoreOutOfRange { .. }
             | E::ExactParity { .. }

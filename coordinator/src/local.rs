@@ -29,13 +29,11 @@ const GROWTH_WAIT: Duration = Duration::from_millis(500);
 
 /// What a service error means to the worker loop.
 fn call_error(e: &CoordinatorError) -> CallError {
-    let kind = match (e, e.code()) {
-        (CoordinatorError::UnknownWorker(_), _) => CallErrorKind::UnknownWorker,
-        (_, ErrorCode::Unauthenticated | ErrorCode::PermissionDenied) => {
-            CallErrorKind::Unauthorized
-        }
-        (_, ErrorCode::FailedPrecondition) => CallErrorKind::Incompatible,
-        (_, ErrorCode::InvalidArgument | ErrorCode::NotFound | ErrorCode::ResourceExhausted) => {
+    let kind = match e.code() {
+        ErrorCode::UnknownWorker => CallErrorKind::UnknownWorker,
+        ErrorCode::Unauthenticated | ErrorCode::PermissionDenied => CallErrorKind::Unauthorized,
+        ErrorCode::FailedPrecondition => CallErrorKind::Incompatible,
+        ErrorCode::InvalidArgument | ErrorCode::NotFound | ErrorCode::ResourceExhausted => {
             CallErrorKind::Rejected
         }
         _ => CallErrorKind::Unavailable,

@@ -30,7 +30,11 @@ pub mod pb {
 ///
 /// Version 2: credentials moved from messages to request metadata; workers send their search
 /// signature; `Release`, credential management and paged status were added.
-pub const PROTOCOL_VERSION: u32 = 2;
+///
+/// Version 3: an unknown worker id is signalled by the status metadata `bookfarm-error:
+/// unknown-worker` (see [`status::ERROR_CODE_KEY`]), which workers act on instead of the
+/// message; `ACK_STATUS_STALE` (never sent) is reserved.
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Largest gRPC message either side accepts or sends (bytes). Set explicitly on every server and
 /// client so that an oversize message is refused with `OutOfRange`/`ResourceExhausted` rather than

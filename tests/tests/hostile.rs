@@ -7,6 +7,7 @@ use bookfarm_coordinator::service::ServiceConfig;
 use bookfarm_proto::auth::Bearer;
 use bookfarm_proto::pb;
 use bookfarm_proto::pb::worker_service_client::WorkerServiceClient;
+use bookfarm_proto::status::ErrorCode;
 use bookfarm_proto::{ENGINE_VERSION, PROTOCOL_VERSION};
 use bookfarm_tests::*;
 use tonic::Code;
@@ -340,6 +341,10 @@ async fn hostile_rpcs_are_rejected_and_change_nothing() {
     for (what, rs, who, code) in cases {
         let e = submit(&mut w, who, rs).await.unwrap_err();
         assert_eq!(e.code(), code, "{what}: {e}");
+        // Only the unknown worker carries the signal a worker re-registers on (an unknown
+        // job is NOT_FOUND too).
+        let unknown = ErrorCode::of(&e) == Some(ErrorCode::UnknownWorker);
+        assert_eq!(unknown, what == "unknown worker", "{what}: {e:?}");
     }
     // Oversize message: refused by the transport limit before any handler runs.
     let huge = pb::ReportFailureRequest {

@@ -7,11 +7,12 @@ use bookfarm_proto::convert::parse_job_id;
 use bookfarm_proto::domain::{Ack, Identity, Job, JobResult};
 use bookfarm_proto::pb;
 use bookfarm_proto::pb::worker_service_client::WorkerServiceClient;
+use bookfarm_proto::status::ErrorCode;
 use bookfarm_runner::transport::{CallError, CallErrorKind, Leased, Registration, Transport};
 use std::time::Duration;
+use tonic::Status;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
-use tonic::{Code, Status};
 use uuid::Uuid;
 
 /// A connection to a coordinator (connected lazily; transport errors surface as `Unavailable`).
@@ -213,13 +214,16 @@ impl Client {
     }
 }
 
-/// What a gRPC status means to the worker loop.
+/// What a gRPC status means to the worker loop (its class as `bookfarm_proto::status` maps
+/// it; an unknown worker id is told apart by the status's metadata, not by its message).
 pub fn call_error(s: &Status) -> CallError {
-    let kind = match s.code() {
-        Code::Unauthenticated | Code::PermissionDenied => CallErrorKind::Unauthorized,
-        Code::FailedPrecondition => CallErrorKind::Incompatible,
-        Code::NotFound if s.message().starts_with("unknown worker") => CallErrorKind::UnknownWorker,
-        Code::InvalidArgument | Code::NotFound => CallErrorKind::Rejected,
+    let kind = match ErrorCode::of(s) {
+        Some(ErrorCode::Unauthenticated | ErrorCode::PermissionDenied) => {
+            CallErrorKind::Unauthorized
+        }
+        Some(ErrorCode::FailedPrecondition) => CallErrorKind::Incompatible,
+        Some(ErrorCode::UnknownWorker) => CallErrorKind::UnknownWorker,
+        Some(ErrorCode::InvalidArgument | ErrorCode::NotFound) => CallErrorKind::Rejected,
         _ => CallErrorKind::Unavailable,
     };
     CallError::new(kind, s.message())
@@ -304,5 +308,54 @@ impl Transport for GrpcTransport {
         self.rt
             .block_on(c.release(worker, jobs))
             .map_err(|s| call_error(&s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bookfarm_proto::status::{ServiceError, to_status};
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("{0}")]
+    struct Coded(&'static str, ErrorCode);
+
+    impl ServiceError for Coded {
+        fn code(&self) -> ErrorCode {
+            self.1
+        }
+    }
+
+    /// The loop re-registers on the coordinator's unknown-worker signal, not on a message.
+    #[test]
+    fn statuses_map_to_what_the_loop_does() {
+        let kind = |s: Status| call_error(&s).kind;
+        let gone = to_status(&Coded(
+            "unknown worker 7 (register again)",
+            ErrorCode::UnknownWorker,
+        ));
+        assert_eq!(kind(gone), CallErrorKind::UnknownWorker);
+        assert_eq!(
+            kind(Status::not_found("unknown worker 7 (register again)")),
+            CallErrorKind::Rejected,
+            "a message is not a signal"
+        );
+        assert_eq!(
+            kind(to_status(&Coded("unknown job", ErrorCode::NotFound))),
+            CallErrorKind::Rejected
+        );
+        assert_eq!(
+            kind(Status::permission_denied("blocked")),
+            CallErrorKind::Unauthorized
+        );
+        assert_eq!(
+            kind(Status::failed_precondition("protocol")),
+            CallErrorKind::Incompatible
+        );
+        assert_eq!(
+            kind(Status::unavailable("down")),
+            CallErrorKind::Unavailable
+        );
+        assert_eq!(kind(Status::unknown("reset")), CallErrorKind::Unavailable);
     }
 }
