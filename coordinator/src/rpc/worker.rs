@@ -100,30 +100,16 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         let r = req.into_inner();
         let id = identity(r.identity)?;
         let rs = results(r.results)?;
-        let a = if rs.is_empty() {
-            Vec::new()
-        } else {
-            self.c.submit(&id, &w, &rs).map_err(st)?
-        };
-        let jobs = self
+        let reply = self
             .c
-            .lease_waiting(&id, &w, r.free_slots, GROWTH_WAIT)
+            .submit_and_lease(&id, &w, &rs, r.free_slots, GROWTH_WAIT)
             .await
             .map_err(st)?;
-        if !rs.is_empty() {
-            // Acknowledge only what is durable.
-            self.c.wait_durable().await.map_err(st)?;
-        }
-        let retry_after_ms = if jobs.is_empty() {
-            u32::try_from(self.c.retry_after().as_millis()).unwrap_or(u32::MAX)
-        } else {
-            0
-        };
         metrics::histogram!(crate::telemetry::LEASE_SECONDS).record(t0.elapsed().as_secs_f64());
         Ok(Response::new(pb::LeaseJobsResponse {
-            jobs: jobs.iter().map(pb::Job::from).collect(),
-            acks: acks(a, &rs),
-            retry_after_ms,
+            jobs: reply.jobs.iter().map(pb::Job::from).collect(),
+            acks: acks(reply.acks, &rs),
+            retry_after_ms: u32::try_from(reply.retry_after.as_millis()).unwrap_or(u32::MAX),
         }))
     }
 
@@ -136,8 +122,7 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         let r = req.into_inner();
         let id = identity(r.identity)?;
         let rs = results(r.results)?;
-        let a = self.c.submit(&id, &w, &rs).map_err(st)?;
-        self.c.wait_durable().await.map_err(st)?;
+        let a = self.c.submit_durable(&id, &w, &rs).await.map_err(st)?;
         metrics::histogram!(crate::telemetry::SUBMIT_SECONDS).record(t0.elapsed().as_secs_f64());
         Ok(Response::new(pb::SubmitResultsResponse {
             acks: acks(a, &rs),
@@ -153,8 +138,7 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         let id = identity(r.identity.clone())?;
         let mut f = Failure::try_from(r).map_err(cv)?;
         f.reason = clean(&f.reason, MAX_REASON_CHARS);
-        let quarantined = self.c.fail(&id, &w, &f).map_err(st)?;
-        self.c.wait_durable().await.map_err(st)?;
+        let quarantined = self.c.fail_durable(&id, &w, &f).await.map_err(st)?;
         Ok(Response::new(pb::ReportFailureResponse { quarantined }))
     }
 

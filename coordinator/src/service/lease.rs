@@ -8,7 +8,7 @@ use bookfarm_engine::Board;
 use bookfarm_engine::search::LeafRequest;
 use bookfarm_engine::symmetry::canonical;
 use bookfarm_proto::MAX_LEASE_SLOTS;
-use bookfarm_proto::domain::{Failure, Identity, Job};
+use bookfarm_proto::domain::{Ack, Failure, Identity, Job, JobResult};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -66,7 +66,61 @@ impl Drop for FlightWaiter<'_> {
     }
 }
 
+/// A remote worker's lease call answered: the acknowledgements of the results it carried,
+/// the jobs leased, and how long to wait before the next call when it got none (zero
+/// otherwise).
+#[derive(Debug, Clone)]
+pub struct LeaseReply {
+    /// One per result carried, in order.
+    pub acks: Vec<Ack>,
+    /// The jobs leased.
+    pub jobs: Vec<Job>,
+    /// [`Coordinator::retry_after`] when no job was leased, else zero.
+    pub retry_after: Duration,
+}
+
 impl Coordinator {
+    /// A remote worker's lease call, which carries the results of its last searches: submit
+    /// them ([`Coordinator::submit`]), lease up to `slots` jobs ([`Coordinator::lease_waiting`],
+    /// waiting up to `wait`), and reply once the results are durable.
+    pub async fn submit_and_lease(
+        &self,
+        id: &Identity,
+        worker: &Uuid,
+        results: &[JobResult],
+        slots: u32,
+        wait: Duration,
+    ) -> Result<LeaseReply> {
+        let acks = if results.is_empty() {
+            Vec::new()
+        } else {
+            self.submit(id, worker, results)?
+        };
+        let jobs = self.lease_waiting(id, worker, slots, wait).await?;
+        if !results.is_empty() {
+            // Acknowledge only what is durable.
+            self.wait_durable().await?;
+        }
+        let retry_after = if jobs.is_empty() {
+            self.retry_after()
+        } else {
+            Duration::ZERO
+        };
+        Ok(LeaseReply {
+            acks,
+            jobs,
+            retry_after,
+        })
+    }
+
+    /// [`Coordinator::fail`] for a remote worker: the reply comes once every store write before
+    /// it is durable.
+    pub async fn fail_durable(&self, id: &Identity, worker: &Uuid, f: &Failure) -> Result<bool> {
+        let quarantined = self.fail(id, worker, f)?;
+        self.wait_durable().await?;
+        Ok(quarantined)
+    }
+
     /// Lease up to `slots` jobs to a worker (none while paused).
     pub fn lease(&self, id: &Identity, worker: &Uuid, slots: u32) -> Result<Vec<Job>> {
         self.check_identity(id)?;

@@ -46,7 +46,9 @@ pub use config::{Clock, ManualClock, ServiceConfig, SystemClock};
 pub use growth::{Predictor, PrefetchReport, ShallowSearch};
 pub use history::{ContributorReport, HistoryView};
 pub use jobs::{Counters, JobClass};
-pub use lease::{IDLE_POLLS_PER_SECOND, MAX_RETRY_AFTER, lease_cap, max_lease_duration};
+pub use lease::{
+    IDLE_POLLS_PER_SECOND, LeaseReply, MAX_RETRY_AFTER, lease_cap, max_lease_duration,
+};
 pub use runner::operation;
 pub use status::{
     CreditReport, QuarantineReport, STATUS_REPORTS, State, StatusReport, WorkerReport,

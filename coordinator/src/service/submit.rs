@@ -85,6 +85,19 @@ impl Coordinator {
         Ok(acks)
     }
 
+    /// [`Coordinator::submit`] for a remote worker: the acknowledgements come back once the
+    /// results are durable (in-process workers do not wait, see `crate::local`).
+    pub async fn submit_durable(
+        &self,
+        id: &Identity,
+        worker: &Uuid,
+        results: &[JobResult],
+    ) -> Result<Vec<Ack>> {
+        let acks = self.submit(id, worker, results)?;
+        self.wait_durable().await?;
+        Ok(acks)
+    }
+
     /// Take one accepted result: fold it into its request's case (the trust ledger), close its
     /// job or turn it into a check job, and count it.
     fn take(
