@@ -14,12 +14,11 @@
 //! * [`text`]: worker-supplied strings made safe for logs and replies;
 //! * [`local`]: coordinator plus in-process workers on one machine;
 //! * [`offline`]: the offline book commands on a store directory;
-//! * [`config`], [`error`], [`export`], [`sim`]: the configuration file, the error type, book
-//!   snapshots, the farm simulator.
+//! * [`config`], [`error`], [`sim`]: the configuration file, the error type, the farm
+//!   simulator.
 
 pub mod config;
 pub mod error;
-pub mod export;
 pub mod http;
 pub mod identity;
 pub mod local;

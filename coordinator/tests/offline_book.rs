@@ -1,6 +1,7 @@
 //! `bookfarm-coordinator book … --db DIR`: the real binary on real sled stores in temporary
 //! directories, with Edax's golden books and games.
 
+use bookfarm_book::BookFormat;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -598,6 +599,114 @@ fn local_build_is_a_fixed_point_of_book_link() {
         repaired.starts_with("link: 1 links added, 0 searches"),
         "{repaired}"
     );
+}
+
+/// `local --out` writes the format its extension names: a `.egbk3` out of `local` is a real
+/// Egaroucid book that reads back as the stored book (through the same mapping as `book convert`
+/// of the stored book.dat), and imports into a store as the same book.
+#[test]
+fn local_writes_an_egbk3_that_reads_back_as_the_same_book() {
+    let Some(eval) = golden("eval-seed1.dat") else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let egb = dir.path().join("b.egbk3");
+    let o = Command::new(BIN)
+        .args(["local", "--db", s(&db), "--out", s(&egb), "--quiet"])
+        .args(["--level", "2", "--depth", "10", "--workers", "2"])
+        .args(["--eval", s(&eval)])
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run local");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bytes = std::fs::read(&egb).expect("read the egbk3");
+    assert!(bytes.starts_with(b"DICUORAGE\x03"), "an Egaroucid book");
+    let read = |format: BookFormat, bytes: &[u8]| {
+        let mut v: Vec<_> = format.read(bytes).expect("reads").book.positions().collect();
+        v.sort_by_key(|p| p.board);
+        v
+    };
+    // The stored book, exported as book.dat and converted to .egbk3 by `book convert`.
+    let dat = dir.path().join("b.dat");
+    ok(&["export", "--db", s(&db), s(&dat)]);
+    let converted = dir.path().join("c.egbk3");
+    ok(&["convert", s(&dat), s(&converted)]);
+    let stored = read(BookFormat::Edax, &std::fs::read(&dat).expect("read dat"));
+    let back = read(BookFormat::Egbk3, &bytes);
+    assert_eq!(back.len(), stored.len(), "every position written");
+    assert_eq!(
+        back,
+        read(
+            BookFormat::Egbk3,
+            &std::fs::read(&converted).expect("read converted")
+        )
+    );
+    assert_eq!(
+        back.iter().map(|p| (p.board, p.value)).collect::<Vec<_>>(),
+        stored.iter().map(|p| (p.board, p.value)).collect::<Vec<_>>(),
+        "the same positions and values"
+    );
+    // Imported into another store: the same book.
+    let db2 = dir.path().join("db2");
+    ok(&["import", s(&egb), "--db", s(&db2)]);
+    let info = |db: &Path| {
+        ok(&["info", "--db", s(db)])
+            .lines()
+            .skip(1)
+            .take(2)
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(info(&db2), info(&db));
+}
+
+/// A book file name whose extension is not `.dat`, `.csv` or `.egbk3` is refused by every
+/// command that reads or writes one, before anything runs: nothing is written, no store is
+/// created.
+#[test]
+fn unknown_book_extensions_are_refused_by_every_entry_point() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let out = dir.path().join("out.txt");
+    let txt = dir.path().join("book.txt");
+    std::fs::write(&txt, "x").expect("write");
+    let dat = dir.path().join("in.dat");
+    std::fs::write(&dat, "x").expect("write");
+    let unknown = "unknown book format (expected a .dat, .csv or .egbk3 extension)";
+    for args in [
+        vec!["convert", s(&dat), s(&out)],
+        vec!["convert", s(&txt), s(&out)],
+        vec!["synth", "--positions", "10", s(&out)],
+        vec!["export", "--db", s(&db), s(&out)],
+        vec!["dump", s(&txt)],
+        vec!["info", s(&txt)],
+        vec!["stats", s(&txt)],
+        vec!["import", s(&txt), "--db", s(&db)],
+        vec!["merge", s(&txt), "--db", s(&db)],
+        vec!["line", "f5", "--file", s(&txt)],
+        vec!["accuracy", "f5", "--file", s(&txt)],
+        vec!["move", "--file", s(&txt)],
+    ] {
+        let err = fails(&args);
+        assert!(err.contains(unknown), "{args:?}: {err}");
+    }
+    let run = |args: &[&str]| {
+        let o = Command::new(BIN)
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .env_remove("BOOKFARM_DB")
+            .output()
+            .expect("run");
+        assert!(!o.status.success(), "{args:?} succeeded");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let err = run(&["local", "--db", s(&db), "--out", s(&out), "--quiet"]);
+    assert!(err.contains("--out") && err.contains(unknown), "{err}");
+    // The cluster's export is refused before it connects (nothing listens on port 1).
+    let err = run(&["export", s(&out), "--coordinator", "http://127.0.0.1:1"]);
+    assert!(err.contains(unknown) && !err.contains("connecting"), "{err}");
+    assert!(!out.exists() && !db.exists(), "nothing was written");
 }
 
 /// Out-of-range arguments are refused before anything runs, naming the flag and the range

@@ -7,6 +7,7 @@
 use crate::domain::{Ack, Failure, Identity, Job, JobResult, Selector};
 use crate::pb;
 use crate::status::{ErrorCode, ServiceError};
+use bookfarm_book::BookFormat;
 use bookfarm_engine::{Board, Move};
 use std::time::Duration;
 use uuid::Uuid;
@@ -91,6 +92,30 @@ pub fn move_from_code(code: u32) -> Result<Move, ConvertError> {
 /// A required sub-message.
 pub fn required<T>(v: Option<T>, field: &'static str) -> Result<T, ConvertError> {
     v.ok_or(ConvertError::MissingField(field))
+}
+
+/// The book format an export asks for; unspecified is Edax's `book.dat` (the format of exports
+/// before the field was set).
+pub fn export_format(value: i32) -> Result<BookFormat, ConvertError> {
+    match pb::ExportFormat::try_from(value) {
+        Ok(pb::ExportFormat::Edax | pb::ExportFormat::Unspecified) => Ok(BookFormat::Edax),
+        Ok(pb::ExportFormat::Csv) => Ok(BookFormat::Csv),
+        Ok(pb::ExportFormat::Egbk3) => Ok(BookFormat::Egbk3),
+        Err(_) => Err(ConvertError::Enum {
+            field: "format",
+            value,
+        }),
+    }
+}
+
+impl From<BookFormat> for pb::ExportFormat {
+    fn from(f: BookFormat) -> pb::ExportFormat {
+        match f {
+            BookFormat::Edax => pb::ExportFormat::Edax,
+            BookFormat::Csv => pb::ExportFormat::Csv,
+            BookFormat::Egbk3 => pb::ExportFormat::Egbk3,
+        }
+    }
 }
 
 impl From<pb::WorkerIdentity> for Identity {
@@ -416,5 +441,20 @@ mod tests {
         ] {
             assert_eq!(Selector::from(S::from(s)), s);
         }
+    }
+
+    #[test]
+    fn export_formats_round_trip_and_unknown_values_are_refused() {
+        for f in BookFormat::ALL {
+            assert_eq!(export_format(pb::ExportFormat::from(f) as i32), Ok(f));
+        }
+        assert_eq!(export_format(0), Ok(BookFormat::Edax), "unspecified");
+        assert_eq!(
+            export_format(4),
+            Err(ConvertError::Enum {
+                field: "format",
+                value: 4
+            })
+        );
     }
 }

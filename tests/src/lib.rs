@@ -232,9 +232,14 @@ pub async fn start_deviate(c: &mut Admin, rel: i32, abs: i32) {
 
 /// Export the running book as book.dat bytes.
 pub async fn export(c: &mut Admin) -> Vec<u8> {
+    export_as(c, pb::ExportFormat::Edax).await
+}
+
+/// The coordinator's book in `format`.
+pub async fn export_as(c: &mut Admin, format: pb::ExportFormat) -> Vec<u8> {
     let mut s = c
         .export_book(pb::ExportBookRequest {
-            format: pb::ExportFormat::Edax as i32,
+            format: format as i32,
         })
         .await
         .expect("export")

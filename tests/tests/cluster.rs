@@ -99,21 +99,26 @@ async fn two_worker_processes_build_a_book_and_export_round_trips() {
     let book = check_book(&export(&mut a).await);
     assert_eq!(book.len() as u64, s.positions);
     // The CSV export carries one line per position.
-    let mut csv = a
-        .export_book(pb::ExportBookRequest {
-            format: pb::ExportFormat::Csv as i32,
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let mut text = Vec::new();
-    while let Some(c) = csv.message().await.unwrap() {
-        text.extend_from_slice(&c.data);
-    }
+    let text = export_as(&mut a, pb::ExportFormat::Csv).await;
     assert_eq!(
         String::from_utf8(text).unwrap().lines().count() as u64,
         s.positions
     );
+    // The .egbk3 export is Egaroucid's book of the same positions and values.
+    let egb = export_as(&mut a, pb::ExportFormat::Egbk3).await;
+    let back = bookfarm_book::BookFormat::Egbk3.read(&egb).unwrap().book;
+    let values = |b: &bookfarm_book::MemBook| {
+        let mut v: Vec<_> = b.positions().map(|p| (p.board, p.value)).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(values(&back), values(&book));
+    // A format the coordinator does not know is refused.
+    let e = a
+        .export_book(pb::ExportBookRequest { format: 99 })
+        .await
+        .expect_err("an unknown format");
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
     // HTTP side.
     assert!(http_get(http, "/healthz").await.contains("200 OK"));
     assert!(http_get(http, "/readyz").await.contains("ready"));
@@ -261,12 +266,7 @@ async fn local_mode_and_worker_processes_build_the_same_book() {
         .await
         .unwrap();
     assert!(!interrupted.interrupted);
-    let (h, positions) = c.snapshot();
-    let local = check_book(&bookfarm_coordinator::export::encode(
-        h,
-        &positions,
-        bookfarm_coordinator::export::ExportFormat::Edax,
-    ));
+    let local = check_book(&bookfarm_book::BookFormat::Edax.write(&c.book_snapshot()));
     // Same positions, links, leaves and values, whatever searched what first.
     let mut a: Vec<_> = procs.positions().collect();
     let mut b: Vec<_> = local.positions().collect();

@@ -2,6 +2,7 @@
 //! coordinator and worker processes over gRPC on 127.0.0.1, checked against the book crate's
 //! serial programs (what the offline `book upgrade` and `book audit` compute).
 
+use bookfarm_book::driver::{Operation, run_serial};
 use bookfarm_book::{MemBook, edax, extract, negamax, research};
 use bookfarm_coordinator::store::{Entry, Store};
 use bookfarm_engine::search::LeafRequest;
@@ -78,8 +79,17 @@ async fn upgrade_and_audit_with_worker_processes_equal_the_serial_programs() {
         level: UPGRADE as u8,
         error: ERROR,
     };
-    let r = research::upgrade(&mut want, params, &mut search);
-    assert!(r.raised > 0 && r.rounds >= 2, "{r:?}");
+    let below = |b: &MemBook| b.ids().filter(|&id| b.level(id) < params.level).count();
+    let upgrade = Operation::Upgrade {
+        root: bookfarm_engine::Board::start(),
+        params,
+    };
+    let rounds = run_serial(&mut want, upgrade, &mut search).iterations;
+    let raised = below(&book) - below(&want);
+    assert!(
+        raised > 0 && rounds >= 2,
+        "{raised} raised in {rounds} rounds"
+    );
     negamax::negamax(&mut want);
 
     start(
@@ -100,7 +110,7 @@ async fn upgrade_and_audit_with_worker_processes_equal_the_serial_programs() {
     assert!(
         report.starts_with(&format!(
             "upgrade to level {UPGRADE} (error {ERROR}): {} positions raised in {} rounds",
-            r.raised, r.rounds
+            raised, rounds
         )),
         "{report}"
     );
@@ -116,7 +126,15 @@ async fn upgrade_and_audit_with_worker_processes_equal_the_serial_programs() {
 
     // The line audit: the same lines, results and contradictions as the serial audit.
     let lines = extract::best_lines(&want);
-    let audit = extract::audit(&want, &lines, AUDIT as u8, &mut search);
+    let audit = run_serial(
+        &mut want.clone(),
+        Operation::Audit {
+            level: AUDIT as u8,
+            queue: false,
+        },
+        &mut search,
+    )
+    .audit;
     assert_eq!(audit.len(), lines.len());
     start(
         &mut a,

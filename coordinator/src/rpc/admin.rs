@@ -4,11 +4,11 @@
 use super::encode::{credential, status_response};
 use super::{cv, idst, st};
 use crate::error::CoordinatorError;
-use crate::export::{ExportFormat, decode, encode_book};
 use crate::identity::Identities;
 use crate::service::Coordinator;
 use crate::store::CredentialState;
-use bookfarm_proto::convert::{ConvertError, required};
+use bookfarm_book::{BookDate, BookFormat};
+use bookfarm_proto::convert::{ConvertError, export_format, required};
 use bookfarm_proto::pb;
 use futures::Stream;
 use std::pin::Pin;
@@ -87,21 +87,16 @@ impl pb::admin_service_server::AdminService for AdminApi {
         &self,
         req: Request<pb::ExportBookRequest>,
     ) -> Result<Response<Self::ExportBookStream>, Status> {
-        let r = req.into_inner();
-        let format = match pb::ExportFormat::try_from(r.format) {
-            Ok(pb::ExportFormat::Csv) => ExportFormat::Csv,
-            Ok(pb::ExportFormat::Edax) | Ok(pb::ExportFormat::Unspecified) => ExportFormat::Edax,
-            Err(_) => {
-                return Err(cv(ConvertError::Enum {
-                    field: "format",
-                    value: r.format,
-                }));
-            }
-        };
+        let format = export_format(req.into_inner().format).map_err(cv)?;
         let c = self.c.clone();
-        let bytes = tokio::task::spawn_blocking(move || encode_book(c.book_snapshot(), format))
-            .await
-            .map_err(|e| Status::internal(e.to_string()))?;
+        let bytes = tokio::task::spawn_blocking(move || {
+            // Stamped with the current date, as Edax's save does.
+            let mut book = c.book_snapshot();
+            book.header_mut().date = BookDate::now();
+            format.write(&book)
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?;
         let chunks: Vec<Result<pb::ExportChunk, Status>> = bytes
             .chunks(EXPORT_CHUNK)
             .map(|c| Ok(pb::ExportChunk { data: c.to_vec() }))
@@ -116,9 +111,11 @@ impl pb::admin_service_server::AdminService for AdminApi {
         let r = req.into_inner();
         let c = self.c.clone();
         let n = tokio::task::spawn_blocking(move || {
-            let (h, positions) = decode(&r.data)
-                .map_err(|e| CoordinatorError::InvalidArgument(format!("book.dat: {e}")))?;
-            c.import(h, positions)
+            let book = BookFormat::Edax
+                .read(&r.data)
+                .map_err(|e| CoordinatorError::InvalidArgument(format!("book.dat: {e}")))?
+                .book;
+            c.import(*book.header(), book.positions().collect())
         })
         .await
         .map_err(|e| Status::internal(e.to_string()))?

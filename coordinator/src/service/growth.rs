@@ -637,7 +637,7 @@ impl Growth {
             let st = driver.state().clone();
             // An audit that queues its contradicting lines runs their `book add` next, with
             // the level the audit was started with.
-            let follow_up = driver.follow_up().map(|next| (next, *level));
+            let follow_up = driver.state().follow_up().map(|next| (next, *level));
             match progress {
                 Progress::Blocked(need) => {
                     self.needed = need;

@@ -20,7 +20,7 @@ use crate::service::{
 };
 use crate::store::Store;
 use bookfarm_book::MemBook;
-use bookfarm_book::driver::{Driver, Operation};
+use bookfarm_book::driver::{Operation, run_serial};
 use bookfarm_book::model::Position;
 use bookfarm_engine::board::BitIter;
 use bookfarm_engine::level::level_params;
@@ -278,9 +278,9 @@ pub fn serial_build(level: u8, depth: u8, ops: &[Operation]) -> (MemBook, HashSe
         }
         fake_search(r)
     };
-    Driver::new(Operation::New, None).run_with(&mut book, &mut search);
+    run_serial(&mut book, Operation::New, &mut search);
     for op in ops {
-        Driver::new(op.clone(), None).run_with(&mut book, &mut search);
+        run_serial(&mut book, op.clone(), &mut search);
     }
     (book, asked)
 }

@@ -40,55 +40,9 @@ use crate::select::{Deviate, DeviatePass, deviate_pass, enhance_mark, extend_mar
 use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::{Board, Move};
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
-/// A map keyed by leaf request, hashed with foldhash (seeded per process): requests are
-/// hashed on every step of a program, and SipHash cost the coordinator's growth thread more
-/// than the look-ups themselves. Keys are positions of the book, not chosen by a client.
-pub type RequestMap<V> = HashMap<LeafRequest, V, foldhash::fast::RandomState>;
-
-/// A set of leaf requests hashed like [`RequestMap`].
-pub type RequestSet = HashSet<LeafRequest, foldhash::fast::RandomState>;
-
-/// Known leaf results, looked up by request.
-pub trait Results {
-    /// The result of `request`, if known.
-    fn result(&self, request: &LeafRequest) -> Option<LeafResult>;
-}
-
-impl<S: std::hash::BuildHasher> Results for HashMap<LeafRequest, LeafResult, S> {
-    fn result(&self, request: &LeafRequest) -> Option<LeafResult> {
-        self.get(request).copied()
-    }
-}
-
-/// Results answered by running a search for every request: the serial, callback form of a
-/// program or an audit (nothing is cached: a request asked twice is searched twice).
-pub struct Searching<'a, F> {
-    search: RefCell<&'a mut F>,
-}
-
-impl<'a, F> Searching<'a, F> {
-    /// Answer requests with `search`.
-    pub fn new(search: &'a mut F) -> Searching<'a, F> {
-        Searching {
-            search: RefCell::new(search),
-        }
-    }
-}
-
-impl<F> std::fmt::Debug for Searching<'_, F> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Searching")
-    }
-}
-
-impl<F: FnMut(&LeafRequest) -> LeafResult> Results for Searching<'_, F> {
-    fn result(&self, request: &LeafRequest) -> Option<LeafResult> {
-        Some((self.search.borrow_mut())(request))
-    }
-}
+pub use crate::results::{RequestMap, RequestSet, Results};
 
 /// A growth program (Edax's book commands that search).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,7 +104,7 @@ pub enum Operation {
     /// `level` (both sides); the lines are independent, so the next search of every unfinished
     /// line is requested at once. The book is not changed; the outcome is
     /// [`DriverState::audit`], and with `queue` the contradicting lines are added to the book by
-    /// a follow-up program ([`Driver::follow_up`]).
+    /// a follow-up program ([`DriverState::follow_up`]).
     Audit {
         /// The level of the searches that play the lines out.
         level: u8,
@@ -258,6 +212,24 @@ pub struct DriverState {
     /// The audited lines, set by the step that finishes an [`Operation::Audit`] (empty
     /// before; not part of the persisted state, since a finished program is not resumed).
     pub audit: Vec<AuditLine>,
+}
+
+impl DriverState {
+    /// The program to run after this one, when it asks for one: an audit with `queue` adds its
+    /// contradicting games (book line and continuation) to the book (Egaroucid's draw
+    /// verification feeds the book this way).
+    pub fn follow_up(&self) -> Option<Operation> {
+        let Operation::Audit { queue: true, .. } = self.operation else {
+            return None;
+        };
+        let games: Vec<Vec<Move>> = self
+            .audit
+            .iter()
+            .filter(|a| a.contradicts())
+            .map(|a| a.line.iter().chain(&a.continuation).copied().collect())
+            .collect();
+        (self.phase == Phase::Done && !games.is_empty()).then_some(Operation::AddGames { games })
+    }
 }
 
 /// What [`Driver::run`] returned.
@@ -471,21 +443,6 @@ impl Driver {
                 (boards, report.illegal)
             }),
             _ => None,
-        }
-    }
-
-    /// Run the program to its end, answering requests with `search` (serially, without
-    /// lookahead: nothing is searched that the serial program does not need).
-    pub fn run_with<F>(&mut self, book: &mut MemBook, search: &mut F)
-    where
-        F: FnMut(&LeafRequest) -> LeafResult,
-    {
-        let mut known: HashMap<LeafRequest, LeafResult> = HashMap::new();
-        while let Progress::Blocked(need) = self.run(book, &known, 0) {
-            for r in need {
-                let res = search(&r);
-                known.insert(r, res);
-            }
         }
     }
 
@@ -709,23 +666,6 @@ impl Driver {
         Step::Applied
     }
 
-    /// The program to run after this one, when it asks for one: an audit with `queue` adds its
-    /// contradicting games (book line and continuation) to the book (Egaroucid's draw
-    /// verification feeds the book this way).
-    pub fn follow_up(&self) -> Option<Operation> {
-        let Operation::Audit { queue: true, .. } = self.state.operation else {
-            return None;
-        };
-        let games: Vec<Vec<Move>> = self
-            .state
-            .audit
-            .iter()
-            .filter(|a| a.contradicts())
-            .map(|a| a.line.iter().chain(&a.continuation).copied().collect())
-            .collect();
-        (self.is_done() && !games.is_empty()).then_some(Operation::AddGames { games })
-    }
-
     /// Expand `board` if every result it needs is known (Edax's `position_expand`, counted as
     /// Edax's `book_expand` counts).
     fn expand_step(
@@ -760,4 +700,23 @@ fn dedup_missing(need: Vec<LeafRequest>, results: &dyn Results) -> Vec<LeafReque
     need.into_iter()
         .filter(|r| results.result(r).is_none() && seen.insert(*r))
         .collect()
+}
+
+/// Run `operation` on `book` to its end, answering its requests with `search` one at a time and
+/// without lookahead (nothing is searched that the serial program does not need; a request is
+/// searched once). The serial form of every growth program: Edax's book commands offline, and
+/// the reference a cluster's book is compared with. Returns the finished program's state.
+pub fn run_serial<F>(book: &mut MemBook, operation: Operation, search: &mut F) -> DriverState
+where
+    F: FnMut(&LeafRequest) -> LeafResult,
+{
+    let mut driver = Driver::new(operation, None);
+    let mut known: HashMap<LeafRequest, LeafResult> = HashMap::new();
+    while let Progress::Blocked(need) = driver.run(book, &known, 0) {
+        for r in need {
+            let res = search(&r);
+            known.insert(r, res);
+        }
+    }
+    driver.state
 }

@@ -10,10 +10,10 @@
 //! move is F5, and a best move is skipped when the position it reaches (up to symmetry) was
 //! already reached by an earlier line.
 
-use crate::driver::{Results, Searching};
 use crate::mem::MemBook;
 use crate::query::book_moves;
-use bookfarm_engine::search::{LeafRequest, LeafResult};
+use crate::results::Results;
+use bookfarm_engine::search::LeafRequest;
 use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::{Board, Move, Square};
 use std::collections::HashSet;
@@ -150,15 +150,6 @@ pub fn play_out_known(
     Ok(Some((continuation, if black { score } else { -score })))
 }
 
-/// [`play_out_known`] with every search run by `search`. `None` when the line is illegal.
-pub fn play_out<F>(line: &[Move], level: u8, search: &mut F) -> Option<(Vec<Move>, i32)>
-where
-    F: FnMut(&LeafRequest) -> LeafResult,
-{
-    let searching = Searching::new(search);
-    play_out_known(line, level, &searching).expect("a searching table answers every request")
-}
-
 /// The line audit on known results: each of `lines` (from [`best_lines`]) played to the end at
 /// `level` as far as `results` go. `Ok`: every line is finished (lines that cannot be replayed
 /// are skipped); `Err`: the next search of every unfinished line (the lines are independent, so
@@ -192,13 +183,4 @@ pub fn audit_known(
     } else {
         Err(missing)
     }
-}
-
-/// The line audit with every search run by `search`, line after line ([`audit_known`]).
-pub fn audit<F>(book: &MemBook, lines: &[Vec<Move>], level: u8, search: &mut F) -> Vec<AuditLine>
-where
-    F: FnMut(&LeafRequest) -> LeafResult,
-{
-    let searching = Searching::new(search);
-    audit_known(book, lines, level, &searching).expect("a searching table answers every request")
 }

@@ -28,12 +28,11 @@
 //! and each expansion and otherwise lets it persist; our searches start from an empty table every
 //! time (see `bookfarm_engine::search`), so only the request matters.
 
-use crate::driver::{Driver, Operation, Results};
 use crate::edax::bucket_order;
 use crate::mem::{MemBook, NodeId, child_board};
 use crate::model::{BAD_LINK, Link, MAX_LEVEL, Position, SCORE_INF};
 use crate::negamax::{NegamaxStats, link_position, negamax, sort_links};
-use crate::select::Deviate;
+use crate::results::Results;
 use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::unmove::{for_each_unmove, pass_predecessor};
@@ -734,37 +733,6 @@ where
     report
 }
 
-/// What [`add_games`] did.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct AddGamesReport {
-    /// Games processed.
-    pub games: usize,
-    /// Games whose replay stopped at an illegal move (game index, move), Edax's warnings.
-    pub illegal: Vec<(usize, IllegalGameMove)>,
-    /// Total changes.
-    pub changes: Changes,
-}
-
-/// Edax's `book add <games>` (`book_add_base`): [`add_game`] for each game in order (move lists
-/// from the start position, e.g. `formats::transcript::parse_moves` of each line, or
-/// `game.moves` of WTHOR/GGF/records games). Values are left stale: negamax afterwards.
-pub fn add_games<'a, I, F>(book: &mut MemBook, games: I, search: &mut F) -> AddGamesReport
-where
-    I: IntoIterator<Item = &'a [Move]>,
-    F: FnMut(&LeafRequest) -> LeafResult,
-{
-    let games: Vec<Vec<Move>> = games.into_iter().map(<[Move]>::to_vec).collect();
-    let n = games.len();
-    let mut driver = Driver::new(Operation::AddGames { games }, None);
-    driver.run_with(book, search);
-    let st = driver.state();
-    AddGamesReport {
-        games: n,
-        illegal: st.illegal.clone(),
-        changes: st.changes,
-    }
-}
-
 /// Edax's `book store` of a game from the start position: replay the legal moves (passes
 /// inserted where forced), add every reached board from the last one back to, and including,
 /// the start position ([`add_board`]'s empties filter applies); if anything changed, run
@@ -1072,54 +1040,4 @@ where
     let negamax = negamax(book);
     sort_links(book);
     LinkReport { changes, negamax }
-}
-
-/// Edax's `book deviate <rel> <abs>` from `board` (any orientation; nothing when it is not in
-/// the book): negamax from the root, then repeat until an iteration adds nothing: take the
-/// root value `s`, mark and expand the root side's deviations, then the opponent's (no negamax
-/// between the two passes), re-probe the root and negamax from it. Runs [`Driver`] with
-/// `search` answering its requests serially.
-pub fn deviate<F>(book: &mut MemBook, board: &Board, params: Deviate, search: &mut F) -> Changes
-where
-    F: FnMut(&LeafRequest) -> LeafResult,
-{
-    let op = Operation::Deviate {
-        root: *board,
-        params,
-    };
-    run_operation(book, op, search)
-}
-
-/// Edax's `book enhance <mid> <end>` from `board`: store the two errors in the header (each
-/// clamped to 0..=129), negamax from the root, mark ([`crate::select::enhance_mark`]), expand,
-/// negamax. Edax runs this exactly once (its change counter is read before the expansion,
-/// edax-spec §4.7); `until_stable` repeats it until an iteration adds nothing instead.
-pub fn enhance<F>(
-    book: &mut MemBook,
-    board: &Board,
-    midgame_error: i32,
-    endcut_error: i32,
-    until_stable: bool,
-    search: &mut F,
-) -> Changes
-where
-    F: FnMut(&LeafRequest) -> LeafResult,
-{
-    let op = Operation::Enhance {
-        root: *board,
-        midgame_error,
-        endcut_error,
-        until_stable,
-    };
-    run_operation(book, op, search)
-}
-
-/// Run a growth program to its end with `search` answering its requests; returns its changes.
-pub fn run_operation<F>(book: &mut MemBook, op: Operation, search: &mut F) -> Changes
-where
-    F: FnMut(&LeafRequest) -> LeafResult,
-{
-    let mut driver = Driver::new(op, None);
-    driver.run_with(book, search);
-    driver.state().changes
 }

@@ -1,17 +1,20 @@
 //! `bookfarm-book`: the Edax-compatible opening book.
 //!
 //! * [`model`]: [`Position`], [`Link`], [`BookHeader`] with Edax's sentinels;
-//! * [`store`]: the object-safe [`BookStore`] trait the coordinator's database implements;
 //! * [`mem`]: [`MemBook`], the compact in-memory book the algorithms run on;
 //! * [`edax`]: the `book.dat` reader (strict, never panics) and writer (Edax 4.6 bucket order);
 //! * [`csv`], [`dump`], [`info`]: Edax's CSV, the canonical text dump, `book info`;
 //! * [`egbk3`]: Egaroucid's `.egbk3` book format and its mapping to the Edax model;
+//! * [`format`]: [`BookFormat`], the one way a whole book file is read and written, chosen by
+//!   its extension (`.dat`, `.csv`, `.egbk3`);
 //! * [`negamax`]: Edax's negamax, full and incremental, link ordering and linking.
 //! * [`select`]: the selectors deviate, enhance, play and extend as pure marking functions;
 //! * [`maintain`]: prune and subtree;
 //! * [`merge`]: merging by level (higher level wins, equal level → the newer book);
 //! * [`driver`]: the one definition of book growth, a resumable serial program whose searches
-//!   are requests answered by the caller (offline, threads or a cluster);
+//!   are requests answered by the caller (offline, threads or a cluster), and
+//!   [`driver::run_serial`], its serial form with a search callback;
+//! * [`results`]: known leaf results, which the growth steps and the audit read;
 //! * [`grow`]: leaf searches as requests and results, expansion, adding games, `book store`,
 //!   link, fill and fix, with searches run by a caller-supplied callback;
 //! * [`leaves`]: better leaves (a leaf scoring above every link), found and expanded;
@@ -48,6 +51,7 @@ pub mod dump;
 pub mod edax;
 pub mod egbk3;
 pub mod extract;
+pub mod format;
 pub mod grow;
 pub mod info;
 pub mod leaves;
@@ -60,10 +64,10 @@ pub mod negamax;
 pub mod play;
 pub mod query;
 pub mod research;
+pub mod results;
 pub mod select;
-pub mod store;
 pub mod synth;
 
+pub use format::{BookFormat, FormatError};
 pub use mem::{Counts, MemBook, NodeId, Score};
 pub use model::{BAD_LINK, BookDate, BookHeader, Link, Position, SCORE_INF};
-pub use store::{BookStore, StoreError};

@@ -11,7 +11,6 @@
 //!   use and then maintained by every mutation.
 
 use crate::model::{BAD_LINK, BookHeader, Link, Position};
-use crate::store::{BookStore, StoreError, ensure_canonical};
 use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::{Board, Move};
 use hashbrown::HashTable;
@@ -895,36 +894,6 @@ impl MemBook {
     }
 }
 
-impl BookStore for MemBook {
-    fn header(&self) -> Result<BookHeader, StoreError> {
-        Ok(self.header)
-    }
-    fn set_header(&mut self, header: BookHeader) -> Result<(), StoreError> {
-        MemBook::set_header(self, header);
-        Ok(())
-    }
-    fn get(&self, board: &Board) -> Result<Option<Position>, StoreError> {
-        Ok(MemBook::get(self, board))
-    }
-    fn put(&mut self, position: Position) -> Result<(), StoreError> {
-        ensure_canonical(&position.board)?;
-        self.put_position(&position);
-        Ok(())
-    }
-    fn remove(&mut self, board: &Board) -> Result<Option<Position>, StoreError> {
-        Ok(MemBook::remove(self, board))
-    }
-    fn contains(&self, board: &Board) -> Result<bool, StoreError> {
-        Ok(self.find(board).is_some())
-    }
-    fn len(&self) -> Result<usize, StoreError> {
-        Ok(self.live)
-    }
-    fn iter(&self) -> Box<dyn Iterator<Item = Result<Position, StoreError>> + '_> {
-        Box::new(self.positions().map(Ok))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -979,22 +948,5 @@ mod tests {
         assert_eq!(b.parents(cid).collect::<Vec<_>>(), vec![rid]);
         b.remove(&start);
         assert_eq!(b.parents(cid).count(), 0);
-    }
-
-    #[test]
-    fn store_trait_rejects_non_canonical() {
-        let mut b = MemBook::default();
-        let s: &mut dyn BookStore = &mut b;
-        let c = child_board(&Board::start(), sq("f5"));
-        let non_canonical = (0..8)
-            .map(|k| bookfarm_engine::symmetry::transform(&c, k))
-            .find(|x| *x != c)
-            .expect("f5 child is not self-symmetric");
-        assert!(s.put(Position::new(non_canonical, 1)).is_err());
-        assert!(s.put(Position::new(c, 1)).is_ok());
-        assert!(s.put(Position::new(c, 3)).is_ok());
-        assert_eq!(s.len().ok(), Some(1));
-        assert_eq!(s.get(&c).ok().flatten().map(|p| p.level), Some(3));
-        assert_eq!(s.iter().count(), 1);
     }
 }

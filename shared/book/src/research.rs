@@ -9,7 +9,6 @@
 //! so a value is only ever replaced by one searched at a higher level.
 
 use crate::accuracy::{LeafKind, leaf_kind};
-use crate::driver::{Driver, Operation};
 use crate::edax::bucket_order;
 use crate::grow::{FixReport, fix_command, leaf_request};
 use crate::mem::{MemBook, NodeId, child_board};
@@ -127,7 +126,7 @@ where
     (report, fixed)
 }
 
-/// Parameters of [`upgrade`].
+/// Parameters of `book upgrade` ([`crate::driver::Operation::Upgrade`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Upgrade {
     /// The level to re-search at (0..=60).
@@ -184,45 +183,4 @@ pub fn upgrade_mark(book: &MemBook, root: NodeId, params: Upgrade) -> Vec<NodeId
         }
     }
     out
-}
-
-/// What [`upgrade`] did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct UpgradeReport {
-    /// Rounds of marking and searching (the last one marks nothing).
-    pub rounds: usize,
-    /// Positions raised to the upgrade level.
-    pub raised: usize,
-    /// Re-searches (a position whose moves are all links is raised without a search but
-    /// counted).
-    pub searches: usize,
-}
-
-/// `book upgrade LEVEL [--error E]` from the start position, run serially by the growth driver
-/// ([`crate::driver::Operation::Upgrade`], the one definition, which a cluster runs too):
-/// repeat until nothing is marked: negamax, mark ([`upgrade_mark`]), then re-search every
-/// marked leaf at the upgrade level in marking order (closest to the root first), raising the
-/// position's level. Every round raises at least one position, so the loop ends.
-pub fn upgrade<F>(book: &mut MemBook, params: Upgrade, search: &mut F) -> UpgradeReport
-where
-    F: FnMut(&LeafRequest) -> LeafResult,
-{
-    let params = params.clamped();
-    let below = |b: &MemBook| b.ids().filter(|&id| b.level(id) < params.level).count();
-    let before = below(book);
-    let mut driver = Driver::new(
-        Operation::Upgrade {
-            root: Board::start(),
-            params,
-        },
-        None,
-    );
-    driver.run_with(book, search);
-    let st = driver.state();
-    UpgradeReport {
-        rounds: st.iterations as usize,
-        // Only positions below the level are re-searched, and they end at the level.
-        raised: before - below(book),
-        searches: st.changes.searches,
-    }
 }

@@ -2,6 +2,7 @@
 //! `book analyze`, `book extract` and the book's random move choice.
 
 mod common;
+use bookfarm_book::driver::{Operation, run_serial};
 use bookfarm_book::model::BookHeader;
 use bookfarm_book::research::{self, Upgrade};
 use bookfarm_book::{Link, MemBook, Score, extract, grow, play};
@@ -50,6 +51,14 @@ fn correct_re_solves_exact_leaves_and_reports_the_wrong_one() {
     assert_eq!(book.leaf(id), good);
 }
 
+/// `book upgrade` from the start position.
+fn upgrade(params: Upgrade) -> Operation {
+    Operation::Upgrade {
+        root: Board::start(),
+        params,
+    }
+}
+
 /// `book upgrade 4 --error 4` on book-tiny (level 2): every marked leaf is re-searched at level
 /// 4 closest to the root first, no level goes down, only positions inside the window change,
 /// and a second upgrade has nothing left to do.
@@ -70,11 +79,13 @@ fn upgrade_raises_levels_and_never_lowers_one() {
     );
     let mut up = book.clone();
     let mut requests = Vec::new();
-    let r = research::upgrade(&mut up, params, &mut |req: &LeafRequest| {
+    let r = run_serial(&mut up, upgrade(params), &mut |req: &LeafRequest| {
         requests.push(*req);
         search(req)
     });
-    assert!(r.raised >= first.len() && r.rounds >= 2);
+    // Every re-searched position is raised, and only those.
+    let raised_by_driver = r.changes.searches;
+    assert!(raised_by_driver >= first.len() && r.iterations >= 2);
     assert!(
         requests.iter().all(|q| q.level == 4),
         "searched at the upgrade level"
@@ -89,21 +100,26 @@ fn upgrade_raises_levels_and_never_lowers_one() {
             assert_eq!(q.leaf, p.leaf, "{}: untouched leaf", p.board);
         }
     }
-    assert_eq!(raised, r.raised);
+    assert_eq!(raised, raised_by_driver);
     assert_eq!(up.len(), book.len());
     let root = up.find(&Board::start()).expect("root");
     assert!(research::upgrade_mark(&up, root, params).is_empty());
     // An upgrade to a level the book already has does nothing.
     let mut same = book.clone();
-    let r = research::upgrade(
+    let r = run_serial(
         &mut same,
-        Upgrade {
+        upgrade(Upgrade {
             level: 2,
             error: 64,
-        },
+        }),
         &mut search,
     );
-    assert_eq!((r.raised, r.searches), (0, 0));
+    assert_eq!(r.changes.searches, 0);
+    assert!(
+        book.positions()
+            .all(|p| same.get(&p.board).is_some_and(|q| q.level == p.level)),
+        "nothing raised"
+    );
 }
 
 /// `book analyze` of book-tiny's second game, last 4 moves, in Edax's format. By hand from the
@@ -209,7 +225,15 @@ fn audit_plays_best_lines_to_the_end() {
         return;
     };
     let lines = extract::best_lines(&book);
-    let audit = extract::audit(&book, &lines, 6, &mut search);
+    let audit = run_serial(
+        &mut book.clone(),
+        Operation::Audit {
+            level: 6,
+            queue: false,
+        },
+        &mut search,
+    )
+    .audit;
     assert_eq!(audit.len(), lines.len());
     for a in &audit {
         assert_eq!(a.book_value, -3);

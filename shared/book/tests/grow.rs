@@ -3,6 +3,7 @@
 //! and the golden tiny book rebuilt with the real engine.
 
 mod common;
+use bookfarm_book::driver::{Operation, run_serial};
 use bookfarm_book::grow::{
     self, Changes, PositionProblem, add_game, apply_leaf, check_position, expand, finish_expand,
     leaf_request, plan_expand, store_game,
@@ -587,8 +588,14 @@ fn small_book_rebuilt_with_the_engine() {
     assert_eq!(info(&edax_style), (135, 134, 134));
     // Growth's `book add` also links the parents of each new position: the 4 transpositions
     // Edax leaves to `book fix`, which then finds nothing more to link.
-    let added = grow::add_games(&mut book, games.iter().map(Vec::as_slice), &mut search);
-    assert_eq!(added.games, 13);
+    assert_eq!(games.len(), 13);
+    let added = run_serial(
+        &mut book,
+        Operation::AddGames {
+            games: games.clone(),
+        },
+        &mut search,
+    );
     assert!(added.illegal.is_empty());
     assert_eq!((added.changes.positions, added.changes.links), (134, 138));
     let repaired = grow::link_command(&mut edax_style, &mut search);
@@ -598,14 +605,19 @@ fn small_book_rebuilt_with_the_engine() {
     assert_eq!(again.changes, Changes::default());
     assert_eq!(dump::dump(&relinked, false), dump::dump(&edax_style, false));
     let start = Board::start();
-    grow::deviate(
-        &mut book,
-        &start,
-        bookfarm_book::select::Deviate::new(2, 4),
-        &mut search,
-    );
+    let deviate = Operation::Deviate {
+        root: start,
+        params: bookfarm_book::select::Deviate::new(2, 4),
+    };
+    run_serial(&mut book, deviate, &mut search);
     println!("after deviate: {:?} (Edax (1054, 1062, 1038))", info(&book));
-    grow::enhance(&mut book, &start, 2, 4, false, &mut search);
+    let enhance = Operation::Enhance {
+        root: start,
+        midgame_error: 2,
+        endcut_error: 4,
+        until_stable: false,
+    };
+    run_serial(&mut book, enhance, &mut search);
     println!("after enhance: {:?}", info(&book));
     let fixed = grow::fix_command(&mut book, &mut search);
     assert!(fixed.problems.is_empty());

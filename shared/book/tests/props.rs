@@ -4,7 +4,7 @@
 
 mod common;
 
-use bookfarm_book::driver::{Driver, Operation};
+use bookfarm_book::driver::{Operation, run_serial};
 use bookfarm_book::edax::{book_to_bytes, read_book};
 use bookfarm_book::grow::{check_position, link_command};
 use bookfarm_book::mem::child_board;
@@ -187,7 +187,7 @@ proptest! {
             Operation::Deviate { root, params: Deviate::new(rel, abs) },
             Operation::Extend { root },
         ] {
-            Driver::new(op, None).run_with(&mut book, &mut common::mock);
+            run_serial(&mut book, op, &mut common::mock);
         }
         for p in book.positions() {
             prop_assert_eq!(check_position(&p), None);

@@ -3,6 +3,7 @@
 
 mod common;
 use bookfarm_book::accuracy::{Grade, Grader};
+use bookfarm_book::driver::{Operation, run_serial};
 use bookfarm_book::merge::{Newer, merge_by_level};
 use bookfarm_book::model::BookHeader;
 use bookfarm_book::{Link, MemBook, egbk3, grow, negamax};
@@ -244,8 +245,9 @@ fn better_leaves_are_found_and_expanded() {
         .map(|&i| (book.board(i), book.leaf(i).mv))
         .collect();
     let n = book.len();
-    let (expanded, changes) = leaves::upgrade_better_leaves(&mut book, &mut search);
-    assert_eq!(expanded, before.len());
+    let boards = before.iter().map(|&(b, _)| b).collect();
+    let changes = run_serial(&mut book, Operation::Expand { boards }, &mut search).changes;
+    negamax::negamax(&mut book);
     assert_eq!(changes.positions, book.len() - n);
     assert_eq!(
         book.len(),

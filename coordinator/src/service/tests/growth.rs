@@ -109,14 +109,13 @@ fn upgrade_and_audit_on_the_cluster_equal_the_serial_programs() {
         queue: true,
     };
     let mut search = mock_search;
-    let mut d = bookfarm_book::driver::Driver::new(audit.clone(), None);
-    d.run_with(&mut audited, &mut search);
-    let lines = d.state().audit.clone();
+    let d = run_serial(&mut audited, audit.clone(), &mut search);
+    let lines = d.audit.clone();
     assert!(!lines.is_empty());
     let follow = d
         .follow_up()
         .expect("the mock search contradicts some lines");
-    bookfarm_book::driver::Driver::new(follow, None).run_with(&mut audited, &mut search);
+    run_serial(&mut audited, follow, &mut search);
     assert!(audited.len() > upgraded.len(), "contradicting lines added");
 
     let f = fixture(2, 20, ServiceConfig::default());
@@ -163,13 +162,11 @@ fn upgrade_and_audit_on_the_cluster_equal_the_serial_programs() {
 
 /// The upgrade's rounds on `book` with the mock search (serially).
 fn rounds(book: &bookfarm_book::MemBook) -> u64 {
-    let mut b = book.clone();
-    let r = bookfarm_book::research::upgrade(
-        &mut b,
-        bookfarm_book::research::Upgrade { level: 4, error: 6 },
-        &mut mock_search,
-    );
-    r.rounds as u64
+    let upgrade = Operation::Upgrade {
+        root: Board::start(),
+        params: bookfarm_book::research::Upgrade { level: 4, error: 6 },
+    };
+    u64::from(run_serial(&mut book.clone(), upgrade, &mut mock_search).iterations)
 }
 
 /// An upgrade and an audit interrupted by a restart resume from the stored driver state

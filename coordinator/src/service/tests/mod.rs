@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::store::{Batch, Store};
-use bookfarm_book::driver::Operation;
+use bookfarm_book::driver::{Operation, run_serial};
 use bookfarm_book::model::Position;
 use bookfarm_engine::Square;
 use bookfarm_engine::board::BitIter;
@@ -174,9 +174,9 @@ fn serial_book(level: u8, depth: u8, ops: &[Operation]) -> bookfarm_book::MemBoo
         book.put_position(&e.pos);
     }
     let mut search = mock_search;
-    bookfarm_book::driver::Driver::new(Operation::New, None).run_with(&mut book, &mut search);
+    run_serial(&mut book, Operation::New, &mut search);
     for op in ops {
-        bookfarm_book::driver::Driver::new(op.clone(), None).run_with(&mut book, &mut search);
+        run_serial(&mut book, op.clone(), &mut search);
     }
     book
 }
@@ -211,8 +211,8 @@ fn deviate24() -> Selector {
 
 /// The book crate's full Edax negamax (from the start position) agrees with ours.
 fn assert_matches_book_crate(c: &Coordinator) {
-    let (h, positions) = c.snapshot();
-    let mut book = crate::export::to_mem_book(h, &positions);
+    let mut book = c.book_snapshot();
+    let positions: Vec<Position> = book.positions().collect();
     bookfarm_book::negamax::negamax(&mut book);
     for p in &positions {
         let q = book.get(&p.board).unwrap();

@@ -2,7 +2,8 @@
 //! store offline (`--db`, coordinator stopped) or on a running coordinator (`--coordinator URL`
 //! with the admin token).
 
-use crate::cli_cluster::{Remote, admin, runtime};
+use crate::cli::cluster::{Remote, admin};
+use crate::cli::io::{runtime, write_secret};
 use anyhow::{Context, bail};
 use bookfarm_coordinator::identity::{Identities, IdentityConfig};
 use bookfarm_coordinator::rpc::credential;
@@ -340,21 +341,6 @@ fn print_added(
         }
     }
     Ok(())
-}
-
-/// Create `path` (it must not exist) readable by its owner only, holding `token` and a newline.
-fn write_secret(path: &std::path::Path, token: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    let mut o = std::fs::OpenOptions::new();
-    o.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-    let mut f = o
-        .open(path)
-        .with_context(|| format!("creating {}", path.display()))?;
-    writeln!(f, "{token}")
-        .and_then(|()| f.sync_all())
-        .with_context(|| format!("writing {}", path.display()))
 }
 
 fn parse_position(s: &str) -> anyhow::Result<pb::Position> {

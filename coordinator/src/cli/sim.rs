@@ -1,7 +1,7 @@
 //! `sim`: the farm simulator (`bookfarm_coordinator::sim`) and the recording of its search
 //! time tables.
 
-use crate::cli_args;
+use crate::cli::args;
 use anyhow::{Context, bail};
 use bookfarm_book::driver::Operation;
 use bookfarm_book::select::Deviate;
@@ -34,10 +34,10 @@ pub struct RunArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,2,16,128", value_parser = workers)]
     workers: Vec<usize>,
     /// Search threads per worker.
-    #[arg(long, default_value_t = 1, value_parser = cli_args::count)]
+    #[arg(long, default_value_t = 1, value_parser = args::count)]
     threads: usize,
     /// Recorded duration table to use (a level of `sim record`: 4, 8, 12 or 16).
-    #[arg(long, default_value_t = 4, value_parser = cli_args::level)]
+    #[arg(long, default_value_t = 4, value_parser = args::level)]
     times: u8,
     /// Worker speeds spread log-uniformly over [1/S, S] (1: equal speeds).
     #[arg(long, default_value_t = 1.0)]
@@ -46,10 +46,10 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Level of the book (what the level table reports; durations come from --times).
-    #[arg(long, default_value_t = 4, value_parser = cli_args::search_level)]
+    #[arg(long, default_value_t = 4, value_parser = args::search_level)]
     level: u8,
     /// Book depth in plies (bigger: a bigger book).
-    #[arg(long, default_value_t = 16, value_parser = cli_args::depth)]
+    #[arg(long, default_value_t = 16, value_parser = args::depth)]
     depth: u8,
     /// Deviate window: relative error.
     #[arg(long, default_value_t = 2)]
@@ -107,7 +107,7 @@ fn workers(s: &str) -> Result<usize, String> {
 #[derive(Debug, Args)]
 pub struct RecordArgs {
     /// Levels to record, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "4,8,12,16", value_parser = cli_args::search_level)]
+    #[arg(long, value_delimiter = ',', default_value = "4,8,12,16", value_parser = args::search_level)]
     levels: Vec<u8>,
     /// Book positions to search (OBF; default: ../shared/golden/levels-positions.obf).
     #[arg(long)]
@@ -121,13 +121,13 @@ pub struct GuessesArgs {
     #[arg(long)]
     book: PathBuf,
     /// Level of the reference searches.
-    #[arg(long, default_value_t = 16, value_parser = cli_args::search_level)]
+    #[arg(long, default_value_t = 16, value_parser = args::search_level)]
     reference: u8,
     /// Predictor levels to measure, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "2,4,6", value_parser = cli_args::search_level)]
+    #[arg(long, value_delimiter = ',', default_value = "2,4,6", value_parser = args::search_level)]
     levels: Vec<u8>,
     /// Use every Nth request only (in board order), to bound the reference searches' time.
-    #[arg(long, default_value_t = 1, value_parser = cli_args::count)]
+    #[arg(long, default_value_t = 1, value_parser = args::count)]
     every: usize,
 }
 

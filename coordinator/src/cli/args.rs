@@ -103,6 +103,26 @@ pub fn output_file(s: &str) -> Result<PathBuf, String> {
     }
 }
 
+/// A book file to read: it exists and its extension names a book format
+/// ([`bookfarm_book::BookFormat`]).
+pub fn book_input(s: &str) -> Result<PathBuf, String> {
+    let p = existing_file(s)?;
+    known_book_format(p)
+}
+
+/// A book file to write: as [`output_file`], and its extension names a book format.
+pub fn book_output(s: &str) -> Result<PathBuf, String> {
+    let p = output_file(s)?;
+    known_book_format(p)
+}
+
+fn known_book_format(p: PathBuf) -> Result<PathBuf, String> {
+    match bookfarm_book::BookFormat::from_path(&p) {
+        Ok(_) => Ok(p),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 fn ranged<T>(s: &str, lo: T, hi: T, what: &str) -> Result<T, String>
 where
     T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
@@ -160,5 +180,21 @@ mod tests {
         assert!(output_file("out.dat").is_ok());
         assert!(output_file(&s(dir.path())).is_err());
         assert!(output_file(&s(&dir.path().join("no/out.dat"))).is_err());
+        for name in ["out.dat", "out.csv", "out.egbk3"] {
+            assert!(book_output(&s(&dir.path().join(name))).is_ok(), "{name}");
+        }
+        let unknown = "unknown book format (expected a .dat, .csv or .egbk3 extension)";
+        assert_eq!(
+            book_output(&s(&dir.path().join("out.txt"))),
+            Err(unknown.into())
+        );
+        assert_eq!(book_input(&s(&f)), Err(unknown.into()));
+        let dat = dir.path().join("b.dat");
+        std::fs::write(&dat, "x").expect("write");
+        assert_eq!(book_input(&s(&dat)), Ok(dat.clone()));
+        assert_eq!(
+            book_input(&s(&dir.path().join("none.dat"))),
+            Err("no such file".into())
+        );
     }
 }

@@ -29,7 +29,7 @@ pub fn run(args: ProbeArgs) -> anyhow::Result<()> {
         .url
         .parse()
         .with_context(|| format!("invalid url {:?}", args.url))?;
-    let rt = crate::cli_cluster::runtime()?;
+    let rt = crate::cli::io::runtime()?;
     let status = rt.block_on(async {
         tokio::time::timeout(Duration::from_secs(args.timeout), client.get(url.clone()))
             .await
