@@ -623,7 +623,12 @@ fn local_writes_an_egbk3_that_reads_back_as_the_same_book() {
     let bytes = std::fs::read(&egb).expect("read the egbk3");
     assert!(bytes.starts_with(b"DICUORAGE\x03"), "an Egaroucid book");
     let read = |format: BookFormat, bytes: &[u8]| {
-        let mut v: Vec<_> = format.read(bytes).expect("reads").book.positions().collect();
+        let mut v: Vec<_> = format
+            .read(bytes)
+            .expect("reads")
+            .book
+            .positions()
+            .collect();
         v.sort_by_key(|p| p.board);
         v
     };
@@ -644,7 +649,10 @@ fn local_writes_an_egbk3_that_reads_back_as_the_same_book() {
     );
     assert_eq!(
         back.iter().map(|p| (p.board, p.value)).collect::<Vec<_>>(),
-        stored.iter().map(|p| (p.board, p.value)).collect::<Vec<_>>(),
+        stored
+            .iter()
+            .map(|p| (p.board, p.value))
+            .collect::<Vec<_>>(),
         "the same positions and values"
     );
     // Imported into another store: the same book.
@@ -705,7 +713,10 @@ fn unknown_book_extensions_are_refused_by_every_entry_point() {
     assert!(err.contains("--out") && err.contains(unknown), "{err}");
     // The cluster's export is refused before it connects (nothing listens on port 1).
     let err = run(&["export", s(&out), "--coordinator", "http://127.0.0.1:1"]);
-    assert!(err.contains(unknown) && !err.contains("connecting"), "{err}");
+    assert!(
+        err.contains(unknown) && !err.contains("connecting"),
+        "{err}"
+    );
     assert!(!out.exists() && !db.exists(), "nothing was written");
 }
 

@@ -11,7 +11,7 @@
 //! Errors are reported as one line naming the file, the byte offset (book.dat) or line (CSV)
 //! and the problem; `main` prints it and exits with status 1.
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::{Context, bail};
 use bookfarm_book::MemBook;
 use bookfarm_coordinator::CoordinatorError;
 use bookfarm_coordinator::offline;
@@ -121,12 +121,8 @@ fn root_value(book: &MemBook) -> String {
         .map_or_else(|| "unknown".into(), |id| book.score(id).value.to_string())
 }
 
-/// The board after `moves` from the start position (empty = the start; forced passes may be
-/// omitted).
+/// The board after `moves` from the start position (empty = the start), read by the engine's
+/// move-list parser.
 fn replay(moves: &str) -> anyhow::Result<Board> {
-    let game = transcript::parse_transcript(moves).with_context(|| format!("moves {moves:?}"))?;
-    let (board, _) = game
-        .final_position()
-        .map_err(|e| anyhow!("moves {moves:?}: {e}"))?;
-    Ok(board)
+    transcript::board_after(moves).with_context(|| format!("moves {moves:?}"))
 }
