@@ -5,8 +5,8 @@
 //! * [`edax`]: the `book.dat` reader (strict, never panics) and writer (Edax 4.6 bucket order);
 //! * [`csv`], [`dump`], [`info`]: Edax's CSV, the canonical text dump, `book info`;
 //! * [`egbk3`]: Egaroucid's `.egbk3` book format and its mapping to the Edax model;
-//! * [`format`]: [`BookFormat`], the one way a whole book file is read and written, chosen by
-//!   its extension (`.dat`, `.csv`, `.egbk3`);
+//! * [`format`](mod@format): [`BookFormat`], the one way a whole book file is read and
+//!   written, chosen by its extension (`.dat`, `.csv`, `.egbk3`);
 //! * [`negamax`]: Edax's negamax, full and incremental, link ordering and linking.
 //! * [`select`]: the selectors deviate, enhance, play and extend as pure marking functions;
 //! * [`maintain`]: prune and subtree;
