@@ -17,6 +17,8 @@
 //! validation did: results held and validated, and the replicas' share of all results (the
 //! extra compute).
 
+use bookfarm_book::program::{Operation, Program};
+use bookfarm_book::select::Deviate;
 use bookfarm_coordinator::identity::IdentityConfig;
 use bookfarm_coordinator::server::{self, ServeOptions, ServerLimits};
 use bookfarm_coordinator::service::{ServiceConfig, new_book};
@@ -25,7 +27,7 @@ use bookfarm_engine::board::BitIter;
 use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::{Board, Move};
 use bookfarm_proto::auth::Bearer;
-use bookfarm_proto::domain::{Job, Selector};
+use bookfarm_proto::domain::Job;
 use bookfarm_proto::pb;
 use bookfarm_proto::pb::worker_service_client::WorkerServiceClient;
 use bookfarm_proto::{ENGINE_VERSION, PROTOCOL_VERSION};
@@ -119,13 +121,9 @@ fn main() {
         })
         .collect();
     // A wide deviation window: the whole tree up to the book depth, so the run never starves.
-    c.start_expansion(
-        Selector::Deviate {
-            relative: 129,
-            absolute: 65,
-        },
-        0,
-    )
+    c.start(Program::new(Operation::Deviate {
+        params: Deviate::new(129, 65),
+    }))
     .expect("start");
 
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -7,12 +7,14 @@
 //! `cargo bench -p bookfarm-coordinator --bench webapi [-- POSITIONS WORKERS CALLS]`
 //! (defaults 1,000,000 positions, 1,000 workers, 50 calls per endpoint).
 
+use bookfarm_book::program::{Operation, Program};
+use bookfarm_book::select::Deviate;
 use bookfarm_book::synth::{SynthParams, random_book};
 use bookfarm_coordinator::identity::{Identities, IdentityConfig};
 use bookfarm_coordinator::service::{Coordinator, ServiceConfig, SystemClock};
 use bookfarm_coordinator::store::{Entry, Store};
 use bookfarm_engine::search::{SearchOptions, SearchSignature};
-use bookfarm_proto::domain::{Identity, Selector};
+use bookfarm_proto::domain::Identity;
 use bookfarm_proto::{ENGINE_VERSION, PROTOCOL_VERSION};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -91,13 +93,9 @@ fn main() {
     );
     let t1 = Instant::now();
     let queued = c
-        .start_expansion(
-            Selector::Deviate {
-                relative: 2,
-                absolute: 4,
-            },
-            0,
-        )
+        .start(Program::new(Operation::Deviate {
+            params: Deviate::new(2, 4),
+        }))
         .expect("expansion");
     println!(
         "deviate 2 4 queued {queued} searches in {:.1}s",

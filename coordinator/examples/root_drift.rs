@@ -4,9 +4,9 @@
 //!
 //! `cargo run --release -p bookfarm-coordinator --example root_drift`
 use bookfarm_book::MemBook;
-use bookfarm_book::driver::{Driver, Operation, Phase, Progress, Results};
+use bookfarm_book::driver::{Driver, Phase, Progress, Results};
+use bookfarm_book::program::{Operation, Program};
 use bookfarm_book::select::Deviate;
-use bookfarm_engine::Board;
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
 use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
@@ -31,11 +31,10 @@ fn main() {
     for op in [
         Operation::New,
         Operation::Deviate {
-            root: Board::start(),
             params: Deviate::new(2, 4),
         },
     ] {
-        let mut d = Driver::new(op, None);
+        let mut d = Driver::new(Program::new(op));
         let mut last = None;
         loop {
             match d.run(&mut book, &known, 0) {

@@ -16,10 +16,10 @@ use crate::error::CoordinatorError;
 use crate::local::{LocalOptions, LocalOutcome};
 use crate::service::{Coordinator, ServiceConfig, State, StatusReport};
 use bookfarm_book::MemBook;
+use bookfarm_book::program::Program;
 use bookfarm_engine::eval::Eval;
 use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::{Board, Move};
-use bookfarm_proto::domain::Selector;
 use bookfarm_runner::exec::{SearchPanicked, SearcherFactory, engine_factory, search_all};
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -70,20 +70,21 @@ pub struct RunOutcome {
 }
 
 /// Run the leaf searches `c` schedules with `threads` in-process engine workers over `eval`:
-/// with a `selector`, start that expansion and run it to its fixed point; without one, only
+/// with a `program`, start it and run it to its end; without one, only
 /// drain the searches already queued (new positions of `book new` / `book add`). Stops early
 /// when `interrupt` resolves. `progress` is called every [`crate::local::PROGRESS_INTERVAL`].
 pub async fn run_local(
     c: &Coordinator,
-    selector: Option<Selector>,
+    program: Option<Program>,
     threads: usize,
     eval: Arc<Eval>,
     eval_hash: String,
     interrupt: impl Future<Output = ()>,
     progress: impl FnMut(&StatusReport),
 ) -> Result<RunOutcome, OfflineError> {
-    if let Some(sel) = selector {
-        c.start_expansion(sel, 0)?;
+    let draining = program.is_none();
+    if let Some(program) = program {
+        c.start(program)?;
     }
     let search_signature = bookfarm_runner::signature(&eval, &eval_hash);
     let factory = engine_factory(eval);
@@ -97,7 +98,6 @@ pub async fn run_local(
     let interrupted = Arc::new(AtomicBool::new(false));
     let flag = interrupted.clone();
     let watcher = c.clone();
-    let draining = selector.is_none();
     // local::run stops at the expansion's fixed point; a drain has no expansion, so stop it
     // when nothing is queued or in flight.
     let stop = async move {

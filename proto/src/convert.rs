@@ -4,10 +4,14 @@
 //! malformed job ids and out-of-range levels are refused with a [`ConvertError`], which maps to
 //! `InvalidArgument`.
 
-use crate::domain::{Ack, Failure, Identity, Job, JobResult, Selector};
+use crate::domain::{Ack, Failure, Identity, Job, JobResult};
 use crate::pb;
 use crate::status::{ErrorCode, ServiceError};
 use bookfarm_book::BookFormat;
+use bookfarm_book::program::{Operation, Program, Schedule};
+use bookfarm_book::research::Upgrade;
+use bookfarm_book::select::Deviate;
+use bookfarm_engine::search::LeafResult;
 use bookfarm_engine::{Board, Move};
 use std::time::Duration;
 use uuid::Uuid;
@@ -41,6 +45,10 @@ pub enum ConvertError {
     /// A depth above 60.
     #[error("invalid depth {0} (0..=60)")]
     Depth(u32),
+    /// A program a start request cannot carry (it starts the selectors, `upgrade` and the
+    /// audit from the start position, serially).
+    #[error("{0:?} cannot be started over the admin API")]
+    Unsupported(String),
     /// An unknown enum value.
     #[error("invalid {field} value {value}")]
     Enum {
@@ -171,15 +179,16 @@ impl TryFrom<pb::Job> for Job {
 
 impl From<&JobResult> for pb::LeafResult {
     fn from(r: &JobResult) -> pb::LeafResult {
+        let l = &r.leaf;
         pb::LeafResult {
             job_id: r.job_id.to_string(),
-            r#move: u32::from(r.mv.code()),
-            score: r.score,
-            depth: r.depth,
-            selectivity: u32::from(r.selectivity),
-            exact: r.exact,
-            nodes: r.nodes,
-            elapsed_us: u64::try_from(r.elapsed.as_micros()).unwrap_or(u64::MAX),
+            r#move: u32::from(l.mv.code()),
+            score: l.score,
+            depth: l.depth,
+            selectivity: u32::from(l.selectivity),
+            exact: l.exact,
+            nodes: l.nodes,
+            elapsed_us: u64::try_from(l.elapsed.as_micros()).unwrap_or(u64::MAX),
         }
     }
 }
@@ -196,14 +205,17 @@ impl TryFrom<pb::LeafResult> for JobResult {
             .ok_or(ConvertError::Selectivity(r.selectivity))?;
         Ok(JobResult {
             job_id: parse_job_id(&r.job_id)?,
-            mv: move_from_code(r.r#move)?,
-            // The score range is a domain rule checked by the coordinator (it knows the job).
-            score: r.score,
-            depth: r.depth,
-            selectivity,
-            exact: r.exact,
-            nodes: r.nodes,
-            elapsed: Duration::from_micros(r.elapsed_us),
+            leaf: LeafResult {
+                mv: move_from_code(r.r#move)?,
+                // The score range is a domain rule checked by the coordinator (it knows the
+                // job).
+                score: r.score,
+                depth: r.depth,
+                selectivity,
+                exact: r.exact,
+                nodes: r.nodes,
+                elapsed: Duration::from_micros(r.elapsed_us),
+            },
         })
     }
 }
@@ -242,57 +254,88 @@ impl TryFrom<pb::AckStatus> for Ack {
     }
 }
 
-impl From<Selector> for pb::start_expansion_request::Selector {
-    fn from(s: Selector) -> Self {
-        use pb::start_expansion_request::Selector as S;
-        match s {
-            Selector::Deviate { relative, absolute } => S::Deviate(pb::Deviate {
-                relative_error: relative,
-                absolute_error: absolute,
-            }),
-            Selector::Enhance { midgame, endcut } => S::Enhance(pb::Enhance {
-                midgame_error: midgame,
-                endcut_error: endcut,
-            }),
-            Selector::Play => S::Play(pb::Play {}),
-            Selector::Extend => S::Extend(pb::Extend {}),
-            Selector::Upgrade { level, error } => S::Upgrade(pb::Upgrade {
-                level: u32::from(level),
-                error,
-            }),
-            Selector::Audit { level, queue } => S::Audit(pb::Audit {
-                level: u32::from(level),
-                queue,
-            }),
-        }
-    }
-}
+/// A start request's program: its selector's operation from the start position, serial, its
+/// new positions at `level` (0: the expanded position's level). Edax clamps the parameters
+/// (deviate: rel to [−129, 129], abs to [0, 65]; enhance: [0, 129]); upgrade and audit levels
+/// are clamped to [1, 60], the upgrade's error to [0, 129]. Enhance is repeated until stable
+/// ([`Operation::enhance`]).
+impl TryFrom<pb::StartExpansionRequest> for Program {
+    type Error = ConvertError;
 
-impl From<pb::start_expansion_request::Selector> for Selector {
-    /// Edax clamps the parameters (deviate: rel to [−129, 129], abs to [0, 65]; enhance: [0, 129]);
-    /// upgrade and audit levels are clamped to [1, 60], the upgrade's error to [0, 129].
-    fn from(s: pb::start_expansion_request::Selector) -> Self {
+    fn try_from(r: pb::StartExpansionRequest) -> Result<Program, ConvertError> {
         use pb::start_expansion_request::Selector as S;
-        match s {
-            S::Deviate(d) => Selector::Deviate {
-                relative: d.relative_error.clamp(-129, 129),
-                absolute: d.absolute_error.clamp(0, 65),
+        let selector = required(r.selector, "selector")?;
+        let level = u8::try_from(r.level)
+            .ok()
+            .filter(|l| *l <= 60)
+            .ok_or(ConvertError::Level(r.level))?;
+        let operation = match selector {
+            S::Deviate(d) => Operation::Deviate {
+                params: Deviate::new(d.relative_error, d.absolute_error),
             },
-            S::Enhance(e) => Selector::Enhance {
-                midgame: e.midgame_error.clamp(0, 129),
-                endcut: e.endcut_error.clamp(0, 129),
+            S::Enhance(e) => {
+                Operation::enhance(e.midgame_error.clamp(0, 129), e.endcut_error.clamp(0, 129))
+            }
+            S::Play(_) => Operation::Play,
+            S::Extend(_) => Operation::Extend,
+            S::Upgrade(u) => Operation::Upgrade {
+                params: Upgrade {
+                    level: search_level(u.level),
+                    error: u.error.clamp(0, 129),
+                },
             },
-            S::Play(_) => Selector::Play,
-            S::Extend(_) => Selector::Extend,
-            S::Upgrade(u) => Selector::Upgrade {
-                level: search_level(u.level),
-                error: u.error.clamp(0, 129),
-            },
-            S::Audit(a) => Selector::Audit {
+            S::Audit(a) => Operation::Audit {
                 level: search_level(a.level),
                 queue: a.queue,
             },
+        };
+        Ok(Program::new(operation).at_level((level > 0).then_some(level)))
+    }
+}
+
+/// The start request of a program, for the programs a start request can carry (the selectors,
+/// `upgrade` and the audit, from the start position, serial; enhance repeated until stable).
+impl TryFrom<&Program> for pb::StartExpansionRequest {
+    type Error = ConvertError;
+
+    fn try_from(p: &Program) -> Result<pb::StartExpansionRequest, ConvertError> {
+        use pb::start_expansion_request::Selector as S;
+        let unsupported = || ConvertError::Unsupported(p.describe());
+        if !p.root.is_empty() || p.schedule != Schedule::Serial {
+            return Err(unsupported());
         }
+        let selector = match &p.operation {
+            Operation::Deviate { params } => S::Deviate(pb::Deviate {
+                relative_error: params.rel,
+                absolute_error: params.abs,
+            }),
+            Operation::Enhance {
+                midgame_error,
+                endcut_error,
+                until_stable: true,
+            } => S::Enhance(pb::Enhance {
+                midgame_error: *midgame_error,
+                endcut_error: *endcut_error,
+            }),
+            Operation::Play => S::Play(pb::Play {}),
+            Operation::Extend => S::Extend(pb::Extend {}),
+            Operation::Upgrade { params } => S::Upgrade(pb::Upgrade {
+                level: u32::from(params.level),
+                error: params.error,
+            }),
+            Operation::Audit { level, queue } => S::Audit(pb::Audit {
+                level: u32::from(*level),
+                queue: *queue,
+            }),
+            Operation::New
+            | Operation::Enhance { .. }
+            | Operation::Expand { .. }
+            | Operation::AddGames { .. } => return Err(unsupported()),
+        };
+        Ok(pb::StartExpansionRequest {
+            selector: Some(selector),
+            level: p.level.map_or(0, u32::from),
+        })
     }
 }
 
@@ -324,13 +367,15 @@ mod tests {
     fn sample_result() -> JobResult {
         JobResult {
             job_id: Uuid::new_v4(),
-            mv: Move::Square(Square::parse("f5").unwrap()),
-            score: -6,
-            depth: 12,
-            selectivity: 5,
-            exact: false,
-            nodes: 12345,
-            elapsed: Duration::from_micros(777),
+            leaf: LeafResult {
+                mv: Move::Square(Square::parse("f5").unwrap()),
+                score: -6,
+                depth: 12,
+                selectivity: 5,
+                exact: false,
+                nodes: 12345,
+                elapsed: Duration::from_micros(777),
+            },
         }
     }
 
@@ -340,7 +385,10 @@ mod tests {
         let p: pb::LeafResult = (&r).into();
         assert_eq!(JobResult::try_from(p).unwrap(), r);
         for mv in [Move::Pass, Move::None] {
-            let r = JobResult { mv, ..r };
+            let r = JobResult {
+                leaf: LeafResult { mv, ..r.leaf },
+                ..r
+            };
             assert_eq!(JobResult::try_from(pb::LeafResult::from(&r)).unwrap(), r);
         }
     }
@@ -400,46 +448,102 @@ mod tests {
     }
 
     #[test]
-    fn selector_clamps_like_edax() {
+    fn start_requests_clamp_like_edax_and_round_trip() {
         use pb::start_expansion_request::Selector as S;
-        let s: Selector = S::Deviate(pb::Deviate {
-            relative_error: 500,
-            absolute_error: -3,
-        })
-        .into();
+        let request = |selector, level| pb::StartExpansionRequest {
+            selector: Some(selector),
+            level,
+        };
+        let p = Program::try_from(request(
+            S::Deviate(pb::Deviate {
+                relative_error: 500,
+                absolute_error: -3,
+            }),
+            0,
+        ))
+        .unwrap();
         assert_eq!(
-            s,
-            Selector::Deviate {
-                relative: 129,
-                absolute: 0
-            }
+            p,
+            Program::new(Operation::Deviate {
+                params: Deviate { rel: 129, abs: 0 }
+            })
         );
-        let s: Selector = S::Upgrade(pb::Upgrade {
-            level: 99,
-            error: -1,
-        })
-        .into();
+        let p = Program::try_from(request(
+            S::Upgrade(pb::Upgrade {
+                level: 99,
+                error: -1,
+            }),
+            12,
+        ))
+        .unwrap();
         assert_eq!(
-            s,
-            Selector::Upgrade {
-                level: 60,
-                error: 0
-            }
+            p,
+            Program::new(Operation::Upgrade {
+                params: Upgrade {
+                    level: 60,
+                    error: 0
+                }
+            })
+            .at_level(Some(12))
         );
-        for s in [
-            Selector::Play,
-            Selector::Extend,
-            Selector::Enhance {
-                midgame: 2,
-                endcut: 4,
+        assert_eq!(
+            Program::try_from(request(S::Play(pb::Play {}), 61)),
+            Err(ConvertError::Level(61))
+        );
+        assert_eq!(
+            Program::try_from(pb::StartExpansionRequest {
+                selector: None,
+                level: 0
+            }),
+            Err(ConvertError::MissingField("selector"))
+        );
+        for op in [
+            Operation::Play,
+            Operation::Extend,
+            Operation::Enhance {
+                midgame_error: 2,
+                endcut_error: 4,
+                until_stable: true,
             },
-            Selector::Upgrade { level: 8, error: 2 },
-            Selector::Audit {
+            Operation::Upgrade {
+                params: Upgrade { level: 8, error: 2 },
+            },
+            Operation::Audit {
                 level: 10,
                 queue: true,
             },
         ] {
-            assert_eq!(Selector::from(S::from(s)), s);
+            for level in [None, Some(7)] {
+                let p = Program::new(op.clone()).at_level(level);
+                let r = pb::StartExpansionRequest::try_from(&p).unwrap();
+                assert_eq!(Program::try_from(r), Ok(p));
+            }
+        }
+        // What a start request cannot carry is refused, not dropped.
+        for p in [
+            Program::new(Operation::New),
+            Program::new(Operation::Enhance {
+                midgame_error: 2,
+                endcut_error: 4,
+                until_stable: false,
+            }),
+            Program::new(Operation::AddGames { games: vec![] }),
+            Program {
+                root: vec![Move::Square(Square::parse("f5").unwrap())],
+                ..Program::new(Operation::Play)
+            },
+            Program {
+                schedule: Schedule::Async,
+                ..Program::new(Operation::Play)
+            },
+        ] {
+            assert!(
+                matches!(
+                    pb::StartExpansionRequest::try_from(&p),
+                    Err(ConvertError::Unsupported(_))
+                ),
+                "{p:?}"
+            );
         }
     }
 

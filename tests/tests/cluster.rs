@@ -244,13 +244,11 @@ async fn local_mode_and_worker_processes_build_the_same_book() {
     new_store(dir2.path(), 2, 12);
     let cfg = ServiceConfig::default();
     let c = bookfarm_coordinator::server::open(dir2.path(), cfg).unwrap();
-    c.start_expansion(
-        bookfarm_proto::domain::Selector::Deviate {
-            relative: 2,
-            absolute: 4,
+    c.start(bookfarm_book::program::Program::new(
+        bookfarm_book::program::Operation::Deviate {
+            params: bookfarm_book::select::Deviate::new(2, 4),
         },
-        0,
-    )
+    ))
     .unwrap();
     let weights = std::sync::Arc::new(bookfarm_engine::eval::Eval::load(&eval).unwrap());
     let search_signature = bookfarm_runner::signature(&weights, &eval_hash(&eval));

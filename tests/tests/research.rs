@@ -2,7 +2,8 @@
 //! coordinator and worker processes over gRPC on 127.0.0.1, checked against the book crate's
 //! serial programs (what the offline `book upgrade` and `book audit` compute).
 
-use bookfarm_book::driver::{Operation, run_serial};
+use bookfarm_book::driver::run_serial;
+use bookfarm_book::program::Operation;
 use bookfarm_book::{MemBook, edax, extract, negamax, research};
 use bookfarm_coordinator::store::{Entry, Store};
 use bookfarm_engine::search::LeafRequest;
@@ -80,10 +81,7 @@ async fn upgrade_and_audit_with_worker_processes_equal_the_serial_programs() {
         error: ERROR,
     };
     let below = |b: &MemBook| b.ids().filter(|&id| b.level(id) < params.level).count();
-    let upgrade = Operation::Upgrade {
-        root: bookfarm_engine::Board::start(),
-        params,
-    };
+    let upgrade = Operation::Upgrade { params };
     let rounds = run_serial(&mut want, upgrade, &mut search).iterations;
     let raised = below(&book) - below(&want);
     assert!(

@@ -3,7 +3,6 @@
 
 use bookfarm_coordinator::server::{self, TlsIdentity};
 use bookfarm_coordinator::service::ServiceConfig;
-use bookfarm_proto::domain::Selector;
 use bookfarm_tests::*;
 use std::path::Path;
 use std::process::Command;
@@ -84,13 +83,11 @@ async fn worker_builds_a_book_over_tls() {
     let dir = tempfile::tempdir().unwrap();
     new_store(dir.path(), 1, 8);
     let c = server::open(dir.path(), ServiceConfig::default()).unwrap();
-    c.start_expansion(
-        Selector::Deviate {
-            relative: 2,
-            absolute: 4,
+    c.start(bookfarm_book::program::Program::new(
+        bookfarm_book::program::Operation::Deviate {
+            params: bookfarm_book::select::Deviate::new(2, 4),
         },
-        0,
-    )
+    ))
     .unwrap();
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = l.local_addr().unwrap().port();

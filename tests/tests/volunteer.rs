@@ -60,13 +60,15 @@ fn seed(db: &Path, n: usize) {
     let (depth, selectivity) = bookfarm_engine::level::level_params(job.level, job.board.empties());
     let answer = bookfarm_proto::domain::JobResult {
         job_id: job.id,
-        mv: Move::Square(BitIter(job.board.moves()).next().unwrap()),
-        score: 0,
-        depth,
-        selectivity,
-        exact: false,
-        nodes: 1,
-        elapsed: Duration::from_millis(1),
+        leaf: bookfarm_engine::search::LeafResult {
+            mv: Move::Square(BitIter(job.board.moves()).next().unwrap()),
+            score: 0,
+            depth,
+            selectivity,
+            exact: false,
+            nodes: 1,
+            elapsed: Duration::from_millis(1),
+        },
     };
     c.submit(&ident, &w, &[answer]).unwrap();
     c.settle().unwrap();

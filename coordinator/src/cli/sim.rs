@@ -3,7 +3,7 @@
 
 use crate::cli::args;
 use anyhow::{Context, bail};
-use bookfarm_book::driver::Operation;
+use bookfarm_book::program::{Operation, Program};
 use bookfarm_book::select::Deviate;
 use bookfarm_coordinator::sim::{self, Guess, SimConfig, TimeTable};
 use bookfarm_engine::Board;
@@ -184,10 +184,9 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
         .clone()
         .or_else(|| tmp.as_ref().map(|t| t.path().to_path_buf()))
         .context("no store directory")?;
-    let ops = vec![Operation::Deviate {
-        root: Board::start(),
+    let ops = vec![Program::new(Operation::Deviate {
         params: Deviate::new(a.relative, a.absolute),
-    }];
+    })];
     println!(
         "# sim: deviate {} {} from a new book (level {}, depth {}), level-{} search times (mean {:.4} s), speeds spread {}, guesses {}% wrong moves, scores ± {}, crashes {}% (lease timeout {} s, restart after {} s)",
         a.relative,

@@ -7,8 +7,9 @@ use crate::error::CoordinatorError;
 use crate::identity::Identities;
 use crate::service::Coordinator;
 use crate::store::CredentialState;
+use bookfarm_book::program::Program;
 use bookfarm_book::{BookDate, BookFormat};
-use bookfarm_proto::convert::{ConvertError, export_format, required};
+use bookfarm_proto::convert::{ConvertError, export_format};
 use bookfarm_proto::pb;
 use futures::Stream;
 use std::pin::Pin;
@@ -51,14 +52,9 @@ impl pb::admin_service_server::AdminService for AdminApi {
         &self,
         req: Request<pb::StartExpansionRequest>,
     ) -> Result<Response<pb::StartExpansionResponse>, Status> {
-        let r = req.into_inner();
-        let sel = required(r.selector, "selector").map_err(cv)?.into();
-        let level = u8::try_from(r.level)
-            .ok()
-            .filter(|l| *l <= 60)
-            .ok_or_else(|| cv(ConvertError::Level(r.level)))?;
+        let program = Program::try_from(req.into_inner()).map_err(cv)?;
         let c = self.c.clone();
-        let queued = tokio::task::spawn_blocking(move || c.start_expansion(sel, level))
+        let queued = tokio::task::spawn_blocking(move || c.start(program))
             .await
             .map_err(|e| Status::internal(e.to_string()))?
             .map_err(st)?;

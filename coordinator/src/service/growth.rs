@@ -21,12 +21,11 @@
 use super::trust::Window;
 use crate::error::CoordinatorError;
 use crate::error::Result;
-use crate::store::{
-    Batch, DriverRecord, GrowthRecord, OperationRecord, QueueRecord, Store, TodoRecord,
-};
+use crate::store::{Batch, DriverRecord, GrowthRecord, QueueRecord, Store, TodoRecord};
 use bookfarm_book::MemBook;
-use bookfarm_book::driver::{Driver, Operation, Phase, Progress, RequestMap, RequestSet, Results};
+use bookfarm_book::driver::{Driver, Phase, Progress, RequestMap, RequestSet, Results};
 use bookfarm_book::extract::AuditLine;
+use bookfarm_book::program::{Operation, Program};
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
 use std::cell::{Cell, RefCell};
 use std::collections::{HashSet, VecDeque};
@@ -196,8 +195,8 @@ pub(crate) struct Growth {
     pub(crate) book: MemBook,
     /// Every known result (stored ones included), by request.
     pub(crate) results: RequestMap<LeafResult>,
-    /// Programs to run, the current one first, with the level of the positions they create.
-    queue: VecDeque<(Operation, Option<u8>)>,
+    /// Programs to run, the current one first.
+    queue: VecDeque<Program>,
     /// The current program (the queue's front), once started.
     driver: Option<Driver>,
     /// Paused by an operator (no leases; results still land).
@@ -324,8 +323,8 @@ impl Drop for CheckpointWriter {
 /// everything needed to grow the book again (rollback by replay).
 #[derive(Debug, Default)]
 pub(crate) struct Replay {
-    /// Finished programs, oldest first, with the level of the positions they created.
-    pub(crate) log: Vec<(Operation, Option<u8>)>,
+    /// Finished programs, oldest first.
+    pub(crate) log: Vec<Program>,
     /// `log` changed since it was stored.
     pub(crate) log_dirty: bool,
 }
@@ -334,12 +333,7 @@ impl Replay {
     /// From the store's record.
     pub(crate) fn load(log: Option<QueueRecord>) -> Replay {
         Replay {
-            log: log
-                .unwrap_or_default()
-                .queue
-                .iter()
-                .map(|(op, level)| (op.operation(), *level))
-                .collect(),
+            log: log.unwrap_or_default().queue,
             log_dirty: false,
         }
     }
@@ -356,14 +350,9 @@ impl Growth {
         replay: Replay,
     ) -> Result<Growth> {
         let record = record.unwrap_or_default();
-        let queue: VecDeque<(Operation, Option<u8>)> = queue
-            .unwrap_or_default()
-            .queue
-            .iter()
-            .map(|(op, level)| (op.operation(), *level))
-            .collect();
+        let queue: VecDeque<Program> = queue.unwrap_or_default().queue.into();
         let driver = match (&record.driver, queue.front()) {
-            (Some(d), Some((op, _))) => {
+            (Some(d), Some(program)) => {
                 let boards = match &todo {
                     Some(t) if t.passes == d.passes => t.boards(),
                     // Outside an expansion pass the list is not used.
@@ -374,7 +363,7 @@ impl Growth {
                         ));
                     }
                 };
-                Some(Driver::from_state(d.state(op.clone(), boards)))
+                Some(Driver::from_state(d.state(program.clone(), boards)))
             }
             _ => None,
         };
@@ -444,7 +433,7 @@ impl Growth {
         book.track_changes();
         book.take_changed();
         self.book = book;
-        let mut queue: VecDeque<(Operation, Option<u8>)> =
+        let mut queue: VecDeque<Program> =
             std::mem::take(&mut self.replay.log).into_iter().collect();
         queue.extend(self.queue.drain(..));
         tracing::warn!(
@@ -542,7 +531,7 @@ impl Growth {
             match driver.run(&mut book, &guessing, 0) {
                 Progress::Blocked(_) => break,
                 Progress::Done => match later.next() {
-                    Some((op, level)) => driver = Driver::new(op.clone(), *level),
+                    Some(program) => driver = Driver::new(program.clone()),
                     None => break,
                 },
             }
@@ -553,8 +542,8 @@ impl Growth {
     }
 
     /// Queue a program.
-    pub(crate) fn push(&mut self, op: Operation, level: Option<u8>) {
-        self.queue.push_back((op, level));
+    pub(crate) fn push(&mut self, program: Program) {
+        self.queue.push_back(program);
         self.queue_dirty = true;
     }
 
@@ -575,9 +564,9 @@ impl Growth {
     /// `needed` are the requests this run listed; `margin` is
     /// [`super::trust::TrustRules::window_margin`].
     pub(crate) fn window(&self, needed: &[LeafRequest], margin: Option<i32>) -> Window {
-        match (self.queue.front(), margin) {
-            (Some((Operation::Deviate { .. } | Operation::Enhance { .. }, _)), None) => Window::All,
-            (Some((Operation::Deviate { params, .. }, _)), Some(margin)) => {
+        match (self.queue.front().map(|p| &p.operation), margin) {
+            (Some(Operation::Deviate { .. } | Operation::Enhance { .. }), None) => Window::All,
+            (Some(Operation::Deviate { params }), Some(margin)) => {
                 let Some(Phase::Expanding { root_value, .. }) =
                     self.driver.as_ref().map(|d| &d.state().phase)
                 else {
@@ -593,7 +582,7 @@ impl Growth {
                     researches,
                 }
             }
-            (Some((Operation::Enhance { .. }, _)), Some(_)) => Window::All,
+            (Some(Operation::Enhance { .. }), Some(_)) => Window::All,
             _ => Window::Open,
         }
     }
@@ -606,8 +595,10 @@ impl Growth {
     /// The running program's description, or the last finished one's.
     pub(crate) fn describe(&self) -> String {
         match self.queue.front() {
-            Some((op, Some(level))) => format!("{} level {level}", op.describe()),
-            Some((op, None)) => op.describe(),
+            Some(p) => match p.level {
+                Some(level) => format!("{} level {level}", p.describe()),
+                None => p.describe(),
+            },
             None => self.last.clone(),
         }
     }
@@ -624,10 +615,10 @@ impl Growth {
         checkpoint_interval: std::time::Duration,
     ) -> Result<Vec<LeafRequest>> {
         self.needed.clear();
-        while let Some((op, level)) = self.queue.front() {
+        while let Some(program) = self.queue.front() {
             let driver = self
                 .driver
-                .get_or_insert_with(|| Driver::new(op.clone(), *level));
+                .get_or_insert_with(|| Driver::new(program.clone()));
             let results = Consuming {
                 results: &self.results,
                 prefetched: &self.prefetched,
@@ -637,7 +628,7 @@ impl Growth {
             let st = driver.state().clone();
             // An audit that queues its contradicting lines runs their `book add` next, with
             // the level the audit was started with.
-            let follow_up = driver.state().follow_up().map(|next| (next, *level));
+            let follow_up = driver.state().follow_up();
             match progress {
                 Progress::Blocked(need) => {
                     self.needed = need;
@@ -654,14 +645,14 @@ impl Growth {
                         "growth program done"
                     );
                     self.iterations += st.iterations;
-                    self.reports.push(match op {
+                    self.reports.push(match &program.operation {
                         Operation::AddGames { games } => format!(
                             "added {} games: {} new positions, {} links",
                             games.len(),
                             st.changes.positions,
                             st.changes.links
                         ),
-                        Operation::Upgrade { params, .. } => format!(
+                        Operation::Upgrade { params } => format!(
                             "upgrade to level {} (error {}): {} positions raised in {} rounds; \
                              root value {}",
                             params.level,
@@ -676,7 +667,7 @@ impl Growth {
                         }
                         _ => format!(
                             "{}: {} new positions, {} links, {} searches in {} iterations",
-                            op.describe(),
+                            program.describe(),
                             st.changes.positions,
                             st.changes.links,
                             st.changes.searches,
@@ -684,25 +675,21 @@ impl Growth {
                         ),
                     });
                     self.last = self.describe();
-                    if let Some((op, level)) = self.queue.pop_front() {
+                    if let Some(mut program) = self.queue.pop_front() {
                         // The log is what a replay runs again. An audit changes no position;
                         // its follow-up is logged as its own program when it finishes (with the
                         // exact games), so the audit is logged without queueing one.
-                        let op = match op {
-                            Operation::Audit { level, .. } if follow_up.is_some() => {
-                                Operation::Audit {
-                                    level,
-                                    queue: false,
-                                }
-                            }
-                            op => op,
-                        };
-                        self.replay.log.push((op, level));
+                        if let Operation::Audit { queue, .. } = &mut program.operation
+                            && follow_up.is_some()
+                        {
+                            *queue = false;
+                        }
+                        self.replay.log.push(program);
                         self.replay.log_dirty = true;
                     }
-                    if let Some((next, level)) = follow_up {
+                    if let Some(next) = follow_up {
                         tracing::info!(program = %next.describe(), "follow-up program queued");
-                        self.queue.push_front((next, level));
+                        self.queue.push_front(next);
                     }
                     self.queue_dirty = true;
                     self.driver = None;
@@ -845,12 +832,7 @@ impl Growth {
         let log_written = self.replay.log_dirty;
         if log_written {
             batch.put_log(&QueueRecord {
-                queue: self
-                    .replay
-                    .log
-                    .iter()
-                    .map(|(op, level)| (OperationRecord::new(op), *level))
-                    .collect(),
+                queue: self.replay.log.clone(),
             })?;
         }
         batch.put_header(self.book.header())?;
@@ -864,11 +846,7 @@ impl Growth {
         let queue_written = self.queue_dirty;
         if queue_written {
             batch.put_queue(&QueueRecord {
-                queue: self
-                    .queue
-                    .iter()
-                    .map(|(op, level)| (OperationRecord::new(op), *level))
-                    .collect(),
+                queue: self.queue.iter().cloned().collect(),
             })?;
         }
         batch.put_growth(&self.record())?;

@@ -49,7 +49,6 @@ pub use jobs::{Counters, JobClass};
 pub use lease::{
     IDLE_POLLS_PER_SECOND, LeaseReply, MAX_RETRY_AFTER, lease_cap, max_lease_duration,
 };
-pub use runner::operation;
 pub use status::{
     CreditReport, QuarantineReport, STATUS_REPORTS, State, StatusReport, WorkerReport,
     credit_report,
@@ -59,7 +58,7 @@ pub use workers::BlockHook;
 
 use crate::error::{CoordinatorError, Result};
 use crate::store::{Batch, Store};
-use bookfarm_book::driver::Operation;
+use bookfarm_book::program::{Operation, Program};
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchSignature};
 use bookfarm_engine::{Board, Move};
 use growth::{Growth, Landed, Replay};
@@ -167,11 +166,8 @@ impl Coordinator {
         clock: Arc<dyn Clock>,
     ) -> Result<Coordinator> {
         let loaded = store.load(dir)?;
-        let results: bookfarm_book::driver::RequestMap<LeafResult> = loaded
-            .results
-            .iter()
-            .map(|(k, r)| (*k, r.result()))
-            .collect();
+        let results: bookfarm_book::driver::RequestMap<LeafResult> =
+            loaded.results.iter().map(|(k, r)| (*k, r.leaf)).collect();
         let trust = TrustState::load(
             loaded.trust,
             loaded.cases,
@@ -186,7 +182,7 @@ impl Coordinator {
             Replay::load(loaded.log),
         )?;
         if !growth.is_running() && start_unsearched(&growth.book) {
-            growth.push(Operation::New, None);
+            growth.push(Program::new(Operation::New));
         }
         let store = Arc::new(store);
         growth.set_writer(Some(

@@ -9,43 +9,15 @@ use super::growth::Landed;
 use super::{Coordinator, Predictor};
 use crate::error::{CoordinatorError, Result};
 use crate::store::Batch;
-use bookfarm_book::driver::Operation;
-use bookfarm_book::research::Upgrade;
-use bookfarm_book::select::Deviate;
+use bookfarm_book::program::{Operation, Program};
+use bookfarm_engine::Move;
 use bookfarm_engine::search::LeafRequest;
-use bookfarm_engine::{Board, Move};
-use bookfarm_proto::domain::Selector;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// The most speculative searches planned at once (a plan runs the programs on a copy of the
 /// book, so its cost grows with it).
 const MAX_SPECULATION: usize = 4096;
-
-/// The growth program of a selector, from the start position.
-pub fn operation(selector: Selector) -> Operation {
-    let root = Board::start();
-    match selector {
-        Selector::Deviate { relative, absolute } => Operation::Deviate {
-            root,
-            params: Deviate::new(relative, absolute),
-        },
-        // The cluster repeats enhance until it adds nothing (Edax's runs it once, edax-spec §4.7).
-        Selector::Enhance { midgame, endcut } => Operation::Enhance {
-            root,
-            midgame_error: midgame,
-            endcut_error: endcut,
-            until_stable: true,
-        },
-        Selector::Play => Operation::Play { root },
-        Selector::Extend => Operation::Extend { root },
-        Selector::Upgrade { level, error } => Operation::Upgrade {
-            root,
-            params: Upgrade { level, error },
-        },
-        Selector::Audit { level, queue } => Operation::Audit { level, queue },
-    }
-}
 
 impl Coordinator {
     /// Whether the growth runner has work under way (a worker that got no job may wait for it
@@ -249,31 +221,21 @@ impl Coordinator {
         Ok(self.0.store.flush()?)
     }
 
-    /// Queue a growth program (run after the programs already queued) and start it; `level`
-    /// sets the level of the positions it creates (`None`: the expanded position's). Returns
+    /// Queue a growth program (run after the programs already queued) and start it. Returns
     /// the number of searches queued.
-    pub fn start(&self, op: Operation, level: Option<u8>) -> Result<u64> {
-        tracing::info!(program = %op.describe(), ?level, "growth program queued");
-        self.growth().push(op, level);
+    pub fn start(&self, program: Program) -> Result<u64> {
+        tracing::info!(program = %program.describe(), level = ?program.level, "growth program queued");
+        self.growth().push(program);
         self.run_growth()?;
         self.0.store.flush()?;
         Ok(self.jobs().queued() as u64)
     }
 
-    /// Start an expansion by a selector from the start position (`level` 0: the expanded
-    /// position's level). Returns the number of searches queued.
-    pub fn start_expansion(&self, selector: Selector, level: u8) -> Result<u64> {
-        self.start(operation(selector), (level > 0).then_some(level))
-    }
-
     /// Queue `book add` of games (move lists from the start position).
     pub fn add_games(&self, games: &[Vec<Move>]) -> Result<u64> {
-        self.start(
-            Operation::AddGames {
-                games: games.to_vec(),
-            },
-            None,
-        )
+        self.start(Program::new(Operation::AddGames {
+            games: games.to_vec(),
+        }))
     }
 
     /// Pause (true) or resume (false) the growth programs.

@@ -300,8 +300,8 @@ fn count(g: &mut Jobs, worker: &Uuid, r: &JobResult, now: Duration) {
     g.counters.completed += 1;
     let l = Sample {
         at: now,
-        nodes: r.nodes,
-        search_us: u64::try_from(r.elapsed.as_micros()).unwrap_or(u64::MAX),
+        nodes: r.leaf.nodes,
+        search_us: u64::try_from(r.leaf.elapsed.as_micros()).unwrap_or(u64::MAX),
     };
     g.recent.push_back(l);
     if let Some(w) = g.workers.get_mut(worker) {
@@ -322,29 +322,27 @@ fn count(g: &mut Jobs, worker: &Uuid, r: &JobResult, now: Duration) {
 /// at full selectivity). Workers never submit aborted searches, so a completed search always
 /// reports the level table's depth and selectivity.
 fn validate(key: &LeafRequest, r: &JobResult) -> Result<()> {
+    let (job, l) = (r.job_id, &r.leaf);
     let b = &key.board;
     let open = b.moves() & !key.excluded;
-    let ok = match r.mv {
+    let ok = match l.mv {
         Move::Square(s) => open & s.bit() != 0,
         Move::Pass => b.must_pass(),
         Move::None => open == 0 && !b.must_pass(),
     };
     if !ok {
-        return Err(CoordinatorError::IllegalMove {
-            job: r.job_id,
-            mv: r.mv,
-        });
+        return Err(CoordinatorError::IllegalMove { job, mv: l.mv });
     }
-    if !(-64..=64).contains(&r.score) {
+    if !(-64..=64).contains(&l.score) {
         return Err(CoordinatorError::ScoreOutOfRange {
-            job: r.job_id,
-            score: r.score,
+            job,
+            score: l.score,
         });
     }
-    if r.exact && r.score % 2 != 0 {
+    if l.exact && l.score % 2 != 0 {
         return Err(CoordinatorError::ExactParity {
-            job: r.job_id,
-            score: r.score,
+            job,
+            score: l.score,
         });
     }
     // A finished game is scored, not searched: every empty is "searched", at full selectivity.
@@ -354,11 +352,11 @@ fn validate(key: &LeafRequest, r: &JobResult) -> Result<()> {
     } else {
         bookfarm_engine::level::level_params(key.level, empties)
     };
-    if (r.depth, r.selectivity) != want {
+    if (l.depth, l.selectivity) != want {
         return Err(CoordinatorError::BadDepth {
-            job: r.job_id,
-            depth: r.depth,
-            selectivity: r.selectivity,
+            job,
+            depth: l.depth,
+            selectivity: l.selectivity,
             level: key.level,
             empties,
         });

@@ -20,8 +20,9 @@ use crate::service::{
 };
 use crate::store::Store;
 use bookfarm_book::MemBook;
-use bookfarm_book::driver::{Operation, run_serial};
+use bookfarm_book::driver::run_serial;
 use bookfarm_book::model::Position;
+use bookfarm_book::program::{Operation, Program};
 use bookfarm_engine::board::BitIter;
 use bookfarm_engine::level::level_params;
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchSignature};
@@ -159,7 +160,7 @@ pub struct SimConfig {
     /// Book depth (positions down to 61 − depth empties).
     pub depth: u8,
     /// The growth programs, run after `new`.
-    pub ops: Vec<Operation>,
+    pub ops: Vec<Program>,
     /// Speculative searches per thread at a round's tail (0: off).
     pub speculation: u32,
     /// Backup leases after this many mean search times (0: off).
@@ -261,7 +262,7 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
 /// The serial build: the book crate's driver answering every request with [`fake_search`];
 /// returns the book and the requests it searched.
-pub fn serial_build(level: u8, depth: u8, ops: &[Operation]) -> (MemBook, HashSet<LeafRequest>) {
+pub fn serial_build(level: u8, depth: u8, ops: &[Program]) -> (MemBook, HashSet<LeafRequest>) {
     let (h, entries) = new_book(level, depth);
     let mut book = MemBook::new(h);
     for e in entries {
@@ -372,7 +373,7 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
     let c = Coordinator::open(store, dir, service, clock.clone())?;
     c.set_predictor(Box::new(SimPredictor(cfg.guess)));
     for op in &cfg.ops {
-        c.start(op.clone(), None)?;
+        c.start(op.clone())?;
     }
     let id = identity();
     let ln_spread = cfg.speed_spread.max(1.0).ln();
@@ -531,7 +532,10 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
                 let req = job_request(&l.job);
                 searches += 1;
                 spent += l.secs * speeds[worker];
-                let result = JobResult::from_leaf(l.job.id, &fake_search(&req));
+                let result = JobResult {
+                    job_id: l.job.id,
+                    leaf: fake_search(&req),
+                };
                 let acks = c.submit(&id, &ids[worker], &[result])?;
                 let fresh = acks.first() == Some(&Ack::Accepted) && accepted_keys.insert(req);
                 if !fresh || !asked.contains(&req) {
@@ -640,10 +644,9 @@ mod tests {
             times: TimeTable::recorded(16).expect("recorded level-16 times"),
             level: 4,
             depth: 10,
-            ops: vec![Operation::Deviate {
-                root: Board::start(),
+            ops: vec![Program::new(Operation::Deviate {
                 params: bookfarm_book::select::Deviate::new(2, 4),
-            }],
+            })],
             speculation: if prefetch { 2 } else { 0 },
             backup_after: if prefetch { 2 } else { 0 },
             guess: Guess::Noisy {
@@ -744,12 +747,11 @@ mod tests {
             move_error_percent: 40,
             score_noise: 4,
         })));
-        let ops = vec![Operation::Deviate {
-            root: Board::start(),
+        let ops = vec![Program::new(Operation::Deviate {
             params: bookfarm_book::select::Deviate::new(2, 4),
-        }];
+        })];
         for op in &ops {
-            c.start(op.clone(), None).unwrap();
+            c.start(op.clone()).unwrap();
         }
         let opts = crate::local::LocalOptions {
             workers: 2,

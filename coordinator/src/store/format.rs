@@ -34,10 +34,11 @@ use std::path::Path;
 pub(super) type Step = fn(&sled::Db) -> Result<Writes, StoreError>;
 
 /// The migration steps: `MIGRATIONS[i]` migrates a store of version `i + 1` to `i + 2`.
-pub(super) const MIGRATIONS: &[Step] = &[];
+/// - 1 → 2 ([`super::to_v2`]): growth programs stored as `bookfarm_book::program::Program`.
+pub(super) const MIGRATIONS: &[Step] = &[super::to_v2::step];
 
-/// The store format this build writes (version 1: the first versioned layout, described in
-/// `keys.rs`).
+/// The store format this build writes (version 1 was the first versioned layout; the current
+/// one is described in `keys.rs`).
 pub const FORMAT_VERSION: u32 = 1 + MIGRATIONS.len() as u32;
 
 /// The writes of one migration step, by tree (a step that creates a tree opens it first: an

@@ -6,8 +6,9 @@ use super::format::{Step, Writes, migrate, stored_version};
 use super::keys::{FORMAT_KEY, encode};
 use super::sled_repair::open_sled;
 use super::*;
-use bookfarm_book::driver::{Operation, PassKind, Phase};
+use bookfarm_book::driver::{PassKind, Phase};
 use bookfarm_book::model::{BookDate, BookHeader};
+use bookfarm_book::program::{Operation, Program};
 use bookfarm_book::select::Deviate;
 use bookfarm_engine::Board;
 use sha2::{Digest, Sha256};
@@ -48,7 +49,13 @@ fn records(text: &str) -> String {
 /// The records of `text` with the record of sled's default tree under `key` (which must be
 /// there) given the value `value` (`None`: removed).
 fn with_default_key(text: &str, key: &[u8], value: Option<&[u8]>) -> String {
-    let prefix = format!("tree {} {} ", keys::hex(b"__sled__default"), keys::hex(key));
+    with_key(text, b"__sled__default", key, value)
+}
+
+/// The records of `text` with the record of `tree` under `key` (which must be there) given the
+/// value `value` (`None`: removed).
+fn with_key(text: &str, tree: &[u8], key: &[u8], value: Option<&[u8]>) -> String {
+    let prefix = format!("tree {} {} ", keys::hex(tree), keys::hex(key));
     let records = records(text);
     assert!(records.lines().any(|l| l.starts_with(&prefix)));
     records
@@ -139,7 +146,10 @@ fn a_version_1_store_opens_with_its_data() {
             (vouched(&["host2", "host1"]), 77),
         ])
     );
-    assert_eq!(l.results.iter().map(|(_, r)| r.nodes).sum::<u64>(), 186_878);
+    assert_eq!(
+        l.results.iter().map(|(_, r)| r.leaf.nodes).sum::<u64>(),
+        186_878
+    );
     assert_eq!(l.done.len(), 118);
     assert_eq!(
         l.signature.as_deref(),
@@ -265,29 +275,15 @@ fn a_version_1_store_opens_with_its_data() {
     );
 
     // The growth programs: `book new`'s finished, the deviate program running, mid-pass.
-    let start = Board::start();
-    let program = |r: &OperationRecord| r.operation();
+    // Version 1 stored them as its own records; the step to version 2 made them programs,
+    // from the start position, serial, at the expanded positions' level.
     let log = l.log.expect("the growth log");
-    assert_eq!(
-        log.queue
-            .iter()
-            .map(|(o, l)| (program(o), *l))
-            .collect::<Vec<_>>(),
-        [(Operation::New, None)]
-    );
+    assert_eq!(log.queue, [Program::new(Operation::New)]);
     let queue = l.queue.expect("the growth queue");
-    let deviate = Operation::Deviate {
-        root: start,
+    let deviate = Program::new(Operation::Deviate {
         params: Deviate::new(2, 4),
-    };
-    assert_eq!(
-        queue
-            .queue
-            .iter()
-            .map(|(o, l)| (program(o), *l))
-            .collect::<Vec<_>>(),
-        [(deviate.clone(), None)]
-    );
+    });
+    assert_eq!(queue.queue, std::slice::from_ref(&deviate));
     let growth = l.growth.expect("the growth state");
     assert!(!growth.paused);
     assert_eq!(growth.last, "new");
@@ -321,6 +317,48 @@ fn a_version_1_store_opens_with_its_data() {
     assert_eq!(status.state, State::Running);
     assert_eq!(status.expansion, "deviate 2 4");
     assert_eq!(status.positions, 56);
+}
+
+/// The step to version 2 refuses a version-1 growth program whose root is not the start
+/// position (no version-1 build wrote one, and version 2 stores a root as a move line): the
+/// store is left at version 1, unchanged.
+#[test]
+fn a_version_1_program_from_another_root_is_refused_and_the_store_left_as_it_was() {
+    use super::to_v2::{OperationV1, QueueV1};
+    let after_f5 = Board::start()
+        .play_move(bookfarm_engine::Move::Square(
+            bookfarm_engine::Square::parse("f5").unwrap(),
+        ))
+        .unwrap();
+    let queue = QueueV1 {
+        queue: vec![(
+            OperationV1 {
+                kind: 0,
+                root: (after_f5.player, after_f5.opponent),
+                a: 2,
+                b: 4,
+                until_stable: false,
+                games: Vec::new(),
+                boards: Vec::new(),
+            },
+            None,
+        )],
+    };
+    let text = with_key(
+        V1,
+        &keys::book_tree_name(1).into_bytes(),
+        &keys::meta_key("growth-queue"),
+        Some(&encode(&queue).unwrap()),
+    );
+    let dir = restored(&text);
+    let e = Store::open_book(dir.path()).unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Migration { from: 1, .. })
+            && e.to_string().contains("deviate 2 4 starts from"),
+        "{e}"
+    );
+    assert_eq!(version_in(dir.path()), Some(1));
+    assert_eq!(dump::dump(dir.path()).unwrap(), records(&text));
 }
 
 /// A store with data and no format version (any store written before versions existed) is

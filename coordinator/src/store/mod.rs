@@ -53,6 +53,7 @@ mod keys;
 mod load;
 mod record;
 mod sled_repair;
+mod to_v2;
 
 pub use batch::{Batch, CHUNK_POSITIONS};
 pub use credentials::{CredentialRecord, CredentialState, CredentialStore};
@@ -61,7 +62,7 @@ pub use generations::FOLD_MIN_BYTES;
 pub use load::Loaded;
 pub use record::{
     BaseRecord, CaseRecord, ContributorRecord, DriverRecord, GrowthRecord, HeaderRecord,
-    HistoryRecord, OperationRecord, PositionRecord, PositionRecordRef, QueueRecord, ReplicaRecord,
+    HistoryRecord, PositionRecord, PositionRecordRef, QueueRecord, ReplicaRecord,
     ResultGroupRecord, ResultRecord, Sample, TodoRecord, TrustRecord,
 };
 
@@ -137,6 +138,14 @@ pub enum StoreError {
         /// The line (1-based; 0: not a line's fault).
         line: usize,
         /// What is wrong.
+        reason: String,
+    },
+    /// A migration step found a record it cannot carry to the next format version.
+    #[error("store format migration from version {from}: {reason}")]
+    Migration {
+        /// The version the step migrates from.
+        from: u32,
+        /// What it found.
         reason: String,
     },
     /// The store's format is newer than this build knows.

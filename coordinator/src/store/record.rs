@@ -1,11 +1,10 @@
 //! On-disk records (postcard). Engine and book types do not derive serde; these mirrors do.
 
 use crate::store::Entry;
-use bookfarm_book::driver::{DriverState, Operation, PassKind, Phase};
+use bookfarm_book::driver::{DriverState, PassKind, Phase};
 use bookfarm_book::grow::{Changes, IllegalGameMove};
 use bookfarm_book::model::{BAD_LINK, BookDate, BookHeader, Link, Position};
-use bookfarm_book::research::Upgrade;
-use bookfarm_book::select::Deviate;
+use bookfarm_book::program::Program;
 use bookfarm_engine::search::LeafResult;
 use bookfarm_engine::{Board, Move};
 use serde::{Deserialize, Serialize};
@@ -210,118 +209,6 @@ pub struct HistoryRecord {
     pub contributors: Vec<ContributorRecord>,
 }
 
-/// A persisted growth program ([`Operation`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OperationRecord {
-    /// 0 deviate, 1 enhance, 2 play, 3 extend, 4 add games, 5 new, 6 expand, 7 upgrade,
-    /// 8 audit.
-    pub kind: u8,
-    /// Root board (selectors).
-    pub root: (u64, u64),
-    /// First parameter (deviate relative / enhance midgame / upgrade and audit level).
-    pub a: i32,
-    /// Second parameter (deviate absolute / enhance endcut / upgrade error / audit: 1 when it
-    /// queues its contradicting lines).
-    pub b: i32,
-    /// Enhance: repeat until stable.
-    pub until_stable: bool,
-    /// Games as move codes (add).
-    pub games: Vec<Vec<u8>>,
-    /// Positions to expand (expand).
-    pub boards: Vec<(u64, u64)>,
-}
-
-impl OperationRecord {
-    /// The record of an operation.
-    pub fn new(op: &Operation) -> OperationRecord {
-        let mut r = OperationRecord {
-            kind: 0,
-            root: (0, 0),
-            a: 0,
-            b: 0,
-            until_stable: false,
-            games: Vec::new(),
-            boards: Vec::new(),
-        };
-        match op {
-            Operation::Deviate { root, params } => {
-                (r.kind, r.root, r.a, r.b) = (0, pair(root), params.rel, params.abs);
-            }
-            Operation::Enhance {
-                root,
-                midgame_error,
-                endcut_error,
-                until_stable,
-            } => {
-                (r.kind, r.root, r.a, r.b) = (1, pair(root), *midgame_error, *endcut_error);
-                r.until_stable = *until_stable;
-            }
-            Operation::Play { root } => (r.kind, r.root) = (2, pair(root)),
-            Operation::Extend { root } => (r.kind, r.root) = (3, pair(root)),
-            Operation::AddGames { games } => {
-                r.kind = 4;
-                r.games = games
-                    .iter()
-                    .map(|g| g.iter().map(|m| m.code()).collect())
-                    .collect();
-            }
-            Operation::New => r.kind = 5,
-            Operation::Expand { boards } => {
-                r.kind = 6;
-                r.boards = boards.iter().map(pair).collect();
-            }
-            Operation::Upgrade { root, params } => {
-                (r.kind, r.root, r.a, r.b) = (7, pair(root), i32::from(params.level), params.error);
-            }
-            Operation::Audit { level, queue } => {
-                (r.kind, r.a, r.b) = (8, i32::from(*level), i32::from(*queue));
-            }
-        }
-        r
-    }
-
-    /// The operation.
-    pub fn operation(&self) -> Operation {
-        let root = board_of(self.root);
-        match self.kind {
-            0 => Operation::Deviate {
-                root,
-                params: Deviate::new(self.a, self.b),
-            },
-            1 => Operation::Enhance {
-                root,
-                midgame_error: self.a,
-                endcut_error: self.b,
-                until_stable: self.until_stable,
-            },
-            2 => Operation::Play { root },
-            3 => Operation::Extend { root },
-            4 => Operation::AddGames {
-                games: self
-                    .games
-                    .iter()
-                    .map(|g| g.iter().map(|&c| move_of(c)).collect())
-                    .collect(),
-            },
-            6 => Operation::Expand {
-                boards: self.boards.iter().copied().map(board_of).collect(),
-            },
-            7 => Operation::Upgrade {
-                root,
-                params: Upgrade {
-                    level: level_of(self.a),
-                    error: self.b,
-                },
-            },
-            8 => Operation::Audit {
-                level: level_of(self.a),
-                queue: self.b != 0,
-            },
-            _ => Operation::New,
-        }
-    }
-}
-
 fn changes_record(c: &Changes) -> [u64; 3] {
     [c.positions as u64, c.links as u64, c.searches as u64]
 }
@@ -345,17 +232,10 @@ const PASSES: [PassKind; 7] = [
     PassKind::Upgrade,
 ];
 
-/// A stored level (0..=60).
-fn level_of(v: i32) -> u8 {
-    u8::try_from(v.clamp(0, 60)).unwrap_or(0)
-}
-
-/// A persisted [`DriverState`].
+/// A persisted [`DriverState`] (its program is stored apart: the first of the
+/// [`QueueRecord`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DriverRecord {
-    /// The program (its games are stored with the queue's copy, not here: see
-    /// [`GrowthRecord`]).
-    pub level: Option<u8>,
     /// 0 start, 1 expanding, 2 adding, 3 done, 4 auditing.
     pub phase: u8,
     /// Expanding: index into the pass kinds.
@@ -379,10 +259,9 @@ pub struct DriverRecord {
 }
 
 impl DriverRecord {
-    /// The record of a driver state (the operation is stored apart).
+    /// The record of a driver state (the program is stored apart).
     pub fn new(s: &DriverState) -> DriverRecord {
         let mut r = DriverRecord {
-            level: s.level,
             phase: 0,
             pass: 0,
             root_value: 0,
@@ -424,8 +303,8 @@ impl DriverRecord {
         r
     }
 
-    /// The driver state, with its operation and the current pass's marked boards.
-    pub fn state(&self, operation: Operation, todo: Vec<Board>) -> DriverState {
+    /// The driver state, with its program and the current pass's marked boards.
+    pub fn state(&self, program: Program, todo: Vec<Board>) -> DriverState {
         let n = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
         let phase = match self.phase {
             0 => Phase::Start,
@@ -447,8 +326,7 @@ impl DriverRecord {
             _ => Phase::Done,
         };
         DriverState {
-            operation,
-            level: self.level,
+            program,
             phase,
             iterations: self.iterations,
             passes: self.passes,
@@ -499,7 +377,7 @@ impl TodoRecord {
     }
 }
 
-/// The persisted growth state: the running program's state (its operation is the first of the
+/// The persisted growth state: the running program's state (its program is the first of the
 /// [`QueueRecord`]) and whether an operator paused it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct GrowthRecord {
@@ -511,31 +389,21 @@ pub struct GrowthRecord {
     pub last: String,
 }
 
-/// The growth programs still to run, the current one first, with the level of the positions
-/// they create; written only when the queue changes (a `book add` program carries its games).
+/// The growth programs still to run, the current one first (or those finished, oldest first);
+/// written only when the queue changes (a `book add` program carries its games).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct QueueRecord {
     /// The programs.
-    pub queue: Vec<(OperationRecord, Option<u8>)>,
+    pub queue: Vec<Program>,
 }
 
 /// A stored leaf result with its provenance, keyed by its search request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResultRecord {
-    /// Move code.
-    pub mv: u8,
-    /// Score.
-    pub score: i32,
-    /// Depth of the last completed iteration.
-    pub depth: u32,
-    /// Selectivity index.
-    pub selectivity: u8,
-    /// Exact.
-    pub exact: bool,
-    /// Nodes.
-    pub nodes: u64,
-    /// Search time in microseconds.
-    pub elapsed_us: u64,
+    /// The search's result (stored as its fields: move code, score, depth, selectivity,
+    /// exact, nodes, search time in microseconds).
+    #[serde(with = "leaf_fields")]
+    pub leaf: LeafResult,
     /// The worker that sent it.
     pub worker: [u8; 16],
     /// The job it answered.
@@ -609,33 +477,55 @@ pub struct CaseRecord {
 }
 
 impl ResultRecord {
-    /// A record of `r` without provenance (filled in by the caller).
-    pub fn of(r: &LeafResult) -> ResultRecord {
+    /// A record of `leaf` without provenance (filled in by the caller).
+    pub fn of(leaf: &LeafResult) -> ResultRecord {
         ResultRecord {
-            mv: r.mv.code(),
-            score: r.score,
-            depth: r.depth,
-            selectivity: r.selectivity,
-            exact: r.exact,
-            nodes: r.nodes,
-            elapsed_us: u64::try_from(r.elapsed.as_micros()).unwrap_or(u64::MAX),
+            leaf: *leaf,
             worker: [0; 16],
             job: [0; 16],
             accepted_ms: 0,
             sources: Vec::new(),
         }
     }
+}
 
-    /// The leaf result.
-    pub fn result(&self) -> LeafResult {
-        LeafResult {
-            mv: move_of(self.mv),
-            score: self.score,
-            depth: self.depth,
-            selectivity: self.selectivity,
-            exact: self.exact,
-            nodes: self.nodes,
-            elapsed: std::time::Duration::from_micros(self.elapsed_us),
-        }
+/// A [`LeafResult`] stored as the tuple of its fields (the engine's type derives no serde):
+/// move code, score, depth, selectivity, exact, nodes, search time in microseconds. Postcard
+/// writes a tuple as its fields back to back, so a record holding one is laid out as one
+/// holding the fields.
+mod leaf_fields {
+    use bookfarm_engine::Move;
+    use bookfarm_engine::search::LeafResult;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::time::Duration;
+
+    type Fields = (u8, i32, u32, u8, bool, u64, u64);
+
+    pub fn serialize<S: Serializer>(l: &LeafResult, s: S) -> Result<S::Ok, S::Error> {
+        let elapsed_us = u64::try_from(l.elapsed.as_micros()).unwrap_or(u64::MAX);
+        let fields: Fields = (
+            l.mv.code(),
+            l.score,
+            l.depth,
+            l.selectivity,
+            l.exact,
+            l.nodes,
+            elapsed_us,
+        );
+        fields.serialize(s)
+    }
+
+    /// An unknown move code (which a record we wrote never holds) reads as "no move".
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<LeafResult, D::Error> {
+        let (mv, score, depth, selectivity, exact, nodes, elapsed_us) = Fields::deserialize(d)?;
+        Ok(LeafResult {
+            mv: Move::from_code(mv).unwrap_or(Move::None),
+            score,
+            depth,
+            selectivity,
+            exact,
+            nodes,
+            elapsed: Duration::from_micros(elapsed_us),
+        })
     }
 }

@@ -173,6 +173,57 @@ fn borrowed_position_records_encode_like_owned_ones() {
     }
 }
 
+/// A result record holding a [`LeafResult`] is stored as the record of its fields was (the
+/// layout the version-1 fixture's results are in): move code, score, depth, selectivity,
+/// exact, nodes, search time in microseconds, then the provenance.
+#[test]
+fn result_records_keep_the_layout_of_their_fields() {
+    use bookfarm_engine::search::LeafResult;
+    #[derive(serde::Serialize)]
+    struct Fields {
+        mv: u8,
+        score: i32,
+        depth: u32,
+        selectivity: u8,
+        exact: bool,
+        nodes: u64,
+        elapsed_us: u64,
+        worker: [u8; 16],
+        job: [u8; 16],
+        accepted_ms: u64,
+        sources: Vec<String>,
+    }
+    let mut r = ResultRecord::of(&LeafResult {
+        mv: Move::Square(Square::parse("f5").unwrap()),
+        score: -12,
+        depth: 21,
+        selectivity: 3,
+        exact: true,
+        nodes: 1 << 40,
+        elapsed: std::time::Duration::from_micros(123_456),
+    });
+    r.worker = [7; 16];
+    r.job = [9; 16];
+    r.accepted_ms = 1_795_684_749_377;
+    r.sources = vec!["host2".into(), "host1".into()];
+    let flat = Fields {
+        mv: r.leaf.mv.code(),
+        score: -12,
+        depth: 21,
+        selectivity: 3,
+        exact: true,
+        nodes: 1 << 40,
+        elapsed_us: 123_456,
+        worker: [7; 16],
+        job: [9; 16],
+        accepted_ms: 1_795_684_749_377,
+        sources: r.sources.clone(),
+    };
+    let bytes = encode(&r).unwrap();
+    assert_eq!(bytes, encode(&flat).unwrap());
+    assert_eq!(keys::decode::<ResultRecord>(b"k", &bytes).unwrap(), r);
+}
+
 fn keys_with_prefix(s: &Store, prefix: u8) -> usize {
     s.tree().scan_prefix([prefix]).count()
 }
@@ -396,7 +447,7 @@ fn result_groups_replace_older_results_and_removals_drop_them() {
             .results()
             .unwrap()
             .into_iter()
-            .map(|(k, r)| (k.excluded, r.score))
+            .map(|(k, r)| (k.excluded, r.leaf.score))
             .collect();
         r.sort_unstable();
         r
@@ -533,7 +584,7 @@ fn snapshot(dir: &std::path::Path) -> Snapshot {
     let mut results: Vec<_> = l
         .results
         .iter()
-        .map(|(k, r)| (k.excluded, r.score))
+        .map(|(k, r)| (k.excluded, r.leaf.score))
         .collect();
     results.sort_unstable();
     let trust = l.trust.into_iter().map(|(n, _)| n).collect();

@@ -35,6 +35,7 @@ use crate::grow::{
 use crate::mem::MemBook;
 use crate::model::MAX_LEVEL;
 use crate::negamax::renegamax;
+use crate::program::{Operation, Program};
 use crate::research::{Upgrade, finish_research, start_research, upgrade_mark};
 use crate::select::{Deviate, DeviatePass, deviate_pass, enhance_mark, extend_mark, play_mark};
 use bookfarm_engine::search::{LeafRequest, LeafResult};
@@ -43,100 +44,6 @@ use bookfarm_engine::{Board, Move};
 use std::collections::{HashMap, HashSet};
 
 pub use crate::results::{RequestMap, RequestSet, Results};
-
-/// A growth program (Edax's book commands that search).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Operation {
-    /// `book new`: add (and search) the start position.
-    New,
-    /// `book deviate REL ABS` from `root`: iterations of the root side's pass then the
-    /// opponent's, each marked on the iteration's root value, until an iteration adds nothing.
-    Deviate {
-        /// The root (any orientation; usually the start position).
-        root: Board,
-        /// Relative and absolute errors.
-        params: Deviate,
-    },
-    /// `book enhance MID END` from `root` (errors stored in the header). Edax runs exactly one
-    /// iteration; `until_stable` repeats until an iteration adds nothing.
-    Enhance {
-        /// The root.
-        root: Board,
-        /// Midgame error.
-        midgame_error: i32,
-        /// Endcut error.
-        endcut_error: i32,
-        /// Repeat until nothing changes (Edax: false).
-        until_stable: bool,
-    },
-    /// `book play` (Edax HEAD) from `root`: expand reachable positions without links, until an
-    /// iteration adds nothing.
-    Play {
-        /// The root.
-        root: Board,
-    },
-    /// `book extend` (Edax HEAD) from `root`: expand reachable leaves that are best moves, until
-    /// an iteration adds nothing.
-    Extend {
-        /// The root.
-        root: Board,
-    },
-    /// Edax's `book_expand` of given positions (canonical boards), in the given order, once.
-    Expand {
-        /// The positions to expand.
-        boards: Vec<Board>,
-    },
-    /// `book add`: games from the start position (Edax's `book_add_game` for each).
-    AddGames {
-        /// Move lists.
-        games: Vec<Vec<Move>>,
-    },
-    /// `book upgrade LEVEL [--error E]` from `root`: rounds of marking ([`upgrade_mark`]) and
-    /// re-searching the marked leaves at the level in marking order (closest to the root
-    /// first), each round on the values the previous one left, until a round marks nothing.
-    Upgrade {
-        /// The root.
-        root: Board,
-        /// Level and error window.
-        params: Upgrade,
-    },
-    /// The line audit: the book's best lines ([`best_lines`]) played to the end by searches at
-    /// `level` (both sides); the lines are independent, so the next search of every unfinished
-    /// line is requested at once. The book is not changed; the outcome is
-    /// [`DriverState::audit`], and with `queue` the contradicting lines are added to the book by
-    /// a follow-up program ([`DriverState::follow_up`]).
-    Audit {
-        /// The level of the searches that play the lines out.
-        level: u8,
-        /// Queue the contradicting games (book line and continuation) for `book add`.
-        queue: bool,
-    },
-}
-
-impl Operation {
-    /// The short name of the operation (`new`, `deviate 2 4`, …).
-    pub fn describe(&self) -> String {
-        match self {
-            Operation::New => "new".into(),
-            Operation::Deviate { params, .. } => format!("deviate {} {}", params.rel, params.abs),
-            Operation::Enhance {
-                midgame_error,
-                endcut_error,
-                ..
-            } => format!("enhance {midgame_error} {endcut_error}"),
-            Operation::Play { .. } => "play".into(),
-            Operation::Extend { .. } => "extend".into(),
-            Operation::AddGames { games } => format!("add {} games", games.len()),
-            Operation::Expand { boards } => format!("expand {} positions", boards.len()),
-            Operation::Upgrade { params, .. } => {
-                format!("upgrade {} --error {}", params.level, params.error)
-            }
-            Operation::Audit { level, queue } => {
-                format!("audit {level}{}", if *queue { " --queue" } else { "" })
-            }
-        }
-    }
-}
 
 /// Which marking a pass of a selector program uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,11 +100,8 @@ pub enum Phase {
 /// The persistent state of a [`Driver`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DriverState {
-    /// The program.
-    pub operation: Operation,
-    /// Level of the positions that expansions create (`None`: the expanded position's level, as
-    /// Edax does).
-    pub level: Option<u8>,
+    /// The program (its level clamped to 0..=60).
+    pub program: Program,
     /// Where it stands.
     pub phase: Phase,
     /// Iterations (selector passes) completed.
@@ -218,8 +122,8 @@ impl DriverState {
     /// The program to run after this one, when it asks for one: an audit with `queue` adds its
     /// contradicting games (book line and continuation) to the book (Egaroucid's draw
     /// verification feeds the book this way).
-    pub fn follow_up(&self) -> Option<Operation> {
-        let Operation::Audit { queue: true, .. } = self.operation else {
+    pub fn follow_up(&self) -> Option<Program> {
+        let Operation::Audit { queue: true, .. } = self.program.operation else {
             return None;
         };
         let games: Vec<Vec<Move>> = self
@@ -228,7 +132,10 @@ impl DriverState {
             .filter(|a| a.contradicts())
             .map(|a| a.line.iter().chain(&a.continuation).copied().collect())
             .collect();
-        (self.phase == Phase::Done && !games.is_empty()).then_some(Operation::AddGames { games })
+        (self.phase == Phase::Done && !games.is_empty()).then(|| Program {
+            operation: Operation::AddGames { games },
+            ..self.program.clone()
+        })
     }
 }
 
@@ -277,12 +184,12 @@ enum Step {
 }
 
 impl Driver {
-    /// A new program; `level` overrides the level of positions created by expansions.
-    pub fn new(operation: Operation, level: Option<u8>) -> Driver {
+    /// A new program.
+    pub fn new(mut program: Program) -> Driver {
+        program.level = program.level.map(|l| l.min(MAX_LEVEL));
         Driver {
             state: DriverState {
-                operation,
-                level: level.map(|l| l.min(MAX_LEVEL)),
+                program,
                 phase: Phase::Start,
                 iterations: 0,
                 passes: 0,
@@ -368,7 +275,7 @@ impl Driver {
                     self.end_pass(book, pass, root_value, iteration, marked);
                 }
                 Phase::Auditing => {
-                    let level = match &self.state.operation {
+                    let level = match &self.state.program.operation {
                         Operation::Audit { level, .. } => *level,
                         _ => continue, // phase stays Done
                     };
@@ -436,7 +343,7 @@ impl Driver {
         book: &MemBook,
         game: usize,
     ) -> Option<(Vec<Board>, Option<IllegalGameMove>)> {
-        match &self.state.operation {
+        match &self.state.program.operation {
             Operation::New => (game == 0).then(|| (vec![Board::start()], None)),
             Operation::AddGames { games } => games.get(game).map(|moves| {
                 let (boards, report) = replay_game(book, moves);
@@ -446,26 +353,21 @@ impl Driver {
         }
     }
 
+    /// The position the selectors and `upgrade` start from.
     fn root(&self) -> Option<Board> {
-        match &self.state.operation {
-            Operation::Deviate { root, .. }
-            | Operation::Enhance { root, .. }
-            | Operation::Play { root }
-            | Operation::Extend { root }
-            | Operation::Upgrade { root, .. } => Some(*root),
-            Operation::New
-            | Operation::AddGames { .. }
-            | Operation::Expand { .. }
-            | Operation::Audit { .. } => None,
+        if self.state.program.operation.has_root() {
+            self.state.program.root_board()
+        } else {
+            None
         }
     }
 
     fn first_pass(&self) -> Option<PassKind> {
-        match &self.state.operation {
+        match &self.state.program.operation {
             Operation::Deviate { .. } => Some(PassKind::DeviateRoot),
             Operation::Enhance { .. } => Some(PassKind::Enhance),
-            Operation::Play { .. } => Some(PassKind::Play),
-            Operation::Extend { .. } => Some(PassKind::Extend),
+            Operation::Play => Some(PassKind::Play),
+            Operation::Extend => Some(PassKind::Extend),
             Operation::Expand { .. } => Some(PassKind::Given),
             Operation::Upgrade { .. } => Some(PassKind::Upgrade),
             Operation::New | Operation::AddGames { .. } | Operation::Audit { .. } => None,
@@ -475,7 +377,7 @@ impl Driver {
     /// Begin the program: negamax from the root and mark the first pass; `new` and `add` start
     /// adding boards.
     fn start(&mut self, book: &mut MemBook) {
-        match &self.state.operation {
+        match &self.state.program.operation {
             Operation::New | Operation::AddGames { .. } => {
                 self.state.phase = Phase::Adding { game: 0, cursor: 0 };
                 return;
@@ -527,8 +429,8 @@ impl Driver {
             return;
         };
         let s = root_value.unwrap_or_else(|| i32::from(book.score(root).value));
-        let params = match &self.state.operation {
-            Operation::Deviate { params, .. } => *params,
+        let params = match &self.state.program.operation {
+            Operation::Deviate { params } => *params,
             _ => Deviate::default(),
         };
         let marked = match pass {
@@ -538,8 +440,8 @@ impl Driver {
                 return;
             }
             PassKind::Upgrade => {
-                let params = match &self.state.operation {
-                    Operation::Upgrade { params, .. } => *params,
+                let params = match &self.state.program.operation {
+                    Operation::Upgrade { params } => *params,
                     _ => Upgrade { level: 0, error: 0 },
                 };
                 upgrade_mark(book, root, params.clamped())
@@ -601,7 +503,7 @@ impl Driver {
             self.state.phase = Phase::Done;
             return;
         }
-        let again = match &self.state.operation {
+        let again = match &self.state.program.operation {
             Operation::Enhance { until_stable, .. } => *until_stable && it.changed(),
             Operation::Upgrade { .. } => marked > 0,
             _ => it.changed(),
@@ -614,7 +516,7 @@ impl Driver {
 
     fn plan(&self, book: &MemBook, board: &Board) -> Option<ExpandPlan> {
         let id = book.find(board)?;
-        plan_expand_at(book, id, self.state.level)
+        plan_expand_at(book, id, self.state.program.level)
     }
 
     /// The requests the step of `pass` on `board` needs on the current book.
@@ -633,8 +535,8 @@ impl Driver {
 
     /// The level an upgrade program re-searches at.
     fn upgrade_level(&self) -> Option<u8> {
-        match &self.state.operation {
-            Operation::Upgrade { params, .. } => Some(params.clamped().level),
+        match &self.state.program.operation {
+            Operation::Upgrade { params } => Some(params.clamped().level),
             _ => None,
         }
     }
@@ -702,15 +604,15 @@ fn dedup_missing(need: Vec<LeafRequest>, results: &dyn Results) -> Vec<LeafReque
         .collect()
 }
 
-/// Run `operation` on `book` to its end, answering its requests with `search` one at a time and
+/// Run `program` on `book` to its end, answering its requests with `search` one at a time and
 /// without lookahead (nothing is searched that the serial program does not need; a request is
 /// searched once). The serial form of every growth program: Edax's book commands offline, and
 /// the reference a cluster's book is compared with. Returns the finished program's state.
-pub fn run_serial<F>(book: &mut MemBook, operation: Operation, search: &mut F) -> DriverState
+pub fn run_serial<F>(book: &mut MemBook, program: impl Into<Program>, search: &mut F) -> DriverState
 where
     F: FnMut(&LeafRequest) -> LeafResult,
 {
-    let mut driver = Driver::new(operation, None);
+    let mut driver = Driver::new(program.into());
     let mut known: HashMap<LeafRequest, LeafResult> = HashMap::new();
     while let Progress::Blocked(need) = driver.run(book, &known, 0) {
         for r in need {

@@ -154,7 +154,7 @@ pub fn play_out_known(
 /// `level` as far as `results` go. `Ok`: every line is finished (lines that cannot be replayed
 /// are skipped); `Err`: the next search of every unfinished line (the lines are independent, so
 /// these can run at the same time). The growth driver runs the audit on a cluster this way
-/// ([`crate::driver::Operation::Audit`]).
+/// ([`crate::program::Operation::Audit`]).
 pub fn audit_known(
     book: &MemBook,
     lines: &[Vec<Move>],

@@ -1,7 +1,7 @@
 //! Better leaves (Egaroucid's `upgrade_better_leaves`): positions with links whose leaf scores
 //! better than every link. Their value rests on a leaf search the book never followed, so the
 //! book's best line leaves the book there. `book check` reports them and `book fix` repairs them
-//! by promoting the leaf to a position: Edax's expansion ([`crate::driver::Operation::Expand`]
+//! by promoting the leaf to a position: Edax's expansion ([`crate::program::Operation::Expand`]
 //! of the positions [`better_leaves`] finds): the child is added with its own leaf search, the
 //! parent's leaf becomes a link and the parent is searched again for a new leaf, both at the
 //! parent's level.

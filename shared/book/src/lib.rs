@@ -11,6 +11,8 @@
 //! * [`select`]: the selectors deviate, enhance, play and extend as pure marking functions;
 //! * [`maintain`]: prune and subtree;
 //! * [`merge`]: merging by level (higher level wins, equal level → the newer book);
+//! * [`program`]: [`program::Program`], the one description of a growth program (operation,
+//!   root line, level, schedule), with its stored (serde) form;
 //! * [`driver`]: the one definition of book growth, a resumable serial program whose searches
 //!   are requests answered by the caller (offline, threads or a cluster), and
 //!   [`driver::run_serial`], its serial form with a search callback;
@@ -62,6 +64,7 @@ pub mod merge;
 pub mod model;
 pub mod negamax;
 pub mod play;
+pub mod program;
 pub mod query;
 pub mod research;
 pub mod results;

@@ -126,8 +126,8 @@ where
     (report, fixed)
 }
 
-/// Parameters of `book upgrade` ([`crate::driver::Operation::Upgrade`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Parameters of `book upgrade` ([`crate::program::Operation::Upgrade`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Upgrade {
     /// The level to re-search at (0..=60).
     pub level: u8,

@@ -38,7 +38,7 @@ fn outside(book: &MemBook, id: NodeId) -> bool {
 }
 
 /// Parameters of Edax's `book deviate <rel> <abs>`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Deviate {
     /// Relative error allowed per deviating move (clamped to −129..=129).
     pub rel: i32,

@@ -2,8 +2,9 @@
 //! `book analyze`, `book extract` and the book's random move choice.
 
 mod common;
-use bookfarm_book::driver::{Operation, run_serial};
+use bookfarm_book::driver::run_serial;
 use bookfarm_book::model::BookHeader;
+use bookfarm_book::program::Operation;
 use bookfarm_book::research::{self, Upgrade};
 use bookfarm_book::{Link, MemBook, Score, extract, grow, play};
 use bookfarm_engine::formats::Game;
@@ -53,10 +54,7 @@ fn correct_re_solves_exact_leaves_and_reports_the_wrong_one() {
 
 /// `book upgrade` from the start position.
 fn upgrade(params: Upgrade) -> Operation {
-    Operation::Upgrade {
-        root: Board::start(),
-        params,
-    }
+    Operation::Upgrade { params }
 }
 
 /// `book upgrade 4 --error 4` on book-tiny (level 2): every marked leaf is re-searched at level

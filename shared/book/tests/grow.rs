@@ -3,12 +3,13 @@
 //! and the golden tiny book rebuilt with the real engine.
 
 mod common;
-use bookfarm_book::driver::{Operation, run_serial};
+use bookfarm_book::driver::run_serial;
 use bookfarm_book::grow::{
     self, Changes, PositionProblem, add_game, apply_leaf, check_position, expand, finish_expand,
     leaf_request, plan_expand, store_game,
 };
 use bookfarm_book::model::BookHeader;
+use bookfarm_book::program::Operation;
 use bookfarm_book::query::{self, check_games, problems, show};
 use bookfarm_book::{BAD_LINK, Link, MemBook, Position, dump, edax, negamax};
 use bookfarm_engine::formats::transcript::parse_moves;
@@ -604,15 +605,12 @@ fn small_book_rebuilt_with_the_engine() {
     let again = grow::link_command(&mut relinked, &mut search);
     assert_eq!(again.changes, Changes::default());
     assert_eq!(dump::dump(&relinked, false), dump::dump(&edax_style, false));
-    let start = Board::start();
     let deviate = Operation::Deviate {
-        root: start,
         params: bookfarm_book::select::Deviate::new(2, 4),
     };
     run_serial(&mut book, deviate, &mut search);
     println!("after deviate: {:?} (Edax (1054, 1062, 1038))", info(&book));
     let enhance = Operation::Enhance {
-        root: start,
         midgame_error: 2,
         endcut_error: 4,
         until_stable: false,

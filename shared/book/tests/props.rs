@@ -4,11 +4,12 @@
 
 mod common;
 
-use bookfarm_book::driver::{Operation, run_serial};
+use bookfarm_book::driver::run_serial;
 use bookfarm_book::edax::{book_to_bytes, read_book};
 use bookfarm_book::grow::{check_position, link_command};
 use bookfarm_book::mem::child_board;
 use bookfarm_book::negamax::{link_position, negamax, propagate, recompute_all};
+use bookfarm_book::program::Operation;
 use bookfarm_book::select::Deviate;
 use bookfarm_book::synth::{Draw, SplitMix64, SynthParams, random_book, random_leaf};
 use bookfarm_book::{BAD_LINK, BookHeader, Link, MemBook, NodeId, Position, dump};
@@ -180,12 +181,11 @@ proptest! {
         let mut book = MemBook::new(BookHeader::new(level, depth));
         let mut rng = SplitMix64::seed_from_u64(seed);
         let games = (0..games).map(|_| random_game(&mut rng, 24)).collect();
-        let root = Board::start();
         for op in [
             Operation::New,
             Operation::AddGames { games },
-            Operation::Deviate { root, params: Deviate::new(rel, abs) },
-            Operation::Extend { root },
+            Operation::Deviate { params: Deviate::new(rel, abs) },
+            Operation::Extend,
         ] {
             run_serial(&mut book, op, &mut common::mock);
         }

@@ -3,9 +3,10 @@
 
 mod common;
 use bookfarm_book::accuracy::{Grade, Grader};
-use bookfarm_book::driver::{Operation, run_serial};
+use bookfarm_book::driver::run_serial;
 use bookfarm_book::merge::{Newer, merge_by_level};
 use bookfarm_book::model::BookHeader;
+use bookfarm_book::program::Operation;
 use bookfarm_book::{Link, MemBook, egbk3, grow, negamax};
 use bookfarm_book::{leaves, line};
 use bookfarm_engine::formats::transcript::parse_moves;

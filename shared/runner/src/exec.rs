@@ -145,7 +145,10 @@ impl Pool {
                             }));
                             let o = match r {
                                 Ok(_) if task.abort.load(Ordering::SeqCst) => Outcome::Aborted(job),
-                                Ok(r) => Outcome::Done(JobResult::from_leaf(job.id, &r)),
+                                Ok(leaf) => Outcome::Done(JobResult {
+                                    job_id: job.id,
+                                    leaf,
+                                }),
                                 Err(p) => Outcome::Panicked(job, panic_message(&*p)),
                             };
                             if out.send(M::from(o)).is_err() {

@@ -230,9 +230,9 @@ impl<T: Transport> Loop<T> {
         match o {
             Outcome::Done(r) => {
                 if self.outstanding.remove(&r.job_id).is_some() {
-                    self.stats.nodes += r.nodes;
-                    self.stats.search_time += r.elapsed;
-                    tracing::debug!(job_id = %r.job_id, mv = %r.mv, score = r.score, nodes = r.nodes, "search done");
+                    self.stats.nodes += r.leaf.nodes;
+                    self.stats.search_time += r.leaf.elapsed;
+                    tracing::debug!(job_id = %r.job_id, mv = %r.leaf.mv, score = r.leaf.score, nodes = r.leaf.nodes, "search done");
                     self.finished.push(r);
                 }
             }

@@ -7,16 +7,16 @@ use super::{Db, EngineArgs, SelectArgs, open_db, store_context};
 use crate::cli::io;
 use anyhow::{Context, bail};
 use bookfarm_book::MemBook;
+use bookfarm_book::program::{Operation, Program};
+use bookfarm_book::research::Upgrade;
+use bookfarm_book::select::Deviate;
 use bookfarm_coordinator::offline;
 use bookfarm_coordinator::progress::{Progress, Snapshot};
-use bookfarm_coordinator::service::{
-    Coordinator, ServiceConfig, StatusReport, new_book, operation,
-};
+use bookfarm_coordinator::service::{Coordinator, ServiceConfig, StatusReport, new_book};
 use bookfarm_coordinator::store::Store;
 use bookfarm_engine::Move;
 use bookfarm_engine::eval::Eval;
 use bookfarm_engine::search::{LeafRequest, LeafResult};
-use bookfarm_proto::domain::Selector;
 use clap::Subcommand;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
@@ -172,11 +172,8 @@ pub fn run(cmd: GrowthCommand) -> anyhow::Result<()> {
             engine,
             select,
         } => {
-            let sel = Selector::Deviate {
-                relative: rel,
-                absolute: abs,
-            };
-            expansion(&db.db, &engine, &select, sel)
+            let params = Deviate::new(rel, abs);
+            expansion(&db.db, &engine, &select, Operation::Deviate { params })
         }
         GrowthCommand::Enhance {
             mid,
@@ -184,18 +181,12 @@ pub fn run(cmd: GrowthCommand) -> anyhow::Result<()> {
             db,
             engine,
             select,
-        } => {
-            let sel = Selector::Enhance {
-                midgame: mid,
-                endcut: end,
-            };
-            expansion(&db.db, &engine, &select, sel)
-        }
+        } => expansion(&db.db, &engine, &select, Operation::enhance(mid, end)),
         GrowthCommand::Play { db, engine, select } => {
-            expansion(&db.db, &engine, &select, Selector::Play)
+            expansion(&db.db, &engine, &select, Operation::Play)
         }
         GrowthCommand::Extend { db, engine, select } => {
-            expansion(&db.db, &engine, &select, Selector::Extend)
+            expansion(&db.db, &engine, &select, Operation::Extend)
         }
         // Upgrade and audit are growth programs: the same ones `expand upgrade` and `expand
         // audit` run on a cluster, here with in-process workers.
@@ -207,7 +198,9 @@ pub fn run(cmd: GrowthCommand) -> anyhow::Result<()> {
         } => searches(
             &db.db,
             &engine,
-            Some(Selector::Upgrade { level, error }),
+            Some(Program::new(Operation::Upgrade {
+                params: Upgrade { level, error },
+            })),
             |_| Ok(()),
         ),
         GrowthCommand::Audit {
@@ -241,8 +234,8 @@ fn audit(
     let (eval, hash) = bookfarm_runner::load_eval(engine.eval.as_deref())?;
     let n = engine.threads();
     let c = open_db(db, offline::service_config(&eval, &hash))?;
-    let sel = Selector::Audit { level, queue };
-    run_searches(&c, engine, Some(sel), eval, hash, n, interrupt)?;
+    let audit = Program::new(Operation::Audit { level, queue });
+    run_searches(&c, engine, Some(audit), eval, hash, n, interrupt)?;
     if let Some(path) = contradictions {
         let games: String = c
             .last_audit()
@@ -256,11 +249,11 @@ fn audit(
 }
 
 /// Open the store with the engine's evaluation fingerprint, let `prepare` queue searches, then
-/// run them (and the `selector`'s expansion) with in-process workers.
+/// run them (and the `program`) with in-process workers.
 fn searches(
     db: &Path,
     engine: &EngineArgs,
-    selector: Option<Selector>,
+    program: Option<Program>,
     prepare: impl FnOnce(&Coordinator) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     // Catch Ctrl-C before anything touches the store.
@@ -269,13 +262,13 @@ fn searches(
     let n = engine.threads();
     let c = open_db(db, offline::service_config(&eval, &hash))?;
     prepare(&c)?;
-    run_searches(&c, engine, selector, eval, hash, n, interrupt)
+    run_searches(&c, engine, program, eval, hash, n, interrupt)
 }
 
 fn run_searches(
     c: &Coordinator,
     engine: &EngineArgs,
-    selector: Option<Selector>,
+    program: Option<Program>,
     eval: Arc<Eval>,
     hash: String,
     n: usize,
@@ -298,7 +291,7 @@ fn run_searches(
     let mut progress = Progress::new();
     let out = rt.block_on(offline::run_local(
         c,
-        selector,
+        program,
         n,
         eval,
         hash,
@@ -376,22 +369,26 @@ fn expansion(
     db: &Path,
     engine: &EngineArgs,
     select: &SelectArgs,
-    sel: Selector,
+    operation: Operation,
 ) -> anyhow::Result<()> {
+    let program = Program::new(operation);
     if select.dry_run {
         let c = open_db(db, ServiceConfig::default())?;
         let mut book = offline::load_book(&c);
-        let n = first_selection(&mut book, sel);
-        println!("{sel}: {n} positions would be expanded in the first pass");
+        let n = first_selection(&mut book, program.clone());
+        println!(
+            "{}: {n} positions would be expanded in the first pass",
+            program.describe()
+        );
         return Ok(());
     }
-    searches(db, engine, Some(sel), |_| Ok(()))
+    searches(db, engine, Some(program), |_| Ok(()))
 }
 
-/// How many positions the first pass of `sel` marks (the growth driver's first marking, run
+/// How many positions the first pass of `program` marks (the growth driver's first marking, run
 /// on a copy with no search result known).
-fn first_selection(book: &mut MemBook, sel: Selector) -> usize {
-    let mut driver = bookfarm_book::driver::Driver::new(operation(sel), None);
+fn first_selection(book: &mut MemBook, program: Program) -> usize {
+    let mut driver = bookfarm_book::driver::Driver::new(program);
     let none: std::collections::HashMap<LeafRequest, LeafResult> = std::collections::HashMap::new();
     let _ = driver.run(book, &none, 0);
     match &driver.state().phase {

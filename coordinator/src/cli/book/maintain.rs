@@ -5,7 +5,8 @@
 use super::{Db, EngineArgs, open_db, replay, root_value, store_context};
 use crate::cli::io;
 use anyhow::{Context, bail};
-use bookfarm_book::driver::{Operation, run_serial};
+use bookfarm_book::driver::run_serial;
+use bookfarm_book::program::Operation;
 use bookfarm_book::{MemBook, grow, leaves, maintain, merge, negamax, query, research};
 use bookfarm_coordinator::offline;
 use bookfarm_coordinator::service::ServiceConfig;

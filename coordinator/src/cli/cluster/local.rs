@@ -6,10 +6,11 @@ use crate::cli::book::open_db;
 use crate::cli::io;
 use anyhow::Context;
 use bookfarm_book::BookDate;
+use bookfarm_book::program::{Operation, Program};
+use bookfarm_book::select::Deviate;
 use bookfarm_coordinator::progress::{Progress, Snapshot};
 use bookfarm_coordinator::service::{ServiceConfig, StatusReport, new_book};
 use bookfarm_coordinator::store::Store;
-use bookfarm_proto::domain::Selector;
 use indicatif::ProgressBar;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -71,11 +72,10 @@ fn ensure_book(db: &Path, level: u8, depth: u8) -> anyhow::Result<bool> {
 
 /// Build (or resume) the book in `--db` and write it to `--out`.
 pub fn run(a: LocalArgs) -> anyhow::Result<()> {
-    let selector = match a.enhance {
-        Some((midgame, endcut)) => Selector::Enhance { midgame, endcut },
-        None => Selector::Deviate {
-            relative: a.deviate.0,
-            absolute: a.deviate.1,
+    let operation = match a.enhance {
+        Some((midgame, endcut)) => Operation::enhance(midgame, endcut),
+        None => Operation::Deviate {
+            params: Deviate::new(a.deviate.0, a.deviate.1),
         },
     };
     let workers = a
@@ -114,7 +114,7 @@ pub fn run(a: LocalArgs) -> anyhow::Result<()> {
     if let Some(g) = &a.games {
         c.add_games(&io::read_games(g)?)?;
     }
-    c.start_expansion(selector, 0)?;
+    c.start(Program::new(operation))?;
     let t0 = Instant::now();
     let opts = bookfarm_coordinator::local::LocalOptions {
         workers,

@@ -4,9 +4,11 @@
 use super::{Admin, Remote, admin, spinner};
 use crate::cli::io;
 use anyhow::Context;
+use bookfarm_book::program::{Operation, Program};
+use bookfarm_book::research::Upgrade;
+use bookfarm_book::select::Deviate;
 use bookfarm_coordinator::http::api::StatusV1;
 use bookfarm_coordinator::progress::{Progress, Snapshot, state_name};
-use bookfarm_proto::domain::Selector;
 use bookfarm_proto::pb;
 use clap::Subcommand;
 use std::path::PathBuf;
@@ -105,24 +107,23 @@ pub enum ExpandSelector {
     },
 }
 
-impl From<ExpandSelector> for Selector {
-    fn from(s: ExpandSelector) -> Selector {
+impl From<ExpandSelector> for Operation {
+    /// The operation as given (the coordinator clamps the parameters as Edax does).
+    fn from(s: ExpandSelector) -> Operation {
         match s {
-            ExpandSelector::Deviate { rel, abs } => Selector::Deviate {
-                relative: rel,
-                absolute: abs,
+            ExpandSelector::Deviate { rel, abs } => Operation::Deviate {
+                params: Deviate { rel, abs },
             },
-            ExpandSelector::Enhance { mid, end } => Selector::Enhance {
-                midgame: mid,
-                endcut: end,
+            ExpandSelector::Enhance { mid, end } => Operation::enhance(mid, end),
+            ExpandSelector::Play => Operation::Play,
+            ExpandSelector::Extend => Operation::Extend,
+            ExpandSelector::Upgrade { target, error } => Operation::Upgrade {
+                params: Upgrade {
+                    level: target,
+                    error,
+                },
             },
-            ExpandSelector::Play => Selector::Play,
-            ExpandSelector::Extend => Selector::Extend,
-            ExpandSelector::Upgrade { target, error } => Selector::Upgrade {
-                level: target,
-                error,
-            },
-            ExpandSelector::Audit { target, queue } => Selector::Audit {
+            ExpandSelector::Audit { target, queue } => Operation::Audit {
                 level: target,
                 queue,
             },
@@ -138,7 +139,10 @@ pub fn run(cmd: AdminCommand) -> anyhow::Result<()> {
             level,
             wait,
             remote,
-        } => expand(selector.into(), level, wait, &remote),
+        } => {
+            let program = Program::new(selector.into()).at_level((level > 0).then_some(level));
+            expand(&program, wait, &remote)
+        }
         AdminCommand::Pause { remote } => io::runtime()?.block_on(async {
             admin(&remote)
                 .await?
@@ -199,9 +203,10 @@ pub fn run(cmd: AdminCommand) -> anyhow::Result<()> {
     }
 }
 
-/// Start `sel` on the coordinator; with `wait`, follow it to the end and print what the
+/// Start `program` on the coordinator; with `wait`, follow it to the end and print what the
 /// programs finished meanwhile reported.
-fn expand(sel: Selector, level: u8, wait: bool, remote: &Remote) -> anyhow::Result<()> {
+fn expand(program: &Program, wait: bool, remote: &Remote) -> anyhow::Result<()> {
+    let request = pb::StartExpansionRequest::try_from(program)?;
     io::runtime()?.block_on(async {
         let mut c = admin(remote).await?;
         let before = c
@@ -211,14 +216,11 @@ fn expand(sel: Selector, level: u8, wait: bool, remote: &Remote) -> anyhow::Resu
             .into_inner()
             .programs_finished;
         let r = c
-            .start_expansion(pb::StartExpansionRequest {
-                selector: Some(sel.into()),
-                level: u32::from(level),
-            })
+            .start_expansion(request)
             .await
             .context("starting the expansion")?
             .into_inner();
-        println!("{sel} started: {} jobs queued", r.queued);
+        println!("{} started: {} jobs queued", program.describe(), r.queued);
         if wait {
             watch(&mut c, true).await?;
             // What the programs finished since the start did (an audit's

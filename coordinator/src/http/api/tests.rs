@@ -6,7 +6,8 @@ use crate::identity::{Identities, IdentityConfig};
 use crate::service::tests::{identity, mock_result};
 use crate::service::{Coordinator, ManualClock, ServiceConfig, new_book};
 use crate::store::{CredentialState, Store};
-use bookfarm_proto::domain::Selector;
+use bookfarm_book::program::{Operation, Program};
+use bookfarm_book::select::Deviate;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -100,8 +101,8 @@ fn answer(c: &Coordinator, worker: &Uuid, n: u32) -> usize {
         .iter()
         .map(|j| {
             let mut r = mock_result(j);
-            r.elapsed = Duration::from_millis(4);
-            r.nodes = 1000;
+            r.leaf.elapsed = Duration::from_millis(4);
+            r.leaf.nodes = 1000;
             r
         })
         .collect();
@@ -111,13 +112,9 @@ fn answer(c: &Coordinator, worker: &Uuid, n: u32) -> usize {
 }
 
 fn deviate(c: &Coordinator) {
-    c.start_expansion(
-        Selector::Deviate {
-            relative: 2,
-            absolute: 4,
-        },
-        0,
-    )
+    c.start(Program::new(Operation::Deviate {
+        params: Deviate::new(2, 4),
+    }))
     .unwrap();
 }
 

@@ -6,14 +6,14 @@ use super::*;
 #[test]
 fn deviate_builds_a_consistent_book_to_completion() {
     let f = fixture(2, 10, ServiceConfig::default());
-    f.c.start_expansion(deviate24(), 0).unwrap();
+    f.c.start(deviate24()).unwrap();
     let n = drive(&f.c, 7);
     let s = f.c.status();
     assert_eq!(s.state, State::Done, "{s:?}");
     assert!(s.positions > 20, "{s:?}");
     assert_eq!(s.completed, n);
     assert_matches_book_crate(&f.c);
-    assert_same_book(&f.c, &serial_book(2, 10, &[operation(deviate24())]));
+    assert_same_book(&f.c, &serial_book(2, 10, &[deviate24()]));
     assert_linked(&f.c);
     // Nothing is left pending, every position's leaf excludes its links.
     let (h, positions) = f.c.snapshot();
@@ -33,24 +33,20 @@ fn cluster_and_book_crate_grow_the_same_book() {
         .iter()
         .map(|g| bookfarm_engine::formats::transcript::parse_moves(g).unwrap())
         .collect();
-    let root = Board::start();
     let ops = vec![
-        Operation::AddGames {
+        Program::new(Operation::AddGames {
             games: games.clone(),
-        },
-        operation(deviate24()),
-        operation(Selector::Enhance {
-            midgame: 2,
-            endcut: 4,
         }),
-        Operation::Extend { root },
-        Operation::Play { root },
+        deviate24(),
+        Program::new(Operation::enhance(2, 4)),
+        Program::new(Operation::Extend),
+        Program::new(Operation::Play),
     ];
     let want = serial_book(2, 8, &ops);
     for (workers, slots, seed) in [(1, 1, 0), (3, 4, 2)] {
         let f = fixture(2, 8, ServiceConfig::default());
         for op in &ops {
-            f.c.start(op.clone(), None).unwrap();
+            f.c.start(op.clone()).unwrap();
         }
         let accepted = drive_workers(&f.c, workers, slots, seed);
         assert_eq!(f.c.status().state, State::Done);
@@ -64,7 +60,7 @@ fn cluster_and_book_crate_grow_the_same_book() {
 #[test]
 fn pause_stops_leasing_and_resume_restarts() {
     let f = fixture(2, 10, ServiceConfig::default());
-    f.c.start_expansion(deviate24(), 0).unwrap();
+    f.c.start(deviate24()).unwrap();
     f.c.set_paused(true).unwrap();
     let id = identity();
     let w = f.c.register(&id, "w", 1).unwrap();
@@ -74,8 +70,10 @@ fn pause_stops_leasing_and_resume_restarts() {
     assert_eq!(f.c.lease(&id, &w, 4).unwrap().len(), 1);
 }
 
-fn upgrade4() -> Selector {
-    Selector::Upgrade { level: 4, error: 6 }
+fn upgrade4() -> Program {
+    Program::new(Operation::Upgrade {
+        params: bookfarm_book::research::Upgrade { level: 4, error: 6 },
+    })
 }
 
 /// Issue 22: `expand upgrade` and `expand audit --queue` on the coordinator, with three mock
@@ -90,9 +88,9 @@ fn upgrade_and_audit_on_the_cluster_equal_the_serial_programs() {
         .iter()
         .map(|g| bookfarm_engine::formats::transcript::parse_moves(g).unwrap())
         .collect();
-    let add = Operation::AddGames { games };
+    let add = Program::new(Operation::AddGames { games });
     let level2 = serial_book(2, 20, std::slice::from_ref(&add));
-    let upgraded = serial_book(2, 20, &[add.clone(), operation(upgrade4())]);
+    let upgraded = serial_book(2, 20, &[add.clone(), upgrade4()]);
     let raised = level2
         .positions()
         .filter(|p| upgraded.get(&p.board).is_some_and(|q| q.level > p.level))
@@ -104,10 +102,10 @@ fn upgrade_and_audit_on_the_cluster_equal_the_serial_programs() {
     }
     // The audit on the upgraded book, serially, then its follow-up `book add`.
     let mut audited = upgraded.clone();
-    let audit = Operation::Audit {
+    let audit = Program::new(Operation::Audit {
         level: 6,
         queue: true,
-    };
+    });
     let mut search = mock_search;
     let d = run_serial(&mut audited, audit.clone(), &mut search);
     let lines = d.audit.clone();
@@ -119,9 +117,9 @@ fn upgrade_and_audit_on_the_cluster_equal_the_serial_programs() {
     assert!(audited.len() > upgraded.len(), "contradicting lines added");
 
     let f = fixture(2, 20, ServiceConfig::default());
-    f.c.start(add, None).unwrap();
+    f.c.start(add).unwrap();
     drive(&f.c, 7);
-    f.c.start_expansion(upgrade4(), 0).unwrap();
+    f.c.start(upgrade4()).unwrap();
     drive_workers(&f.c, 3, 3, 5);
     assert_eq!(f.c.status().state, State::Done);
     assert_same_book(&f.c, &upgraded);
@@ -136,14 +134,7 @@ fn upgrade_and_audit_on_the_cluster_equal_the_serial_programs() {
             bookfarm_book::extract::root_value(&upgraded).unwrap_or(0)
         )
     );
-    f.c.start_expansion(
-        Selector::Audit {
-            level: 6,
-            queue: true,
-        },
-        0,
-    )
-    .unwrap();
+    f.c.start(audit).unwrap();
     drive_workers(&f.c, 3, 2, 9);
     let s = f.c.status();
     assert_eq!(s.state, State::Done);
@@ -162,11 +153,7 @@ fn upgrade_and_audit_on_the_cluster_equal_the_serial_programs() {
 
 /// The upgrade's rounds on `book` with the mock search (serially).
 fn rounds(book: &bookfarm_book::MemBook) -> u64 {
-    let upgrade = Operation::Upgrade {
-        root: Board::start(),
-        params: bookfarm_book::research::Upgrade { level: 4, error: 6 },
-    };
-    u64::from(run_serial(&mut book.clone(), upgrade, &mut mock_search).iterations)
+    u64::from(run_serial(&mut book.clone(), upgrade4(), &mut mock_search).iterations)
 }
 
 /// An upgrade and an audit interrupted by a restart resume from the stored driver state
@@ -174,24 +161,17 @@ fn rounds(book: &bookfarm_book::MemBook) -> u64 {
 /// programs' book.
 #[test]
 fn upgrade_and_audit_resume_after_a_restart() {
-    let audit = Selector::Audit {
+    let audit = Program::new(Operation::Audit {
         level: 5,
         queue: false,
-    };
-    let want = serial_book(
-        2,
-        10,
-        &[
-            operation(deviate24()),
-            operation(upgrade4()),
-            operation(audit),
-        ],
-    );
+    });
+    let want = serial_book(2, 10, &[deviate24(), upgrade4(), audit.clone()]);
     let mut f = fixture(2, 10, ServiceConfig::default());
-    f.c.start_expansion(deviate24(), 0).unwrap();
+    f.c.start(deviate24()).unwrap();
     drive(&f.c, 7);
-    for sel in [upgrade4(), audit] {
-        f.c.start_expansion(sel, 0).unwrap();
+    for program in [upgrade4(), audit] {
+        let name = program.describe();
+        f.c.start(program).unwrap();
         let id = identity();
         let w = f.c.register(&id, "t", 1).unwrap();
         for _ in 0..2 {
@@ -200,9 +180,9 @@ fn upgrade_and_audit_resume_after_a_restart() {
             f.c.submit(&id, &w, &r).unwrap();
             f.c.settle().unwrap();
         }
-        assert_eq!(f.c.status().state, State::Running, "{sel} still running");
+        assert_eq!(f.c.status().state, State::Running, "{name} still running");
         f = reopen(f, ServiceConfig::default());
-        assert_eq!(f.c.status().expansion, sel.to_string());
+        assert_eq!(f.c.status().expansion, name);
         drive(&f.c, 3);
         assert_eq!(f.c.status().state, State::Done);
     }

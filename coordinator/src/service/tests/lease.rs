@@ -13,7 +13,7 @@ fn an_idle_worker_waits_for_the_searches_in_flight() {
         ..ServiceConfig::default()
     };
     let f = fixture(2, 10, cfg);
-    f.c.start_expansion(deviate24(), 0).unwrap();
+    f.c.start(deviate24()).unwrap();
     f.c.settle().unwrap();
     let id = identity();
     // Holders take every queued search.
@@ -190,7 +190,7 @@ fn leases_are_capped_at_threads_plus_lookahead() {
         ..ServiceConfig::default()
     };
     let f = fixture(2, 10, cfg);
-    f.c.start_expansion(deviate24(), 0).unwrap();
+    f.c.start(deviate24()).unwrap();
     let id = identity();
     let w = f.c.register(&id, "w", 1).unwrap();
     advance_until_queued(&f, &id, &w, 2);
@@ -240,7 +240,7 @@ fn heartbeats_do_not_extend_a_lease_past_its_maximum() {
 #[test]
 fn released_and_dropped_leases_go_back_to_the_queue() {
     let f = fixture(2, 10, ServiceConfig::default());
-    f.c.start_expansion(deviate24(), 0).unwrap();
+    f.c.start(deviate24()).unwrap();
     let id = identity();
     let w = f.c.register(&id, "w", 1).unwrap();
     advance_until_queued(&f, &id, &w, 2);
@@ -286,7 +286,7 @@ fn long_round_searches_get_one_backup_lease_and_the_first_answer_wins() {
     f.clock.advance(Duration::from_secs(1));
     f.c.submit(&id, &a, &[mock_result(&root[0])]).unwrap();
     f.c.settle().unwrap();
-    f.c.start_expansion(deviate24(), 0).unwrap();
+    f.c.start(deviate24()).unwrap();
     let held = f.c.lease(&id, &a, 64).unwrap();
     assert!(!held.is_empty());
     assert_eq!(f.c.status().queued, 0, "a holds every search");
@@ -339,7 +339,7 @@ fn a_silent_workers_round_search_is_backed_up_before_speculative_work() {
     let id = identity();
     let a = f.c.register(&id, "a", 1).unwrap();
     let b = f.c.register(&id, "b", 2).unwrap();
-    f.c.start_expansion(deviate24(), 0).unwrap();
+    f.c.start(deviate24()).unwrap();
     let round = f.c.lease(&id, &a, 1).unwrap();
     assert_eq!(round.len(), 1);
     assert_eq!(f.c.jobs().queued_round(), 0, "a holds the round's search");
@@ -393,14 +393,7 @@ fn idle_workers_are_spread_out_as_the_farm_grows() {
         g.c.register(&identity(), &format!("big{i}"), 64).unwrap();
     }
     assert_eq!(g.c.retry_after(), base);
-    f.c.start_expansion(
-        Selector::Deviate {
-            relative: 2,
-            absolute: 4,
-        },
-        0,
-    )
-    .unwrap();
+    f.c.start(deviate24()).unwrap();
     f.c.settle().unwrap();
     let held = f.c.lease(&identity(), &first, 2).unwrap().len();
     assert!(held > 0);

@@ -2,8 +2,9 @@
 
 use super::*;
 use crate::store::{Batch, Store};
-use bookfarm_book::driver::{Operation, run_serial};
+use bookfarm_book::driver::run_serial;
 use bookfarm_book::model::Position;
+use bookfarm_book::program::{Operation, Program};
 use bookfarm_engine::Square;
 use bookfarm_engine::board::BitIter;
 use bookfarm_engine::search::{LeafRequest, LeafResult};
@@ -11,7 +12,7 @@ use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::{Board, Move};
 use bookfarm_proto::ENGINE_VERSION;
 use bookfarm_proto::PROTOCOL_VERSION;
-use bookfarm_proto::domain::{Ack, Failure, Identity, Job, JobResult, Selector};
+use bookfarm_proto::domain::{Ack, Failure, Identity, Job, JobResult};
 use std::collections::HashMap;
 use std::collections::HashSet;
 use std::time::Instant;
@@ -43,14 +44,22 @@ pub(crate) fn mock_result(job: &Job) -> JobResult {
     };
     JobResult {
         job_id: job.id,
-        mv,
-        score,
-        depth: expected(job).0,
-        selectivity: expected(job).1,
-        exact: false,
-        nodes: 1,
-        elapsed: Duration::from_micros(1),
+        leaf: LeafResult {
+            mv,
+            score,
+            depth: expected(job).0,
+            selectivity: expected(job).1,
+            exact: false,
+            nodes: 1,
+            elapsed: Duration::from_micros(1),
+        },
     }
+}
+
+/// `r` with its search result changed by `change`.
+pub(crate) fn changed(mut r: JobResult, change: impl FnOnce(&mut LeafResult)) -> JobResult {
+    change(&mut r.leaf);
+    r
 }
 
 /// The depth and selectivity a search of `job` reports (the level table's).
@@ -163,11 +172,11 @@ fn mock_search(r: &LeafRequest) -> LeafResult {
         level: r.level,
         attempt: 0,
     };
-    mock_result(&j).leaf()
+    mock_result(&j).leaf
 }
 
 /// The book the book crate's driver grows serially from a new book with the same searches.
-fn serial_book(level: u8, depth: u8, ops: &[Operation]) -> bookfarm_book::MemBook {
+fn serial_book(level: u8, depth: u8, ops: &[Program]) -> bookfarm_book::MemBook {
     let (h, entries) = new_book(level, depth);
     let mut book = bookfarm_book::MemBook::new(h);
     for e in entries {
@@ -202,11 +211,10 @@ fn assert_linked(c: &Coordinator) {
     assert!(r.is_fixed_point(), "book link changed the book: {r:?}");
 }
 
-fn deviate24() -> Selector {
-    Selector::Deviate {
-        relative: 2,
-        absolute: 4,
-    }
+fn deviate24() -> Program {
+    Program::new(Operation::Deviate {
+        params: bookfarm_book::select::Deviate::new(2, 4),
+    })
 }
 
 /// The book crate's full Edax negamax (from the start position) agrees with ours.

@@ -5,7 +5,7 @@ use super::*;
 #[test]
 fn restart_requeues_in_flight_and_keeps_accepted_results() {
     let f = fixture(2, 10, ServiceConfig::default());
-    f.c.start_expansion(deviate24(), 0).unwrap();
+    f.c.start(deviate24()).unwrap();
     let id = identity();
     let w = f.c.register(&id, "t", 1).unwrap();
     // A few rounds, then leave jobs leased and "crash".
@@ -34,13 +34,15 @@ fn restart_requeues_in_flight_and_keeps_accepted_results() {
         .iter()
         .map(|&job_id| JobResult {
             job_id,
-            mv: Move::None,
-            score: 0,
-            depth: 0,
-            selectivity: 5,
-            exact: false,
-            nodes: 0,
-            elapsed: Duration::ZERO,
+            leaf: LeafResult {
+                mv: Move::None,
+                score: 0,
+                depth: 0,
+                selectivity: 5,
+                exact: false,
+                nodes: 0,
+                elapsed: Duration::ZERO,
+            },
         })
         .collect();
     assert_eq!(
@@ -58,7 +60,7 @@ fn restart_requeues_in_flight_and_keeps_accepted_results() {
     assert_matches_book_crate(&f.c);
     // Resumed mid-pass from the stored driver state and marked positions: exactly the serial
     // book.
-    assert_same_book(&f.c, &serial_book(2, 10, &[operation(deviate24())]));
+    assert_same_book(&f.c, &serial_book(2, 10, &[deviate24()]));
 }
 
 /// A coordinator killed between two checkpoints (its results stored and durable, as before
@@ -72,7 +74,7 @@ fn killed_between_checkpoints_resumes_to_the_same_book_without_searching_again()
         ..ServiceConfig::default()
     };
     let f = fixture(2, 10, cfg.clone());
-    f.c.start_expansion(deviate24(), 0).unwrap();
+    f.c.start(deviate24()).unwrap();
     let id = identity();
     let w = f.c.register(&id, "t", 1).unwrap();
     let mut searched = HashSet::new();
@@ -116,7 +118,7 @@ fn killed_between_checkpoints_resumes_to_the_same_book_without_searching_again()
     c.settle().unwrap();
     assert_eq!(c.status().state, State::Done);
     assert_eq!(c.stored_results(), searched.len());
-    let want = serial_book(2, 10, &[operation(deviate24())]);
+    let want = serial_book(2, 10, &[deviate24()]);
     assert_same_book(&c, &want);
     // A clean stop checkpoints: the store holds the finished book.
     c.flush().unwrap();
@@ -136,7 +138,7 @@ fn background_checkpoints_reach_the_store_in_order() {
         ..ServiceConfig::default()
     };
     let f = fixture(2, 10, cfg.clone());
-    f.c.start_expansion(deviate24(), 0).unwrap();
+    f.c.start(deviate24()).unwrap();
     let id = identity();
     let w = f.c.register(&id, "t", 1).unwrap();
     for _ in 0..12 {
@@ -186,7 +188,7 @@ fn folded_checkpoints_keep_the_stored_book() {
     let f = fixture(2, 10, cfg.clone());
     // Fold as soon as the chunks hold twice what the last fold wrote (or 128 bytes).
     f.c.0.store.set_fold_min_bytes(64);
-    f.c.start_expansion(deviate24(), 0).unwrap();
+    f.c.start(deviate24()).unwrap();
     let id = identity();
     let w = f.c.register(&id, "t", 1).unwrap();
     for _ in 0..16 {
@@ -208,7 +210,7 @@ fn folded_checkpoints_keep_the_stored_book() {
 fn a_rollback_requested_before_a_kill_is_replayed_at_the_next_start() {
     let cfg = ServiceConfig::default();
     let f = fixture(2, 10, cfg.clone());
-    f.c.start_expansion(deviate24(), 0).unwrap();
+    f.c.start(deviate24()).unwrap();
     let id = identity();
     let w = f.c.register(&id, "t", 1).unwrap();
     // A trusted (loopback) worker tells plausible lies (the score's sign flipped and moved by
@@ -217,12 +219,12 @@ fn a_rollback_requested_before_a_kill_is_replayed_at_the_next_start() {
     answer_until_done(&f.c, &w, 4, |jobs| {
         let mut r = mock_results(jobs);
         if lies.len() < 6 {
-            r[0].score = 2 - r[0].score;
+            r[0].leaf.score = 2 - r[0].leaf.score;
             lies.push(request_of(&jobs[0]));
         }
         r
     });
-    let want = serial_book(2, 10, &[operation(deviate24())]);
+    let want = serial_book(2, 10, &[deviate24()]);
     let (_, lied) = f.c.snapshot();
     assert!(
         !crate::sim::same_positions(lied, &want),

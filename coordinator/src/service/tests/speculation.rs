@@ -23,7 +23,7 @@ fn speculative_searches_wait_for_round_work_and_serve_the_next_pass() {
     assert!(s.prefetch.used > 0, "{s:?}");
     // With perfect guesses and one worker nothing is wasted... except what the last pass
     // planned for a pass that never came.
-    let (book, asked) = crate::sim::serial_build(2, 10, &[operation(deviate24())]);
+    let (book, asked) = crate::sim::serial_build(2, 10, &[deviate24()]);
     assert!(crate::sim::same_positions(f.c.snapshot().1, &book));
     assert!(f.c.stored_results() >= asked.len());
 }
@@ -56,7 +56,7 @@ fn each_request_is_guessed_once_across_plans() {
     assert!(calls.len() > 10, "{} requests guessed", calls.len());
     let twice: Vec<_> = calls.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "guessed more than once: {twice:?}");
-    let (book, _) = crate::sim::serial_build(2, 10, &[operation(deviate24())]);
+    let (book, _) = crate::sim::serial_build(2, 10, &[deviate24()]);
     assert!(crate::sim::same_positions(f.c.snapshot().1, &book));
 }
 
@@ -74,7 +74,7 @@ fn take_turns(
         .map(|i| c.register(&id, &format!("w{i}"), 1).unwrap())
         .collect();
     let mut held: Vec<Option<Job>> = vec![None; workers];
-    c.start_expansion(deviate24(), 0).unwrap();
+    c.start(deviate24()).unwrap();
     for turn in 0..100_000 {
         if c.status().state == State::Done && held.iter().all(Option::is_none) {
             break;
@@ -103,5 +103,8 @@ fn sim_result(job: &Job) -> JobResult {
         level: job.level,
         excluded: job.excluded,
     };
-    JobResult::from_leaf(job.id, &crate::sim::fake_search(&req))
+    JobResult {
+        job_id: job.id,
+        leaf: crate::sim::fake_search(&req),
+    }
 }

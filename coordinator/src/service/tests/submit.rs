@@ -5,7 +5,7 @@ use super::*;
 #[test]
 fn hostile_results_are_rejected_and_change_nothing() {
     let f = fixture(2, 10, ServiceConfig::default());
-    f.c.start_expansion(deviate24(), 0).unwrap();
+    f.c.start(deviate24()).unwrap();
     let id = identity();
     let w = f.c.register(&id, "a", 1).unwrap();
     let other = f.c.register(&id, "b", 1).unwrap();
@@ -47,50 +47,26 @@ fn hostile_results_are_rejected_and_change_nothing() {
         (good, &other, |e| {
             matches!(e, CoordinatorError::NotLeased { .. })
         }),
-        (
-            JobResult {
-                mv: Move::Square(illegal),
-                ..good
-            },
-            &w,
-            |e| matches!(e, CoordinatorError::IllegalMove { .. }),
-        ),
-        (
-            JobResult {
-                mv: Move::Square(excluded_sq),
-                ..good
-            },
-            &w,
-            |e| matches!(e, CoordinatorError::IllegalMove { .. }),
-        ),
-        (
-            JobResult {
-                mv: Move::Pass,
-                ..good
-            },
-            &w,
-            |e| matches!(e, CoordinatorError::IllegalMove { .. }),
-        ),
-        (JobResult { score: 65, ..good }, &w, |e| {
-            matches!(e, CoordinatorError::ScoreOutOfRange { .. })
+        (changed(good, |l| l.mv = Move::Square(illegal)), &w, |e| {
+            matches!(e, CoordinatorError::IllegalMove { .. })
         }),
         (
-            JobResult {
-                score: -100,
-                ..good
-            },
+            changed(good, |l| l.mv = Move::Square(excluded_sq)),
             &w,
-            |e| matches!(e, CoordinatorError::ScoreOutOfRange { .. }),
+            |e| matches!(e, CoordinatorError::IllegalMove { .. }),
         ),
-        (
-            JobResult {
-                score: 3,
-                exact: true,
-                ..good
-            },
-            &w,
-            |e| matches!(e, CoordinatorError::ExactParity { .. }),
-        ),
+        (changed(good, |l| l.mv = Move::Pass), &w, |e| {
+            matches!(e, CoordinatorError::IllegalMove { .. })
+        }),
+        (changed(good, |l| l.score = 65), &w, |e| {
+            matches!(e, CoordinatorError::ScoreOutOfRange { .. })
+        }),
+        (changed(good, |l| l.score = -100), &w, |e| {
+            matches!(e, CoordinatorError::ScoreOutOfRange { .. })
+        }),
+        (changed(good, |l| (l.score, l.exact) = (3, true)), &w, |e| {
+            matches!(e, CoordinatorError::ExactParity { .. })
+        }),
     ];
     for (r, who, check) in cases {
         // A bad result in a batch with a good one: the whole call fails.
@@ -126,11 +102,9 @@ fn a_result_whose_depth_is_not_the_level_tables_is_refused() {
     let w = f.c.register(&id, "t", 1).unwrap();
     let job = f.c.lease(&id, &w, 1).unwrap()[0];
     for (depth, selectivity) in [(3, 5), (4, 0), (60, 5)] {
-        let r = JobResult {
-            depth,
-            selectivity,
-            ..mock_result(&job)
-        };
+        let r = changed(mock_result(&job), |l| {
+            (l.depth, l.selectivity) = (depth, selectivity)
+        });
         assert!(matches!(
             f.c.submit(&id, &w, &[r]),
             Err(CoordinatorError::BadDepth { .. })

@@ -13,7 +13,7 @@ fn trust_counts_are_written_once_per_interval_and_at_a_flush() {
         ..ServiceConfig::default()
     };
     let f = fixture(2, 10, cfg);
-    f.c.start_expansion(deviate24(), 0).unwrap();
+    f.c.start(deviate24()).unwrap();
     let id = identity();
     let w = f.c.register(&id, "t", 1).unwrap();
     let stored = |name: &str| {
@@ -64,7 +64,7 @@ fn answer(job: &Job, how: Answer) -> JobResult {
     if let Answer::Flip(n) = how {
         let h = job.board.player.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ job.board.opponent;
         if (h >> 17).is_multiple_of(n) {
-            r.score = 2 - r.score;
+            r.leaf.score = 2 - r.leaf.score;
         }
     }
     r
@@ -144,7 +144,7 @@ fn untrusted_liars_never_reach_the_book_and_are_blocked() {
     let eve2 =
         f.c.register_with(&id, "e2", 1, Some("eve2"), false)
             .unwrap();
-    f.c.start_expansion(deviate24(), 0).unwrap();
+    f.c.start(deviate24()).unwrap();
     let refused = drive_mixed(
         &f.c,
         &[
@@ -155,7 +155,7 @@ fn untrusted_liars_never_reach_the_book_and_are_blocked() {
             (eve2, Answer::Flip(3)),
         ],
     );
-    assert_same_book(&f.c, &serial_book(2, 10, &[operation(deviate24())]));
+    assert_same_book(&f.c, &serial_book(2, 10, &[deviate24()]));
     let s = f.c.status();
     let v = s.validation;
     assert!(v.reached_book == 0 || v.rollbacks > 0, "{v:?}");
@@ -193,7 +193,7 @@ fn earned_results_below_the_deviate_window_are_applied_at_once() {
             f.c.register_with(&id, "a", 1, Some("alice"), false)
                 .unwrap();
         let bob = f.c.register_with(&id, "b", 1, Some("bob"), false).unwrap();
-        f.c.start_expansion(deviate24(), 0).unwrap();
+        f.c.start(deviate24()).unwrap();
         drive_mixed(
             &f.c,
             &[
@@ -202,7 +202,7 @@ fn earned_results_below_the_deviate_window_are_applied_at_once() {
                 (bob, Answer::Honest),
             ],
         );
-        assert_same_book(&f.c, &serial_book(2, 10, &[operation(deviate24())]));
+        assert_same_book(&f.c, &serial_book(2, 10, &[deviate24()]));
         f.c.status().validation
     };
     let all = run(None);
@@ -225,7 +225,7 @@ fn a_trusted_liar_is_caught_by_spot_checks_and_the_book_is_replayed() {
     let (f, id, verifier) = trust_fixture(TrustRules::default());
     let liar = f.c.register_with(&id, "t", 1, Some("op"), true).unwrap();
     let honest = f.c.register_with(&id, "u", 1, Some("u"), false).unwrap();
-    f.c.start_expansion(deviate24(), 0).unwrap();
+    f.c.start(deviate24()).unwrap();
     drive_mixed(
         &f.c,
         &[
@@ -234,7 +234,7 @@ fn a_trusted_liar_is_caught_by_spot_checks_and_the_book_is_replayed() {
             (honest, Answer::Honest),
         ],
     );
-    assert_same_book(&f.c, &serial_book(2, 10, &[operation(deviate24())]));
+    assert_same_book(&f.c, &serial_book(2, 10, &[deviate24()]));
     let s = f.c.status();
     let v = s.validation;
     // Its first result is applied at once and spot-checked (its record is empty): the lie
@@ -247,5 +247,5 @@ fn a_trusted_liar_is_caught_by_spot_checks_and_the_book_is_replayed() {
     assert!(op.blocked && op.invalid >= 3 && op.results == 0, "{op:?}");
     // The replayed book survives a restart.
     let f = reopen(f, ServiceConfig::default());
-    assert_same_book(&f.c, &serial_book(2, 10, &[operation(deviate24())]));
+    assert_same_book(&f.c, &serial_book(2, 10, &[deviate24()]));
 }

@@ -33,7 +33,7 @@ pub(crate) fn replica_of(r: &ReplicaRecord) -> Replica {
             2 => Standing::Given,
             _ => Standing::Root,
         },
-        result: r.result.result(),
+        result: r.result.leaf,
     }
 }
 
@@ -286,7 +286,7 @@ impl TrustState {
             contributor: who.to_string(),
             owner,
             standing,
-            result: r.leaf(),
+            result: r.leaf,
         });
         let applied = was_applied.then(|| case.replicas[0].result);
         // Judged on the first replica's score: the result the book would use.
@@ -301,7 +301,7 @@ impl TrustState {
             self.verifiers > 0,
         );
         let reached_book = was_applied && d.losers.contains(&case.replicas[0].contributor);
-        self.count(&d, r.nodes, first, was_applied, reached_book);
+        self.count(&d, r.leaf.nodes, first, was_applied, reached_book);
         self.credit(rules, touched, who, &case, &d, at);
         for name in &d.losers {
             tracing::warn!(contributor = %name, request = ?key, "invalid result caught");

@@ -1,0 +1,402 @@
+//! A growth program: the one description of a book command that grows the book. The driver runs
+//! it ([`crate::driver`]), the coordinator's store keeps it (its serde form, written with
+//! postcard), the wire carries it (`bookfarm_proto::convert`), and the command lines build it.
+//!
+//! A program is an [`Operation`] (what Edax's command does), the line to the position it starts
+//! from (`root`, the start position when empty), the level of the positions it creates, and a
+//! [`Schedule`].
+//!
+//! Engine types carry no serde derive: boards and moves are stored here as their bitboards and
+//! move codes.
+
+use crate::research::Upgrade;
+use crate::select::Deviate;
+use bookfarm_engine::formats::Game;
+use bookfarm_engine::{Board, Move};
+use serde::{Deserialize, Serialize};
+
+/// A growth program (see the [module docs](self)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Program {
+    /// What the program does.
+    pub operation: Operation,
+    /// The moves from the start position to the position the selectors and `upgrade` start
+    /// from (empty: the start position; passes may be omitted where forced). Programs that
+    /// name their positions themselves (`new`, `add`, `expand`, `audit`) ignore it.
+    #[serde(with = "moves")]
+    pub root: Vec<Move>,
+    /// Level of the positions expansions create (`None`: the expanded position's level, as
+    /// Edax does).
+    pub level: Option<u8>,
+    /// How its searches are scheduled.
+    pub schedule: Schedule,
+}
+
+/// How a program's searches are scheduled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Schedule {
+    /// Edax's serial program: each step is planned on the book the previous steps left, so the
+    /// book depends only on the program and the search results.
+    #[default]
+    Serial,
+    /// Reserved for a schedule that plans steps before the previous ones are applied; the
+    /// driver runs it as [`Schedule::Serial`] (no command creates it yet).
+    Async,
+}
+
+/// What a growth program does (Edax's book commands that search).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Operation {
+    /// `book new`: add (and search) the start position.
+    New,
+    /// `book deviate REL ABS` from the root: iterations of the root side's pass then the
+    /// opponent's, each marked on the iteration's root value, until an iteration adds nothing.
+    Deviate {
+        /// Relative and absolute errors.
+        params: Deviate,
+    },
+    /// `book enhance MID END` from the root (errors stored in the header). Edax runs exactly one
+    /// iteration; `until_stable` repeats until an iteration adds nothing.
+    Enhance {
+        /// Midgame error.
+        midgame_error: i32,
+        /// Endcut error.
+        endcut_error: i32,
+        /// Repeat until nothing changes (Edax: false).
+        until_stable: bool,
+    },
+    /// `book play` (Edax HEAD) from the root: expand reachable positions without links, until an
+    /// iteration adds nothing.
+    Play,
+    /// `book extend` (Edax HEAD) from the root: expand reachable leaves that are best moves,
+    /// until an iteration adds nothing.
+    Extend,
+    /// Edax's `book_expand` of given positions (canonical boards), in the given order, once.
+    Expand {
+        /// The positions to expand.
+        #[serde(with = "boards")]
+        boards: Vec<Board>,
+    },
+    /// `book add`: games from the start position (Edax's `book_add_game` for each).
+    AddGames {
+        /// Move lists.
+        #[serde(with = "games")]
+        games: Vec<Vec<Move>>,
+    },
+    /// `book upgrade LEVEL [--error E]` from the root: rounds of marking
+    /// ([`crate::research::upgrade_mark`]) and re-searching the marked leaves at the level in
+    /// marking order (closest to the root first), each round on the values the previous one
+    /// left, until a round marks nothing.
+    Upgrade {
+        /// Level and error window.
+        params: Upgrade,
+    },
+    /// The line audit: the book's best lines ([`crate::extract::best_lines`]) played to the end
+    /// by searches at `level` (both sides); the lines are independent, so the next search of
+    /// every unfinished line is requested at once. The book is not changed; the outcome is
+    /// [`crate::driver::DriverState::audit`], and with `queue` the contradicting lines are
+    /// added to the book by a follow-up program ([`crate::driver::DriverState::follow_up`]).
+    Audit {
+        /// The level of the searches that play the lines out.
+        level: u8,
+        /// Queue the contradicting games (book line and continuation) for `book add`.
+        queue: bool,
+    },
+}
+
+impl Operation {
+    /// The short name of the operation (`new`, `deviate 2 4`, …).
+    pub fn describe(&self) -> String {
+        match self {
+            Operation::New => "new".into(),
+            Operation::Deviate { params } => format!("deviate {} {}", params.rel, params.abs),
+            Operation::Enhance {
+                midgame_error,
+                endcut_error,
+                ..
+            } => format!("enhance {midgame_error} {endcut_error}"),
+            Operation::Play => "play".into(),
+            Operation::Extend => "extend".into(),
+            Operation::AddGames { games } => format!("add {} games", games.len()),
+            Operation::Expand { boards } => format!("expand {} positions", boards.len()),
+            Operation::Upgrade { params } => {
+                format!("upgrade {} --error {}", params.level, params.error)
+            }
+            Operation::Audit { level, queue } => {
+                format!("audit {level}{}", if *queue { " --queue" } else { "" })
+            }
+        }
+    }
+
+    /// `book enhance MID END` as the coordinator runs it (every command and the admin API):
+    /// repeated until an iteration adds nothing, where Edax runs one iteration (edax-spec
+    /// §4.7).
+    pub fn enhance(midgame_error: i32, endcut_error: i32) -> Operation {
+        Operation::Enhance {
+            midgame_error,
+            endcut_error,
+            until_stable: true,
+        }
+    }
+
+    /// Whether the operation starts from the program's root (the selectors and `upgrade`).
+    pub fn has_root(&self) -> bool {
+        matches!(
+            self,
+            Operation::Deviate { .. }
+                | Operation::Enhance { .. }
+                | Operation::Play
+                | Operation::Extend
+                | Operation::Upgrade { .. }
+        )
+    }
+}
+
+impl Program {
+    /// `operation` from the start position, creating positions at the expanded position's
+    /// level, serially.
+    pub fn new(operation: Operation) -> Program {
+        Program {
+            operation,
+            root: Vec::new(),
+            level: None,
+            schedule: Schedule::Serial,
+        }
+    }
+
+    /// The program with new positions at `level` (`None`: the expanded position's level).
+    pub fn at_level(mut self, level: Option<u8>) -> Program {
+        self.level = level;
+        self
+    }
+
+    /// The position the root line reaches (passes inserted where forced); `None` when the line
+    /// is not legal.
+    pub fn root_board(&self) -> Option<Board> {
+        let game = Game::from_moves(self.root.iter().copied()).ok()?;
+        game.final_position().ok().map(|(board, _)| board)
+    }
+
+    /// The short name of the program: its operation's, then the root line when it is not the
+    /// start position (`deviate 2 4`, `play from f5d6`).
+    pub fn describe(&self) -> String {
+        let what = self.operation.describe();
+        if self.root.is_empty() || !self.operation.has_root() {
+            return what;
+        }
+        let line: String = self
+            .root
+            .iter()
+            .filter_map(|m| match m {
+                Move::Square(sq) => Some(sq.to_string()),
+                _ => None,
+            })
+            .collect();
+        format!("{what} from {line}")
+    }
+}
+
+impl From<Operation> for Program {
+    fn from(operation: Operation) -> Program {
+        Program::new(operation)
+    }
+}
+
+/// Moves as their codes ([`Move::code`]).
+mod moves {
+    use bookfarm_engine::Move;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(moves: &[Move], s: S) -> Result<S::Ok, S::Error> {
+        moves
+            .iter()
+            .map(|m| m.code())
+            .collect::<Vec<u8>>()
+            .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Move>, D::Error> {
+        Vec::<u8>::deserialize(d)?
+            .into_iter()
+            .map(|c| {
+                Move::from_code(c)
+                    .ok_or_else(|| serde::de::Error::custom(format!("bad move code {c}")))
+            })
+            .collect()
+    }
+}
+
+/// Games as lists of move codes.
+mod games {
+    use bookfarm_engine::Move;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(games: &[Vec<Move>], s: S) -> Result<S::Ok, S::Error> {
+        games
+            .iter()
+            .map(|g| g.iter().map(|m| m.code()).collect())
+            .collect::<Vec<Vec<u8>>>()
+            .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Vec<Move>>, D::Error> {
+        Vec::<Vec<u8>>::deserialize(d)?
+            .into_iter()
+            .map(|g| {
+                g.into_iter()
+                    .map(|c| {
+                        Move::from_code(c)
+                            .ok_or_else(|| serde::de::Error::custom(format!("bad move code {c}")))
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// Boards as (player, opponent) bitboards; overlapping discs are refused.
+mod boards {
+    use bookfarm_engine::Board;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(boards: &[Board], s: S) -> Result<S::Ok, S::Error> {
+        boards
+            .iter()
+            .map(|b| (b.player, b.opponent))
+            .collect::<Vec<(u64, u64)>>()
+            .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Board>, D::Error> {
+        Vec::<(u64, u64)>::deserialize(d)?
+            .into_iter()
+            .map(|(player, opponent)| {
+                if player & opponent == 0 {
+                    Ok(Board { player, opponent })
+                } else {
+                    Err(serde::de::Error::custom(format!(
+                        "overlapping board {player:#018x}:{opponent:#018x}"
+                    )))
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bookfarm_engine::Square;
+
+    fn sq(s: &str) -> Move {
+        Move::Square(Square::parse(s).expect("square"))
+    }
+
+    fn every_operation() -> Vec<Operation> {
+        vec![
+            Operation::New,
+            Operation::Deviate {
+                params: Deviate::new(-2, 4),
+            },
+            Operation::Enhance {
+                midgame_error: 2,
+                endcut_error: 4,
+                until_stable: true,
+            },
+            Operation::Play,
+            Operation::Extend,
+            Operation::Expand {
+                boards: vec![Board::start(), Board::start().pass()],
+            },
+            Operation::AddGames {
+                games: vec![vec![sq("f5"), sq("d6")], vec![], vec![sq("c4"), Move::Pass]],
+            },
+            Operation::Upgrade {
+                params: Upgrade { level: 8, error: 2 },
+            },
+            Operation::Audit {
+                level: 10,
+                queue: true,
+            },
+        ]
+    }
+
+    #[test]
+    fn programs_survive_their_stored_form() {
+        for operation in every_operation() {
+            for (root, level, schedule) in [
+                (vec![], None, Schedule::Serial),
+                (vec![sq("f5"), sq("d6")], Some(12), Schedule::Async),
+            ] {
+                let p = Program {
+                    operation: operation.clone(),
+                    root,
+                    level,
+                    schedule,
+                };
+                let bytes = postcard::to_allocvec(&p).expect("encode");
+                assert_eq!(postcard::from_bytes::<Program>(&bytes), Ok(p));
+            }
+        }
+    }
+
+    #[test]
+    fn bad_stored_moves_and_boards_are_refused() {
+        // postcard: the operation, then the root's length and codes, the level, the schedule.
+        // A root holding move code 99:
+        let mut bytes = postcard::to_allocvec(&Program::new(Operation::Play)).expect("encode");
+        let n = bytes.len();
+        bytes.truncate(n - 3);
+        bytes.extend_from_slice(&[1, 99, 0, 0]);
+        assert!(postcard::from_bytes::<Program>(&bytes).is_err());
+        let overlapping = Program::new(Operation::Expand {
+            boards: vec![Board {
+                player: 1,
+                opponent: 0,
+            }],
+        });
+        let mut bytes = postcard::to_allocvec(&overlapping).expect("encode");
+        // The board's opponent bitboard (the varint 0 before the empty root, the level and the
+        // schedule) becomes 1: the discs overlap.
+        let last_board_byte = bytes.len() - 4;
+        assert_eq!(bytes[last_board_byte], 0);
+        bytes[last_board_byte] = 1;
+        assert!(postcard::from_bytes::<Program>(&bytes).is_err());
+    }
+
+    #[test]
+    fn the_root_line_names_the_starting_position() {
+        let p = Program::new(Operation::Play);
+        assert_eq!(p.root_board(), Some(Board::start()));
+        assert_eq!(p.describe(), "play");
+        let f5d6 = Program {
+            root: vec![sq("f5"), sq("d6")],
+            ..Program::new(Operation::Deviate {
+                params: Deviate::new(2, 4),
+            })
+        };
+        let want = Board::start()
+            .play_move(sq("f5"))
+            .and_then(|b| b.play_move(sq("d6")))
+            .expect("legal");
+        assert_eq!(f5d6.root_board(), Some(want));
+        assert_eq!(f5d6.describe(), "deviate 2 4 from f5d6");
+        // Programs that name their own positions ignore the root.
+        let audit = Program {
+            root: vec![sq("f5")],
+            ..Program::new(Operation::Audit {
+                level: 6,
+                queue: false,
+            })
+        };
+        assert_eq!(audit.describe(), "audit 6");
+        let illegal = Program {
+            root: vec![sq("a1")],
+            ..Program::new(Operation::Play)
+        };
+        assert_eq!(illegal.root_board(), None);
+        for op in every_operation() {
+            assert_eq!(Program::from(op.clone()).describe(), op.describe());
+        }
+    }
+}
