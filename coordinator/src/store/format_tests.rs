@@ -12,7 +12,7 @@ use bookfarm_book::program::{Operation, Program};
 use bookfarm_book::select::Deviate;
 use bookfarm_engine::Board;
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The version-1 fixture: a `book new 4 12` store grown by two remote workers (a trusted
 /// credential and one that earned trust) for about 200 results, stopped with its deviate
@@ -28,6 +28,22 @@ const V1_TOKENS: [(&str, &str); 2] = [
     (
         "host2",
         "bfw_becc6557d0b3c6c2a088085ebcdba5073e8969232997cb058d2aecb43644b1f4",
+    ),
+];
+
+/// The version-2 fixture: the same recipe as version 1's, with a deviate program that creates
+/// its positions at level 5 (how it was made: the file's first lines).
+const V2: &str = include_str!("fixtures/v2.txt");
+
+/// The tokens of the version-2 fixture's credentials (the file's first lines).
+const V2_TOKENS: [(&str, &str); 2] = [
+    (
+        "host1",
+        "bfw_02c2b9b1ec18925d8a60dc4550c8885f9a995ca1fc8dfedca6bbd0f00909738b",
+    ),
+    (
+        "host2",
+        "bfw_05b6891747333fb276ed881451d00afeab5de3eee62e230e90af9006155c8d85",
     ),
 ];
 
@@ -65,6 +81,33 @@ fn with_key(text: &str, tree: &[u8], key: &[u8], value: Option<&[u8]>) -> String
             (true, Some(v)) => Some(format!("{prefix}{}\n", keys::hex(v))),
             (true, None) => None,
         })
+        .collect()
+}
+
+/// The (tree, key) pairs whose records differ between two dumps (added, removed or changed).
+fn changed_keys(a: &str, b: &str) -> BTreeSet<(Vec<u8>, Vec<u8>)> {
+    let parse = |text: &str| -> BTreeMap<(String, String), String> {
+        text.lines()
+            .filter_map(|l| {
+                let mut f = l.strip_prefix("tree ")?.split(' ');
+                Some((
+                    (f.next()?.to_string(), f.next()?.to_string()),
+                    f.next().unwrap_or("").to_string(),
+                ))
+            })
+            .collect()
+    };
+    let (a, b) = (parse(a), parse(b));
+    let unhex = |h: &str| {
+        (0..h.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+            .collect::<Vec<u8>>()
+    };
+    a.keys()
+        .chain(b.keys())
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|(t, k)| (unhex(t), unhex(k)))
         .collect()
 }
 
@@ -108,6 +151,21 @@ fn a_version_1_store_opens_with_its_data() {
 
     let s = Store::open_book(dir.path()).unwrap();
     assert_eq!(stored_version(&s.db).unwrap(), Some(FORMAT_VERSION));
+    // The step to version 2 rewrote the growth records and nothing else.
+    drop(s);
+    let changed = changed_keys(&records(V1), &dump::dump(dir.path()).unwrap());
+    let book_tree = keys::book_tree_name(1).into_bytes();
+    let meta = |name: &str| (book_tree.clone(), keys::meta_key(name));
+    assert_eq!(
+        changed,
+        BTreeSet::from([
+            (b"__sled__default".to_vec(), FORMAT_KEY.to_vec()),
+            meta("growth"),
+            meta("growth-queue"),
+            meta("growth-log"),
+        ])
+    );
+    let s = Store::open_book(dir.path()).unwrap();
     let l = s.load(dir.path()).unwrap();
 
     // The book.
@@ -317,6 +375,169 @@ fn a_version_1_store_opens_with_its_data() {
     assert_eq!(status.state, State::Running);
     assert_eq!(status.expansion, "deviate 2 4");
     assert_eq!(status.positions, 56);
+}
+
+/// The version-2 fixture opens with this build (every migration step after version 2 run),
+/// and its data is what the version-2 build wrote (the expected values were read from the
+/// store by that build): the book, the results with their provenance, the open cases, the
+/// trust records, the credentials, the history, and the running growth program, a `Program`
+/// with its level, which the service resumes.
+#[test]
+fn a_version_2_store_opens_with_its_data() {
+    let dir = restored(V2);
+    assert_eq!(dump::dump(dir.path()).unwrap(), records(V2));
+    assert_eq!(version_in(dir.path()), Some(2));
+
+    let s = Store::open_book(dir.path()).unwrap();
+    assert_eq!(stored_version(&s.db).unwrap(), Some(FORMAT_VERSION));
+    let l = s.load(dir.path()).unwrap();
+
+    // The book.
+    assert_eq!(
+        (l.header.level, l.header.n_empties, l.header.date),
+        (4, 49, BookDate::default())
+    );
+    assert_eq!(l.book.len(), 31);
+    assert_eq!(
+        positions_digest(&l.book),
+        "82138c8b1601979d6b6f886b6ded042e902d682ca510cc8924958395988317f5"
+    );
+    let root = l.book.positions().find(|p| p.board == Board::start());
+    let root = root.expect("the start position");
+    assert_eq!((root.value, root.links.len(), root.level), (2, 4, 4));
+
+    // The results, with the contributors vouching for them, and the open cases.
+    assert_eq!((l.results.len(), l.done.len()), (59, 59));
+    let mut sources: BTreeMap<Vec<String>, usize> = BTreeMap::new();
+    for (_, r) in &l.results {
+        *sources.entry(r.sources.clone()).or_default() += 1;
+    }
+    let vouched = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        sources,
+        BTreeMap::from([
+            (vouched(&["(local)"]), 1),
+            (vouched(&["host1"]), 21),
+            (vouched(&["host2", "host1"]), 37),
+        ])
+    );
+    assert_eq!(
+        l.results.iter().map(|(_, r)| r.leaf.nodes).sum::<u64>(),
+        122_047
+    );
+    assert_eq!(l.cases.len(), 10);
+    for (req, case) in &l.cases {
+        // The deviate program's new positions are searched at its level, 5.
+        assert_eq!((req.level, case.applied), (5, false));
+        let from: Vec<_> = case.replicas.iter().map(|r| &r.contributor).collect();
+        assert_eq!(from, ["host2"]);
+    }
+    assert_eq!(l.rollbacks, (0, 0));
+
+    // The trust records.
+    let trust: BTreeMap<_, _> = l.trust.into_iter().collect();
+    let standing: Vec<_> = trust
+        .iter()
+        .map(|(n, t)| {
+            (
+                n.as_str(),
+                t.owner.as_str(),
+                t.root,
+                t.given,
+                t.streak,
+                t.results,
+            )
+        })
+        .collect();
+    assert_eq!(
+        standing,
+        [
+            ("(local)", "", true, false, 0, 1),
+            ("host1", "alice", false, true, 0, 58),
+            ("host2", "bob", false, false, 37, 37),
+        ]
+    );
+    assert_eq!(trust["host2"].earned_ms, 1_795_690_650_492);
+
+    // The credentials: the tokens handed out still match.
+    let creds = s.credentials().unwrap().list().unwrap();
+    let summary: Vec<_> = creds
+        .iter()
+        .map(|c| (c.name.as_str(), c.owner.as_str(), c.trusted, c.state))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("host1", "alice", true, CredentialState::Active),
+            ("host2", "bob", false, CredentialState::Active),
+        ]
+    );
+    for (name, token) in V2_TOKENS {
+        let c = s.credentials().unwrap().get(name).unwrap().unwrap();
+        assert_eq!(
+            c.token_sha256,
+            <[u8; 32]>::from(Sha256::digest(token.as_bytes())),
+            "{name}"
+        );
+    }
+
+    // The history: a minute's point and the contributors' tallies.
+    let history = l.history.expect("the history");
+    let minutes: Vec<_> = history
+        .minutes
+        .iter()
+        .map(|m| (m.t_ms, m.positions))
+        .collect();
+    assert_eq!(minutes, [(1_795_690_620_000, 31)]);
+    let tallies: Vec<_> = history
+        .contributors
+        .iter()
+        .map(|c| (c.name.as_str(), c.total))
+        .collect();
+    assert_eq!(tallies, [("alice", 58), ("bob", 47)]);
+
+    // The growth programs, stored as programs: `book new`'s finished, the deviate program
+    // running at level 5, mid-pass.
+    assert_eq!(
+        l.log.expect("the growth log").queue,
+        [Program::new(Operation::New)]
+    );
+    let deviate = Program::new(Operation::Deviate {
+        params: Deviate::new(2, 4),
+    })
+    .at_level(Some(5));
+    assert_eq!(
+        l.queue.expect("the growth queue").queue,
+        std::slice::from_ref(&deviate)
+    );
+    let growth = l.growth.expect("the growth state");
+    assert_eq!((growth.paused, growth.last.as_str()), (false, "new"));
+    let todo = l.todo.expect("the marked boards");
+    let driver = growth.driver.expect("the running program's state");
+    let state = driver.state(deviate, todo.boards());
+    assert_eq!((state.iterations, state.passes, todo.passes), (4, 9, 9));
+    match &state.phase {
+        Phase::Expanding {
+            pass, todo, cursor, ..
+        } => assert_eq!((*pass, todo.len(), *cursor), (PassKind::DeviateRoot, 13, 5)),
+        other => panic!("the deviate program is not expanding: {other:?}"),
+    }
+    drop(s);
+
+    // The service resumes the running program on it.
+    use crate::service::{Coordinator, ManualClock, ServiceConfig, State};
+    let store = Store::open_book(dir.path()).unwrap();
+    let c = Coordinator::open(
+        store,
+        dir.path(),
+        ServiceConfig::default(),
+        std::sync::Arc::new(ManualClock::default()),
+    )
+    .unwrap();
+    let status = c.status();
+    assert_eq!(status.state, State::Running);
+    assert_eq!(status.expansion, "deviate 2 4 level 5");
+    assert_eq!(status.positions, 31);
 }
 
 /// The step to version 2 refuses a version-1 growth program whose root is not the start
