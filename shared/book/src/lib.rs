@@ -17,6 +17,8 @@
 //!   are requests answered by the caller (offline, threads or a cluster), and
 //!   [`driver::run_serial`], its serial form with a search callback;
 //! * [`results`]: known leaf results, which the growth steps and the audit read;
+//! * [`decisive`]: the decisive core, the leaf results the root's value depends on (the two
+//!   proof trees of its bounds), and the key that ties a book leaf to the result behind it;
 //! * [`grow`]: leaf searches as requests and results, expansion, adding games, `book store`,
 //!   link, fill and fix, with searches run by a caller-supplied callback;
 //! * [`leaves`]: better leaves (a leaf scoring above every link), found and expanded;
@@ -48,6 +50,7 @@
 
 pub mod accuracy;
 pub mod csv;
+pub mod decisive;
 pub mod driver;
 pub mod dump;
 pub mod edax;
