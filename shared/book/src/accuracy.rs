@@ -31,6 +31,7 @@
 //! perfect; a position that must pass is graded as the position after the pass (Egaroucid
 //! stores no pass positions).
 
+use crate::explore::Budget;
 use crate::mem::{MemBook, NodeId, child_board};
 use bookfarm_engine::level::{NO_SELECTIVITY, level_params};
 use bookfarm_engine::{Board, Move};
@@ -142,21 +143,48 @@ impl fmt::Display for Accuracy {
     }
 }
 
+/// The grades found so far on one revision of one book, per position and tolerance: a
+/// [`Grader`]'s memo, kept between graders so that grading continues where a bounded call
+/// stopped (the caller drops it when the book changes).
+#[derive(Debug, Clone, Default)]
+pub struct GradeMemo {
+    memo: [HashMap<NodeId, Grade>; 2],
+}
+
+impl GradeMemo {
+    /// Grades memoized (both tolerances).
+    pub fn len(&self) -> usize {
+        self.memo[0].len() + self.memo[1].len()
+    }
+
+    /// Nothing memoized.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// Grades positions of one book, memoizing per position (both tolerances), so grading many
 /// positions of the same book costs one walk of the graph below them.
 #[derive(Debug)]
 pub struct Grader<'a> {
     book: &'a MemBook,
-    memo: [HashMap<NodeId, Grade>; 2],
+    memo: GradeMemo,
 }
 
 impl<'a> Grader<'a> {
     /// A grader over `book` (values must be negamaxed: link values are the children's).
     pub fn new(book: &'a MemBook) -> Grader<'a> {
-        Grader {
-            book,
-            memo: [HashMap::new(), HashMap::new()],
-        }
+        Grader::with_memo(book, GradeMemo::default())
+    }
+
+    /// A grader over `book` that starts from the grades of `memo` (found on this very book).
+    pub fn with_memo(book: &'a MemBook, memo: GradeMemo) -> Grader<'a> {
+        Grader { book, memo }
+    }
+
+    /// The grades found, to start a later grader from.
+    pub fn into_memo(self) -> GradeMemo {
+        self.memo
     }
 
     /// The accuracy of the position `board` (any orientation), `None` when it is not in the
@@ -168,26 +196,41 @@ impl<'a> Grader<'a> {
 
     /// The accuracy of the book position `id`.
     pub fn of(&mut self, id: NodeId) -> Accuracy {
-        let grade = self.grade(id, 1);
-        let wide = (grade == Grade::A).then(|| self.grade(id, 2));
-        Accuracy { grade, wide }
+        let mut unlimited = Budget::unlimited();
+        self.of_within(id, &mut unlimited)
+            .expect("an unlimited budget does not run out")
     }
 
-    fn grade(&mut self, id: NodeId, tolerance: i32) -> Grade {
+    /// The accuracy of the book position `id`, grading at most `budget` positions not graded
+    /// yet; `None` when that was not enough (the grades found so far are kept, so a later call
+    /// goes on from there).
+    pub fn of_within(&mut self, id: NodeId, budget: &mut Budget) -> Option<Accuracy> {
+        let grade = self.grade(id, 1, budget)?;
+        let wide = match grade {
+            Grade::A => Some(self.grade(id, 2, budget)?),
+            _ => None,
+        };
+        Some(Accuracy { grade, wide })
+    }
+
+    fn grade(&mut self, id: NodeId, tolerance: i32, budget: &mut Budget) -> Option<Grade> {
         let slot = usize::from(tolerance == 2);
-        if let Some(&g) = self.memo[slot].get(&id) {
-            return g;
+        if let Some(&g) = self.memo.memo[slot].get(&id) {
+            return Some(g);
         }
-        let g = self.compute(id, tolerance);
-        self.memo[slot].insert(id, g);
-        g
+        if !budget.take() {
+            return None;
+        }
+        let g = self.compute(id, tolerance, budget)?;
+        self.memo.memo[slot].insert(id, g);
+        Some(g)
     }
 
-    fn compute(&mut self, id: NodeId, tolerance: i32) -> Grade {
+    fn compute(&mut self, id: NodeId, tolerance: i32, budget: &mut Budget) -> Option<Grade> {
         let book = self.book;
         let board = book.board(id);
         if board.is_game_over() {
-            return Grade::A;
+            return Some(Grade::A);
         }
         // The children in the book with their values from this side (Egaroucid's
         // `get_all_moves_with_value`); a PASS link makes the position transparent.
@@ -195,7 +238,7 @@ impl<'a> Grader<'a> {
         for l in book.links(id) {
             if let Some(c) = book.find(&child_board(&board, l.mv)) {
                 if l.mv == Move::Pass {
-                    return self.grade(c, tolerance);
+                    return self.grade(c, tolerance, budget);
                 }
                 children.push((-i32::from(book.score(c).value), c));
             }
@@ -203,17 +246,26 @@ impl<'a> Grader<'a> {
         let level = book.level(id);
         let empties = board.empties();
         let Some(best) = children.iter().map(|&(v, _)| v).max() else {
-            return match leaf_kind(level, empties) {
+            return Some(match leaf_kind(level, empties) {
                 LeafKind::Perfect => Grade::A,
                 LeafKind::Endgame => Grade::C,
                 LeafKind::Midgame => Grade::F,
-            };
+            });
         };
         let mut found = 0u32;
+        let mut complete = true;
         for &(v, c) in &children {
             if v >= best - tolerance {
-                found |= self.grade(c, tolerance).bit();
+                // Every child within the tolerance is visited even after one ran out of
+                // budget: their grades are memoized for the next call.
+                match self.grade(c, tolerance, budget) {
+                    Some(g) => found |= g.bit(),
+                    None => complete = false,
+                }
             }
+        }
+        if !complete {
+            return None;
         }
         let leaf = book.leaf(id);
         if leaf.mv != Move::None && i32::from(leaf.score) >= best - tolerance {
@@ -223,7 +275,7 @@ impl<'a> Grader<'a> {
                 LeafKind::Midgame => 0,
             };
         }
-        Grade::combine(found)
+        Some(Grade::combine(found))
     }
 }
 

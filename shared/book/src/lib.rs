@@ -28,7 +28,12 @@
 //! * [`research`]: re-searching leaves in place: `book correct` and `book upgrade`;
 //! * [`synth`]: deterministic synthetic books for tests and benchmarks;
 //! * [`accuracy`]: Egaroucid's accuracy grades (A–F, AA–AF);
-//! * [`line`](mod@line): `book line`, every position of a line as the book holds it.
+//! * [`line`](mod@line): `book line`, every position of a line as the book holds it;
+//! * [`umigame`]: Egaroucid's umigame numbers (lines each colour must memorise), bounded and
+//!   memoized;
+//! * [`openings`]: opening names by position (the project's list, or a user's);
+//! * [`explore`]: the explorer's reads: every legal move with its value, grade, level, lines
+//!   and umigame numbers, the principal variation, a game's losses, the lines below a position.
 //!
 //! The crate does no IO beyond what callers hand it (byte slices and strings) and has no
 //! async or logging dependency.
@@ -55,6 +60,7 @@ pub mod driver;
 pub mod dump;
 pub mod edax;
 pub mod egbk3;
+pub mod explore;
 pub mod extract;
 pub mod format;
 pub mod grow;
@@ -66,6 +72,7 @@ pub mod mem;
 pub mod merge;
 pub mod model;
 pub mod negamax;
+pub mod openings;
 pub mod play;
 pub mod program;
 pub mod query;
@@ -73,7 +80,8 @@ pub mod research;
 pub mod results;
 pub mod select;
 pub mod synth;
+pub mod umigame;
 
 pub use format::{BookFormat, FormatError};
-pub use mem::{Counts, MemBook, NodeId, Score};
+pub use mem::{Counts, MemBook, NodeId, Revision, Score};
 pub use model::{BAD_LINK, BookDate, BookHeader, Link, Position, SCORE_INF};

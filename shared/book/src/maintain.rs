@@ -117,6 +117,48 @@ pub fn subtree(book: &mut MemBook, board: &Board) -> usize {
     remove_except(book, &keep)
 }
 
+/// A subtree with more positions than asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the subtree holds more than {0} positions")]
+pub struct SubtreeTooBig(pub usize);
+
+/// The positions reachable from `board` (any symmetry) through links, as a new book with
+/// `book`'s header, values and counts, without touching `book`: a closed set (no link leaves
+/// it), so its values are its own negamax. It is what [`subtree`] keeps on a book without
+/// positions beyond its depth. At most `max` positions, else [`SubtreeTooBig`]; an empty book
+/// when `board` is not in `book`.
+pub fn subtree_copy(book: &MemBook, board: &Board, max: usize) -> Result<MemBook, SubtreeTooBig> {
+    let mut out = MemBook::new(*book.header());
+    let Some(root) = book.probe(board) else {
+        return Ok(out);
+    };
+    let mut seen = HashSet::from([root]);
+    let mut stack = vec![root];
+    while let Some(id) = stack.pop() {
+        if seen.len() > max {
+            return Err(SubtreeTooBig(max));
+        }
+        let b = book.board(id);
+        for l in book.links(id) {
+            if let Some(c) = book.find(&child_board(&b, l.mv))
+                && seen.insert(c)
+            {
+                stack.push(c);
+            }
+        }
+    }
+    if seen.len() > max {
+        return Err(SubtreeTooBig(max));
+    }
+    // The book's order (Edax's writer keeps file order within a bucket).
+    let mut ids: Vec<NodeId> = seen.into_iter().collect();
+    ids.sort_unstable();
+    for id in ids {
+        out.insert_new(&book.position(id));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,6 +187,35 @@ mod tests {
             }
         }
         assert_eq!(seen.len(), book.len());
+    }
+
+    #[test]
+    fn subtree_copy_equals_subtree_and_is_bounded() {
+        let book = synth(5);
+        let start = book.find(&Board::start()).expect("start");
+        let root_board = child_board(&Board::start(), book.link(start, 0).mv);
+        let mut kept = book.clone();
+        subtree(&mut kept, &root_board);
+        let copy = subtree_copy(&book, &root_board, usize::MAX).expect("no bound");
+        let boards = |b: &MemBook| b.ids().map(|id| b.position(id)).collect::<Vec<_>>();
+        let mut want = boards(&kept);
+        let mut got = boards(&copy);
+        want.sort_by_key(|p| p.board);
+        got.sort_by_key(|p| p.board);
+        assert_eq!(got, want);
+        assert_eq!(
+            subtree_copy(&book, &root_board, copy.len() - 1).map(|b| b.len()),
+            Err(SubtreeTooBig(copy.len() - 1))
+        );
+        assert_eq!(
+            subtree_copy(&book, &root_board, copy.len()).map(|b| b.len()),
+            Ok(copy.len())
+        );
+        assert!(
+            subtree_copy(&book, &Board::default(), 10)
+                .expect("empty")
+                .is_empty()
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ use bookfarm_engine::symmetry::canonical;
 use bookfarm_engine::{Board, Move};
 use hashbrown::HashTable;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Identifier of a position inside one [`MemBook`]; stable until [`MemBook::compact`] (which runs
 /// by itself when removed positions outnumber live ones).
@@ -50,6 +51,44 @@ impl RawLink {
             score: self.score,
             mv,
         }
+    }
+}
+
+/// One state of one book: equal revisions mean the same book with no change in between, so
+/// whatever was computed from a book (a cache of the explorer, an encoded file) stays valid
+/// while [`MemBook::revision`] returns the same value. Every book value (every
+/// [`MemBook::new`], every clone) has its own identity, so two books never share a revision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Revision {
+    /// The book value's identity (process-wide counter).
+    book: u64,
+    /// Changes made to it since it was created.
+    changes: u64,
+}
+
+/// Identities of book values (see [`Revision`]).
+static NEXT_BOOK: AtomicU64 = AtomicU64::new(1);
+
+/// The revision counter of one book value; a clone is a new book value with its own identity.
+#[derive(Debug)]
+struct RevisionCounter(Revision);
+
+impl RevisionCounter {
+    fn fresh() -> RevisionCounter {
+        RevisionCounter(Revision {
+            book: NEXT_BOOK.fetch_add(1, Ordering::Relaxed),
+            changes: 0,
+        })
+    }
+
+    fn bump(&mut self) {
+        self.0.changes += 1;
+    }
+}
+
+impl Clone for RevisionCounter {
+    fn clone(&self) -> RevisionCounter {
+        RevisionCounter::fresh()
     }
 }
 
@@ -256,6 +295,8 @@ pub struct MemBook {
     changed: Option<ChangeLog>,
     /// What [`crate::negamax::renegamax`] kept from its last run, while still valid.
     negamax_memo: Option<NegamaxMemo>,
+    /// Bumped by every change (see [`Revision`]).
+    revision: RevisionCounter,
 }
 
 /// The state incremental negamax keeps between runs from one root: the positions the root
@@ -325,7 +366,14 @@ impl MemBook {
             parents: None,
             changed: None,
             negamax_memo: None,
+            revision: RevisionCounter::fresh(),
         }
+    }
+
+    /// The book's current revision: it changes with every change of a position, a link, the
+    /// header or the set of positions, and only then.
+    pub fn revision(&self) -> Revision {
+        self.revision.0
     }
 
     /// Start recording which positions change (see [`MemBook::take_changed`]).
@@ -348,6 +396,7 @@ impl MemBook {
 
     /// Record a change of `id` in the journal (no-op when tracking is off).
     fn touch(&mut self, id: NodeId) {
+        self.revision.bump();
         if let Some(log) = &mut self.changed {
             log.mark(id);
         }
@@ -384,12 +433,14 @@ impl MemBook {
     pub fn set_header(&mut self, header: BookHeader) {
         // The errors enter every position's bounds.
         self.negamax_memo = None;
+        self.revision.bump();
         self.header = header;
     }
 
     /// Mutable access to the header (e.g. to change the errors as `book enhance` does).
     pub fn header_mut(&mut self) -> &mut BookHeader {
         self.negamax_memo = None;
+        self.revision.bump();
         &mut self.header
     }
 
@@ -623,6 +674,7 @@ impl MemBook {
         let pos = self.position(id);
         // The parents' results change without being touched.
         self.negamax_memo = None;
+        self.revision.bump();
         self.unindex_links(id);
         if let Some(pi) = self.parents.as_mut() {
             for p in pi.take_parents(id.0) {
@@ -649,7 +701,9 @@ impl MemBook {
 
     /// Drop tombstones and arena holes. Ids change; the parent index is rebuilt if it existed.
     pub fn compact(&mut self) {
+        // Ids change.
         self.negamax_memo = None;
+        self.revision.bump();
         let had_parents = self.parents.is_some();
         let mut nodes = Vec::with_capacity(self.live);
         let mut links = Vec::with_capacity(self.n_links());
@@ -901,6 +955,29 @@ mod tests {
 
     fn sq(s: &str) -> Move {
         Move::Square(Square::parse(s).expect("square"))
+    }
+
+    #[test]
+    fn the_revision_changes_with_every_change_and_only_then() {
+        let mut book = crate::synth::test_book(2);
+        let r0 = book.revision();
+        // Reading and a negamax that finds nothing to change keep it.
+        let _ = book.positions().count();
+        crate::negamax::negamax(&mut book);
+        assert_eq!(book.revision(), r0);
+        let id = book.find(&Board::start()).expect("start");
+        book.set_level(id, book.level(id));
+        let r1 = book.revision();
+        assert_ne!(r1, r0);
+        book.header_mut().midgame_error += 1;
+        assert_ne!(book.revision(), r1);
+        // A clone is another book: its changes never meet the original's revisions.
+        let copy = book.clone();
+        assert_ne!(copy.revision(), book.revision());
+        let r2 = book.revision();
+        let board = book.board(id);
+        book.remove(&board);
+        assert_ne!(book.revision(), r2);
     }
 
     #[test]

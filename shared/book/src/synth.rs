@@ -126,6 +126,20 @@ pub fn random_book(p: SynthParams) -> MemBook {
     book
 }
 
+/// The book `book synth` writes: [`random_book`] with a random level per position,
+/// negamaxed, links sorted (the header's date is the caller's).
+pub fn synth_book(seed: u64, positions: usize, plies: u32) -> MemBook {
+    let mut book = random_book(SynthParams {
+        seed,
+        positions,
+        plies,
+        level: None,
+    });
+    crate::negamax::negamax(&mut book);
+    crate::negamax::sort_links(&mut book);
+    book
+}
+
 /// A negamaxed synthetic book of 300 positions over 10 plies at level 4, for unit tests.
 #[cfg(test)]
 pub(crate) fn test_book(seed: u64) -> MemBook {

@@ -5,7 +5,7 @@
 use super::{Db, load_file_or_db, open_db, store_context};
 use crate::cli::io;
 use anyhow::Context;
-use bookfarm_book::{BookDate, dump, info, negamax, synth};
+use bookfarm_book::{BookDate, dump, info, synth};
 use bookfarm_coordinator::offline;
 use bookfarm_coordinator::service::ServiceConfig;
 use bookfarm_coordinator::store::Store;
@@ -126,14 +126,7 @@ pub fn run(cmd: FileCommand) -> anyhow::Result<()> {
             seed,
             file,
         } => {
-            let mut book = synth::random_book(synth::SynthParams {
-                seed,
-                positions,
-                plies,
-                level: None,
-            });
-            negamax::negamax(&mut book);
-            negamax::sort_links(&mut book);
+            let mut book = synth::synth_book(seed, positions, plies);
             book.header_mut().date = BookDate::now();
             io::write_book(&file, &book)?;
             println!(
