@@ -8,6 +8,7 @@
 //! e.g. through an `Arc<Eval>`.
 
 pub mod default;
+pub mod extra;
 pub mod features;
 
 pub use default::{DEFAULT_EVAL_FNV1A64, DEFAULT_EVAL_VERSION, default_eval, is_default_eval};
@@ -69,6 +70,18 @@ pub enum EvalError {
         /// Bytes required.
         expected: usize,
     },
+    /// A `bookfarm-eval2` file of another layout than this build's.
+    #[error(
+        "bookfarm-eval2 layout not supported: version {version}, {extra_len} extra weights per ply, {plies} plies"
+    )]
+    Eval2Layout {
+        /// Layout version.
+        version: u32,
+        /// Extra weights per ply.
+        extra_len: u32,
+        /// Ply count.
+        plies: u32,
+    },
     /// Neither header field carries an Edax magic number.
     #[error(
         "not an edax evaluation file: header {edax:#010x} {eval:#010x} (expected \"EDAX\"/\"EVAL\")"
@@ -94,11 +107,40 @@ pub struct EvalHeader {
     pub date: f64,
 }
 
+/// Magic of a `bookfarm-eval2` file (Edax's patterns plus [`extra`] terms).
+pub const EVAL2_MAGIC: &[u8; 8] = b"BFEVAL2\0";
+/// Version of the `bookfarm-eval2` layout.
+pub const EVAL2_VERSION: u32 = 1;
+/// Size of the `bookfarm-eval2` header: magic, version, extra length, ply count.
+pub const EVAL2_HEADER: usize = 8 + 4 + 4 + 4;
+
+/// The weight-file format of an [`Eval`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvalFormat {
+    /// Edax's `eval.dat`: the 47 pattern features.
+    EdaxEvalDat,
+    /// `bookfarm-eval2`: Edax's patterns plus the [`extra`] terms (mobility, potential mobility,
+    /// quadrant parity).
+    Bookfarm2,
+}
+
+impl EvalFormat {
+    /// Short name, as it appears in search signatures (`eval2:` prefix) and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            EvalFormat::EdaxEvalDat => "edax-eval.dat",
+            EvalFormat::Bookfarm2 => "bookfarm-eval2",
+        }
+    }
+}
+
 /// Unpacked evaluation weights for plies 0..=60.
 pub struct Eval {
     header: EvalHeader,
     /// `TABLE_LEN` weights; ply `p` starts at `p * STRIDE` (the last [`PAD`] are zeros).
     weights: Vec<i16>,
+    /// `bookfarm-eval2` only: [`extra::EXTRA_LEN`] weights per ply, ply-major.
+    extra: Option<Vec<i16>>,
 }
 
 impl std::fmt::Debug for Eval {
@@ -148,6 +190,9 @@ impl Eval {
     /// Parse the bytes of an `eval.dat` with Edax's checks: one correct magic is enough, the
     /// byte-swapped variant is accepted, every ply must be complete, trailing bytes are ignored.
     pub fn from_bytes(bytes: &[u8]) -> Result<Eval, EvalError> {
+        if bytes.starts_with(EVAL2_MAGIC) {
+            return Eval::from_eval2_bytes(bytes);
+        }
         if bytes.len() < FILE_SIZE {
             return Err(EvalError::TooShort {
                 len: bytes.len(),
@@ -192,7 +237,89 @@ impl Eval {
                 poff += fam.packed;
             }
         }
-        Ok(Eval { header, weights })
+        Ok(Eval {
+            header,
+            weights,
+            extra: None,
+        })
+    }
+
+    /// Parse a `bookfarm-eval2` image: magic, u32 version, u32 extra length per ply, u32 ply
+    /// count (all little endian), a complete `eval.dat` image, then the extra weights (`i16`,
+    /// ply-major).
+    fn from_eval2_bytes(bytes: &[u8]) -> Result<Eval, EvalError> {
+        let expected = EVAL2_HEADER + FILE_SIZE + N_PLY * extra::EXTRA_LEN * 2;
+        if bytes.len() < expected {
+            return Err(EvalError::TooShort {
+                len: bytes.len(),
+                expected,
+            });
+        }
+        let word =
+            |o: usize| u32::from_le_bytes([bytes[o], bytes[o + 1], bytes[o + 2], bytes[o + 3]]);
+        let (version, len, plies) = (word(8), word(12), word(16));
+        if version != EVAL2_VERSION || len as usize != extra::EXTRA_LEN || plies as usize != N_PLY {
+            return Err(EvalError::Eval2Layout {
+                version,
+                extra_len: len,
+                plies,
+            });
+        }
+        let mut e = Eval::from_bytes(&bytes[EVAL2_HEADER..EVAL2_HEADER + FILE_SIZE])?;
+        let start = EVAL2_HEADER + FILE_SIZE;
+        e.extra = Some(
+            bytes[start..expected]
+                .chunks_exact(2)
+                .map(|c| i16::from_le_bytes([c[0], c[1]]))
+                .collect(),
+        );
+        Ok(e)
+    }
+
+    /// The file format of these weights.
+    pub fn format(&self) -> EvalFormat {
+        if self.extra.is_some() {
+            EvalFormat::Bookfarm2
+        } else {
+            EvalFormat::EdaxEvalDat
+        }
+    }
+
+    /// The same pattern weights with extra-term weights `extra(ply, index)` for every ply
+    /// 0..=60 and index 0..[`extra::EXTRA_LEN`]: a `bookfarm-eval2` evaluation.
+    pub fn with_extra(mut self, mut extra: impl FnMut(usize, usize) -> i16) -> Eval {
+        let mut x = vec![0i16; N_PLY * extra::EXTRA_LEN];
+        for ply in 0..N_PLY {
+            for i in 0..extra::EXTRA_LEN {
+                x[ply * extra::EXTRA_LEN + i] = extra(ply, i);
+            }
+        }
+        self.extra = Some(x);
+        self
+    }
+
+    /// The extra-term weights of one ply (`bookfarm-eval2` only).
+    #[inline(always)]
+    pub fn extra_weights(&self, ply: usize) -> Option<&[i16]> {
+        self.extra
+            .as_deref()
+            .map(|x| &x[ply * extra::EXTRA_LEN..(ply + 1) * extra::EXTRA_LEN])
+    }
+
+    /// The file image: `eval.dat` for Edax-format weights, `bookfarm-eval2` otherwise.
+    pub fn to_file_bytes(&self) -> Vec<u8> {
+        let dat = self.to_bytes();
+        let Some(x) = &self.extra else { return dat };
+        let mut out = Vec::with_capacity(EVAL2_HEADER + dat.len() + x.len() * 2);
+        out.extend_from_slice(EVAL2_MAGIC);
+        out.extend_from_slice(&EVAL2_VERSION.to_le_bytes());
+        out.extend_from_slice(&(extra::EXTRA_LEN as u32).to_le_bytes());
+        out.extend_from_slice(&(N_PLY as u32).to_le_bytes());
+        out.extend_from_slice(&dat);
+        for v in x {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out
     }
 
     /// Build an evaluation from unpacked weights: `weights(ply, index)` for every ply 0..=60 and
@@ -206,7 +333,11 @@ impl Eval {
             }
         }
         // Re-fold so that symmetric indices share one weight, as in a file.
-        let e = Eval { header, weights: w };
+        let e = Eval {
+            header,
+            weights: w,
+            extra: None,
+        };
         match Eval::from_bytes(&e.to_bytes()) {
             Ok(folded) => folded,
             Err(_) => unreachable!("to_bytes always writes a complete, valid file"),
@@ -247,10 +378,10 @@ impl Eval {
         out
     }
 
-    /// Write [`Eval::to_bytes`] to a file.
+    /// Write [`Eval::to_file_bytes`] to a file.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), EvalError> {
         let path = path.as_ref();
-        std::fs::write(path, self.to_bytes()).map_err(|source| EvalError::Io {
+        std::fs::write(path, self.to_file_bytes()).map_err(|source| EvalError::Io {
             path: path.to_path_buf(),
             source,
         })
@@ -286,9 +417,21 @@ impl Eval {
         )
     }
 
-    /// Raw weight sum of a board, encoded from scratch.
+    /// Raw weight sum of a board, encoded from scratch (patterns and, for `bookfarm-eval2`,
+    /// the extra terms).
     pub fn raw_board(&self, board: &Board) -> i32 {
         self.raw(&Features::new(board), board.empties())
+            + self.extra_raw(board.player, board.opponent, board.empties())
+    }
+
+    /// Sum of the extra terms' weights for `own` to move against `other` with `empties` empty
+    /// squares (0 for Edax-format weights).
+    #[inline(always)]
+    pub fn extra_raw(&self, own: u64, other: u64, empties: u32) -> i32 {
+        match self.extra_weights(60usize.saturating_sub(empties as usize)) {
+            Some(w) => extra_sum(w, &extra::extra_indices(own, other)),
+            None => 0,
+        }
     }
 
     /// Edax's depth-0 score of a board (`search_eval_0`): rounded and clamped to ±63.
@@ -317,6 +460,12 @@ impl PlyWeights<'_> {
         sum!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32
             33 34 35 36 37 38 39 40 41 42 43 44 45 46)
     }
+}
+
+/// Sum of one ply's extra weights `w` at the indices `idx` (from [`extra::extra_indices`]).
+#[inline(always)]
+pub fn extra_sum(w: &[i16], idx: &[u16; extra::N_EXTRA]) -> i32 {
+    idx.iter().map(|&i| i32::from(w[usize::from(i)])).sum()
 }
 
 /// Round a raw sum to discs half away from zero (C truncation of `(raw ± 64) / 128`), then clamp

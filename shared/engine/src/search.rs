@@ -763,6 +763,63 @@ mod tests {
         );
     }
 
+    /// Negamax of the static evaluation to `depth` (passes do not count as plies).
+    fn negamax(e: &Eval, b: &Board, depth: u32) -> i32 {
+        if depth == 0 {
+            return e.eval0(b);
+        }
+        let moves = b.moves();
+        if moves == 0 {
+            let pass = b.pass();
+            if pass.moves() == 0 {
+                return b.final_score();
+            }
+            return -negamax(e, &pass, depth);
+        }
+        crate::board::BitIter(moves)
+            .map(|x| -negamax(e, &b.play(x).expect("legal"), depth - 1))
+            .max()
+            .expect("a move")
+    }
+
+    /// `bookfarm-eval2` weights: the search's incremental paths (the node's own evaluation at
+    /// depth 1, the children's evaluation inside depth-1 nodes at depth 2) add the extra terms
+    /// exactly as `Eval::eval0` does.
+    #[test]
+    fn eval2_searches_equal_negamax_of_the_static_evaluation() {
+        let Some(base) = eval() else { return };
+        let e2 = Eval::from_bytes(&base.to_bytes())
+            .expect("reloads")
+            .with_extra(|ply, i| ((ply * 7919 + i * 104_729) % 1201) as i16 - 600);
+        assert_eq!(e2.format(), crate::eval::EvalFormat::Bookfarm2);
+        let back = Eval::from_bytes(&e2.to_file_bytes()).expect("eval2 image loads");
+        assert_eq!(back.to_file_bytes(), e2.to_file_bytes());
+        let e2 = Arc::new(e2);
+        let mut s = searcher(Arc::clone(&e2), 12);
+        let abort = AtomicBool::new(false);
+        let mut rng = crate::testutil::XorShift(0xe7a1_0002);
+        let (mut tried, mut differs) = (0, 0);
+        for _game in 0..40 {
+            let mut b = Board::start();
+            while let Some(next) = crate::testutil::random_ply(&mut rng, &b) {
+                let wipeout = crate::board::BitIter(b.moves())
+                    .any(|x| b.play(x).is_ok_and(|c| c.player == 0));
+                if (20..=50).contains(&b.empties()) && b.moves() != 0 && !wipeout {
+                    for depth in [1, 2] {
+                        let want = negamax(&e2, &b, depth);
+                        let r = s.search_depth(&b, depth, 5, 0, &abort);
+                        assert_eq!(r.score, want, "{b} depth {depth}");
+                        tried += 1;
+                        differs += usize::from(want != negamax(&base, &b, depth));
+                    }
+                }
+                b = next;
+            }
+        }
+        assert!(tried > 500, "{tried} searches");
+        assert!(differs > tried / 2, "the extra terms change most scores: {differs} of {tried}");
+    }
+
     #[test]
     fn pass_root_is_searched_at_same_depth() {
         let Some(e) = eval() else { return };

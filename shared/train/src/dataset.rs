@@ -254,8 +254,12 @@ pub fn write_samples(path: &Path, samples: &[Sample]) -> Result<(), DatasetError
     Ok(())
 }
 
-/// Read a sample cache written by [`write_samples`].
+/// Read a sample cache written by [`write_samples`], or the labels of a committed label set
+/// directory or part file ([`crate::labels`]), so every command takes either.
 pub fn read_samples(path: &Path) -> Result<Vec<Sample>, DatasetError> {
+    if crate::labels::is_label_path(path) {
+        return crate::labels::read_samples(path).map_err(|e| DatasetError::Format(e.to_string()));
+    }
     let mut r = BufReader::new(std::fs::File::open(path)?);
     let mut head = [0u8; 16];
     r.read_exact(&mut head)?;

@@ -7,6 +7,7 @@
 //! symmetric patterns share a weight exactly as in an `eval.dat` file.
 
 use bookfarm_engine::Board;
+use bookfarm_engine::eval::extra::{EXTRA_LEN, N_EXTRA, extra_indices};
 use bookfarm_engine::eval::features::{FAMILIES, FEATURE_FAMILY, encode};
 use bookfarm_engine::eval::{N_FEATURES, N_PACKED, N_PLY, N_WEIGHTS, pack_table};
 use std::sync::OnceLock;
@@ -17,6 +18,10 @@ pub const PACKED_PER_PLY: usize = N_PACKED;
 pub const N_PLIES: usize = N_PLY;
 /// Number of weight terms summed for one position: 46 patterns and the constant.
 pub const N_TERMS: usize = N_FEATURES;
+/// Terms of a `bookfarm-eval2` position: the Edax terms and the engine's extra terms.
+pub const N_TERMS2: usize = N_FEATURES + N_EXTRA;
+/// Weights of one `bookfarm-eval2` ply block: the packed Edax block, then the extra tables.
+pub const BLOCK2: usize = N_PACKED + EXTRA_LEN;
 
 /// Packing tables of the engine's families, laid out for the fitter.
 #[derive(Debug)]
@@ -68,6 +73,21 @@ impl Layout {
         for (k, slot) in out.iter_mut().enumerate() {
             let g = usize::from(FEATURE_FAMILY[k]);
             *slot = (self.packed_offset[g] + self.pack[g][usize::from(idx.0[k])] as usize) as u32;
+        }
+        out
+    }
+
+    /// The [`N_TERMS2`] offsets inside a `bookfarm-eval2` block ([`BLOCK2`]): the packed Edax
+    /// offsets, then the extra terms after the packed block.
+    #[inline]
+    pub fn offsets2(&self, board: &Board) -> [u32; N_TERMS2] {
+        let mut out = [0u32; N_TERMS2];
+        out[..N_TERMS].copy_from_slice(&self.packed_offsets(board));
+        for (slot, x) in out[N_TERMS..]
+            .iter_mut()
+            .zip(extra_indices(board.player, board.opponent))
+        {
+            *slot = (N_PACKED + usize::from(x)) as u32;
         }
         out
     }

@@ -10,7 +10,7 @@
 //! 1/128-disc `i16` units.
 
 use crate::dataset::Sample;
-use crate::features::{Layout, N_PLIES, N_TERMS, PACKED_PER_PLY, ply_of};
+use crate::features::{BLOCK2, Layout, N_PLIES, PACKED_PER_PLY, ply_of};
 use crate::weights::from_packed;
 use bookfarm_engine::eval::{Eval, EvalHeader};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -42,6 +42,9 @@ pub struct FitParams {
     /// Fit only these buckets (empty = all): parameter experiments, or a fine-tune of selected
     /// phases (the other buckets keep the prior when there is one).
     pub only_buckets: Vec<usize>,
+    /// Fit the `bookfarm-eval2` model (Edax's patterns plus the engine's extra terms) instead
+    /// of Edax's patterns alone; the checkpoint must have the matching block size.
+    pub extra: bool,
 }
 
 impl Default for FitParams {
@@ -61,6 +64,7 @@ impl Default for FitParams {
                 date: 0.0,
             },
             only_buckets: Vec::new(),
+            extra: false,
         }
     }
 }
@@ -70,6 +74,8 @@ impl Default for FitParams {
 pub struct Checkpoint {
     /// Bucket width the checkpoint was made with.
     pub bucket_width: usize,
+    /// Weights per bucket: [`PACKED_PER_PLY`] (Edax) or [`BLOCK2`] (`bookfarm-eval2`).
+    pub block: usize,
     /// `buckets[b]` is `Some(weights)` once bucket b is fitted.
     pub buckets: Vec<Option<Vec<f32>>>,
 }
@@ -86,22 +92,35 @@ pub enum FitError {
 }
 
 const CKPT_MAGIC: &[u8; 8] = b"BFCKPT01";
+/// Checkpoints of `bookfarm-eval2` fits (the block size follows the bucket count).
+const CKPT2_MAGIC: &[u8; 8] = b"BFCKPT02";
 
 impl Checkpoint {
-    /// An empty checkpoint for `bucket_width`.
+    /// An empty checkpoint for `bucket_width` (Edax's pattern block).
     pub fn new(bucket_width: usize) -> Checkpoint {
+        Checkpoint::with_block(bucket_width, PACKED_PER_PLY)
+    }
+
+    /// An empty checkpoint for `bucket_width` and `block` weights per bucket.
+    pub fn with_block(bucket_width: usize, block: usize) -> Checkpoint {
         Checkpoint {
             bucket_width,
+            block,
             buckets: vec![None; n_buckets(bucket_width)],
         }
     }
 
-    /// Serialise: magic, width u32, bucket count u32, then per bucket a flag byte and f32 weights.
+    /// Serialise: magic, width u32, bucket count u32 (`BFCKPT02`: then the block size u32),
+    /// then per bucket a flag byte and f32 weights.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        out.extend_from_slice(CKPT_MAGIC);
+        let edax = self.block == PACKED_PER_PLY;
+        out.extend_from_slice(if edax { CKPT_MAGIC } else { CKPT2_MAGIC });
         out.extend_from_slice(&(self.bucket_width as u32).to_le_bytes());
         out.extend_from_slice(&(self.buckets.len() as u32).to_le_bytes());
+        if !edax {
+            out.extend_from_slice(&(self.block as u32).to_le_bytes());
+        }
         for b in &self.buckets {
             match b {
                 Some(w) => {
@@ -119,7 +138,7 @@ impl Checkpoint {
     /// Parse [`Checkpoint::to_bytes`] output.
     pub fn from_bytes(bytes: &[u8]) -> Result<Checkpoint, FitError> {
         let bad = |m: &str| FitError::Checkpoint(m.to_string());
-        if bytes.len() < 16 || &bytes[0..8] != CKPT_MAGIC {
+        if bytes.len() < 16 || (&bytes[0..8] != CKPT_MAGIC && &bytes[0..8] != CKPT2_MAGIC) {
             return Err(bad("bad magic"));
         }
         let width = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes")) as usize;
@@ -128,12 +147,22 @@ impl Checkpoint {
             return Err(bad("inconsistent bucket layout"));
         }
         let mut pos = 16;
+        let block = if &bytes[0..8] == CKPT2_MAGIC {
+            let b = bytes.get(16..20).ok_or_else(|| bad("truncated"))?;
+            pos = 20;
+            u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize
+        } else {
+            PACKED_PER_PLY
+        };
+        if block != PACKED_PER_PLY && block != BLOCK2 {
+            return Err(bad("unknown block size"));
+        }
         let mut buckets = Vec::with_capacity(n);
         for _ in 0..n {
             let flag = *bytes.get(pos).ok_or_else(|| bad("truncated"))?;
             pos += 1;
             if flag == 1 {
-                let end = pos + PACKED_PER_PLY * 4;
+                let end = pos + block * 4;
                 let chunk = bytes.get(pos..end).ok_or_else(|| bad("truncated"))?;
                 buckets.push(Some(
                     chunk
@@ -148,6 +177,7 @@ impl Checkpoint {
         }
         Ok(Checkpoint {
             bucket_width: width,
+            block,
             buckets,
         })
     }
@@ -156,19 +186,31 @@ impl Checkpoint {
     /// bucket takes the weights of its first ply, in discs. Exact for evaluations fitted with the
     /// same bucket width (their plies repeat within a bucket); for any other file the bucket's
     /// later plies are approximated by its first one.
-    pub fn from_eval(eval: &Eval, bucket_width: usize) -> Checkpoint {
+    ///
+    /// With `block` = [`BLOCK2`] the extra terms follow the patterns: the evaluation's own when
+    /// it is a `bookfarm-eval2`, zeros otherwise.
+    pub fn from_eval(eval: &Eval, bucket_width: usize, block: usize) -> Checkpoint {
         let map = &Layout::get().packed_of_unpacked;
         let buckets = (0..n_buckets(bucket_width))
             .map(|b| {
-                let mut w = vec![0f32; PACKED_PER_PLY];
-                for (i, &x) in eval.ply_weights(b * bucket_width).iter().enumerate() {
+                let ply = b * bucket_width;
+                let mut w = vec![0f32; block];
+                for (i, &x) in eval.ply_weights(ply).iter().enumerate() {
                     w[map[i] as usize] = f32::from(x) / 128.0;
+                }
+                if block == BLOCK2
+                    && let Some(x) = eval.extra_weights(ply)
+                {
+                    for (dst, &v) in w[PACKED_PER_PLY..].iter_mut().zip(x) {
+                        *dst = f32::from(v) / 128.0;
+                    }
                 }
                 Some(w)
             })
             .collect();
         Checkpoint {
             bucket_width,
+            block,
             buckets,
         }
     }
@@ -196,10 +238,20 @@ impl Checkpoint {
         out
     }
 
-    /// The engine evaluation of [`Checkpoint::to_packed`] with header `version`.
+    /// The engine evaluation of [`Checkpoint::to_packed`] with header `version`; with the
+    /// `bookfarm-eval2` block, the extra terms too (×128, rounded like the patterns).
     pub fn to_eval(&self, version: EvalHeader) -> Eval {
-        from_packed(version, &self.to_packed())
-            .expect("to_packed always yields N_PLIES * PACKED_PER_PLY weights")
+        let e = from_packed(version, &self.to_packed())
+            .expect("to_packed always yields N_PLIES * PACKED_PER_PLY weights");
+        if self.block != BLOCK2 {
+            return e;
+        }
+        e.with_extra(|ply, i| match &self.buckets[ply / self.bucket_width] {
+            Some(w) => (w[PACKED_PER_PLY + i] * 128.0)
+                .round()
+                .clamp(-32767.0, 32767.0) as i16,
+            None => 0,
+        })
     }
 }
 
@@ -246,6 +298,12 @@ pub fn fit(
             ckpt.bucket_width, params.bucket_width
         )));
     }
+    let block = if params.extra { BLOCK2 } else { PACKED_PER_PLY };
+    if ckpt.block != block || prior.is_some_and(|p| p.block != block) {
+        return Err(FitError::Checkpoint(format!(
+            "checkpoint or prior block size differs from the model's {block}"
+        )));
+    }
     let layout = Layout::get();
     let nb = n_buckets(params.bucket_width);
     let todo: Vec<usize> = (0..nb)
@@ -273,10 +331,6 @@ pub fn fit(
                 p >= lo && p < hi
             })
             .collect();
-        let offsets: Vec<[u32; N_TERMS]> = chosen
-            .par_iter()
-            .map(|s| layout.packed_offsets(&s.board))
-            .collect();
         let labels: Vec<f32> = chosen.iter().map(|s| s.label).collect();
         let own = b * params.bucket_width..((b + 1) * params.bucket_width).min(N_PLIES);
         let sample_weights: Vec<f32> = if params.overlap_decay == 1.0 {
@@ -288,12 +342,39 @@ pub fn fit(
                 .collect()
         };
         let prior_b = prior.and_then(|p| p.buckets[b].as_deref());
-        let (w, rmse) = fit_bucket(&offsets, &labels, &sample_weights, params, prior_b, |e| {
+        let on_epoch = |e: usize| {
             pb.inc(1);
             if e.is_multiple_of(25) {
                 pb.set_message(format!("bucket {b}/{nb}"));
             }
-        });
+        };
+        let (w, rmse) = if params.extra {
+            let offsets: Vec<_> = chosen
+                .par_iter()
+                .map(|s| layout.offsets2(&s.board))
+                .collect();
+            fit_bucket(
+                &offsets,
+                &labels,
+                &sample_weights,
+                params,
+                prior_b,
+                on_epoch,
+            )
+        } else {
+            let offsets: Vec<_> = chosen
+                .par_iter()
+                .map(|s| layout.packed_offsets(&s.board))
+                .collect();
+            fit_bucket(
+                &offsets,
+                &labels,
+                &sample_weights,
+                params,
+                prior_b,
+                on_epoch,
+            )
+        };
         reports.push(BucketReport {
             bucket: b,
             samples: labels.len(),
@@ -356,8 +437,8 @@ const CHUNK: usize = 16_384;
 /// Full-batch Adam on one bucket, from zero (or from `prior`, which the L2 term then pulls
 /// towards). `sample_weights` (empty = all 1) weigh each sample's term of the loss, which is
 /// normalised by their sum. Returns the weights (discs) and the final (weighted) training RMSE.
-pub fn fit_bucket(
-    offsets: &[[u32; N_TERMS]],
+pub fn fit_bucket<const N: usize>(
+    offsets: &[[u32; N]],
     labels: &[f32],
     sample_weights: &[f32],
     params: &FitParams,
@@ -365,7 +446,9 @@ pub fn fit_bucket(
     mut on_epoch: impl FnMut(usize),
 ) -> (Vec<f32>, f32) {
     let n = labels.len();
-    let center: Vec<f32> = prior.map_or_else(|| vec![0f32; PACKED_PER_PLY], <[f32]>::to_vec);
+    // The block: Edax's packed weights, followed by the extra terms' tables for the eval2 model.
+    let block = if params.extra { BLOCK2 } else { PACKED_PER_PLY };
+    let center: Vec<f32> = prior.map_or_else(|| vec![0f32; block], <[f32]>::to_vec);
     let mut w = center.clone();
     if n == 0 {
         return (w, 0.0);
@@ -375,8 +458,8 @@ pub fn fit_bucket(
         let mean = labels.iter().map(|&x| f64::from(x)).sum::<f64>() / n as f64;
         w[PACKED_PER_PLY - 1] = mean as f32;
     }
-    let mut m = vec![0f32; PACKED_PER_PLY];
-    let mut v = vec![0f32; PACKED_PER_PLY];
+    let mut m = vec![0f32; block];
+    let mut v = vec![0f32; block];
     let (beta1, beta2, eps) = (0.9f32, 0.999f32, 1e-8f32);
     let ones;
     let sw: &[f32] = if sample_weights.is_empty() {
@@ -403,7 +486,7 @@ pub fn fit_bucket(
             .zip(labels.par_chunks(CHUNK))
             .zip(sw.par_chunks(CHUNK))
             .map(|((offs, labs), ws)| {
-                let mut g = vec![0f32; PACKED_PER_PLY];
+                let mut g = vec![0f32; block];
                 let mut sq = 0f64;
                 for ((o, &y), &sw) in offs.iter().zip(labs).zip(ws) {
                     let pred: f32 = o.iter().map(|&i| w[i as usize]).sum();
@@ -417,7 +500,7 @@ pub fn fit_bucket(
                 (g, sq)
             })
             .collect();
-        let mut grad = vec![0f32; PACKED_PER_PLY];
+        let mut grad = vec![0f32; block];
         let mut sq = 0f64;
         for (g, s) in &partial {
             for (a, b) in grad.iter_mut().zip(g) {
@@ -432,7 +515,7 @@ pub fn fit_bucket(
             * (1.0 + (std::f32::consts::PI * epoch as f32 / params.epochs as f32).cos());
         let bc1 = 1.0 - beta1.powi(t);
         let bc2 = 1.0 - beta2.powi(t);
-        for i in 0..PACKED_PER_PLY {
+        for i in 0..block {
             let gi = 2.0 * (grad[i] * inv_n + l2 * (w[i] - center[i]));
             if gi == 0.0 && m[i] == 0.0 {
                 continue;
@@ -450,6 +533,7 @@ pub fn fit_bucket(
 pub(crate) mod tests {
     use super::*;
     use crate::dataset::LabelKind;
+    use crate::features::N_TERMS;
     use bookfarm_engine::Board;
 
     /// Random legal positions from a seeded walk (also used by other modules' tests).
@@ -725,7 +809,7 @@ pub(crate) mod tests {
         }
         let h = FitParams::default().version;
         let eval = ck.to_eval(h);
-        let back = Checkpoint::from_eval(&eval, 2);
+        let back = Checkpoint::from_eval(&eval, 2, PACKED_PER_PLY);
         assert_eq!(back.to_packed(), ck.to_packed());
         assert_eq!(back.to_eval(h).to_bytes(), eval.to_bytes());
     }

@@ -13,6 +13,8 @@
 //!   loads/writes plain or gzip `eval.dat` files;
 //! * [`positions`] draws positions to label (real openings followed by random moves, samples);
 //! * [`label`] labels them with the engine's searcher (exact or fixed depth), resumably;
+//! * [`labels`] is the committed, append-only label store (`shared/train/labels`) and its
+//!   resumable labelling runs;
 //! * [`solve`] labels positions exactly with the engine solver; [`play`] plays evaluation matches
 //!   (the trainer's alpha-beta, or the engine's searcher at an Edax level);
 //! * [`measure`] reports MAE / RMSE per empties bucket.
@@ -23,6 +25,7 @@ pub mod features;
 pub mod fit;
 pub mod games;
 pub mod label;
+pub mod labels;
 pub mod measure;
 pub mod play;
 pub mod positions;

@@ -197,6 +197,10 @@ enum Cmd {
         /// Version triple written in the eval.dat header, e.g. 1.0.0.
         #[arg(long, default_value = "1.0.0")]
         version: String,
+        /// Fit the `bookfarm-eval2` model: Edax's patterns plus the engine's extra terms
+        /// (mobility pair, potential mobilities, quadrant parity); writes eval2.bin(.gz).
+        #[arg(long)]
+        extra: bool,
     },
     /// MAE / RMSE of the static evaluation per empties bucket.
     Measure {
@@ -277,10 +281,152 @@ enum Cmd {
         #[arg(long, required = true)]
         weights: Vec<PathBuf>,
     },
+    /// The committed label store (`shared/train/labels`): resumable labelling runs into
+    /// append-only sets, listing, label quality.
+    Labels {
+        #[command(subcommand)]
+        cmd: LabelsCmd,
+    },
     /// Print the FNV-1a 64 hash and header of a weight file.
     Info {
         /// Weights (eval.dat or .gz).
         weights: PathBuf,
+    },
+}
+
+/// Which positions a labelling run draws (prefix-stable: a larger `--count` extends the draw).
+#[derive(clap::Args, Debug, Clone)]
+struct DrawArgs {
+    /// Sample cache holding the openings (`--openings`), the game positions (`--games`), or a
+    /// label set to sample (`--sample-of`).
+    #[arg(long)]
+    from: PathBuf,
+    /// Openings of --from with this many empties, continued by random moves to --empties.
+    #[arg(long, value_parser = parse_band, conflicts_with = "games")]
+    openings: Option<(u32, u32)>,
+    /// Positions of --from itself (a seeded permutation of those in --empties).
+    #[arg(long)]
+    games: bool,
+    /// Empties band of the drawn positions.
+    #[arg(long, value_parser = parse_band)]
+    empties: (u32, u32),
+    /// Positions to draw (a run labels the draw up to here; not part of the set's identity).
+    #[arg(long)]
+    count: usize,
+    /// Seed of the draw.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Positions of these caches or label sets are never drawn.
+    #[arg(long)]
+    exclude: Vec<PathBuf>,
+}
+
+impl DrawArgs {
+    /// The canonical text of the draw (a set's identity): inputs by file name.
+    fn describe(&self) -> String {
+        let name = |p: &PathBuf| {
+            p.file_name().map_or_else(
+                || p.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            )
+        };
+        let kind = match (self.openings, self.games) {
+            (Some((lo, hi)), _) => format!("random openings={lo}-{hi}"),
+            (None, true) => "games".to_string(),
+            (None, false) => "sample".to_string(),
+        };
+        // The count is not part of the identity: the draw of n positions is the prefix of the
+        // draw of more, so a set grows by running it again with a larger --count.
+        let mut d = format!(
+            "{kind} from={} empties={}-{} seed={}",
+            name(&self.from),
+            self.empties.0,
+            self.empties.1,
+            self.seed
+        );
+        for e in &self.exclude {
+            d.push_str(&format!(" exclude={}", name(e)));
+        }
+        d
+    }
+
+    /// Draw the positions.
+    fn draw(&self) -> Result<Vec<bookfarm_engine::Board>> {
+        let from = dataset::read_samples(&self.from)
+            .with_context(|| format!("reading {}", self.from.display()))?;
+        let pool: Vec<bookfarm_engine::Board> = from.iter().map(|s| s.board).collect();
+        let excluded = keys_of(&self.exclude)?;
+        let band = self.empties.0..=self.empties.1;
+        Ok(match (self.openings, self.games) {
+            (Some((lo, hi)), _) => {
+                let starts: Vec<_> = pool
+                    .into_iter()
+                    .filter(|b| (lo..=hi).contains(&b.empties()))
+                    .collect();
+                positions::random_continuations(&starts, band, self.count, self.seed, &excluded)
+            }
+            _ => positions::game_positions(&pool, band, self.count, self.seed, &excluded),
+        })
+    }
+}
+
+#[derive(Subcommand, Debug)]
+enum LabelsCmd {
+    /// Label a draw into a committed set, resuming after its parts (see `labels.rs`). Run it at
+    /// idle priority (`chrt --idle 0`); kill it at any time.
+    Run {
+        /// Store root.
+        #[arg(long, default_value = "shared/train/labels")]
+        root: PathBuf,
+        /// Set name (a directory of the store).
+        #[arg(long)]
+        set: String,
+        #[command(flatten)]
+        draw: DrawArgs,
+        /// Search depth (60 = exact with selectivity 5).
+        #[arg(long, default_value_t = 60)]
+        depth: u32,
+        /// Selectivity index 0..=5 (0 = 73 %, 5 = none).
+        #[arg(long, default_value_t = 5)]
+        selectivity: u8,
+        /// Weights of the search (default: the embedded evaluation).
+        #[arg(long)]
+        eval: Option<PathBuf>,
+        /// Work checkpoints (outside version control).
+        #[arg(long, default_value = "target/train/labels-work")]
+        work: PathBuf,
+        /// Positions per checkpoint.
+        #[arg(long, default_value_t = 256)]
+        chunk: usize,
+        /// Largest part, in labels.
+        #[arg(long, default_value_t = 200_000)]
+        part_max: usize,
+        /// A part is cut after this many seconds.
+        #[arg(long, default_value_t = 1800)]
+        part_secs: u64,
+        /// Stop after this many seconds, cutting the part in progress (0 = run to --count): lets
+        /// a queue take turns between sets.
+        #[arg(long, default_value_t = 0)]
+        run_secs: u64,
+    },
+    /// Print the store's sets as a Markdown table (the index of `labels/README.md`).
+    List {
+        /// Store root.
+        #[arg(long, default_value = "shared/train/labels")]
+        root: PathBuf,
+    },
+    /// Label quality of a set: its labels against the exact labels of the same positions in
+    /// another set (an exact sample of it), per empties band; written to `quality-NNN.txt`.
+    Quality {
+        /// The set measured.
+        #[arg(long)]
+        set: PathBuf,
+        /// Set (or cache) with exact labels of some of its positions.
+        #[arg(long)]
+        exact: PathBuf,
+        /// Empties bands, e.g. 18-18,19-19,20-22.
+        #[arg(long, value_delimiter = ',', value_parser = parse_band, required = true)]
+        bands: Vec<(u32, u32)>,
     },
 }
 
@@ -404,6 +550,155 @@ fn eval_or_default(path: Option<&PathBuf>) -> Result<Arc<Eval>> {
         Some(p) => Arc::new(weights::load(p)?),
         None => default_eval(),
     })
+}
+
+/// Identity of an evaluation for label metadata: its version header and FNV-1a 64.
+fn eval_identity(eval: &Eval) -> String {
+    format!(
+        "{} fnv1a64={:016x}",
+        version_string(&eval.header()),
+        fnv1a64(&eval.to_file_bytes())
+    )
+}
+
+fn labels_cmd(cmd: LabelsCmd) -> Result<()> {
+    use bookfarm_train::labels::{self, RunParams};
+    match cmd {
+        LabelsCmd::Run {
+            root,
+            set,
+            draw,
+            depth,
+            selectivity,
+            eval,
+            work,
+            chunk,
+            part_max,
+            part_secs,
+            run_secs,
+        } => {
+            let t = Instant::now();
+            let boards = draw.draw()?;
+            info!(
+                positions = boards.len(),
+                secs = t.elapsed().as_secs_f32(),
+                "positions drawn"
+            );
+            let spec = LabelSpec { depth, selectivity };
+            let ev = eval_or_default(eval.as_ref())?;
+            let exact = spec == LabelSpec::EXACT;
+            let opts = bookfarm_engine::search::SearchOptions::for_eval(&ev);
+            let engine = bookfarm_engine::search::SearchSignature::new(&opts, "-").engine;
+            let params = RunParams {
+                root,
+                set,
+                draw: draw.describe(),
+                spec,
+                eval: if exact {
+                    "-".into()
+                } else {
+                    eval_identity(&ev)
+                },
+                engine,
+                command: std::env::args().collect::<Vec<_>>().join(" "),
+                work,
+                chunk,
+                part_max,
+                part_secs,
+                run_secs,
+            };
+            let pb = ProgressBar::new(boards.len() as u64);
+            pb.set_style(
+                ProgressStyle::with_template(
+                    "{elapsed_precise} [{bar:40}] {pos}/{len} labelled (eta {eta})",
+                )
+                .expect("static template"),
+            );
+            let r = labels::run_set(
+                &params,
+                &boards,
+                &ev,
+                || false,
+                |done, _| pb.set_position(done as u64),
+            )?;
+            pb.finish();
+            println!(
+                "set {}: {} positions before, {} after; {} parts written, {} searched, {} copied",
+                params.set, r.had, r.covered, r.parts_written, r.searched, r.copied
+            );
+        }
+        LabelsCmd::List { root } => print!("{}", labels_table(&root)?),
+        LabelsCmd::Quality { set, exact, bands } => {
+            let s = labels::read_set(&set)?;
+            let reference = dataset::read_samples(&exact)
+                .with_context(|| format!("reading {}", exact.display()))?;
+            let table = measure::label_errors(&reference, &s.samples(), &bands);
+            let mut k = 0;
+            while set.join(format!("quality-{k:03}.txt")).exists() {
+                k += 1;
+            }
+            let text = format!(
+                "# Label quality of set {} ({} labels) against the exact labels of {}\n# command: {}\n{table}",
+                s.info.get("set").map_or("?", String::as_str),
+                s.covered(),
+                exact.display(),
+                std::env::args().collect::<Vec<_>>().join(" ")
+            );
+            std::fs::write(set.join(format!("quality-{k:03}.txt")), &text)?;
+            print!("{text}");
+        }
+    }
+    Ok(())
+}
+
+/// The store's sets as a Markdown table: spec, labels per empties band, CPU, size, quality.
+fn labels_table(root: &std::path::Path) -> Result<String> {
+    use bookfarm_train::labels;
+    let mut out = String::from(
+        "| set | draw | label | eval | parts | labels | per empties | CPU s | bytes |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for dir in labels::set_dirs(root)? {
+        let s = labels::read_set(&dir)?;
+        let mut per: std::collections::BTreeMap<u32, usize> = Default::default();
+        for l in s.parts.iter().flat_map(|p| &p.labels) {
+            *per.entry(l.board.empties()).or_default() += 1;
+        }
+        let per = per
+            .iter()
+            .map(|(e, n)| format!("{e}: {n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let cpu: f64 = s
+            .parts
+            .iter()
+            .filter_map(|p| p.meta.get("cpu_s").and_then(|c| c.parse::<f64>().ok()))
+            .sum();
+        let bytes: u64 = (0..s.parts.len())
+            .filter_map(|k| std::fs::metadata(labels::part_path(&dir, k)).ok())
+            .map(|m| m.len())
+            .sum();
+        let get = |k: &str| s.info.get(k).map_or("", String::as_str).to_string();
+        let label = if get("kind") == "exact" {
+            "exact".to_string()
+        } else {
+            format!(
+                "depth {} at {} %",
+                get("depth"),
+                bookfarm_engine::level::selectivity_percent(
+                    get("selectivity").parse().unwrap_or(5)
+                )
+            )
+        };
+        out.push_str(&format!(
+            "| {} | {} | {label} | {} | {} | {} | {per} | {cpu:.0} | {bytes} |\n",
+            get("set"),
+            get("draw"),
+            get("eval"),
+            s.parts.len(),
+            s.covered()
+        ));
+    }
+    Ok(out)
 }
 
 fn main() -> Result<()> {
@@ -553,6 +848,7 @@ fn main() -> Result<()> {
             only_search_labels,
             exclude,
             version,
+            extra,
         } => {
             anyhow::ensure!(
                 overlap_decay > 0.0 && overlap_decay <= 1.0,
@@ -616,6 +912,12 @@ fn main() -> Result<()> {
                 l2,
                 version: parse_version(&version)?,
                 only_buckets: only_buckets.clone(),
+                extra,
+            };
+            let block = if extra {
+                bookfarm_train::features::BLOCK2
+            } else {
+                bookfarm_train::features::PACKED_PER_PLY
             };
             let prior_ck = match &prior {
                 Some(p) => {
@@ -623,7 +925,7 @@ fn main() -> Result<()> {
                     Some(if bytes.starts_with(b"BFCKPT") {
                         Checkpoint::from_bytes(&bytes)?
                     } else {
-                        Checkpoint::from_eval(&weights::from_bytes(&bytes)?, bucket_width)
+                        Checkpoint::from_eval(&weights::from_bytes(&bytes)?, bucket_width, block)
                     })
                 }
                 None => None,
@@ -637,7 +939,7 @@ fn main() -> Result<()> {
                     );
                     c
                 }
-                _ => Checkpoint::new(bucket_width),
+                _ => Checkpoint::with_block(bucket_width, block),
             };
             let t = Instant::now();
             let reports = fit::fit(
@@ -657,11 +959,12 @@ fn main() -> Result<()> {
                 );
             }
             let w = ck.to_eval(params.version);
-            let img = w.to_bytes();
-            std::fs::write(out.join("eval.dat"), &img)?;
-            std::fs::write(out.join("eval.dat.gz"), weights::to_eval_dat_gz(&w))?;
+            let img = w.to_file_bytes();
+            let name = if extra { "eval2.bin" } else { "eval.dat" };
+            std::fs::write(out.join(name), &img)?;
+            std::fs::write(out.join(format!("{name}.gz")), weights::to_eval_dat_gz(&w))?;
             println!(
-                "fit done in {:.1} s; eval.dat fnv1a64 {:016x}",
+                "fit done in {:.1} s; {name} fnv1a64 {:016x}",
                 t.elapsed().as_secs_f32(),
                 fnv1a64(&img)
             );
@@ -791,6 +1094,7 @@ fn main() -> Result<()> {
                 "labels written"
             );
         }
+        Cmd::Labels { cmd } => labels_cmd(cmd)?,
         Cmd::EngineMatch {
             weights,
             opponent,

@@ -107,6 +107,32 @@ pub fn sample_by_empties(
     out
 }
 
+/// The first `n` positions of a seeded permutation of the positions of `pool` (with a legal move,
+/// not in `exclude`) whose empties lie in `band`. Unlike [`sample_by_empties`] the draw is
+/// prefix-stable: the draw of `n` positions is the first `n` of the draw of more, so a label set
+/// can be extended without relabelling.
+pub fn game_positions(
+    pool: &[Board],
+    band: RangeInclusive<u32>,
+    n: usize,
+    seed: u64,
+    exclude: &HashSet<(u64, u64)>,
+) -> Vec<Board> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut v: Vec<Board> = pool
+        .iter()
+        .filter(|b| {
+            band.contains(&b.empties())
+                && b.moves() != 0
+                && !exclude.contains(&(b.player, b.opponent))
+        })
+        .copied()
+        .collect();
+    v.shuffle(&mut rng);
+    v.truncate(n);
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

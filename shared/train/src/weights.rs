@@ -61,10 +61,11 @@ pub fn load(path: &Path) -> Result<Eval, WeightsError> {
     })
 }
 
-/// The gzip-compressed eval.dat image of `eval` (what the engine embeds).
+/// The gzip-compressed file image of `eval` (what the engine embeds): an eval.dat, or a
+/// `bookfarm-eval2` file for weights with extra terms.
 pub fn to_eval_dat_gz(eval: &Eval) -> Vec<u8> {
     let mut enc = GzEncoder::new(Vec::new(), Compression::best());
-    enc.write_all(&eval.to_bytes())
+    enc.write_all(&eval.to_file_bytes())
         .and_then(|()| enc.finish())
         .expect("gzip into a Vec cannot fail")
 }

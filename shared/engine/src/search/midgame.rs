@@ -11,8 +11,9 @@ use super::ordering::{self, MoveList};
 use super::probcut;
 use super::tt::Tt;
 use crate::board::Board;
+use crate::eval::extra::extra_indices_with;
 use crate::eval::features::encode;
-use crate::eval::{Eval, Features, Lanes, round_clamp};
+use crate::eval::{Eval, Features, Lanes, extra_sum, round_clamp};
 use crate::level::{NO_SELECTIVITY, SELECTIVITY_T};
 use crate::stability::stable_discs;
 use std::marker::PhantomData;
@@ -149,7 +150,11 @@ impl<'a, K> Ctx<'a, K> {
     /// Static evaluation of the current position (edax-spec §8.3).
     #[inline(always)]
     pub fn eval0(&self) -> i32 {
-        round_clamp(self.eval.raw(&self.features, self.board.empties()))
+        let b = self.board;
+        round_clamp(
+            self.eval.raw(&self.features, b.empties())
+                + self.eval.extra_raw(b.player, b.opponent, b.empties()),
+        )
     }
 
     /// Exact value through the endgame solver.
@@ -235,6 +240,8 @@ impl Ctx<'_, $codegen> {
         }
         let beta = beta.min(SCORE_MAX - 1);
         let weights = self.eval.ply(b.empties() - 1);
+        // `bookfarm-eval2` weights add the extra terms of each child (None for eval.dat).
+        let extra = self.eval.extra_weights(61 - b.empties() as usize);
         let kernels = crate::flip::active();
         let mut best = -SCORE_INF;
         // Nodes counted locally (this node and each evaluated child), added once at the end.
@@ -256,7 +263,16 @@ impl Ctx<'_, $codegen> {
                 // with one-uop loads; otherwise LLVM extracts each from a register with `vpextrw`
                 // (two uops), which measured 4-6 % slower on a level-12 search.
                 let child = std::hint::black_box(Features::child_of(opponent, x, f));
-                let raw = weights.raw(&child);
+                let mut raw = weights.raw(&child);
+                if let Some(w) = extra {
+                    // The child seen from its side to move (the opponent here).
+                    let own = b.opponent & !f;
+                    let other = b.player | f | (1u64 << x);
+                    raw += extra_sum(
+                        w,
+                        &extra_indices_with(own, other, |p, o| kernels.moves(p, o)),
+                    );
+                }
                 let s = -(if raw > 0 {
                     (raw + 64) / 128
                 } else {
@@ -370,7 +386,14 @@ impl Ctx<'_, $codegen> {
                 if refine != Refine::None {
                     let v = if refine == Refine::Static {
                         let idx = self.features.child_indices(c.x, c.flipped);
-                        round_clamp(self.eval.raw_indices(&idx, child.empties()))
+                        round_clamp(
+                            self.eval.raw_indices(&idx, child.empties())
+                                + self.eval.extra_raw(
+                                    child.player,
+                                    child.opponent,
+                                    child.empties(),
+                                ),
+                        )
                     } else {
                         let prev = self.make(c.x, c.flipped);
                         let v = self.eval2(-SCORE_MAX, SCORE_MAX);
