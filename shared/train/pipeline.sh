@@ -56,6 +56,11 @@
 # Seventh session (needs v16b's caches): is the fit the limit at 20-22?
 #   shared/train/pipeline.sh grid17     # v16c's data, buckets of 19-22 empties: width, overlap, decay, L2, Huber
 #   shared/train/pipeline.sh v17        # v16d's data (runs v16d first) fitted with L2 L2_17 (2) -> v17-lL2_17
+#
+# Issue 42 (committed labels in shared/train/labels, the bookfarm-eval2 format; docs/training.md):
+#   shared/train/pipeline.sh labels42 [SECS]  # every label set of issue 42 in turn, SECS (900) each,
+#                                             # at idle priority, resuming after the committed parts
+#   shared/train/pipeline.sh quality42        # exact sample of the d16 set and its label quality
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=${BOOKFARM_TRAIN_CACHE:-target/train}
@@ -653,6 +658,69 @@ v17() {
     --checkpoint "$C/v17-l$L2_17.ckpt"
 }
 
+# ---- Issue 42: committed labels (shared/train/labels) --------------------------------------------
+# Every label set of the issue: NAME, then the `labels run` arguments (draw and spec). Once a set
+# has parts its arguments never change, except --count (the draw of n is the prefix of the draw of
+# more). The held-out sets are the draws of `heldout` / `heldout-big` (same functions, seeds and
+# exclusions); when their old caches exist they are imported instead of solved again.
+L=${BOOKFARM_TRAIN_LABELS:-shared/train/labels}
+IDLE=${BOOKFARM_TRAIN_IDLE:-chrt --idle 0}
+sets42() {
+  local held="--from $C/test.bin --openings 40-50 --seed 101 --exclude $C/train.bin"
+  cat <<EOF
+heldout-r1416-s101 $held --empties 14-16 --count 300
+heldout-r1820-s101 $held --empties 18-20 --count 240
+heldout-r2022-s101 $held --empties 20-22 --count 300
+heldout-w1416-s102 --from $C/test.bin --empties 14-16 --count 50 --seed 102
+heldout-w1820-s102 --from $C/test.bin --empties 18-20 --count 15 --seed 102
+heldout-w2022-s102 --from $C/test.bin --empties 20-22 --count 8 --seed 102
+r1824-d16p73-w110-s421 --from $C/train.bin --openings 40-50 --empties 18-24 --count ${N42R:-1000000} --seed 421 --depth 16 --selectivity 0
+g1824-d16p73-w110-s422 --from $C/train.bin --games --empties 18-24 --count ${N42G:-1000000} --seed 422 --depth 16 --selectivity 0
+EOF
+}
+# Old held-out caches (heldout / heldout-big) become the first part of their set: copied into the
+# set's work checkpoint, which `labels run` checks against the draw and commits as part 0.
+import42() {
+  local work=target/train/labels-work
+  mkdir -p "$work"
+  for pair in heldout-r1416-s101:heldout-R-14-16 heldout-r1820-s101:heldout-R-18-20 \
+              heldout-r2022-s101:heldout-RB-20-22 heldout-w1416-s102:heldout-W-14-16 \
+              heldout-w1820-s102:heldout-W-18-20 heldout-w2022-s102:heldout-W-20-22; do
+    local set=${pair%%:*} step=${pair#*:}
+    local old=$C/$step.bin
+    if [ -e "$old" ] && grep -q "^done $step\$" "$C/steps.done" 2>/dev/null \
+       && [ ! -e "$L/$set/part-00000.bfl.gz" ] && [ ! -e "$work/$set.from-0.bin" ]; then
+      cp "$old" "$work/$set.from-0.bin"
+    fi
+  done
+}
+labels42() {
+  dataset
+  import42
+  local secs=${1:-900}
+  while :; do
+    local left=0
+    while read -r name args; do
+      [ -n "$name" ] || continue
+      log "labels42 $name ($secs s)"
+      # shellcheck disable=SC2086
+      $IDLE "$B" labels run --root "$L" --set "$name" $args --run-secs "$secs" --part-secs "$secs" \
+        >> "$C/labels42.out" 2>> "$C/labels42.log" || { log "FAILED labels42 $name"; exit 1; }
+      tail -1 "$C/labels42.out" | grep -q ' 0 parts written' || left=1
+    done < <(sets42)
+    [ "$left" = 1 ] || break
+  done
+}
+# Label quality of the d16 set: exact solves of a seeded sample of its first part at 18-22 empties
+# (20 per empties value), then `labels quality`.
+quality42() {
+  local set=r1824-d16p73-w110-s421
+  $IDLE "$B" labels run --root "$L" --set "q-$set" --from "$L/$set/part-00000.bfl.gz" \
+    --empties 18-22 --count 20 --seed 431 >> "$C/labels42.out" 2>> "$C/labels42.log"
+  "$B" labels quality --set "$L/$set" --exact "$L/q-$set" \
+    --bands 18-18,19-19,20-20,21-21,22-22,18-22
+}
+
 case "${1:-all}" in
   labels) dataset; heldout; labels1 ;;
   fit1) fit1 ;;
@@ -696,6 +764,9 @@ case "${1:-all}" in
   v15k) v15k ;;
   conv15) conv15 ;;
   analyse15) shift; analyse15 "$@" ;;
+  labels42) labels42 "${2:-900}" ;;
+  import42) import42 ;;
+  quality42) quality42 ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;
   *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W|v14a|v14b|v14c|sweep14 a|b B|v15x|v15a|v15c|v15e|v15f|v15g|v15h|v15i|v15j|v15k|conv15|cap15|analyse15 W...|heldout-big|lq16|cost16|v16a|v16b|v16c|v16d|grid17|v17]" >&2; exit 2 ;;
 esac

@@ -47,8 +47,18 @@ pub fn signature(eval: &Arc<Eval>, eval_hash: &str) -> String {
     SearchSignature::new(&SearchOptions::for_eval(eval), eval_hash).to_string()
 }
 
+/// The fingerprint of loaded weights: [`eval_fingerprint`] of the file bytes, prefixed by the
+/// format's name for any format other than Edax's eval.dat (`bookfarm-eval2:0123…`), so that a
+/// search signature names the evaluation format.
+pub fn format_fingerprint(eval: &Eval, bytes: &[u8]) -> String {
+    match eval.format() {
+        bookfarm_engine::eval::EvalFormat::EdaxEvalDat => eval_fingerprint(bytes),
+        other => format!("{}:{}", other.name(), eval_fingerprint(bytes)),
+    }
+}
+
 /// Load evaluation weights from `path`, or bookfarm's embedded default weights when `None`;
-/// returns them with their fingerprint ([`eval_fingerprint`] of the file bytes).
+/// returns them with their fingerprint ([`format_fingerprint`] of the file bytes).
 pub fn load_eval(path: Option<&std::path::Path>) -> Result<(Arc<Eval>, String), LoadEvalError> {
     match path {
         Some(p) => {
@@ -59,14 +69,14 @@ pub fn load_eval(path: Option<&std::path::Path>) -> Result<(Arc<Eval>, String), 
             })?;
             let e = Eval::from_bytes(&bytes)
                 .map_err(|source| LoadEvalError::Parse { path: name, source })?;
-            Ok((Arc::new(e), eval_fingerprint(&bytes)))
+            let fingerprint = format_fingerprint(&e, &bytes);
+            Ok((Arc::new(e), fingerprint))
         }
         None => {
             let bytes = bookfarm_engine::eval::default::default_eval_dat();
-            Ok((
-                bookfarm_engine::eval::default_eval(),
-                eval_fingerprint(&bytes),
-            ))
+            let e = bookfarm_engine::eval::default_eval();
+            let fingerprint = format_fingerprint(&e, &bytes);
+            Ok((e, fingerprint))
         }
     }
 }
@@ -80,5 +90,20 @@ mod tests {
         // Known FNV-1a 64 test vectors.
         assert_eq!(eval_fingerprint(b""), "cbf29ce484222325");
         assert_eq!(eval_fingerprint(b"a"), "af63dc4c8601ec8c");
+    }
+
+    #[test]
+    fn the_fingerprint_names_a_bookfarm_eval2_file() {
+        let e = Arc::new(Eval::default_weights().with_extra(|_, _| 0));
+        let bytes = e.to_file_bytes();
+        let fp = format_fingerprint(&e, &bytes);
+        assert_eq!(fp, format!("bookfarm-eval2:{}", eval_fingerprint(&bytes)));
+        assert!(signature(&e, &fp).contains("eval=bookfarm-eval2:"));
+        // Edax-format weights keep the bare hash (signatures of existing books are unchanged).
+        let (_, default_fp) = load_eval(None).expect("default");
+        assert_eq!(
+            default_fp,
+            eval_fingerprint(&bookfarm_engine::eval::default::default_eval_dat())
+        );
     }
 }

@@ -287,6 +287,16 @@ enum Cmd {
         #[command(subcommand)]
         cmd: LabelsCmd,
     },
+    /// Write weights as a `bookfarm-eval2` file with all extra-term weights zero: it evaluates
+    /// (and searches) exactly as the input, at the cost of computing the extra terms.
+    Eval2 {
+        /// Weights (eval.dat or .gz).
+        #[arg(long)]
+        weights: PathBuf,
+        /// Output file (plain `bookfarm-eval2` image).
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Print the FNV-1a 64 hash and header of a weight file.
     Info {
         /// Weights (eval.dat or .gz).
@@ -304,13 +314,16 @@ struct DrawArgs {
     /// Openings of --from with this many empties, continued by random moves to --empties.
     #[arg(long, value_parser = parse_band, conflicts_with = "games")]
     openings: Option<(u32, u32)>,
-    /// Positions of --from itself (a seeded permutation of those in --empties).
+    /// Positions of --from itself: a seeded permutation of those in --empties (prefix-stable).
+    /// Without --openings and --games, `label`'s sample of --count positions per empties value
+    /// (not prefix-stable: a fixed-size set such as a held-out set).
     #[arg(long)]
     games: bool,
     /// Empties band of the drawn positions.
     #[arg(long, value_parser = parse_band)]
     empties: (u32, u32),
-    /// Positions to draw (a run labels the draw up to here; not part of the set's identity).
+    /// Positions to draw (a run labels the draw up to here; not part of the set's identity,
+    /// except for the per-empties sample, where it is the sample size per empties value).
     #[arg(long)]
     count: usize,
     /// Seed of the draw.
@@ -324,16 +337,23 @@ struct DrawArgs {
 impl DrawArgs {
     /// The canonical text of the draw (a set's identity): inputs by file name.
     fn describe(&self) -> String {
+        // Inputs by file name; a committed label part by its set and part (`SET/part-00000.bfl.gz`).
         let name = |p: &PathBuf| {
-            p.file_name().map_or_else(
+            let file = p.file_name().map_or_else(
                 || p.display().to_string(),
                 |n| n.to_string_lossy().into_owned(),
-            )
+            );
+            match p.parent().and_then(|d| d.file_name()) {
+                Some(set) if bookfarm_train::labels::is_label_path(p) && p.is_file() => {
+                    format!("{}/{file}", set.to_string_lossy())
+                }
+                _ => file,
+            }
         };
         let kind = match (self.openings, self.games) {
             (Some((lo, hi)), _) => format!("random openings={lo}-{hi}"),
             (None, true) => "games".to_string(),
-            (None, false) => "sample".to_string(),
+            (None, false) => format!("sample per-empties={}", self.count),
         };
         // The count is not part of the identity: the draw of n positions is the prefix of the
         // draw of more, so a set grows by running it again with a larger --count.
@@ -365,7 +385,12 @@ impl DrawArgs {
                     .collect();
                 positions::random_continuations(&starts, band, self.count, self.seed, &excluded)
             }
-            _ => positions::game_positions(&pool, band, self.count, self.seed, &excluded),
+            (None, true) => {
+                positions::game_positions(&pool, band, self.count, self.seed, &excluded)
+            }
+            (None, false) => {
+                positions::sample_by_empties(&pool, band, self.count, self.seed, &excluded)
+            }
         })
     }
 }
@@ -1095,6 +1120,17 @@ fn main() -> Result<()> {
             );
         }
         Cmd::Labels { cmd } => labels_cmd(cmd)?,
+        Cmd::Eval2 { weights, out } => {
+            let w = weights::load(&weights)?.with_extra(|_, _| 0);
+            let img = w.to_file_bytes();
+            std::fs::write(&out, &img)?;
+            println!(
+                "{}: {} fnv1a64 {:016x}",
+                out.display(),
+                w.format().name(),
+                fnv1a64(&img)
+            );
+        }
         Cmd::EngineMatch {
             weights,
             opponent,
@@ -1213,10 +1249,11 @@ fn main() -> Result<()> {
             let w = weights::load(&weights)?;
             let h = w.header();
             println!(
-                "version {} date {} fnv1a64 {:016x}",
+                "{} version {} date {} fnv1a64 {:016x}",
+                w.format().name(),
                 version_string(&h),
                 h.date,
-                fnv1a64(&w.to_bytes())
+                fnv1a64(&w.to_file_bytes())
             );
         }
     }
