@@ -60,7 +60,9 @@
 # Issue 42 (committed labels in shared/train/labels, the bookfarm-eval2 format; docs/training.md):
 #   shared/train/pipeline.sh labels42 [SECS]  # every label set of issue 42 in turn, SECS (900) each,
 #                                             # at idle priority, resuming after the committed parts
-#   shared/train/pipeline.sh quality42        # exact sample of the d16 set and its label quality
+#   shared/train/pipeline.sh quality42        # label quality of the d16 set (its exact sample)
+#   shared/train/pipeline.sh measure42 W...   # held-out tables from the committed held-out sets
+#   shared/train/pipeline.sh match42 W [8,12] # engine-searcher matches vs 1.1.0 with 95 % intervals
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=${BOOKFARM_TRAIN_CACHE:-target/train}
@@ -674,6 +676,7 @@ heldout-r2022-s101 $held --empties 20-22 --count 300
 heldout-w1416-s102 --from $C/test.bin --empties 14-16 --count 50 --seed 102
 heldout-w1820-s102 --from $C/test.bin --empties 18-20 --count 15 --seed 102
 heldout-w2022-s102 --from $C/test.bin --empties 20-22 --count 8 --seed 102
+q-r1824-d16p73-w110-s421 --from $L/r1824-d16p73-w110-s421/part-00000.bfl.gz --empties 18-22 --count 20 --seed 431
 r1824-d16p73-w110-s421 --from $C/train.bin --openings 40-50 --empties 18-24 --count ${N42R:-1000000} --seed 421 --depth 16 --selectivity 0
 g1824-d16p73-w110-s422 --from $C/train.bin --games --empties 18-24 --count ${N42G:-1000000} --seed 422 --depth 16 --selectivity 0
 EOF
@@ -691,6 +694,9 @@ import42() {
     if [ -e "$old" ] && grep -q "^done $step\$" "$C/steps.done" 2>/dev/null \
        && [ ! -e "$L/$set/part-00000.bfl.gz" ] && [ ! -e "$work/$set.from-0.bin" ]; then
       cp "$old" "$work/$set.from-0.bin"
+      # The CPU seconds the old step logged become the part's.
+      sed -n "s/^.* done $step: .* cpu \([0-9.]*\) s\$/\1/p" "$C/pipeline.log" | tail -1 \
+        > "$work/$set.from-0.cpu"
     fi
   done
 }
@@ -711,14 +717,41 @@ labels42() {
     [ "$left" = 1 ] || break
   done
 }
-# Label quality of the d16 set: exact solves of a seeded sample of its first part at 18-22 empties
-# (20 per empties value), then `labels quality`.
+# Label quality of the d16 set against its exact sample (set q-…: 20 positions per empties value
+# 18-22 of its first part, solved by labels42).
 quality42() {
   local set=r1824-d16p73-w110-s421
-  $IDLE "$B" labels run --root "$L" --set "q-$set" --from "$L/$set/part-00000.bfl.gz" \
-    --empties 18-22 --count 20 --seed 431 >> "$C/labels42.out" 2>> "$C/labels42.log"
   "$B" labels quality --set "$L/$set" --exact "$L/q-$set" \
     --bands 18-18,19-19,20-20,21-21,22-22,18-22
+}
+
+# Held-out tables from the committed held-out sets (static and depth-4 MAE per band), plus the
+# free sets built from the data (W 24-30 with stored WTHOR scores, flippy).
+measure42() {
+  flippy
+  [ -e "$C/heldout-W-24-30.bin" ] || step heldout-W-24-30 "$C/heldout-W-24-30.bin" "$B" label \
+    --from "$C/test.bin" --empties 24-30 --count 200 --seed 103 --keep-labels --out "$C/heldout-W-24-30.bin"
+  local sets=()
+  for s in heldout-r1416-s101 heldout-r1820-s101 heldout-r2022-s101 heldout-w1416-s102 \
+           heldout-w1820-s102 heldout-w2022-s102; do
+    [ -e "$L/$s/part-00000.bfl.gz" ] && sets+=(--samples "$L/$s")
+  done
+  sets+=(--samples "$C/heldout-W-24-30.bin" --samples "$C/flippy.bin")
+  for w in "$@"; do
+    log "measure42 $w"
+    $NICE "$B" measure --weights "$w" "${sets[@]}" --depths 4 \
+      --bands 14-16,18-20,20-22,20-20,21-21,22-22,24-24,25-30 | tee -a "$C/measure42.log"
+  done
+}
+# match42 W [LEVELS]: W against 1.1.0 with the engine's searcher, 200 random 8-ply openings each
+# played with both colours, at each level (default 8 and 12); prints the 95 % confidence interval.
+match42() {
+  local w=$1 levels=${2:-8,12}
+  for level in ${levels//,/ }; do
+    local name; name="match42-L$level-$(basename "$(dirname "$w")")"
+    step "$name" "$C/$name.log" "$B" engine-match \
+      --weights "$w" --opponent "$OLD" --pairs "${PAIRS42:-200}" --level "$level" --plies 8 --seed 1
+  done
 }
 
 case "${1:-all}" in
@@ -767,6 +800,8 @@ case "${1:-all}" in
   labels42) labels42 "${2:-900}" ;;
   import42) import42 ;;
   quality42) quality42 ;;
+  measure42) shift; measure42 "$@" ;;
+  match42) match42 "$2" "${3:-8,12}" ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;
   *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W|v14a|v14b|v14c|sweep14 a|b B|v15x|v15a|v15c|v15e|v15f|v15g|v15h|v15i|v15j|v15k|conv15|cap15|analyse15 W...|heldout-big|lq16|cost16|v16a|v16b|v16c|v16d|grid17|v17]" >&2; exit 2 ;;
 esac

@@ -558,13 +558,16 @@ fn print_validation(
 
 /// One result line of a match, after `prefix`.
 fn print_match(prefix: &str, r: &play::MatchResult, secs: f32) {
+    let (lo, hi) = r.score_ci95();
     println!(
-        "{prefix}games {} wins {} draws {} losses {} score rate {:.1}% mean disc diff {:+.2} ({secs:.0} s)",
+        "{prefix}games {} wins {} draws {} losses {} score rate {:.1}% (95% CI {:.1}-{:.1}%) mean disc diff {:+.2} ({secs:.0} s)",
         r.games,
         r.wins,
         r.draws,
         r.losses,
         100.0 * r.win_rate(),
+        100.0 * lo,
+        100.0 * hi,
         r.mean_discs(),
     );
 }

@@ -174,6 +174,9 @@ pub struct MatchResult {
     pub losses: usize,
     /// Sum of disc differences (first evaluation's view).
     pub disc_sum: i64,
+    /// Points of the first evaluation in each opening pair (its two games, one per colour), in
+    /// half points: 0 (two losses) to 4 (two wins).
+    pub pair_half_points: Vec<u8>,
 }
 
 impl MatchResult {
@@ -184,6 +187,24 @@ impl MatchResult {
     /// Mean disc difference per game.
     pub fn mean_discs(&self) -> f64 {
         self.disc_sum as f64 / self.games.max(1) as f64
+    }
+
+    /// 95 % confidence interval of the score rate (normal approximation over the opening pairs,
+    /// the independent units of a paired match: both games of a pair share their opening).
+    pub fn score_ci95(&self) -> (f64, f64) {
+        let n = self.pair_half_points.len();
+        if n < 2 {
+            return (0.0, 1.0);
+        }
+        let x: Vec<f64> = self
+            .pair_half_points
+            .iter()
+            .map(|&h| f64::from(h) / 4.0)
+            .collect();
+        let mean = x.iter().sum::<f64>() / n as f64;
+        let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        let half = 1.96 * (var / n as f64).sqrt();
+        (mean - half, mean + half)
     }
 }
 
@@ -291,6 +312,15 @@ fn tally(scores: &[i32]) -> MatchResult {
         games: scores.len(),
         ..MatchResult::default()
     };
+    let half = |s: i32| match s.cmp(&0) {
+        std::cmp::Ordering::Greater => 2u8,
+        std::cmp::Ordering::Equal => 1,
+        std::cmp::Ordering::Less => 0,
+    };
+    r.pair_half_points = scores
+        .chunks(2)
+        .map(|p| p.iter().map(|&s| half(s)).sum())
+        .collect();
     for &s in scores {
         r.disc_sum += i64::from(s);
         match s.cmp(&0) {
@@ -335,6 +365,9 @@ mod tests {
         assert_eq!(r.games, 8);
         assert_eq!(r.disc_sum, 0);
         assert_eq!(r.wins, r.losses);
+        // Every pair scores one point (a win and a loss, or two draws): no spread at all.
+        assert_eq!(r.pair_half_points, vec![2; 4]);
+        assert_eq!(r.score_ci95(), (0.5, 0.5));
     }
 
     #[test]
