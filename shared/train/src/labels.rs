@@ -53,6 +53,8 @@ pub const MAGIC: &[u8; 8] = b"BFLABELS";
 pub const FORMAT_VERSION: u32 = 1;
 /// Largest part file the store accepts (issue budget: ≤ ~10 MB a file).
 pub const MAX_PART_BYTES: u64 = 10_000_000;
+/// Budget of the whole committed store (≤ ~80 MB).
+pub const MAX_STORE_BYTES: u64 = 80_000_000;
 /// Name of a set's description file.
 pub const SET_FILE: &str = "SET.txt";
 
@@ -727,6 +729,83 @@ mod tests {
             part_secs: 3600,
             run_secs: 0,
         }
+    }
+
+    /// The committed store itself: every set reads (contiguous parts, checksums), every part has
+    /// its sidecar with the same range, size and hash, boards are canonical and distinct within a
+    /// set, and the sizes stay within the budget.
+    #[test]
+    fn the_committed_store_is_consistent() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("labels");
+        assert!(
+            root.join("README.md").is_file(),
+            "labels/README.md documents the store"
+        );
+        let mut total = 0u64;
+        for dir in set_dirs(&root).expect("store readable") {
+            let set = read_set(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            assert_eq!(
+                set.info.get("set").map(String::as_str),
+                dir.file_name().and_then(|n| n.to_str()),
+                "{}: SET.txt names its directory",
+                dir.display()
+            );
+            for key in SPEC_KEYS {
+                assert!(
+                    set.info.contains_key(key),
+                    "{}: SET.txt lacks {key}",
+                    dir.display()
+                );
+            }
+            let mut seen = std::collections::HashSet::new();
+            for (k, part) in set.parts.iter().enumerate() {
+                let path = part_path(&dir, k);
+                let bytes = std::fs::metadata(&path).expect("part").len();
+                assert!(bytes <= MAX_PART_BYTES, "{}: {bytes} bytes", path.display());
+                total += bytes;
+                let side = path.with_extension("").with_extension("txt");
+                let side = parse_meta(&std::fs::read_to_string(&side).expect("sidecar"))
+                    .expect("sidecar lines");
+                for key in [
+                    "set",
+                    "first",
+                    "count",
+                    "depth",
+                    "selectivity",
+                    "eval",
+                    "draw",
+                ] {
+                    assert_eq!(
+                        side.get(key),
+                        part.meta.get(key),
+                        "{}: {key}",
+                        path.display()
+                    );
+                }
+                assert_eq!(
+                    side.get("bytes"),
+                    Some(&bytes.to_string()),
+                    "{}",
+                    path.display()
+                );
+                let hash = fnv1a64(&std::fs::read(&path).expect("part"));
+                assert_eq!(side.get("fnv1a64"), Some(&format!("{hash:016x}")));
+                assert!(
+                    side.contains_key("cpu_s"),
+                    "{}: CPU time recorded",
+                    path.display()
+                );
+                for l in &part.labels {
+                    assert_eq!(bookfarm_engine::symmetry::canonical(&l.board).0, l.board);
+                    assert!(
+                        seen.insert((l.board.player, l.board.opponent)),
+                        "{}: a position twice",
+                        path.display()
+                    );
+                }
+            }
+        }
+        assert!(total <= MAX_STORE_BYTES, "store holds {total} bytes");
     }
 
     #[test]
