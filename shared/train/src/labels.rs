@@ -253,7 +253,36 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), LabelStoreError> {
 }
 
 /// The spec keys of a set that a run must match (the rest of `SET.txt` is informational).
-pub const SPEC_KEYS: [&str; 4] = ["draw", "depth", "selectivity", "eval"];
+pub const SPEC_KEYS: [&str; 5] = ["draw", "depth", "selectivity", "level", "eval"];
+
+/// The search that labels a position of empties `empties` in a set described by `info`: the
+/// set's depth and selectivity, or for a level set (`level=L`, what `book search --level L` and a
+/// farm's leaf searches run) Edax's `level_params(L, empties)`.
+pub fn spec_of(info: &Meta, empties: u32) -> LabelSpec {
+    if let Some(level) = info.get("level").and_then(|l| l.parse::<u8>().ok()) {
+        let (depth, selectivity) = bookfarm_engine::level::level_params(level, empties);
+        return LabelSpec { depth, selectivity };
+    }
+    LabelSpec {
+        depth: info.get("depth").and_then(|d| d.parse().ok()).unwrap_or(60),
+        selectivity: info
+            .get("selectivity")
+            .and_then(|d| d.parse().ok())
+            .unwrap_or(bookfarm_engine::level::NO_SELECTIVITY),
+    }
+}
+
+/// The training samples of labels described by `info` (kind per position from [`spec_of`]).
+fn samples_of<'a>(info: &Meta, labels: impl Iterator<Item = &'a Label>) -> Vec<Sample> {
+    labels
+        .map(|l| Sample {
+            board: l.board,
+            label: f32::from(l.score),
+            count: 1,
+            kind: spec_of(info, l.board.empties()).kind(l.board.empties()),
+        })
+        .collect()
+}
 
 /// A set read from disk: its description and parts, in order.
 #[derive(Debug, Clone)]
@@ -272,28 +301,10 @@ impl LabelSet {
         self.parts.iter().map(|p| p.labels.len()).sum()
     }
 
-    /// The search spec of the set.
-    pub fn spec(&self) -> Option<LabelSpec> {
-        Some(LabelSpec {
-            depth: self.info.get("depth")?.parse().ok()?,
-            selectivity: self.info.get("selectivity")?.parse().ok()?,
-        })
-    }
-
     /// Every label as a training sample (kind from the spec: exact where the search reached the
     /// end with no selectivity).
     pub fn samples(&self) -> Vec<Sample> {
-        let spec = self.spec().unwrap_or(LabelSpec::EXACT);
-        self.parts
-            .iter()
-            .flat_map(|p| &p.labels)
-            .map(|l| Sample {
-                board: l.board,
-                label: f32::from(l.score),
-                count: 1,
-                kind: spec.kind(l.board.empties()),
-            })
-            .collect()
+        samples_of(&self.info, self.parts.iter().flat_map(|p| &p.labels))
     }
 
     /// The spec identity used to share labels between sets: exact labels are shared whatever
@@ -307,6 +318,8 @@ fn spec_key(info: &Meta) -> String {
     let get = |k: &str| info.get(k).map_or("", String::as_str);
     if get("kind") == "exact" {
         "exact".to_string()
+    } else if info.contains_key("level") {
+        format!("level {} {}", get("level"), get("eval"))
     } else {
         format!("d{} s{} {}", get("depth"), get("selectivity"), get("eval"))
     }
@@ -396,20 +409,7 @@ pub fn read_samples(path: &Path) -> Result<Vec<Sample>, LabelStoreError> {
         return Ok(read_set(path)?.samples());
     }
     let part = read_part(path)?;
-    let spec = LabelSpec {
-        depth: part.meta_u64("depth").unwrap_or(60) as u32,
-        selectivity: part.meta_u64("selectivity").unwrap_or(5) as u8,
-    };
-    Ok(part
-        .labels
-        .iter()
-        .map(|l| Sample {
-            board: l.board,
-            label: f32::from(l.score),
-            count: 1,
-            kind: spec.kind(l.board.empties()),
-        })
-        .collect())
+    Ok(samples_of(&part.meta, part.labels.iter()))
 }
 
 /// What a run labels and how.
@@ -421,8 +421,16 @@ pub struct RunParams {
     pub set: String,
     /// Canonical description of the draw (same draw ⇔ same text).
     pub draw: String,
-    /// Search spec.
+    /// Search spec (ignored when `level` is set).
     pub spec: LabelSpec,
+    /// Label with the leaf search of this Edax level instead (depth and selectivity per empties
+    /// from `level_params`): what `book search --level L` returns for the same weights.
+    pub level: Option<u8>,
+    /// Labels come from these results (canonical position → score, e.g. `book search` output)
+    /// instead of searches; the run stops at the first draw position without a result.
+    pub results: Option<HashMap<(u64, u64), i8>>,
+    /// CPU seconds per label to record for imported results (the farm's report).
+    pub results_cpu_per_label: f64,
     /// Identity of the labelling evaluation (e.g. `bookfarm-eval 1.1.0 fnv1a64=…`); `-` for
     /// exact labels, which do not depend on it.
     pub eval: String,
@@ -449,16 +457,24 @@ impl RunParams {
         m.insert("set".into(), self.set.clone());
         m.insert("format".into(), format!("bookfarm-labels {FORMAT_VERSION}"));
         m.insert("draw".into(), self.draw.clone());
-        m.insert(
-            "kind".into(),
-            if self.spec == LabelSpec::EXACT {
-                "exact".into()
-            } else {
-                "search".into()
-            },
-        );
-        m.insert("depth".into(), self.spec.depth.to_string());
-        m.insert("selectivity".into(), self.spec.selectivity.to_string());
+        match self.level {
+            Some(level) => {
+                m.insert("kind".into(), "level".into());
+                m.insert("level".into(), level.to_string());
+                m.insert("depth".into(), "level".into());
+                m.insert("selectivity".into(), "level".into());
+            }
+            None => {
+                let kind = if self.spec == LabelSpec::EXACT {
+                    "exact"
+                } else {
+                    "search"
+                };
+                m.insert("kind".into(), kind.into());
+                m.insert("depth".into(), self.spec.depth.to_string());
+                m.insert("selectivity".into(), self.spec.selectivity.to_string());
+            }
+        }
         m.insert("eval".into(), self.eval.clone());
         m.insert("engine".into(), self.engine.clone());
         m.insert("command".into(), self.command.clone());
@@ -504,6 +520,21 @@ pub fn open_set(p: &RunParams) -> Result<LabelSet, LabelStoreError> {
         }
     }
     Ok(set)
+}
+
+/// The positions a run of `p` over `boards` would search: the draw after the set's committed
+/// parts, without the positions whose label another committed set already has, with their draw
+/// index. What `labels run --export` writes for `book search` (labelling on a farm).
+pub fn missing(p: &RunParams, boards: &[Board]) -> Result<Vec<(usize, Board)>, LabelStoreError> {
+    let set = open_set(p)?;
+    let known = known_labels(&p.root, &set.spec_key(), &set.dir)?;
+    Ok(boards
+        .iter()
+        .enumerate()
+        .skip(set.covered())
+        .filter(|(_, b)| !known.contains_key(&(b.player, b.opponent)))
+        .map(|(i, b)| (i, *b))
+        .collect())
 }
 
 /// Labels with the spec key `key` in every committed set under `root` except `skip`.
@@ -592,7 +623,12 @@ pub fn run_set(
         covered,
         ..RunReport::default()
     };
-    let known = known_labels(&p.root, &set.spec_key(), &set.dir)?;
+    let mut known = known_labels(&p.root, &set.spec_key(), &set.dir)?;
+    let importing = p.results.is_some();
+    if let Some(r) = &p.results {
+        known.extend(r.iter().map(|(k, v)| (*k, *v)));
+    }
+    let info = p.set_meta();
     std::fs::create_dir_all(&p.work).map_err(io_err(&p.work))?;
     let mut next_part = set.parts.len();
     let run_started = Instant::now();
@@ -621,6 +657,7 @@ pub fn run_set(
             .and_then(|t| t.trim().parse().ok())
             .unwrap_or(0.0);
         let mut copied = 0usize;
+        let mut exhausted = false;
         let started = Instant::now();
         let limit = (covered + p.part_max.max(1)).min(boards.len());
         while covered + done.len() < limit
@@ -632,25 +669,39 @@ pub fn run_set(
                 return Ok(report);
             }
             let from = covered + done.len();
-            let to = (from + p.chunk.max(1)).min(limit);
+            let mut to = (from + p.chunk.max(1)).min(limit);
+            if importing {
+                // Imported results only: stop before the first position without one.
+                if let Some(gap) = boards[from..to]
+                    .iter()
+                    .position(|b| !known.contains_key(&(b.player, b.opponent)))
+                {
+                    to = from + gap;
+                    exhausted = true;
+                }
+            }
             let cpu0 = cpu_time::ProcessTime::now();
             let labelled: Vec<(Sample, bool)> = boards[from..to]
                 .par_iter()
                 .map_init(
                     || None::<Searcher>,
-                    |s, b| match known.get(&(b.player, b.opponent)) {
-                        Some(&score) => (
-                            Sample {
-                                board: *b,
-                                label: f32::from(score),
-                                count: 1,
-                                kind: p.spec.kind(b.empties()),
-                            },
-                            true,
-                        ),
-                        None => {
-                            let searcher = s.get_or_insert_with(|| Searcher::new(Arc::clone(eval)));
-                            (label_one(searcher, b, p.spec), false)
+                    |s, b| {
+                        let spec = spec_of(&info, b.empties());
+                        match known.get(&(b.player, b.opponent)) {
+                            Some(&score) => (
+                                Sample {
+                                    board: *b,
+                                    label: f32::from(score),
+                                    count: 1,
+                                    kind: spec.kind(b.empties()),
+                                },
+                                true,
+                            ),
+                            None => {
+                                let searcher =
+                                    s.get_or_insert_with(|| Searcher::new(Arc::clone(eval)));
+                                (label_one(searcher, b, spec), false)
+                            }
                         }
                     },
                 )
@@ -659,9 +710,16 @@ pub fn run_set(
             done.extend(labelled.into_iter().map(|x| x.0));
             dataset::write_samples(&work.with_extension("tmp"), &done)?;
             std::fs::rename(work.with_extension("tmp"), &work).map_err(io_err(&work))?;
-            cpu_before += cpu0.elapsed().as_secs_f64();
+            cpu_before += if importing {
+                p.results_cpu_per_label * (to - from) as f64
+            } else {
+                cpu0.elapsed().as_secs_f64()
+            };
             write_atomic(&cpu_file, format!("{cpu_before:.1}\n").as_bytes())?;
             progress(covered + done.len(), boards.len());
+            if exhausted {
+                break;
+            }
         }
         if done.is_empty() {
             break;
@@ -699,6 +757,9 @@ pub fn run_set(
         covered += done.len();
         report.covered = covered;
         next_part += 1;
+        if exhausted {
+            break;
+        }
     }
     Ok(report)
 }
@@ -720,6 +781,9 @@ mod tests {
             set: set.to_string(),
             draw: draw.to_string(),
             spec: LabelSpec::EXACT,
+            level: None,
+            results: None,
+            results_cpu_per_label: 0.0,
             eval: "-".into(),
             engine: "test".into(),
             command: "test".into(),
@@ -750,7 +814,7 @@ mod tests {
                 "{}: SET.txt names its directory",
                 dir.display()
             );
-            for key in SPEC_KEYS {
+            for key in ["draw", "depth", "selectivity", "eval"] {
                 assert!(
                     set.info.contains_key(key),
                     "{}: SET.txt lacks {key}",
@@ -806,6 +870,77 @@ mod tests {
             }
         }
         assert!(total <= MAX_STORE_BYTES, "store holds {total} bytes");
+    }
+
+    /// A level set labelled locally equals the same set built from a search program's results
+    /// (what `book search --level L` returns), and an import stops at the first missing result.
+    #[test]
+    fn level_sets_take_their_labels_from_search_results() {
+        let boards = random_continuations(&[Board::start()], 24..=30, 9, 8, &HashSet::new());
+        let eval = default_eval();
+        // Two stores: in one store the second set would copy the first one's labels.
+        let root = tempfile::tempdir().expect("temp dir");
+        let farm_root = tempfile::tempdir().expect("temp dir");
+        let work = tempfile::tempdir().expect("temp dir");
+        let mut local = params(root.path(), work.path(), "local", "random level test");
+        local.level = Some(3);
+        local.eval = "default".into();
+        let r = run_set(&local, &boards, &eval, || false, |_, _| {}).expect("local run");
+        assert_eq!((r.covered, r.searched), (9, 9));
+        let local_set = read_set(&root.path().join("local")).expect("set");
+        assert_eq!(local_set.info.get("level").map(String::as_str), Some("3"));
+        // The "farm": the engine's leaf search at level 3 on the exported positions.
+        let mut farm = local.clone();
+        farm.set = "farm".into();
+        farm.root = farm_root.path().to_path_buf();
+        let todo = missing(&farm, &boards).expect("export");
+        assert_eq!(todo.len(), 9);
+        // In the local store the same spec is known: nothing to export.
+        let mut twin = local.clone();
+        twin.set = "twin".into();
+        assert!(missing(&twin, &boards).expect("export").is_empty());
+        let mut s = Searcher::new(Arc::clone(&eval));
+        let never = std::sync::atomic::AtomicBool::new(false);
+        let mut results: HashMap<(u64, u64), i8> = todo
+            .iter()
+            .map(|&(_, b)| {
+                let req = bookfarm_engine::search::LeafRequest {
+                    board: b,
+                    level: 3,
+                    excluded: 0,
+                };
+                (
+                    (b.player, b.opponent),
+                    s.leaf_search(&req, &never).score as i8,
+                )
+            })
+            .collect();
+        // The program has not finished: position 6 has no result yet.
+        let gap = todo[6].1;
+        let late = results
+            .remove(&(gap.player, gap.opponent))
+            .expect("present");
+        farm.results = Some(results.clone());
+        farm.results_cpu_per_label = 0.5;
+        let r = run_set(&farm, &boards, &eval, || false, |_, _| {}).expect("import");
+        assert_eq!((r.covered, r.searched, r.copied), (6, 0, 6));
+        assert_eq!(missing(&farm, &boards).expect("export").len(), 3);
+        results.insert((gap.player, gap.opponent), late);
+        farm.results = Some(results);
+        run_set(&farm, &boards, &eval, || false, |_, _| {}).expect("rest");
+        let farm_set = read_set(&farm_root.path().join("farm")).expect("set");
+        assert_eq!(farm_set.samples(), local_set.samples());
+        let cpu: f64 = farm_set
+            .parts
+            .iter()
+            .map(|p| {
+                p.meta
+                    .get("cpu_s")
+                    .and_then(|c| c.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            })
+            .sum();
+        assert!((cpu - 4.5).abs() < 0.2, "imported CPU pro rata: {cpu}");
     }
 
     #[test]

@@ -4,7 +4,7 @@ use anyhow::{Context, Result, bail};
 use bookfarm_engine::endgame::EndgameContext;
 use bookfarm_engine::eval::EvalHeader;
 use bookfarm_engine::eval::{Eval, default_eval};
-use bookfarm_engine::formats::obf::{parse_flippy, parse_obf};
+use bookfarm_engine::formats::obf::{ObfPosition, parse_flippy, parse_obf, write_obf};
 use bookfarm_train::dataset::{self, LabelKind, Sample, Split};
 use bookfarm_train::fit::{self, Checkpoint, FitParams};
 use bookfarm_train::label::{self, LabelSpec};
@@ -395,45 +395,66 @@ impl DrawArgs {
     }
 }
 
+/// Options of `labels run`.
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// Store root.
+    #[arg(long, default_value = "shared/train/labels")]
+    root: PathBuf,
+    /// Set name (a directory of the store).
+    #[arg(long)]
+    set: String,
+    #[command(flatten)]
+    draw: DrawArgs,
+    /// Search depth (60 = exact with selectivity 5).
+    #[arg(long, default_value_t = 60)]
+    depth: u32,
+    /// Selectivity index 0..=5 (0 = 73 %, 5 = none).
+    #[arg(long, default_value_t = 5)]
+    selectivity: u8,
+    /// Weights of the search (default: the embedded evaluation).
+    #[arg(long)]
+    eval: Option<PathBuf>,
+    /// Work checkpoints (outside version control).
+    #[arg(long, default_value = "target/train/labels-work")]
+    work: PathBuf,
+    /// Positions per checkpoint.
+    #[arg(long, default_value_t = 256)]
+    chunk: usize,
+    /// Largest part, in labels.
+    #[arg(long, default_value_t = 200_000)]
+    part_max: usize,
+    /// A part is cut after this many seconds.
+    #[arg(long, default_value_t = 1800)]
+    part_secs: u64,
+    /// Stop after this many seconds, cutting the part in progress (0 = run to --count): lets
+    /// a queue take turns between sets.
+    #[arg(long, default_value_t = 0)]
+    run_secs: u64,
+    /// Label with the leaf search of this Edax level (depth and selectivity per empties, as
+    /// `book search --level L` and the farm's leaf searches) instead of --depth/--selectivity.
+    #[arg(long, conflicts_with_all = ["depth", "selectivity"])]
+    level: Option<u8>,
+    /// Write the positions this run would search (after the committed parts, without labels
+    /// known in other sets) to this OBF file and stop: the input of `book search` / `expand
+    /// search` (each line's comment is `SET INDEX`).
+    #[arg(long, conflicts_with = "results")]
+    export: Option<PathBuf>,
+    /// Take the labels from this OBF file (the output of `book search` / `expand search`: a
+    /// best score per position) instead of searching; the run stops at the first draw
+    /// position without a result.
+    #[arg(long)]
+    results: Option<PathBuf>,
+    /// CPU seconds the search program reported for --results (recorded per part, pro rata).
+    #[arg(long, default_value_t = 0.0, requires = "results")]
+    results_cpu_s: f64,
+}
+
 #[derive(Subcommand, Debug)]
 enum LabelsCmd {
     /// Label a draw into a committed set, resuming after its parts (see `labels.rs`). Run it at
     /// idle priority (`chrt --idle 0`); kill it at any time.
-    Run {
-        /// Store root.
-        #[arg(long, default_value = "shared/train/labels")]
-        root: PathBuf,
-        /// Set name (a directory of the store).
-        #[arg(long)]
-        set: String,
-        #[command(flatten)]
-        draw: DrawArgs,
-        /// Search depth (60 = exact with selectivity 5).
-        #[arg(long, default_value_t = 60)]
-        depth: u32,
-        /// Selectivity index 0..=5 (0 = 73 %, 5 = none).
-        #[arg(long, default_value_t = 5)]
-        selectivity: u8,
-        /// Weights of the search (default: the embedded evaluation).
-        #[arg(long)]
-        eval: Option<PathBuf>,
-        /// Work checkpoints (outside version control).
-        #[arg(long, default_value = "target/train/labels-work")]
-        work: PathBuf,
-        /// Positions per checkpoint.
-        #[arg(long, default_value_t = 256)]
-        chunk: usize,
-        /// Largest part, in labels.
-        #[arg(long, default_value_t = 200_000)]
-        part_max: usize,
-        /// A part is cut after this many seconds.
-        #[arg(long, default_value_t = 1800)]
-        part_secs: u64,
-        /// Stop after this many seconds, cutting the part in progress (0 = run to --count): lets
-        /// a queue take turns between sets.
-        #[arg(long, default_value_t = 0)]
-        run_secs: u64,
-    },
+    Run(Box<RunArgs>),
     /// Print the store's sets as a Markdown table (the index of `labels/README.md`).
     List {
         /// Store root.
@@ -592,19 +613,24 @@ fn eval_identity(eval: &Eval) -> String {
 fn labels_cmd(cmd: LabelsCmd) -> Result<()> {
     use bookfarm_train::labels::{self, RunParams};
     match cmd {
-        LabelsCmd::Run {
-            root,
-            set,
-            draw,
-            depth,
-            selectivity,
-            eval,
-            work,
-            chunk,
-            part_max,
-            part_secs,
-            run_secs,
-        } => {
+        LabelsCmd::Run(args) => {
+            let RunArgs {
+                root,
+                set,
+                draw,
+                depth,
+                selectivity,
+                eval,
+                work,
+                chunk,
+                part_max,
+                part_secs,
+                run_secs,
+                level,
+                export,
+                results,
+                results_cpu_s,
+            } = *args;
             let t = Instant::now();
             let boards = draw.draw()?;
             info!(
@@ -614,7 +640,14 @@ fn labels_cmd(cmd: LabelsCmd) -> Result<()> {
             );
             let spec = LabelSpec { depth, selectivity };
             let ev = eval_or_default(eval.as_ref())?;
-            let exact = spec == LabelSpec::EXACT;
+            let exact = level.is_none() && spec == LabelSpec::EXACT;
+            let results = match &results {
+                Some(path) => Some(read_results(path)?),
+                None => None,
+            };
+            let results_cpu_per_label = results
+                .as_ref()
+                .map_or(0.0, |r| results_cpu_s / r.len().max(1) as f64);
             let opts = bookfarm_engine::search::SearchOptions::for_eval(&ev);
             let engine = bookfarm_engine::search::SearchSignature::new(&opts, "-").engine;
             let params = RunParams {
@@ -622,6 +655,9 @@ fn labels_cmd(cmd: LabelsCmd) -> Result<()> {
                 set,
                 draw: draw.describe(),
                 spec,
+                level,
+                results,
+                results_cpu_per_label,
                 eval: if exact {
                     "-".into()
                 } else {
@@ -635,6 +671,22 @@ fn labels_cmd(cmd: LabelsCmd) -> Result<()> {
                 part_secs,
                 run_secs,
             };
+            if let Some(out) = export {
+                let todo = labels::missing(&params, &boards)?;
+                let lines: Vec<ObfPosition> = todo
+                    .iter()
+                    .map(|&(i, b)| ObfPosition {
+                        board: b,
+                        black_to_move: true,
+                        scores: Vec::new(),
+                        best_score: None,
+                        comment: Some(format!("{} {i}", params.set)),
+                    })
+                    .collect();
+                std::fs::write(&out, write_obf(&lines))?;
+                println!("{}: {} positions to label", out.display(), lines.len());
+                return Ok(());
+            }
             let pb = ProgressBar::new(boards.len() as u64);
             pb.set_style(
                 ProgressStyle::with_template(
@@ -677,6 +729,27 @@ fn labels_cmd(cmd: LabelsCmd) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Best scores of an OBF results file (`book search` output), by canonical position (a score
+/// is the mover's, and symmetric positions have the same value).
+fn read_results(path: &std::path::Path) -> Result<std::collections::HashMap<(u64, u64), i8>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let positions = parse_obf(&text).with_context(|| format!("{}", path.display()))?;
+    let mut out = std::collections::HashMap::new();
+    for p in positions {
+        let Some(score) = p.best_score else {
+            bail!(
+                "{}: a position without a score: {}",
+                path.display(),
+                p.board
+            );
+        };
+        let c = bookfarm_engine::symmetry::canonical(&p.board).0;
+        out.insert((c.player, c.opponent), score as i8);
+    }
+    Ok(out)
 }
 
 /// The store's sets as a Markdown table: spec, labels per empties band, CPU, size, quality.
