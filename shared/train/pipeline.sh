@@ -661,24 +661,31 @@ v17() {
 }
 
 # ---- Issue 42: committed labels (shared/train/labels) --------------------------------------------
-# Every label set of the issue: NAME, then the `labels run` arguments (draw and spec). Once a set
+# Every label set of the issue: NAME, then the `labels run` arguments (draw, spec, checkpoint size:
+# a chunk of exact solves at 20-22 empties is ≈ 2 CPU s a position). Once a set
 # has parts its arguments never change, except --count (the draw of n is the prefix of the draw of
 # more). The held-out sets are the draws of `heldout` / `heldout-big` (same functions, seeds and
-# exclusions); when their old caches exist they are imported instead of solved again.
+# exclusions); when their old caches exist they are imported instead of solved again. The x… sets
+# are stage E's exact labels of 1.3.0-1.7 (`v13e`: t13-XR-8-13, XG-8-13, XR-14-16, XG-14-16, same
+# draws), the start of every search-labelled fit since.
 L=${BOOKFARM_TRAIN_LABELS:-shared/train/labels}
 IDLE=${BOOKFARM_TRAIN_IDLE:-chrt --idle 0}
 sets42() {
   local held="--from $C/test.bin --openings 40-50 --seed 101 --exclude $C/train.bin"
   cat <<EOF
-heldout-r1416-s101 $held --empties 14-16 --count 300
-heldout-r1820-s101 $held --empties 18-20 --count 240
-heldout-r2022-s101 $held --empties 20-22 --count 300
-heldout-w1416-s102 --from $C/test.bin --empties 14-16 --count 50 --seed 102
-heldout-w1820-s102 --from $C/test.bin --empties 18-20 --count 15 --seed 102
-heldout-w2022-s102 --from $C/test.bin --empties 20-22 --count 8 --seed 102
-q-r1824-d16p73-w110-s421 --from $L/r1824-d16p73-w110-s421/part-00000.bfl.gz --empties 18-22 --count 20 --seed 431
-r1824-d16p73-w110-s421 --from $C/train.bin --openings 40-50 --empties 18-24 --count ${N42R:-1000000} --seed 421 --depth 16 --selectivity 0
-g1824-d16p73-w110-s422 --from $C/train.bin --games --empties 18-24 --count ${N42G:-1000000} --seed 422 --depth 16 --selectivity 0
+heldout-r1416-s101 $held --empties 14-16 --count 300 --chunk 32
+heldout-r1820-s101 $held --empties 18-20 --count 240 --chunk 16
+heldout-r2022-s101 $held --empties 20-22 --count 300 --chunk 8
+heldout-w1416-s102 --from $C/test.bin --empties 14-16 --count 50 --seed 102 --chunk 32
+heldout-w1820-s102 --from $C/test.bin --empties 18-20 --count 15 --seed 102 --chunk 16
+heldout-w2022-s102 --from $C/test.bin --empties 20-22 --count 8 --seed 102 --chunk 8
+x0813-r-s31 --from $C/train.bin --openings 40-50 --empties 8-13 --count 60000 --seed 31 --chunk 4096
+x0813-g-s32 --from $C/train.bin --empties 8-13 --count 4000 --seed 32 --chunk 4096
+x1416-r-s33 --from $C/train.bin --openings 40-50 --empties 14-16 --count 8192 --seed 33 --chunk 512
+x1416-g-s34 --from $C/train.bin --empties 14-16 --count 1500 --seed 34 --chunk 512
+q-r1824-d16p73-w110-s421 --from $L/r1824-d16p73-w110-s421/part-00000.bfl.gz --empties 18-22 --count 20 --seed 431 --chunk 8
+r1824-d16p73-w110-s421 --from $C/train.bin --openings 40-50 --empties 18-24 --count ${N42R:-1000000} --seed 421 --depth 16 --selectivity 0 --chunk 64
+g1824-d16p73-w110-s422 --from $C/train.bin --games --empties 18-24 --count ${N42G:-1000000} --seed 422 --depth 16 --selectivity 0 --chunk 64
 EOF
 }
 # Old held-out caches (heldout / heldout-big) become the first part of their set: copied into the
@@ -688,7 +695,9 @@ import42() {
   mkdir -p "$work"
   for pair in heldout-r1416-s101:heldout-R-14-16 heldout-r1820-s101:heldout-R-18-20 \
               heldout-r2022-s101:heldout-RB-20-22 heldout-w1416-s102:heldout-W-14-16 \
-              heldout-w1820-s102:heldout-W-18-20 heldout-w2022-s102:heldout-W-20-22; do
+              heldout-w1820-s102:heldout-W-18-20 heldout-w2022-s102:heldout-W-20-22 \
+              x0813-r-s31:t13-XR-8-13 x0813-g-s32:t13-XG-8-13 x1416-r-s33:t13-XR-14-16 \
+              x1416-g-s34:t13-XG-14-16; do
     local set=${pair%%:*} step=${pair#*:}
     local old=$C/$step.bin
     if [ -e "$old" ] && grep -q "^done $step\$" "$C/steps.done" 2>/dev/null \

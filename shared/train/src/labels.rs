@@ -749,6 +749,8 @@ pub fn run_set(
         )?;
         write_atomic(&path, &bytes)?;
         info!(part = %path.display(), labels = done.len(), copied, cpu_s = format!("{cpu_before:.0}"), "label part written");
+        // The part holds these labels now; a checkpoint left behind (removal failed, or a kill
+        // right here) starts before the set's end and is dropped by the next run.
         let _ = std::fs::remove_file(&work);
         let _ = std::fs::remove_file(&cpu_file);
         report.searched += done.len() - copied;

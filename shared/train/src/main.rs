@@ -455,6 +455,15 @@ enum LabelsCmd {
     /// Label a draw into a committed set, resuming after its parts (see `labels.rs`). Run it at
     /// idle priority (`chrt --idle 0`); kill it at any time.
     Run(Box<RunArgs>),
+    /// Write a set's labels as a sample cache (for tools and scripts that take cache files).
+    Cache {
+        /// The set directory (or one part file).
+        #[arg(long)]
+        set: PathBuf,
+        /// Output sample cache.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Print the store's sets as a Markdown table (the index of `labels/README.md`).
     List {
         /// Store root.
@@ -631,6 +640,23 @@ fn labels_cmd(cmd: LabelsCmd) -> Result<()> {
                 results,
                 results_cpu_s,
             } = *args;
+            // A set that already covers the requested draw has nothing to do: skip the draw
+            // (loading the source and exclusion caches costs more than the check).
+            let wanted = if draw.openings.is_none() && !draw.games {
+                draw.count * (draw.empties.1 - draw.empties.0 + 1) as usize
+            } else {
+                draw.count
+            };
+            let dir = root.join(&set);
+            if export.is_none() && dir.join(labels::SET_FILE).is_file() {
+                let have = labels::read_set(&dir)?.covered();
+                if have >= wanted {
+                    println!(
+                        "set {set}: {have} positions before, {have} after; 0 parts written, 0 searched, 0 copied"
+                    );
+                    return Ok(());
+                }
+            }
             let t = Instant::now();
             let boards = draw.draw()?;
             info!(
@@ -708,6 +734,12 @@ fn labels_cmd(cmd: LabelsCmd) -> Result<()> {
             );
         }
         LabelsCmd::List { root } => print!("{}", labels_table(&root)?),
+        LabelsCmd::Cache { set, out } => {
+            let samples = dataset::read_samples(&set)
+                .with_context(|| format!("reading {}", set.display()))?;
+            dataset::write_samples(&out, &samples)?;
+            println!("{}: {} samples", out.display(), samples.len());
+        }
         LabelsCmd::Quality { set, exact, bands } => {
             let s = labels::read_set(&set)?;
             let reference = dataset::read_samples(&exact)
