@@ -63,6 +63,7 @@
 #   shared/train/pipeline.sh quality42        # label quality of the d16 set (its exact sample)
 #   shared/train/pipeline.sh measure42 W...   # held-out tables from the committed held-out sets
 #   shared/train/pipeline.sh match42 W [8,12] # engine-searcher matches vs 1.1.0 with 95 % intervals
+#   shared/train/pipeline.sh v42m             # midgame (31-36 empties) from depth-6 labels with v15c
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=${BOOKFARM_TRAIN_CACHE:-target/train}
@@ -662,14 +663,21 @@ v17() {
 
 # ---- Issue 42: committed labels (shared/train/labels) --------------------------------------------
 # Every label set of the issue: NAME, then the `labels run` arguments (draw, spec, checkpoint size:
-# a chunk of exact solves at 20-22 empties is ≈ 2 CPU s a position). Once a set
-# has parts its arguments never change, except --count (the draw of n is the prefix of the draw of
-# more). The held-out sets are the draws of `heldout` / `heldout-big` (same functions, seeds and
-# exclusions); when their old caches exist they are imported instead of solved again. The x… sets
-# are stage E's exact labels of 1.3.0-1.7 (`v13e`: t13-XR-8-13, XG-8-13, XR-14-16, XG-14-16, same
-# draws), the start of every search-labelled fit since.
+# a chunk of exact solves at 20-22 empties is ≈ 2 CPU s a position). Once a set has parts its
+# arguments never change, except --count (the draw of n is the prefix of the draw of more). The
+# held-out sets are the draws of `heldout` / `heldout-big` (same functions, seeds and exclusions);
+# when their old caches exist they are imported instead of solved again. The x… sets are stage E's
+# exact labels of 1.3.0-1.7 (`v13e`: t13-XR-8-13, XG-8-13, XR-14-16, XG-14-16, same draws), the
+# start of every search-labelled fit since. The 1.1.0-labelled d16 set (r1824-d16p73-w110-s421) is
+# closed at 2,816 labels; its successors search with v15c, and q-d16p73-v15c labels the 100
+# positions of the exact sample with their spec (their label quality).
 L=${BOOKFARM_TRAIN_LABELS:-shared/train/labels}
 IDLE=${BOOKFARM_TRAIN_IDLE:-chrt --idle 0}
+# v15c (issue 20, fourth session), rebuilt bit for bit from the committed exact sets by
+# `pipeline.sh v13e v13b1 v15a v15c` (≈ 430 CPU s; FNV-1a 64 ba9bda7ccbaf5881): the leaves of the
+# deep label sets below (the 1.1.0-labelled d16 set showed 1.1.0's parity bias, 1.6-2.4 discs at
+# odd empties).
+V15C=$C/v15c-e300/eval.dat
 sets42() {
   local held="--from $C/test.bin --openings 40-50 --seed 101 --exclude $C/train.bin"
   cat <<EOF
@@ -684,8 +692,9 @@ x0813-g-s32 --from $C/train.bin --empties 8-13 --count 4000 --seed 32 --chunk 40
 x1416-r-s33 --from $C/train.bin --openings 40-50 --empties 14-16 --count 8192 --seed 33 --chunk 512
 x1416-g-s34 --from $C/train.bin --empties 14-16 --count 1500 --seed 34 --chunk 512
 q-r1824-d16p73-w110-s421 --from $L/r1824-d16p73-w110-s421/part-00000.bfl.gz --empties 18-22 --count 20 --seed 431 --chunk 8
-r1824-d16p73-w110-s421 --from $C/train.bin --openings 40-50 --empties 18-24 --count ${N42R:-1000000} --seed 421 --depth 16 --selectivity 0 --chunk 64
-g1824-d16p73-w110-s422 --from $C/train.bin --games --empties 18-24 --count ${N42G:-1000000} --seed 422 --depth 16 --selectivity 0 --chunk 64
+q-d16p73-v15c --from $L/q-r1824-d16p73-w110-s421 --games --empties 18-22 --count 100 --seed 1 --depth 16 --selectivity 0 --eval $V15C --chunk 16
+r1824-d16p73-v15c-s425 --from $C/train.bin --openings 40-50 --empties 18-24 --count ${N42R:-1000000} --seed 425 --depth 16 --selectivity 0 --eval $V15C --chunk 64
+g1824-d16p73-v15c-s426 --from $C/train.bin --games --empties 18-24 --count ${N42G:-1000000} --seed 426 --depth 16 --selectivity 0 --eval $V15C --chunk 64
 EOF
 }
 # Old held-out caches (heldout / heldout-big) become the first part of their set: copied into the
@@ -763,6 +772,30 @@ match42() {
   done
 }
 
+# v42m: the midgame from search labels. Every candidate of issue 20 refitted only the buckets of
+# 13-30 empties and none won at level 8, whose searches from 37-44 empties have their leaves at
+# 29-36. v42m adds depth-6 labels with v15c (leaves at 25-30, the buckets v15c improved) of game
+# positions and of openings + random moves at 31-36 empties, committed as label sets, and refits
+# the buckets of 31-36 empties (12-14) from v15c.
+sets42m() {
+  cat <<EOF
+g3136-d6-v15c-s442 --from $C/train.bin --games --empties 31-36 --count ${N42M:-150000} --seed 442 --depth 6 --selectivity 5 --eval $V15C --chunk 4096
+r3136-d6-v15c-s443 --from $C/train.bin --openings 40-50 --empties 31-36 --count ${N42MR:-50000} --seed 443 --depth 6 --selectivity 5 --eval $V15C --chunk 4096
+EOF
+}
+v42m() {
+  while read -r name args; do
+    log "v42m labels $name"
+    # shellcheck disable=SC2086
+    $IDLE "$B" labels run --root "$L" --set "$name" $args --part-secs 100000 \
+      >> "$C/labels42.out" 2>> "$C/labels42.log" || { log "FAILED v42m $name"; exit 1; }
+  done < <(sets42m)
+  step fit42-v42m "$C/v42m/eval.dat" "$B" fit --train "$C/train.bin" \
+    --train "$L/g3136-d6-v15c-s442" --train "$L/r3136-d6-v15c-s443" \
+    --only-search-labels --prior "$V15C" --only-buckets 12,13,14 --epochs "$E15" --lr "$LR15" \
+    "${HELD13[@]}" --overlap "$F14_OVERLAP" --l2 "$F14_L2" --out "$C/v42m" --version 1.7.0
+}
+
 case "${1:-all}" in
   labels) dataset; heldout; labels1 ;;
   fit1) fit1 ;;
@@ -810,6 +843,7 @@ case "${1:-all}" in
   import42) import42 ;;
   quality42) quality42 ;;
   measure42) shift; measure42 "$@" ;;
+  v42m) v42m ;;
   match42) match42 "$2" "${3:-8,12}" ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;
   *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W|v14a|v14b|v14c|sweep14 a|b B|v15x|v15a|v15c|v15e|v15f|v15g|v15h|v15i|v15j|v15k|conv15|cap15|analyse15 W...|heldout-big|lq16|cost16|v16a|v16b|v16c|v16d|grid17|v17]" >&2; exit 2 ;;
