@@ -817,7 +817,10 @@ mod tests {
             }
         }
         assert!(tried > 500, "{tried} searches");
-        assert!(differs > tried / 2, "the extra terms change most scores: {differs} of {tried}");
+        assert!(
+            differs > tried / 2,
+            "the extra terms change most scores: {differs} of {tried}"
+        );
     }
 
     #[test]

@@ -590,7 +590,7 @@ fn print_validation(
 fn print_match(prefix: &str, r: &play::MatchResult, secs: f32) {
     let (lo, hi) = r.score_ci95();
     println!(
-        "{prefix}games {} wins {} draws {} losses {} score rate {:.1}% (95% CI {:.1}-{:.1}%) mean disc diff {:+.2} ({secs:.0} s)",
+        "{prefix}games {} wins {} draws {} losses {} score rate {:.1}% (95% CI {:.1}-{:.1}%) mean disc diff {:+.2} ({secs:.0} s) pairs by half points 0-4: {:?}",
         r.games,
         r.wins,
         r.draws,
@@ -599,6 +599,9 @@ fn print_match(prefix: &str, r: &play::MatchResult, secs: f32) {
         100.0 * lo,
         100.0 * hi,
         r.mean_discs(),
+        (0u8..=4)
+            .map(|h| r.pair_half_points.iter().filter(|&&x| x == h).count())
+            .collect::<Vec<_>>(),
     );
 }
 
