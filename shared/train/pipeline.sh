@@ -64,6 +64,7 @@
 #   shared/train/pipeline.sh measure42 W...   # held-out tables from the committed held-out sets
 #   shared/train/pipeline.sh match42 W [8,12] # engine-searcher matches vs 1.1.0 with 95 % intervals
 #   shared/train/pipeline.sh v42m             # midgame (31-36 empties) from depth-6 labels with v15c
+#   shared/train/pipeline.sh match42b W L A B # W vs 1.1.0 at level L in batches of 25 pairs, seeds A..B
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=${BOOKFARM_TRAIN_CACHE:-target/train}
@@ -772,6 +773,35 @@ match42() {
   done
 }
 
+# match42b W LEVEL FIRST LAST: W against 1.1.0 at LEVEL in batches of 25 opening pairs with seeds
+# FIRST..LAST (one resumable step each; a level-12 batch is ≈ 400 CPU s), then the combined score
+# and its 95 % interval over all the batches' opening pairs.
+match42b() {
+  local w=$1 level=$2 first=$3 last=$4 name; name=$(basename "$(dirname "$w")")
+  for seed in $(seq "$first" "$last"); do
+    step "match42b-L$level-$name-s$seed" "$C/match42b-L$level-$name-s$seed.log" "$B" engine-match \
+      --weights "$w" --opponent "$OLD" --pairs 25 --level "$level" --plies 8 --seed "$seed"
+  done
+  cat "$C"/match42b-L"$level"-"$name"-s*.out 2>/dev/null | awk '
+    /pairs by half points/ {
+      for (i = 1; i <= NF; i++) {
+        if ($i == "games") g += $(i + 1)
+        if ($i == "wins") w += $(i + 1)
+        if ($i == "draws") d += $(i + 1)
+        if ($i == "losses") l += $(i + 1)
+      }
+      h = substr($0, index($0, "[") + 1); h = substr(h, 1, index(h, "]") - 1)
+      n = split(h, c, ", "); for (k = 1; k <= n; k++) cnt[k - 1] += c[k]
+    }
+    END {
+      for (k = 0; k <= 4; k++) { p += cnt[k]; s += cnt[k] * k / 4; q += cnt[k] * (k / 4) ^ 2 }
+      if (p < 2) { print "no batches"; exit }
+      m = s / p; v = (q - p * m * m) / (p - 1); e = 1.96 * sqrt(v / p)
+      printf "games %d W/D/L %d/%d/%d score %.1f%% (95%% interval %.1f-%.1f%% over %d pairs)\n",
+        g, w, d, l, 100 * m, 100 * (m - e), 100 * (m + e), p
+    }'
+}
+
 # v42m: the midgame from search labels. Every candidate of issue 20 refitted only the buckets of
 # 13-30 empties and none won at level 8, whose searches from 37-44 empties have their leaves at
 # 29-36. v42m adds depth-6 labels with v15c (leaves at 25-30, the buckets v15c improved) of game
@@ -844,6 +874,7 @@ case "${1:-all}" in
   quality42) quality42 ;;
   measure42) shift; measure42 "$@" ;;
   v42m) v42m ;;
+  match42b) match42b "$2" "$3" "$4" "$5" ;;
   match42) match42 "$2" "${3:-8,12}" ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;
   *) echo "usage: $0 [labels|fit1|boot|heldout-late|measure|match|all|heldout|v13e|v13b1|v13b2|v13b3|v13g|v13b4|measure13 W...|match13 W|v14a|v14b|v14c|sweep14 a|b B|v15x|v15a|v15c|v15e|v15f|v15g|v15h|v15i|v15j|v15k|conv15|cap15|analyse15 W...|heldout-big|lq16|cost16|v16a|v16b|v16c|v16d|grid17|v17]" >&2; exit 2 ;;
