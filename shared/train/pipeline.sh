@@ -60,6 +60,7 @@
 # Issue 42 (committed labels in shared/train/labels, the bookfarm-eval2 format; docs/training.md):
 #   shared/train/pipeline.sh labels42 [SECS]  # every label set of issue 42 in turn, SECS (900) each,
 #                                             # at idle priority, resuming after the committed parts
+#   shared/train/pipeline.sh from-store42     # old caches from the committed sets, then v15c if missing
 #   shared/train/pipeline.sh quality42        # label quality of the d16 set (its exact sample)
 #   shared/train/pipeline.sh measure42 W...   # held-out tables from the committed held-out sets
 #   shared/train/pipeline.sh match42 W [8,12] # engine-searcher matches vs 1.1.0 with 95 % intervals
@@ -719,9 +720,41 @@ import42() {
     fi
   done
 }
+# The committed sets as the old steps' caches (held-out sets, stage E's exact labels), marked done,
+# so that the chains of issue 20 start from the store instead of solving them again; then v15c
+# (the leaves of the deep sets) when it is missing: ≈ 510 CPU s on a fresh machine.
+from_store42() {
+  dataset
+  flippy
+  local pair set cache
+  for pair in heldout-r1416-s101:heldout-R-14-16 heldout-r1820-s101:heldout-R-18-20 \
+              heldout-r2022-s101:heldout-RB-20-22 heldout-w1416-s102:heldout-W-14-16 \
+              heldout-w1820-s102:heldout-W-18-20 heldout-w2022-s102:heldout-W-20-22 \
+              x0813-r-s31:t13-XR-8-13 x0813-g-s32:t13-XG-8-13 x1416-r-s33:t13-XR-14-16 \
+              x1416-g-s34:t13-XG-14-16; do
+    set=${pair%%:*} cache=${pair#*:}
+    grep -q "^done $cache\$" "$C/steps.done" 2>/dev/null && continue
+    [ -e "$L/$set/part-00000.bfl.gz" ] || continue
+    "$B" labels cache --set "$L/$set" --out "$C/$cache.bin" && echo "done $cache" >> "$C/steps.done"
+  done
+  # The 60 positions of the old R 20-22 set are the first 60 of the 300 (same draw).
+  if ! grep -q '^done heldout-R-20-22$' "$C/steps.done" 2>/dev/null && [ -e "$C/heldout-RB-20-22.bin" ]; then
+    python3 - "$C" <<'PYEOF'
+import struct, sys
+c = sys.argv[1]
+b = open(f"{c}/heldout-RB-20-22.bin", "rb").read()
+open(f"{c}/heldout-R-20-22.bin", "wb").write(b[:8] + struct.pack("<Q", 60) + b[16:16 + 60 * 24])
+PYEOF
+    echo "done heldout-R-20-22" >> "$C/steps.done"
+  fi
+  step heldout-W-24-30 "$C/heldout-W-24-30.bin" "$B" label --from "$C/test.bin" --empties 24-30 \
+    --count 200 --seed 103 --keep-labels --out "$C/heldout-W-24-30.bin"
+  [ -e "$V15C" ] || { v13e; v13b1; v15a; v15c; }
+}
 labels42() {
   dataset
   import42
+  from_store42
   local secs=${1:-900}
   while :; do
     local left=0
@@ -871,6 +904,7 @@ case "${1:-all}" in
   analyse15) shift; analyse15 "$@" ;;
   labels42) labels42 "${2:-900}" ;;
   import42) import42 ;;
+  from-store42) from_store42 ;;
   quality42) quality42 ;;
   measure42) shift; measure42 "$@" ;;
   v42m) v42m ;;
