@@ -5,12 +5,6 @@ use clap::Parser;
 mod cli;
 
 fn main() -> std::process::ExitCode {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         // A refused value is one line naming the flag, the value and the allowed range.
@@ -21,6 +15,7 @@ fn main() -> std::process::ExitCode {
         }
         Err(e) => e.exit(),
     };
+    bookfarm_runner::logging::init(cli.log_format);
     match cli.run() {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

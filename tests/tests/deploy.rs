@@ -994,3 +994,90 @@ fn operators_kit_names_only_what_a_live_coordinator_serves() {
     assert!(!probe(&format!("{base}/nothing-here")));
     assert!(!probe(&format!("http://127.0.0.1:{}/healthz", free_port())));
 }
+
+/// What journald, `kubectl logs` and aggregators read: both binaries, stderr to a file, write
+/// no colour codes; with `--log-format json` every line is one JSON object with a level and
+/// fields. The lines checked are the coordinator's "grpc listening" and the worker's
+/// "registered" (a serve and a worker against it).
+#[test]
+fn logs_off_a_terminal_are_plain_text_and_json_on_request() {
+    let coord = binary("bookfarm-coordinator");
+    let worker = binary("bookfarm-worker");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db").display().to_string();
+    let out = Command::new(&coord)
+        .args(["book", "new", "2", "8", "--db", &db])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for json in [false, true] {
+        let fmt: &[String] = if json {
+            &["--log-format".to_string(), "json".to_string()]
+        } else {
+            &[]
+        };
+        let grpc = free_port();
+        let clog = dir.path().join(format!("coordinator-{json}.log"));
+        let wlog = dir.path().join(format!("worker-{json}.log"));
+        let mut args = vec![
+            "serve".to_string(),
+            "--db".into(),
+            db.clone(),
+            "--listen".into(),
+            format!("127.0.0.1:{grpc}"),
+        ];
+        args.extend_from_slice(fmt);
+        let _serve = Proc::spawn_logged(coord.to_str().unwrap(), &args, &[], &clog);
+        let mut args = vec![
+            "run".to_string(),
+            "--coordinator".into(),
+            format!("http://127.0.0.1:{grpc}"),
+            "--threads".into(),
+            "1".into(),
+        ];
+        args.extend_from_slice(fmt);
+        let _worker = Proc::spawn_logged(worker.to_str().unwrap(), &args, &[], &wlog);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for (log, line) in [(&clog, "grpc listening"), (&wlog, "registered")] {
+            let text = loop {
+                let text = std::fs::read_to_string(log).unwrap_or_default();
+                if text.contains(line) {
+                    break text;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{}: no {line:?} within 60 s:\n{text}",
+                    log.display()
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            };
+            assert!(
+                !text.contains('\x1b'),
+                "{}: colour codes in a log file:\n{text}",
+                log.display()
+            );
+            if json {
+                for l in text.lines() {
+                    let v: serde_json::Value = serde_json::from_str(l)
+                        .unwrap_or_else(|e| panic!("{}: not JSON ({e}): {l}", log.display()));
+                    assert!(v["level"].is_string() && v["fields"].is_object(), "{l}");
+                }
+                assert!(
+                    text.lines()
+                        .any(|l| l.contains(&format!("\"message\":\"{line}\""))),
+                    "{text}"
+                );
+            } else {
+                assert!(
+                    text.lines()
+                        .any(|l| l.contains(" INFO ") && l.contains(line)),
+                    "{text}"
+                );
+            }
+        }
+    }
+}

@@ -1,5 +1,6 @@
 //! `bookfarm-worker`: engine commands (`solve`, `search`, `bench`) and the cluster worker (`run`).
 
+use bookfarm_runner::logging::LogFormat;
 use clap::{Parser, Subcommand};
 
 mod cli_engine;
@@ -11,6 +12,15 @@ mod cli_run;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log lines on stderr: `text` (colour codes only on a terminal) or `json` (one object
+    /// per line, for log aggregators).
+    #[arg(
+        long,
+        global = true,
+        env = "BOOKFARM_LOG_FORMAT",
+        default_value = "text"
+    )]
+    log_format: LogFormat,
 }
 
 #[derive(Debug, Subcommand)]
@@ -22,13 +32,8 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
+    bookfarm_runner::logging::init(cli.log_format);
     let result = match cli.command {
         Command::Engine(cmd) => cli_engine::run(cmd),
         Command::Run(cmd) => cli_run::run(cmd),

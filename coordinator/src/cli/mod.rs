@@ -22,6 +22,15 @@ pub mod workers;
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log lines on stderr: `text` (colour codes only on a terminal) or `json` (one object
+    /// per line, for log aggregators).
+    #[arg(
+        long,
+        global = true,
+        env = "BOOKFARM_LOG_FORMAT",
+        default_value = "text"
+    )]
+    pub log_format: bookfarm_runner::logging::LogFormat,
 }
 
 #[derive(Debug, Subcommand)]

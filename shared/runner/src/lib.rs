@@ -6,7 +6,8 @@
 //! * [`exec`]: the [`exec::LeafSearcher`] trait, the engine searcher, the search thread pool
 //!   and [`exec::search_all`] (a list of searches on every thread);
 //! * [`transport`]: the [`transport::Transport`] trait the loop talks through;
-//! * [`run_loop`]: [`run_loop::Runner`], the worker loop itself.
+//! * [`run_loop`]: [`run_loop::Runner`], the worker loop itself;
+//! * [`logging`]: how the binaries log (plain text or JSON lines on stderr).
 //!
 //! Like the other `shared/` crates it has no async runtime, no tonic/prost and no store: the
 //! loop and the searches run on plain OS threads, and an asynchronous transport drives its own
@@ -16,6 +17,7 @@
 pub mod domain;
 pub mod eval;
 pub mod exec;
+pub mod logging;
 pub mod run_loop;
 pub mod transport;
 
