@@ -1,6 +1,19 @@
 //! Leases: how many jobs a worker may hold and for how long, leasing (with the waits that keep
 //! workers busy across the end of a pass), the wait suggested to idle workers, failure reports,
 //! released leases, quarantine and the expiry of silent workers' leases.
+//!
+//! Job classes: *round* jobs are the searches the driver is blocked on, queued 4 per registered
+//! thread ahead (at least 256); *speculative* jobs are the searches the next steps will
+//! probably need, planned at a pass's tail on a copy of the book with guessed results (the
+//! `Predictor`), within `speculation_share` of the growth thread's time. Round work is always
+//! leased first, speculative work only when none is queued, and the driver never waits for it
+//! (a speculative job the driver then needs becomes round work and keeps its lease). A round
+//! search leased for more than `backup_after` times its level's mean search time, or whose
+//! lessees have all been silent for two heartbeat intervals, gets one backup lease on an idle
+//! worker; the first answer wins. A lease call that finds nothing for a worker holding nothing
+//! waits while a growth run is under way or others hold searches the driver waits for, then
+//! suggests `retry_after`. A search is a pure function of its request, so none of this changes
+//! the book, only when its searches are done.
 
 use super::{Coordinator, QuarantineReport, ServiceConfig};
 use crate::error::{CoordinatorError, Result};
