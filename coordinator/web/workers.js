@@ -73,10 +73,11 @@
       const tr = bf.el("tr");
       tr.appendChild(bf.el("td", { class: "num" }, i + 1));
       tr.appendChild(bf.el("td", {}, r.anonymous ? r.name + " (anonymous)" : r.name));
-      for (const k of ["results_today", "results_month", "results_all_time", "machines", "trusted", "blocked"]) {
-        tr.appendChild(bf.el("td", { class: "num" }, bf.num(r[k])));
+      for (const k of ["results_today", "results_month", "results_all_time", "machines", "credentials", "trusted", "blocked"]) {
+        tr.appendChild(bf.el("td", { class: "num", "data-key": k }, bf.num(r[k])));
       }
-      tr.appendChild(bf.el("td", { class: "num", title: "not computed yet" }, r.credit === null ? "—" : bf.num(r.credit, 1)));
+      tr.appendChild(bf.el("td", { class: "num", "data-key": "credit" }, r.credit === null ? "—" : bf.num(r.credit)));
+      tr.appendChild(bf.el("td", { class: "num", "data-key": "invalid" }, bf.num(r.invalid)));
       frag.appendChild(tr);
     });
     document.querySelector("#contributors tbody").replaceChildren(frag);

@@ -12,7 +12,8 @@
 use crate::identity::CredentialInfo;
 use crate::progress::Snapshot;
 use crate::service::{
-    BookStats, ContributorReport, HistoryView, PositionView, StatusReport, WorkerReport,
+    BookStats, ContributorReport, CreditReport, HistoryView, PositionView, Standing, StatusReport,
+    WorkerReport,
 };
 use crate::store::{CredentialState, Sample};
 use bookfarm_book::query::move_text;
@@ -303,14 +304,19 @@ pub struct ContributorV1 {
     pub results_month: u64,
     /// ...since the coordinator's history began.
     pub results_all_time: u64,
-    /// Credentials (machines) of this owner.
+    /// Machines connected now: the owner's registered workers (an anonymous row: its worker).
     pub machines: u32,
+    /// Worker credentials of this owner.
+    pub credentials: u32,
     /// ...of which trusted.
     pub trusted: u32,
     /// ...of which blocked or revoked.
     pub blocked: u32,
-    /// Credit per period: always null until validated results define it.
+    /// Credit: the owner's results validated or used by the book (its credentials' trust
+    /// records; null for an anonymous row whose worker has no record).
     pub credit: Option<f64>,
+    /// Invalid results of the owner's credentials (lies caught, or broken machines).
+    pub invalid: u64,
 }
 
 /// `/api/v1/contributors`: the leaderboard, most results first.
@@ -322,50 +328,86 @@ pub struct ContributorsV1 {
     pub contributors: Vec<ContributorV1>,
 }
 
+/// What the leaderboard joins per owner: credentials (all, trusted, blocked), machines
+/// connected, and the credit and invalid results of the owner's trust records.
+#[derive(Debug, Clone, Copy, Default)]
+struct OwnerFigures {
+    credentials: u32,
+    trusted: u32,
+    blocked: u32,
+    machines: u32,
+    credit: Option<u64>,
+    invalid: u64,
+}
+
 impl ContributorsV1 {
-    /// The leaderboard from the tallies and the credential registry (owners with credentials
-    /// but no result yet are listed too).
-    pub fn new(tallies: &[ContributorReport], credentials: &[CredentialInfo]) -> ContributorsV1 {
-        let mut machines: BTreeMap<&str, (u32, u32, u32)> = BTreeMap::new();
+    /// The leaderboard from the tallies, the credential registry, the live workers and the
+    /// contributors' trust records (owners with credentials but no result yet are listed too).
+    pub fn new(
+        tallies: &[ContributorReport],
+        credentials: &[CredentialInfo],
+        workers: &[WorkerReport],
+        credit: &[CreditReport],
+    ) -> ContributorsV1 {
+        // Keyed like the tallies: (anonymous, owner or an anonymous worker's name).
+        let mut by: BTreeMap<(bool, &str), OwnerFigures> = BTreeMap::new();
         for c in credentials {
-            let m = machines.entry(c.record.owner.as_str()).or_default();
-            m.0 += 1;
-            m.1 += u32::from(c.record.trusted);
-            m.2 += u32::from(c.record.state != CredentialState::Active);
+            let m = by.entry((false, c.record.owner.as_str())).or_default();
+            m.credentials += 1;
+            m.trusted += u32::from(c.record.trusted);
+            m.blocked += u32::from(c.record.state != CredentialState::Active);
         }
-        let row = |t: &ContributorReport, m: (u32, u32, u32)| ContributorV1 {
-            name: t.name.clone(),
-            anonymous: t.anonymous,
-            results_today: t.today,
-            results_month: t.month,
-            results_all_time: t.total,
-            machines: m.0,
-            trusted: m.1,
-            blocked: m.2,
-            credit: None,
+        for w in workers {
+            let key = match &w.owner {
+                Some(o) => (false, o.as_str()),
+                None => (true, w.name.as_str()),
+            };
+            by.entry(key).or_default().machines += 1;
+        }
+        let anonymous = format!("{} ", crate::service::trust::ANONYMOUS);
+        for c in credit {
+            // Credential contributors count for their owner; an anonymous worker's record is
+            // `(anonymous) NAME`; the coordinator's own searches and in-process workers are no
+            // one's.
+            let key = match c.name.strip_prefix(anonymous.as_str()) {
+                Some(name) => (true, name),
+                None if c.standing == Standing::Root => continue,
+                None => (false, c.owner.as_str()),
+            };
+            let m = by.entry(key).or_default();
+            *m.credit.get_or_insert(0) += c.results;
+            m.invalid += c.invalid;
+        }
+        let row = |name: &str, anonymous: bool, t: Option<&ContributorReport>, m: OwnerFigures| {
+            ContributorV1 {
+                name: name.to_string(),
+                anonymous,
+                results_today: t.map_or(0, |t| t.today),
+                results_month: t.map_or(0, |t| t.month),
+                results_all_time: t.map_or(0, |t| t.total),
+                machines: m.machines,
+                credentials: m.credentials,
+                trusted: m.trusted,
+                blocked: m.blocked,
+                credit: m.credit.map(|c| c as f64),
+                invalid: m.invalid,
+            }
         };
         let mut rows: Vec<ContributorV1> = tallies
             .iter()
             .map(|t| {
-                let m = if t.anonymous {
-                    None
-                } else {
-                    machines.remove(t.name.as_str())
-                };
-                row(t, m.unwrap_or_default())
+                let m = by
+                    .remove(&(t.anonymous, t.name.as_str()))
+                    .unwrap_or_default();
+                row(&t.name, t.anonymous, Some(t), m)
             })
             .collect();
-        for (owner, m) in machines {
-            rows.push(row(
-                &ContributorReport {
-                    name: owner.to_string(),
-                    anonymous: false,
-                    today: 0,
-                    month: 0,
-                    total: 0,
-                },
-                m,
-            ));
+        // Owners with credentials (or a connected worker) and no accepted result yet; an
+        // anonymous name alone (a record without a live worker) is not listed.
+        for ((anonymous, name), m) in by {
+            if m.credentials > 0 || m.machines > 0 {
+                rows.push(row(name, anonymous, None, m));
+            }
         }
         ContributorsV1 {
             api: VERSION,

@@ -150,9 +150,12 @@ async fn api_workers(State(s): State<AppState>) -> Response {
 }
 
 async fn api_contributors(State(s): State<AppState>) -> Response {
+    let status = s.c.status();
     json(&api::ContributorsV1::new(
         &s.c.contributors(unix_ms()),
         &s.ids.list(),
+        &status.workers,
+        &status.credit,
     ))
 }
 

@@ -206,11 +206,14 @@ async fn workers_list_live_workers_then_blocked_credentials() {
     assert!(!body.contains(&a.to_string()));
     assert!(!body.contains("token"));
 
-    // Contributors: results per owner once the history took them.
+    // Contributors: results per owner once the history took them; machines are the workers
+    // connected now (the anonymous laptop's included), credit the owner's validated results.
     w.c.sample_history(1_000_000).unwrap();
     let c: ContributorsV1 =
         serde_json::from_value(get_json(w.addr, "/api/v1/contributors").await).unwrap();
-    let rows: Vec<(&str, bool, u64, u32, u32)> = c
+    // (name, anonymous, all time, machines, credentials, blocked, credit)
+    type Row<'a> = (&'a str, bool, u64, u32, u32, u32, Option<f64>);
+    let rows: Vec<Row> = c
         .contributors
         .iter()
         .map(|r| {
@@ -219,18 +222,27 @@ async fn workers_list_live_workers_then_blocked_credentials() {
                 r.anonymous,
                 r.results_all_time,
                 r.machines,
+                r.credentials,
                 r.blocked,
+                r.credit,
             )
         })
         .collect();
     assert_eq!(
         rows,
         [
-            ("alice", false, from_alice, 1, 0),
-            ("laptop", true, from_laptop, 0, 0),
-            ("bob", false, 0, 1, 1),
+            ("alice", false, from_alice, 1, 1, 0, Some(from_alice as f64)),
+            ("laptop", true, from_laptop, 1, 0, 0, None),
+            ("bob", false, 0, 0, 1, 1, None),
         ]
     );
+    // The worker leaves: its machine no longer counts, its results and credit stay.
+    w.c.drop_workers(&[a]);
+    let c: ContributorsV1 =
+        serde_json::from_value(get_json(w.addr, "/api/v1/contributors").await).unwrap();
+    let alice = &c.contributors[0];
+    assert_eq!((alice.machines, alice.credentials), (0, 1));
+    assert_eq!(alice.credit, Some(from_alice as f64));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
