@@ -236,7 +236,7 @@ const PASSES: [PassKind; 7] = [
 /// [`QueueRecord`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DriverRecord {
-    /// 0 start, 1 expanding, 2 adding, 3 done, 4 auditing.
+    /// 0 start, 1 expanding, 2 adding, 3 done, 4 auditing, 5 adding the root line.
     pub phase: u8,
     /// Expanding: index into the pass kinds.
     pub pass: u8,
@@ -244,7 +244,7 @@ pub struct DriverRecord {
     pub root_value: i32,
     /// Passes marked so far (the [`TodoRecord`] stored beside must carry the same number).
     pub passes: u32,
-    /// Expanding/adding: steps done.
+    /// Expanding/adding/adding the root line: steps done.
     pub cursor: u64,
     /// Adding: the game index.
     pub game: u64,
@@ -299,6 +299,10 @@ impl DriverRecord {
             }
             Phase::Done => r.phase = 3,
             Phase::Auditing => r.phase = 4,
+            Phase::Rooting { cursor } => {
+                r.phase = 5;
+                r.cursor = *cursor as u64;
+            }
         }
         r
     }
@@ -323,6 +327,9 @@ impl DriverRecord {
                 cursor: n(self.cursor),
             },
             4 => Phase::Auditing,
+            5 => Phase::Rooting {
+                cursor: n(self.cursor),
+            },
             _ => Phase::Done,
         };
         DriverState {

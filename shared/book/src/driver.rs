@@ -86,6 +86,14 @@ pub enum Phase {
     /// Playing the best lines out ([`Operation::Audit`]); how far each line is follows from the
     /// known results, so there is nothing to remember.
     Auditing,
+    /// Adding the positions of the program's root line that are missing, from the root back
+    /// to the start position, as `book store` adds a game's positions (each new position with
+    /// its leaf search, linked to its book children and parents); `cursor` boards are done.
+    /// Positions already in the book are left as they are.
+    Rooting {
+        /// Boards of the line done (deepest first).
+        cursor: usize,
+    },
     /// Adding the boards of game `game`, deepest first; `cursor` boards are done.
     Adding {
         /// Index of the game.
@@ -139,6 +147,43 @@ impl DriverState {
     }
 }
 
+/// Where a program stands, as a point that only moves forward while it runs: `major` is the
+/// pass (the number of markings so far, [`DriverState::passes`]) of a selector or upgrade
+/// program and the game of an adding one; `minor` is the step within it. A program stopped
+/// ([`Driver::stopping_at`]) at the point where another run of it was blocked applies exactly
+/// the steps that run applied: a growth program cancelled on a farm is replayed that way.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+pub struct StepPoint {
+    /// The pass, or the game.
+    pub major: u64,
+    /// The step within it.
+    pub minor: u64,
+}
+
+impl StepPoint {
+    fn new(major: impl TryInto<u64>, minor: usize) -> StepPoint {
+        StepPoint {
+            major: major.try_into().unwrap_or(u64::MAX),
+            minor: u64::try_from(minor).unwrap_or(u64::MAX),
+        }
+    }
+}
+
+impl DriverState {
+    /// The point of the step the program is blocked on or about to take (`None` before it
+    /// started, while it audits, and once it is done).
+    pub fn point(&self) -> Option<StepPoint> {
+        match &self.phase {
+            Phase::Expanding { cursor, .. } => Some(StepPoint::new(self.passes, *cursor)),
+            Phase::Adding { game, cursor } => Some(StepPoint::new(*game, *cursor)),
+            Phase::Rooting { cursor } => Some(StepPoint::new(0u32, *cursor)),
+            Phase::Start | Phase::Auditing | Phase::Done => None,
+        }
+    }
+}
+
 /// What [`Driver::run`] returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Progress {
@@ -158,6 +203,8 @@ pub struct Driver {
     /// lookahead's length in look-ups, not in plans. Advisory only (a stale prediction costs a
     /// search or a wait, never a different book), so not part of the state.
     predicted: Predicted,
+    /// The program ends before taking a step at this point or past it (see [`StepPoint`]).
+    stop: Option<StepPoint>,
 }
 
 /// See [`Driver::predicted`].
@@ -198,6 +245,7 @@ impl Driver {
                 audit: Vec::new(),
             },
             predicted: Predicted::default(),
+            stop: None,
         }
     }
 
@@ -206,7 +254,24 @@ impl Driver {
         Driver {
             state,
             predicted: Predicted::default(),
+            stop: None,
         }
+    }
+
+    /// The program ending before it takes a step at `stop` or past it (`None`: running to
+    /// its end): what a run cut at `stop` applied, and nothing more.
+    pub fn stopping_at(mut self, stop: Option<StepPoint>) -> Driver {
+        self.stop = stop;
+        self
+    }
+
+    /// Whether the step at (`major`, `minor`) is past the stop; if so the program is done.
+    fn stops_before(&mut self, major: impl TryInto<u64>, minor: usize) -> bool {
+        let stop = self.stop.is_some_and(|s| StepPoint::new(major, minor) >= s);
+        if stop {
+            self.state.phase = Phase::Done;
+        }
+        stop
     }
 
     /// The state (to persist, or to report progress).
@@ -241,6 +306,9 @@ impl Driver {
                         };
                     }
                     while cursor < todo.len() {
+                        if self.stops_before(self.state.passes, cursor) {
+                            return Progress::Done;
+                        }
                         let step = if pass == PassKind::Upgrade {
                             self.research_step(book, &todo[cursor], results, &mut iteration)
                         } else {
@@ -295,11 +363,51 @@ impl Driver {
                         }
                     }
                 }
+                Phase::Rooting { mut cursor } => {
+                    let boards = self.root_line_boards();
+                    while cursor < boards.len() {
+                        if self.stops_before(0u32, cursor) {
+                            return Progress::Done;
+                        }
+                        let b = boards[cursor];
+                        if !enters_book(book, &b) {
+                            cursor += 1;
+                            continue;
+                        }
+                        let plan = plan_add_board(book, &b);
+                        let mut need: Vec<LeafRequest> = plan
+                            .requests()
+                            .filter(|r| results.result(r).is_none())
+                            .collect();
+                        if !need.is_empty() {
+                            // Each later board links to the boards before it (its children).
+                            let end = boards.len().min(cursor + 1 + lookahead.min(boards.len()));
+                            let mut also: HashSet<Board> =
+                                std::iter::once(canonical(&b).0).collect();
+                            for later in &boards[cursor + 1..end] {
+                                if enters_book(book, later) {
+                                    need.extend(add_board_request_assuming(book, later, &also));
+                                }
+                                also.insert(canonical(later).0);
+                            }
+                            self.state.phase = Phase::Rooting { cursor };
+                            return Progress::Blocked(dedup_missing(need, results));
+                        }
+                        if let Ok(ch) = apply_add_plan(book, &b, &plan, results) {
+                            self.state.changes += ch;
+                        }
+                        cursor += 1;
+                    }
+                    self.begin(book);
+                }
                 Phase::Adding { game, mut cursor } => {
                     let Some((boards, illegal)) = self.game_boards(book, game) else {
                         continue; // phase stays Done
                     };
                     while cursor < boards.len() {
+                        if self.stops_before(game, cursor) {
+                            return Progress::Done;
+                        }
                         let b = boards[cursor];
                         let plan = plan_add_board(book, &b);
                         let mut need: Vec<LeafRequest> = plan
@@ -374,9 +482,43 @@ impl Driver {
         }
     }
 
+    /// Start the program: add the missing positions of its root line first (a program from
+    /// the start position has none), then [`Driver::begin`].
+    fn start(&mut self, book: &mut MemBook) {
+        if !self.adds_root_line() {
+            self.begin(book);
+        } else if self
+            .root()
+            .is_some_and(|r| (r.empties() as i32) >= book.header().n_empties)
+        {
+            self.state.phase = Phase::Rooting { cursor: 0 };
+        } else {
+            // A root past the book depth (or an illegal line) has nothing to grow: the program
+            // adds nothing, not even the line's positions within the depth.
+            self.state.phase = Phase::Done;
+        }
+    }
+
+    /// Whether the program adds the missing positions of its root line before it begins: the
+    /// programs that grow the book from their root (a selector or `upgrade` from a position
+    /// other than the start).
+    fn adds_root_line(&self) -> bool {
+        let program = &self.state.program;
+        program.operation.has_root()
+            && !matches!(program.operation, Operation::Audit { .. })
+            && !program.root.is_empty()
+    }
+
+    /// The boards of the root line, deepest (the root) first, the start position last.
+    fn root_line_boards(&self) -> Vec<Board> {
+        let mut boards = self.state.program.root_boards().unwrap_or_default();
+        boards.reverse();
+        boards
+    }
+
     /// Begin the program: negamax from the root and mark the first pass; `new` and `add` start
     /// adding boards.
-    fn start(&mut self, book: &mut MemBook) {
+    fn begin(&mut self, book: &mut MemBook) {
         match &self.state.program.operation {
             Operation::New | Operation::AddGames { .. } => {
                 self.state.phase = Phase::Adding { game: 0, cursor: 0 };
@@ -510,7 +652,17 @@ impl Driver {
         };
         match (again, self.first_pass()) {
             (true, Some(first)) => self.mark(book, first, None),
-            _ => self.state.phase = Phase::Done,
+            _ => {
+                self.state.phase = Phase::Done;
+                // A program from another root negamaxed only its root's subtree (as Edax's
+                // do): the book at rest is negamaxed from the start position, so that its
+                // values (the start's included) are the book's own.
+                if let Some(start) = book.find(&Board::start())
+                    && start != root
+                {
+                    renegamax(book, start);
+                }
+            }
         }
     }
 
@@ -594,6 +746,12 @@ impl Driver {
         }
         Step::Applied
     }
+}
+
+/// Whether `board` is a position a root line adds: missing from the book and within the book
+/// depth (`book store`'s filter: at least `n_empties − 1` empties).
+fn enters_book(book: &MemBook, board: &Board) -> bool {
+    (board.empties() as i32) >= book.header().n_empties - 1 && book.probe(board).is_none()
 }
 
 /// Keep the first occurrence of each request that has no known result.

@@ -9,9 +9,13 @@
 //! Engine types carry no serde derive: boards and moves are stored here as their bitboards and
 //! move codes.
 
+use crate::mem::MemBook;
+use crate::query::shortest_line;
 use crate::research::Upgrade;
 use crate::select::Deviate;
-use bookfarm_engine::formats::Game;
+use bookfarm_engine::formats::obf::parse_obf_line;
+use bookfarm_engine::formats::transcript::parse_moves;
+use bookfarm_engine::formats::{Game, GameError};
 use bookfarm_engine::{Board, Move};
 use serde::{Deserialize, Serialize};
 
@@ -173,8 +177,14 @@ impl Program {
     /// The position the root line reaches (passes inserted where forced); `None` when the line
     /// is not legal.
     pub fn root_board(&self) -> Option<Board> {
+        self.root_boards()?.last().copied()
+    }
+
+    /// Every position of the root line, the start position first and the root last (passes
+    /// inserted where forced); `None` when the line is not legal.
+    pub fn root_boards(&self) -> Option<Vec<Board>> {
         let game = Game::from_moves(self.root.iter().copied()).ok()?;
-        game.final_position().ok().map(|(board, _)| board)
+        game.replay().ok()
     }
 
     /// The short name of the program: its operation's, then the root line when it is not the
@@ -194,6 +204,86 @@ impl Program {
             .collect();
         format!("{what} from {line}")
     }
+}
+
+/// Why a program cannot start from the root it was given (`--from LINE`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RootError {
+    /// Neither a move list nor an OBF board.
+    #[error(
+        "--from {0:?}: neither a move list (f5d6c3) nor an OBF board (64 cells and the side to move)"
+    )]
+    Syntax(String),
+    /// A move of the line cannot be played.
+    #[error("--from: the line's move {mv} at ply {ply} is illegal")]
+    Illegal {
+        /// 1-based ply of the move (forced passes counted).
+        ply: usize,
+        /// The move.
+        mv: Move,
+    },
+    /// An OBF board that is not in the book: there is no line to add it by.
+    #[error(
+        "--from: the position is not in the book; give the moves that reach it (its missing positions are then added)"
+    )]
+    NotInBook,
+    /// An OBF board in the book that no book line reaches from the start position.
+    #[error(
+        "--from: no book line reaches the position from the start position; give the moves that reach it"
+    )]
+    Unreachable,
+    /// The root is deeper than the book: the program would have nothing to grow.
+    #[error(
+        "--from: the root has {empties} empty squares, past the book's depth (positions down to {n_empties} empties)"
+    )]
+    PastDepth {
+        /// The root's empty squares.
+        empties: u32,
+        /// The book's limit (Edax's `n_empties`).
+        n_empties: i32,
+    },
+}
+
+/// The root line `text` names in `book`: a move list from the start position (passes may be
+/// omitted where forced), or an OBF board (then the shortest line of the book's moves that
+/// reaches it). An empty text is the start position. The root must be within the book depth.
+pub fn resolve_root(text: &str, book: &MemBook) -> Result<Vec<Move>, RootError> {
+    let text = text.trim();
+    let line = match parse_moves(text) {
+        Ok(moves) => moves,
+        Err(_) => {
+            let board = match parse_obf_line(text) {
+                Ok(Some(p)) => p.board,
+                _ => return Err(RootError::Syntax(text.to_string())),
+            };
+            if book.probe(&board).is_none() {
+                return Err(RootError::NotInBook);
+            }
+            shortest_line(book, &board).ok_or(RootError::Unreachable)?
+        }
+    };
+    check_root(&line, book)?;
+    Ok(line)
+}
+
+/// Whether a program can start from the root `line` in `book`: the line is legal and the
+/// root within the book depth (at least `n_empties` empties).
+pub fn check_root(line: &[Move], book: &MemBook) -> Result<(), RootError> {
+    let game = Game::from_moves(line.iter().copied()).map_err(|e| match e {
+        GameError::Illegal { ply, mv, .. } => RootError::Illegal { ply: ply + 1, mv },
+        _ => RootError::Syntax(format!("{line:?}")),
+    })?;
+    let (root, _) = game
+        .final_position()
+        .map_err(|_| RootError::Syntax(format!("{line:?}")))?;
+    let n_empties = book.header().n_empties;
+    if (root.empties() as i32) < n_empties {
+        return Err(RootError::PastDepth {
+            empties: root.empties(),
+            n_empties,
+        });
+    }
+    Ok(())
 }
 
 impl From<Operation> for Program {

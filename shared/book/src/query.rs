@@ -1,12 +1,13 @@
 //! Read-only book commands with Edax's exact text: `book show` (edax-spec §5.4), `book problem`
 //! (Edax's `book_extract_positions`) and `book check` (Edax's `book_check_base`), plus the
-//! helpers they share (the move list of a position seen from any orientation, `board_print`).
+//! helpers they share (the move list of a position seen from any orientation, `board_print`)
+//! and the shortest book line to a position ([`BookLines`]).
 
 use crate::edax::bucket_order;
 use crate::mem::{Counts, MemBook, NodeId, child_board};
-use bookfarm_engine::symmetry::{find_symmetry, transform_move};
+use bookfarm_engine::symmetry::{canonical, find_symmetry, transform_move};
 use bookfarm_engine::{Board, Move};
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Write;
 
 /// One book move of a position, in the query board's coordinates.
@@ -44,6 +45,75 @@ pub fn book_moves(book: &MemBook, board: &Board) -> Option<(NodeId, Vec<BookMove
     }
     out.sort_by_key(|m| std::cmp::Reverse(m.score));
     Some((id, out))
+}
+
+/// The shortest lines of play from the start position to the book's positions through the
+/// book's moves (its links, and a leaf for the last move), found breadth first, moves tried in
+/// the order [`book_moves`] gives them.
+#[derive(Debug, Clone, Default)]
+pub struct BookLines {
+    /// Canonical board → (canonical board it was first reached from, the move as played on
+    /// the board reached before); the start position maps to itself with no move.
+    parent: HashMap<Board, (Board, Option<Move>)>,
+}
+
+impl BookLines {
+    /// The lines of `book` (empty when the start position is not in it); `stop`, when given,
+    /// ends the search as soon as that position (any orientation) is reached.
+    pub fn new(book: &MemBook, stop: Option<&Board>) -> BookLines {
+        let mut parent = HashMap::new();
+        let start = Board::start();
+        if book.probe(&start).is_none() {
+            return BookLines { parent };
+        }
+        let stop = stop.map(|b| canonical(b).0);
+        let first = canonical(&start).0;
+        parent.insert(first, (first, None));
+        if stop == Some(first) {
+            return BookLines { parent };
+        }
+        let mut queue = VecDeque::from([start]);
+        while let Some(board) = queue.pop_front() {
+            let Some((_, moves)) = book_moves(book, &board) else {
+                continue;
+            };
+            let from = canonical(&board).0;
+            for m in moves {
+                let next = board.next_unchecked(m.mv);
+                let key = canonical(&next).0;
+                if parent.contains_key(&key) {
+                    continue;
+                }
+                parent.insert(key, (from, Some(m.mv)));
+                if stop == Some(key) {
+                    return BookLines { parent };
+                }
+                queue.push_back(next);
+            }
+        }
+        BookLines { parent }
+    }
+
+    /// The shortest line reaching `board` (any orientation; passes included), if any.
+    pub fn line(&self, board: &Board) -> Option<Vec<Move>> {
+        let mut moves = Vec::new();
+        let mut at = canonical(board).0;
+        loop {
+            let &(up, mv) = self.parent.get(&at)?;
+            match mv {
+                Some(m) => moves.push(m),
+                None => break,
+            }
+            at = up;
+        }
+        moves.reverse();
+        Some(moves)
+    }
+}
+
+/// The shortest line of play from the start position to `board` through the book's moves.
+pub fn shortest_line(book: &MemBook, board: &Board) -> Option<Vec<Move>> {
+    BookLines::new(book, Some(board)).line(board)
 }
 
 /// Edax's `move_to_string`: `A1`..`H8`, `PA`, `--`, uppercase for Black (`black`), lowercase

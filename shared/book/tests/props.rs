@@ -4,19 +4,21 @@
 
 mod common;
 
-use bookfarm_book::driver::run_serial;
+use bookfarm_book::driver::{Driver, Progress, run_serial};
 use bookfarm_book::edax::{book_to_bytes, read_book};
 use bookfarm_book::grow::{check_position, link_command};
 use bookfarm_book::mem::child_board;
 use bookfarm_book::negamax::{link_position, negamax, propagate, recompute_all};
-use bookfarm_book::program::Operation;
+use bookfarm_book::program::{Operation, Program};
 use bookfarm_book::select::Deviate;
 use bookfarm_book::synth::{Draw, SplitMix64, SynthParams, random_book, random_leaf};
 use bookfarm_book::{BAD_LINK, BookHeader, Link, MemBook, NodeId, Position, dump};
 use bookfarm_engine::board::BitIter;
+use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::{Board, Move};
 use proptest::prelude::*;
 use rand::SeedableRng;
+use std::collections::HashMap;
 
 /// Every computed field of every position, keyed by board (ids differ between books).
 fn results(book: &MemBook) -> Vec<String> {
@@ -195,6 +197,64 @@ proptest! {
         let mut linked = book.clone();
         let r = link_command(&mut linked, &mut |r| panic!("book link searched {r:?}"));
         prop_assert!(r.is_fixed_point(), "{:?}", r);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(24)))]
+
+    /// A program cut where a run of it was blocked (a farm cancelling its running program) is
+    /// reproduced by a run stopped at that point, whatever results arrive afterwards: the
+    /// replay of a cancelled program.
+    #[test]
+    fn a_stopped_run_applies_what_the_cut_run_applied(seed in any::<u64>(), depth in 6i32..11,
+                                                      games in 0usize..4, rounds in 0usize..12,
+                                                      kind in 0u8..4, level in 1i32..4) {
+        let mut book = MemBook::new(BookHeader::new(level, depth));
+        let mut rng = SplitMix64::seed_from_u64(seed);
+        run_serial(&mut book, Operation::New, &mut common::mock);
+        let games: Vec<Vec<Move>> = (0..games).map(|_| random_game(&mut rng, 24)).collect();
+        run_serial(&mut book, Operation::AddGames { games: games.clone() }, &mut common::mock);
+        let program = match kind {
+            0 => Program::new(Operation::Deviate { params: Deviate::new(2, 4) }),
+            1 => Program::new(Operation::Play),
+            2 => Program::new(Operation::AddGames {
+                games: (0..3).map(|_| random_game(&mut rng, 24)).collect(),
+            }),
+            // From a root whose line is (partly) missing from the book.
+            _ => Program {
+                root: random_game(&mut rng, 4),
+                ..Program::new(Operation::Deviate { params: Deviate::new(2, 4) })
+            },
+        };
+        // The cut run: results arrive for `rounds` blocked runs, then the program is cancelled.
+        let mut cut = book.clone();
+        let mut driver = Driver::new(program.clone());
+        let mut known: HashMap<LeafRequest, LeafResult> = HashMap::new();
+        let mut blocked = 0;
+        while let Progress::Blocked(need) = driver.run(&mut cut, &known, 3) {
+            if blocked == rounds {
+                break;
+            }
+            blocked += 1;
+            // One result of the blocking step at a time (a farm's results trickle in).
+            known.insert(need[0], common::mock(&need[0]));
+        }
+        let Some(point) = driver.state().point() else {
+            // Finished before the cut: nothing to stop.
+            return Ok(());
+        };
+        // The replay knows every result, and stops at the point.
+        let mut replayed = book.clone();
+        let mut all: HashMap<LeafRequest, LeafResult> = HashMap::new();
+        let mut replay = Driver::new(program).stopping_at(Some(point));
+        while let Progress::Blocked(need) = replay.run(&mut replayed, &all, 0) {
+            for r in need {
+                all.insert(r, common::mock(&r));
+            }
+        }
+        prop_assert_eq!(results(&replayed), results(&cut));
+        prop_assert_eq!(replay.state().changes, driver.state().changes);
     }
 }
 

@@ -28,11 +28,14 @@ mod trust;
 mod workers;
 
 /// A deterministic stand-in for the engine: the lowest open square, scored by a hash of the
-/// resulting board (so transpositions agree), even and within [-20, 20].
+/// resulting board (so transpositions agree), even and within [-20, 20]; a finished game is
+/// scored by its discs.
 pub(crate) fn mock_result(job: &Job) -> JobResult {
     let b = job.board;
     let open = b.moves() & !job.excluded;
-    let (mv, score) = if b.moves() == 0 {
+    let (mv, score) = if b.is_game_over() {
+        (Move::None, b.final_score())
+    } else if b.moves() == 0 {
         (Move::Pass, 0)
     } else if let Some(x) = BitIter(open).next() {
         let sq = x;
@@ -106,11 +109,28 @@ fn fixture(level: u8, depth: u8, cfg: ServiceConfig) -> Fixture {
 
 fn reopen(f: Fixture, cfg: ServiceConfig) -> Fixture {
     let Fixture { dir, clock, c } = f;
-    c.flush().unwrap();
-    drop(c);
+    close(c);
     let store = Store::open(dir.path()).unwrap();
     let c = Coordinator::open(store, dir.path(), cfg, clock.clone()).unwrap();
     Fixture { dir, clock, c }
+}
+
+/// Flush and drop `c`, and wait until its store is closed: a growth runner thread that has just
+/// finished may still hold the last handle, and two stores open on one directory at once
+/// can deadlock inside sled.
+fn close(c: Coordinator) {
+    c.flush().unwrap();
+    release(c);
+}
+
+/// Drop `c` without a checkpoint (a kill: the store keeps what it holds), and wait until its
+/// store is closed (see [`close`]).
+fn release(c: Coordinator) {
+    let shared = c.0;
+    while Arc::strong_count(&shared) > 1 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(shared);
 }
 
 /// Run the mock engine until the growth programs are done; returns the number of accepted
