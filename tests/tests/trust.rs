@@ -124,6 +124,15 @@ async fn build(
     (s, book, told, took)
 }
 
+fn extra(v: &pb::Validation) -> f64 {
+    100.0 * v.replica_nodes as f64 / v.used_nodes.max(1) as f64
+}
+
+/// The lying-worker run: two honest workers (one trusted, one volunteer) and three
+/// liars (always; 10 % of the requests; honest for 150 results, then always), the default
+/// rules and the coordinator's verifier. Every liar is caught and blocked, every lie that
+/// reached the book is replayed out of it, and the book is the honest build's; the extra work
+/// is printed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lying_workers_leave_the_book_identical_to_an_honest_build() {
     let Some(eval) = eval_path() else { return };
@@ -135,13 +144,12 @@ async fn lying_workers_leave_the_book_identical_to_an_honest_build() {
     )
     .await;
     let v = honest.validation.unwrap_or_default();
-    let extra = v.replica_nodes as f64 / v.used_nodes.max(1) as f64;
     eprintln!(
         "honest trusted build: {} positions in {took:?}; spot checks {} of {} results, extra compute {:.1} % of the nodes",
         reference.len(),
         v.spot_checks,
         v.applied_at_once,
-        100.0 * extra
+        extra(&v)
     );
     assert_eq!(
         v.invalid, 0,
@@ -149,9 +157,72 @@ async fn lying_workers_leave_the_book_identical_to_an_honest_build() {
     );
     assert!(v.spot_checks > 0 && v.held == 0, "{v:?}");
     assert!(reference.len() > 100, "{}", reference.len());
+    let fleet = [
+        ("op1", "op", true, None),
+        ("honest", "h", false, None),
+        ("always", "a", false, Some("always")),
+        ("ten", "t", false, Some("rate:10")),
+        ("sleeper", "z", false, Some("sleeper:150")),
+    ];
+    let (s, book, told, took) = build(&eval, &fleet, &[]).await;
+    report("build with liars (default rules)", &s, &book, &told, took);
+    assert_eq!(
+        sorted(&book),
+        sorted(&reference),
+        "the book built with liars is the honest book"
+    );
+    let v = s.validation.unwrap_or_default();
+    let lies: usize = told.iter().map(|(_, n)| n).sum();
+    assert!(lies > 0 && v.invalid > 0, "{v:?}");
+    assert!(v.reached_book == 0 || v.rollbacks > 0, "{v:?}");
+    assert!(credit(&s, "always").blocked, "{:?}", s.credit);
+    assert_eq!(credit(&s, "always").results, 0, "no credit for lies");
+    for name in ["op1", "honest"] {
+        let c = credit(&s, name);
+        assert!(c.invalid == 0 && !c.blocked && c.results > 0, "{c:?}");
+    }
+}
 
-    // The same build with liars: untrusted liars of every kind, colluders of different owners
-    // telling the same lie, a sleeper honest until trusted, and one honest untrusted worker.
+fn report(
+    name: &str,
+    s: &pb::GetStatusResponse,
+    book: &MemBook,
+    told: &[(String, usize)],
+    took: Duration,
+) {
+    let v = s.validation.unwrap_or_default();
+    let lies: usize = told.iter().map(|(_, n)| n).sum();
+    eprintln!(
+        "{name}: {} positions in {took:?}; lies told {lies} ({told:?}), caught {}, reached the book {}, rollbacks {}; held {}, validated {}, applied at once {}, spot checks {}, core checks {} (caught {}), extra compute {:.1} % of the nodes",
+        book.len(),
+        v.invalid,
+        v.reached_book,
+        v.rollbacks,
+        v.held,
+        v.validated,
+        v.applied_at_once,
+        v.spot_checks,
+        v.core_checks,
+        v.core_caught,
+        extra(&v)
+    );
+    for c in &s.credit {
+        eprintln!(
+            "  {:<14} {:<9} results {:>5} invalid {:>3} blocked {:<5} time to trust {} ms",
+            c.name, c.standing, c.results, c.invalid, c.blocked, c.time_to_trust_ms
+        );
+    }
+}
+
+/// Every kind of liar at once, with every result applied on one word spot-checked (floor 1),
+/// so that each lie an earned liar slips in is caught before the build is done: untrusted liars
+/// of every kind, colluders of different owners telling the same lie, a sleeper honest until
+/// trusted, and one honest untrusted worker. The book is the honest book (built here with one
+/// trusted worker), and honest workers never lose.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_liar_is_caught_and_replayed_out() {
+    let Some(eval) = eval_path() else { return };
+    let (_, reference, _, _) = build(&eval, &[("op1", "op", true, None)], &[]).await;
     let fleet = [
         ("op1", "op", true, None),
         ("honest", "h", false, None),
@@ -163,41 +234,23 @@ async fn lying_workers_leave_the_book_identical_to_an_honest_build() {
         ("c3", "c3", false, Some("rate:40")),
         ("sleeper", "z", false, Some("sleeper:12")),
     ];
-    // Every result applied on one word is checked (spot-check floor 1), so that each lie an
-    // earned liar slips in outside the window is caught before the build is done: the test
-    // shows that such lies are undone by replay; how often they would be caught with the
-    // default floor is the spot checks' business.
     let (s, book, told, took) = build(&eval, &fleet, &["--spot-floor", "1"]).await;
+    report(
+        "every kind of liar, spot-check floor 1",
+        &s,
+        &book,
+        &told,
+        took,
+    );
     assert_eq!(
         sorted(&book),
         sorted(&reference),
         "the book built with liars is the honest book"
     );
     let v = s.validation.unwrap_or_default();
-    let lies: usize = told.iter().map(|(_, n)| n).sum();
-    eprintln!(
-        "build with liars: {} positions in {took:?}; lies told {lies} ({told:?}), caught {}, reached the book {}, rollbacks {}; held {}, validated {}, extra compute {:.1} % of the nodes",
-        book.len(),
-        v.invalid,
-        v.reached_book,
-        v.rollbacks,
-        v.held,
-        v.validated,
-        100.0 * v.replica_nodes as f64 / v.used_nodes.max(1) as f64
-    );
-    for c in &s.credit {
-        eprintln!(
-            "  {:<14} {:<9} results {:>5} invalid {:>3} blocked {:<5} time to trust {} ms",
-            c.name, c.standing, c.results, c.invalid, c.blocked, c.time_to_trust_ms
-        );
-    }
-    assert!(lies > 0 && v.invalid > 0, "{v:?}");
-    // Lies outside the window may reach the book on earned trust; each one did only until
-    // its author was caught, and the book was replayed without it.
+    assert!(v.invalid > 0, "{v:?}");
     assert!(v.reached_book == 0 || v.rollbacks > 0, "{v:?}");
-    // The liars that lied often enough are blocked; honest workers never lose.
     assert!(credit(&s, "always").blocked, "{:?}", s.credit);
-    assert_eq!(credit(&s, "always").results, 0, "no credit for lies");
     for name in ["op1", "honest"] {
         let c = credit(&s, name);
         assert!(c.invalid == 0 && !c.blocked && c.results > 0, "{c:?}");
@@ -207,57 +260,28 @@ async fn lying_workers_leave_the_book_identical_to_an_honest_build() {
     assert!(z.time_to_trust_ms > 0 && z.invalid > 0, "{z:?}");
 }
 
-/// Earned trust saves replication once criticality follows the deviate window: three honest
-/// untrusted workers of different owners earn trust from the coordinator's verifier (the only
-/// trust root: every result applied at once is an earned one), and the same build runs with
-/// every deviate request critical (the rule before windows) and with the window rule; both
-/// books are the honest book.
+/// Honest volunteers add work, not replicas: three untrusted workers of different owners with
+/// the coordinator's verifier as the only trust root. Each is fully replicated until it earns
+/// trust (N = 5 here); from then on its results are applied at once, spot-checked and, in the
+/// decisive core, confirmed by the verifier. The extra compute is a small share of the work.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn earned_trust_saves_replication_outside_the_window() {
+async fn honest_volunteers_are_applied_at_once_not_replicated() {
     let Some(eval) = eval_path() else { return };
     let fleet = [
         ("h1", "h1", false, None),
         ("h2", "h2", false, None),
         ("h3", "h3", false, None),
     ];
-    let (all, book_all, _, took_all) = build(&eval, &fleet, &["--all-critical"]).await;
-    let (win, book_win, _, took_win) = build(&eval, &fleet, &[]).await;
-    let (tight, book_tight, _, took_tight) = build(&eval, &fleet, &["--window-margin", "0"]).await;
-    assert_eq!(
-        sorted(&book_all),
-        sorted(&book_win),
-        "the window rule changes nothing in the book"
-    );
-    assert_eq!(sorted(&book_all), sorted(&book_tight));
-    let report = |name: &str, s: &pb::GetStatusResponse, took: Duration| {
-        let v = s.validation.unwrap_or_default();
-        let earned: Vec<String> = s
-            .credit
-            .iter()
-            .filter(|c| c.time_to_trust_ms > 0)
-            .map(|c| format!("{} after {} ms", c.name, c.time_to_trust_ms))
-            .collect();
-        eprintln!(
-            "{name}: {} positions in {took:?}; applied at once {}, held {} (validated {}), spot checks {}, invalid {}; extra compute {:.1} % of the nodes; earned: {earned:?}",
-            book_all.len(),
-            v.applied_at_once,
-            v.held,
-            v.validated,
-            v.spot_checks,
-            v.invalid,
-            100.0 * v.replica_nodes as f64 / v.used_nodes.max(1) as f64
-        );
-        v
-    };
-    let va = report("every deviate request critical", &all, took_all);
-    let vw = report("window rule (margin 2)", &win, took_win);
-    let vt = report("window rule, no guard band", &tight, took_tight);
-    for v in [&va, &vw, &vt] {
-        assert_eq!(v.invalid, 0, "honest workers agree: {v:?}");
-    }
-    assert_eq!(va.applied_at_once, 0, "every result waited: {va:?}");
+    let (s, book, told, took) = build(&eval, &fleet, &[]).await;
+    report("three honest volunteers, verifier", &s, &book, &told, took);
+    let v = s.validation.unwrap_or_default();
+    assert_eq!(v.invalid, 0, "honest workers agree: {v:?}");
+    assert!(v.held >= 3 * TRUST_AFTER, "each earned trust first: {v:?}");
     assert!(
-        vw.applied_at_once > 0,
-        "earned results below the window are applied at once: {vw:?}"
+        v.applied_at_once > 10 * v.held,
+        "earned results are applied at once: {v:?}"
     );
+    assert!(extra(&v) < 30.0, "extra compute {:.1} %: {v:?}", extra(&v));
+    assert_eq!(v.core_unconfirmed, 0, "{v:?}");
+    assert!(book.len() > 100);
 }

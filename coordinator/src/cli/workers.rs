@@ -7,6 +7,7 @@ use crate::cli::io::{runtime, write_secret};
 use anyhow::{Context, bail};
 use bookfarm_coordinator::identity::{Identities, IdentityConfig};
 use bookfarm_coordinator::rpc::credential;
+use bookfarm_coordinator::service::trust::catches_by_owner;
 use bookfarm_coordinator::service::{CreditReport, TrustRules, credit_report};
 use bookfarm_coordinator::store::{CredentialState, Store};
 use bookfarm_proto::pb;
@@ -149,10 +150,11 @@ fn offline(db: &std::path::Path) -> anyhow::Result<(Identities, Vec<CreditReport
         )
     })?;
     let rules = TrustRules::default();
-    let credit = store
-        .trust_records()?
+    let records = store.trust_records()?;
+    let catches = catches_by_owner(records.iter().map(|(_, t)| t));
+    let credit = records
         .iter()
-        .map(|(name, t)| credit_report(name, t, &rules))
+        .map(|(name, t)| credit_report(name, t, &rules, &catches))
         .collect();
     Ok((
         Identities::open(IdentityConfig::default(), Some(store.credentials()?))?,

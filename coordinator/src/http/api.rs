@@ -93,6 +93,16 @@ pub struct ValidationV1 {
     pub rollbacks: u64,
     /// Extra compute: nodes of replicas over nodes of the results the book used.
     pub replica_share: f64,
+    /// Core checks issued (provisional results that stayed in the decisive core).
+    pub core_checks: u64,
+    /// Core checks that caught a wrong result.
+    pub core_caught: u64,
+    /// Results applied on earned words only (no trust root agreed yet).
+    pub provisional: u64,
+    /// Leaves of the last decisive core.
+    pub core_size: u64,
+    /// Provisional results in it (none once the build is done).
+    pub core_unconfirmed: u64,
 }
 
 /// One contributor's row of [`StatusV1::credit`].
@@ -173,6 +183,11 @@ impl From<&pb::GetStatusResponse> for StatusV1 {
                     } else {
                         v.replica_nodes as f64 / v.used_nodes as f64
                     },
+                    core_checks: v.core_checks,
+                    core_caught: v.core_caught,
+                    provisional: v.provisional,
+                    core_size: v.core_size,
+                    core_unconfirmed: v.core_unconfirmed,
                 }
             },
             credit: s

@@ -68,6 +68,13 @@ fn validation_pb(v: &TrustCounters) -> pb::Validation {
         dropped: v.dropped,
         used_nodes: v.used_nodes,
         replica_nodes: v.replica_nodes,
+        relaxed_checks: v.relaxed_checks,
+        core_checks: v.core_checks,
+        core_caught: v.core_caught,
+        provisional: v.provisional,
+        core_size: v.core_size,
+        core_unconfirmed: v.core_unconfirmed,
+        replay_cpu_us: v.replay_cpu_us,
     }
 }
 

@@ -119,13 +119,18 @@ pub struct ServiceConfig {
     /// positions are the store's largest cost (16 × 128 ingest: −11 % CPU per result and
     /// +18 % results/s against 1 s, see `docs/benchmarks.md`).
     pub checkpoint_interval: Duration,
-    /// Validation rules: N to earn trust, K invalid results to block, the spot-check floor
-    /// (see [`trust`]).
+    /// Validation rules: N to earn trust, K invalid results to block, the spot-check floor,
+    /// core checks, the checks' share of a worker's leases (see [`trust`]).
     pub trust: TrustRules,
     /// Search threads of the coordinator's own verifier (its share of the coordinator's CPU;
-    /// 0: none). The verifier answers validation and spot-check searches only; the service
-    /// draws spot checks only while one is registered. Started by `serve`, not by the service.
+    /// 0: none). The verifier answers checks only (validations, settlements, core and spot
+    /// checks), before anyone else; without it trusted workers run them. Started by `serve`,
+    /// not by the service.
     pub verify_threads: u32,
+    /// The key of the spot-check coin (`None`: drawn from the OS at every start). Fixed only
+    /// by simulations and tests that must repeat; a worker that knew it could tell which of
+    /// its answers will be checked.
+    pub trust_seed: Option<u64>,
 }
 
 impl Default for ServiceConfig {
@@ -152,6 +157,7 @@ impl Default for ServiceConfig {
             checkpoint_interval: Duration::from_secs(5),
             trust: TrustRules::default(),
             verify_threads: 0,
+            trust_seed: None,
         }
     }
 }

@@ -18,12 +18,11 @@
 //!   the last checkpoint with the stored results and reaches the same book without searching
 //!   any of them again (the book depends only on the programs and the results).
 
-use super::trust::Window;
 use crate::error::CoordinatorError;
 use crate::error::Result;
 use crate::store::{Batch, DriverRecord, GrowthRecord, QueueRecord, Store, TodoRecord};
 use bookfarm_book::MemBook;
-use bookfarm_book::driver::{Driver, Phase, Progress, RequestMap, RequestSet, Results};
+use bookfarm_book::driver::{Driver, Progress, RequestMap, RequestSet, Results};
 use bookfarm_book::extract::AuditLine;
 use bookfarm_book::program::{Operation, Program};
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
@@ -223,6 +222,9 @@ pub(crate) struct Growth {
     planned_from: Option<(usize, u32)>,
     /// Programs finished since start.
     pub(crate) finished: usize,
+    /// Negamaxes the programs ran (one per serial iteration and program end) and replays since
+    /// start: the book's values, and so the decisive core, change only then.
+    pub(crate) negamaxes: u64,
     /// Results landed since the last speculative plan.
     pub(crate) landed_since_plan: usize,
     /// No speculative plan before this instant (see [`ServiceConfig::speculation_share`]).
@@ -393,6 +395,7 @@ impl Growth {
             prefetch_planned: 0,
             planned_from: None,
             finished: 0,
+            negamaxes: 0,
             landed_since_plan: 0,
             next_plan_at: None,
             predictor: None,
@@ -429,6 +432,7 @@ impl Growth {
         // the growth state: a crash before it leaves the previous checkpoint whole.
         self.reverted = true;
         self.replayed_through = Some(through);
+        self.negamaxes += 1;
         bookfarm_book::negamax::recompute_all(&mut book);
         book.track_changes();
         book.take_changed();
@@ -560,31 +564,27 @@ impl Growth {
         !self.queue.is_empty()
     }
 
-    /// Which results of the running program are critical (see [`super::trust::Window`]):
-    /// `needed` are the requests this run listed; `margin` is
-    /// [`super::trust::TrustRules::window_margin`].
-    pub(crate) fn window(&self, needed: &[LeafRequest], margin: Option<i32>) -> Window {
-        match (self.queue.front().map(|p| &p.operation), margin) {
-            (Some(Operation::Deviate { .. } | Operation::Enhance { .. }), None) => Window::All,
-            (Some(Operation::Deviate { params }), Some(margin)) => {
-                let Some(Phase::Expanding { root_value, .. }) =
-                    self.driver.as_ref().map(|d| &d.state().phase)
-                else {
-                    return Window::All;
-                };
-                let researches = needed
-                    .iter()
-                    .filter(|r| self.book.probe(&r.board).is_some())
-                    .copied()
-                    .collect();
-                Window::Deviate {
-                    hull: Window::hull(*root_value, params.abs, margin),
-                    researches,
-                }
-            }
-            (Some(Operation::Enhance { .. }), Some(_)) => Window::All,
-            _ => Window::Open,
+    /// The decisive core of the book (`bookfarm_book::decisive`): from the start position, plus
+    /// the running program's root when it has another.
+    pub(crate) fn decisive_core(&self) -> bookfarm_book::decisive::CoreSet {
+        let start = bookfarm_engine::Board::start();
+        let mut core = bookfarm_book::decisive::decisive_core(&self.book, &start);
+        if let Some(root) = self.queue.front().and_then(|p| p.root_board())
+            && bookfarm_engine::symmetry::canonical(&root).0
+                != bookfarm_engine::symmetry::canonical(&start).0
+        {
+            let below = bookfarm_book::decisive::decisive_core(&self.book, &root);
+            let seen: HashSet<bookfarm_engine::Board> =
+                core.leaves.iter().map(|l| l.board).collect();
+            core.positions += below.positions;
+            core.leaves.extend(
+                below
+                    .leaves
+                    .into_iter()
+                    .filter(|l| !seen.contains(&l.board)),
+            );
         }
+        core
     }
 
     /// Whether programs ran and all finished.
@@ -624,8 +624,12 @@ impl Growth {
                 prefetched: &self.prefetched,
                 used: &self.prefetch_used,
             };
+            let iterations = driver.state().iterations;
             let progress = driver.run(&mut self.book, &results, lookahead);
             let st = driver.state().clone();
+            if st.iterations != iterations {
+                self.negamaxes += 1;
+            }
             // An audit that queues its contradicting lines runs their `book add` next, with
             // the level the audit was started with.
             let follow_up = driver.state().follow_up();
@@ -694,6 +698,7 @@ impl Growth {
                     self.queue_dirty = true;
                     self.driver = None;
                     self.finished += 1;
+                    self.negamaxes += 1;
                 }
             }
         }

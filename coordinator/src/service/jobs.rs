@@ -17,6 +17,8 @@
 //!   [`max_lease_duration`] of its level by more than one expiry pass (heartbeats do not
 //!   extend it).
 
+mod checks;
+
 use super::status::RATE_WINDOW;
 use super::trust::{Need, Standing, TrustState};
 use super::{QuarantineReport, ServiceConfig, max_lease_duration};
@@ -37,9 +39,9 @@ pub enum JobClass {
     /// Growth will probably need it soon (see `Growth::speculate`): leased only when no round
     /// work is queued, dropped when a later plan no longer lists it.
     Speculative,
-    /// A replica of a search answered already (validation or a spot check; see
-    /// `super::trust`): leased only to workers its case admits (standing, contributor and
-    /// owner), before any other work.
+    /// A replica of a search answered already (a validation, a settlement, a core or spot
+    /// check; see `super::trust`): leased only to workers its case admits (standing,
+    /// contributor and owner), in the order of the `checks` room.
     Check,
 }
 
@@ -94,6 +96,8 @@ pub(crate) struct JobEntry {
     pub(crate) prefetched: bool,
     /// Who may answer a [`JobClass::Check`] job.
     pub(crate) need: Option<Need>,
+    /// When a spot check becomes open to earned workers of other owners (see [`checks`]).
+    relax_at: Option<Duration>,
     queued: bool,
 }
 
@@ -154,6 +158,11 @@ pub(crate) struct WorkerEntry {
     pub(crate) contributor: String,
     /// The coordinator's verifier: leases check jobs only.
     pub(crate) verifier: bool,
+    /// Jobs leased to it since it registered.
+    pub(crate) leased: u64,
+    /// Core and spot checks among them (bounded by `TrustRules::check_share` while round
+    /// work waits).
+    pub(crate) checks: u64,
 }
 
 #[derive(Debug, Default)]
@@ -185,6 +194,9 @@ pub(crate) struct Jobs {
     pub(crate) contributions: HashMap<(bool, String), u64>,
     /// Standing, credit and open validation cases.
     pub(crate) trust: TrustState,
+    /// Queued spot checks of earned results by when they open to earned workers of other
+    /// owners (see [`checks`]).
+    relax: BTreeSet<(Duration, Uuid)>,
 }
 
 impl Jobs {
@@ -344,6 +356,7 @@ impl Jobs {
                         lessees: Vec::new(),
                         prefetched: false,
                         need: None,
+                        relax_at: None,
                         queued: true,
                     },
                 );
@@ -426,11 +439,20 @@ impl Jobs {
             .get(&who)
             .map(|r| r.owner.clone())
             .unwrap_or_default();
+        self.relax_due(now);
         while out.len() < slots {
-            // Checks first for those who can serve them (a held result blocks its round); the
-            // verifier serves checks only.
+            // Checks first for those who can serve them (a held result blocks its round), core
+            // and spot checks within the worker's share while round work waits; the verifier
+            // serves checks only, and all of them.
+            let limited = !verifier && self.round_queued > 0 && {
+                let (leased, checks) = self
+                    .workers
+                    .get(worker)
+                    .map_or((0, 0), |w| (w.leased, w.checks));
+                checks as f64 > cfg.trust.check_share * leased as f64
+            };
             let check = (standing >= Standing::Earned)
-                .then(|| self.check_for(standing, &who, &owner))
+                .then(|| self.check_for(standing, &who, &owner, limited))
                 .flatten();
             let next = match check {
                 Some(k) => Some(k),
@@ -487,6 +509,8 @@ impl Jobs {
             if !j.lessees.contains(worker) {
                 j.lessees.push(*worker);
             }
+            let counted_check = j.class == JobClass::Check
+                && j.need.as_ref().is_some_and(|n| checks::limited(n.kind));
             out.push(Job {
                 id,
                 board: j.key.board,
@@ -498,49 +522,14 @@ impl Jobs {
             self.in_flight += 1;
             if let Some(w) = self.workers.get_mut(worker) {
                 w.jobs.insert(id);
+                w.leased += 1;
+                w.checks += u64::from(counted_check);
             }
         }
         self.counters.leased += out.len() as u64;
         metrics::counter!(crate::telemetry::JOBS_LEASED).increment(out.len() as u64);
         self.update_gauges();
         out
-    }
-
-    /// The first queued check job a worker of this standing, contributor and owner may answer.
-    /// Cost: the queued check jobs it may not answer are walked (few: a contributor's own
-    /// results waiting for someone else).
-    fn check_for(&self, standing: Standing, who: &str, owner: &str) -> Option<QueueKey> {
-        let from = (JobClass::Check, 0, 0, Uuid::nil());
-        self.queue.range(from..).copied().find(|k| {
-            self.jobs
-                .get(&k.3)
-                .and_then(|j| j.need.as_ref())
-                .is_some_and(|n| n.admits(standing, who, owner))
-        })
-    }
-
-    /// Turn job `id` into a check job waiting for `need`, ending `worker`'s lease (its answer
-    /// arrived): it goes back to the queue when nobody else holds it.
-    pub(crate) fn make_check(&mut self, id: Uuid, worker: &Uuid, need: Need) {
-        self.unindex(id);
-        let Some(j) = self.jobs.get_mut(&id) else {
-            return;
-        };
-        j.class = JobClass::Check;
-        j.need = Some(need);
-        let before = j.leases.len();
-        j.leases.retain(|l| l.worker != *worker);
-        if j.leases.len() < before {
-            self.in_flight -= 1;
-        }
-        j.queued = j.leases.is_empty();
-        if j.queued {
-            let k = j.queue_key(id);
-            enqueue(&mut self.queue, &mut self.round_queued, k);
-        }
-        if let Some(w) = self.workers.get_mut(worker) {
-            w.jobs.remove(&id);
-        }
     }
 
     /// The job of a request, if any.
@@ -630,7 +619,10 @@ impl Jobs {
             if j.class == JobClass::Round {
                 self.leased_round.remove(&(j.prio, j.seq, id));
             }
-            j.prio = 0;
+            // A check job keeps its lane (see `checks`); the others go to their class's front.
+            if j.class != JobClass::Check {
+                j.prio = 0;
+            }
             j.seq = 0;
             j.queued = true;
             let k = j.queue_key(id);
@@ -686,6 +678,9 @@ impl Jobs {
         if j.class == JobClass::Round && !j.leases.is_empty() {
             self.leased_round.remove(&(j.prio, j.seq, id));
         }
+        if let Some(t) = j.relax_at {
+            self.relax.remove(&(t, id));
+        }
         for l in &j.leases {
             self.in_flight -= 1;
             if let Some(w) = self.workers.get_mut(&l.worker) {
@@ -703,6 +698,7 @@ impl Jobs {
         self.queue.clear();
         self.round_queued = 0;
         self.leased_round.clear();
+        self.relax.clear();
         self.in_flight = 0;
         self.quarantined.clear();
         self.landed.clear();

@@ -104,6 +104,9 @@ struct Shared {
     /// Rollback requests so far (stored as `rollback-requested` with the removals, so that a
     /// coordinator killed before the replay replays when it starts again).
     rollbacks_requested: AtomicU64,
+    /// The growth state (negamaxes, done) whose decisive core trust saw last (see
+    /// `runner`'s `hand_core_to_trust`).
+    core_epoch: AtomicU64,
     /// See [`BlockHook`].
     on_block: Mutex<HookSlot>,
     /// Callers waiting for searches in flight (see `lease::MAX_FLIGHT_WAITERS`).
@@ -171,7 +174,12 @@ impl Coordinator {
         let trust = TrustState::load(
             loaded.trust,
             loaded.cases,
-            loaded.results.iter().map(|(k, r)| (*k, r.sources.clone())),
+            loaded
+                .results
+                .iter()
+                .map(|(k, r)| (*k, r.sources.clone(), r.leaf)),
+            cfg.trust_seed
+                .unwrap_or_else(|| uuid::Uuid::new_v4().as_u64_pair().0),
         );
         let mut growth = Growth::load(
             loaded.book,
@@ -221,17 +229,18 @@ impl Coordinator {
                 (loaded.rollbacks.0 > loaded.rollbacks.1).then(|| (loaded.rollbacks.0, Vec::new())),
             ),
             rollbacks_requested: AtomicU64::new(loaded.rollbacks.0),
+            core_epoch: AtomicU64::new(u64::MAX),
             on_block: Mutex::new(HookSlot::default()),
             flight_waiters: AtomicUsize::new(0),
         }));
         c.run_growth()?;
         {
-            // After a restart, the jobs of open cases are check jobs again.
+            // After a restart, open cases are check jobs again (a new job for a result the book
+            // uses: growth does not list it).
+            let now = c.now();
             let mut g = c.jobs();
             for (k, need) in g.trust.open_needs() {
-                if let Some(id) = g.job_of(&k) {
-                    g.make_check(id, &uuid::Uuid::nil(), need);
-                }
+                g.add_check(k, need, now);
             }
         }
         c.growth().settle_checkpoint();

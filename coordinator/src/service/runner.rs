@@ -5,7 +5,7 @@
 
 #[cfg(doc)]
 use super::ShallowSearch;
-use super::growth::Landed;
+use super::growth::{Growth, Landed};
 use super::{Coordinator, Predictor};
 use crate::error::{CoordinatorError, Result};
 use crate::store::Batch;
@@ -103,6 +103,9 @@ impl Coordinator {
             .take();
         let mut growth = self.growth();
         growth.land(landed);
+        // A replay's cost (putting the base book back and running every program again over
+        // the stored results) is this growth run's CPU.
+        let replay_cpu = rollback.is_some().then(cpu_time::ThreadTime::now);
         if let Some((through, dropped)) = rollback {
             growth.replay(&self.0.store, &dropped, through)?;
         }
@@ -110,7 +113,11 @@ impl Coordinator {
         // would only cost the growth run look-ups (a pass can hold many thousands of steps).
         let lookahead = self.jobs().threads().saturating_mul(4).max(256);
         let needed = growth.advance(&self.0.store, lookahead, self.0.cfg.checkpoint_interval)?;
-        let window = growth.window(&needed, self.0.cfg.trust.window_margin);
+        if let Some(t) = replay_cpu {
+            let us = u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
+            self.jobs().trust.counters.replay_cpu_us += us;
+        }
+        self.hand_core_to_trust(&growth)?;
         let positions = growth.book.len();
         // Speculate only at a round's tail: when fewer round searches wait than the workers
         // have threads (before that, every idle thread gets round work anyway); plan again
@@ -122,7 +129,6 @@ impl Coordinator {
                 jobs.landed.remove(k);
             }
             jobs.sync(&needed, None);
-            jobs.trust.window = window;
             let threads = jobs.threads();
             // A big farm drains any plan at once: plan again after a share of it landed
             // rather than after every result.
@@ -161,6 +167,36 @@ impl Coordinator {
         let (count, cv) = &self.0.runs_done;
         *count.lock().unwrap_or_else(|p| p.into_inner()) += 1;
         cv.notify_all();
+        Ok(())
+    }
+
+    /// After a negamax of the programs (or when they are done): hand the book's decisive core
+    /// to the trust ledger, which opens a core check for every provisional result that stayed
+    /// in it (see `super::trust`). The walk costs O(core); it runs once per negamax (a serial
+    /// iteration, a finished program, a replay), and once more when the programs are done.
+    fn hand_core_to_trust(&self, growth: &Growth) -> Result<()> {
+        let last = !growth.is_running();
+        let epoch = growth.negamaxes.saturating_mul(2) + u64::from(last);
+        if self.0.core_epoch.swap(epoch, Ordering::SeqCst) == epoch {
+            return Ok(());
+        }
+        let core = growth.decisive_core();
+        let now = self.now();
+        let mut batch = Batch::default();
+        let mut jobs = self.jobs();
+        let rules = self.0.cfg.trust;
+        let checks = jobs
+            .trust
+            .core_changed(&rules, &mut batch, &core, last, |k| {
+                growth.results.get(k).copied()
+            })?;
+        for (key, need) in checks {
+            jobs.add_check(key, need, now);
+        }
+        if batch.len > 0 {
+            self.0.store.apply(batch)?;
+            self.0.written.fetch_add(1, Ordering::SeqCst);
+        }
         Ok(())
     }
 

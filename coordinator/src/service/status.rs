@@ -161,12 +161,18 @@ pub const STATUS_REPORTS: usize = 20;
 /// Window for results-per-second figures.
 pub(super) const RATE_WINDOW: Duration = Duration::from_secs(10);
 
-/// The report of a contributor's record.
-pub fn credit_report(name: &str, t: &TrustRecord, rules: &TrustRules) -> CreditReport {
+/// The report of a contributor's record; `catches`: invalid results per owner (see
+/// [`trust::catches_by_owner`]).
+pub fn credit_report(
+    name: &str,
+    t: &TrustRecord,
+    rules: &TrustRules,
+    catches: &std::collections::HashMap<String, u64>,
+) -> CreditReport {
     CreditReport {
         name: name.to_string(),
         owner: t.owner.clone(),
-        standing: trust::standing(t, rules),
+        standing: trust::standing(t, rules, catches.get(&t.owner).copied().unwrap_or(0)),
         streak: t.streak,
         results: t.results,
         nodes: t.nodes,
@@ -207,10 +213,18 @@ impl Coordinator {
         };
         let now = self.now();
         let mut g = self.jobs();
-        // A build is done once its programs finished and no check of a result the book uses
-        // is pending while a verifier runs to settle it: a caught lie still changes the book
-        // (replay) until then.
-        let checking = g.trust.verifiers > 0 && g.trust.cases.values().any(|c| c.applied);
+        // A build is done once its programs finished, no provisional result is left in its
+        // decisive core, no check of a result the book uses is pending that a registered
+        // worker can run, and no replay is pending: a caught lie still changes the book until
+        // then.
+        let rolling_back = self
+            .0
+            .rollback
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some();
+        let checking =
+            state == State::Done && (rolling_back || g.checks_pending(&self.0.cfg.trust));
         let state = if state == State::Done && checking {
             State::Running
         } else {
@@ -247,7 +261,7 @@ impl Coordinator {
             .trust
             .records
             .iter()
-            .map(|(name, t)| credit_report(name, t, &rules))
+            .map(|(name, t)| credit_report(name, t, &rules, &g.trust.catches))
             .collect();
         credit.sort_by(|a, b| a.name.cmp(&b.name));
         let searched: u64 = g.recent.iter().map(|l| l.search_us).sum();
@@ -274,7 +288,7 @@ impl Coordinator {
             prefetch,
             speculative_leased: g.counters.speculative_leased,
             backup_leased: g.counters.backup_leased,
-            validation: g.trust.counters,
+            validation: g.trust.figures(),
             credit,
             reports,
             programs_finished,

@@ -4,7 +4,7 @@
 
 use super::growth::Landed;
 use super::jobs::{Jobs, Sample};
-use super::trust::Taken;
+use super::trust::{CheckKind, Taken};
 use super::{Coordinator, now_ms};
 use crate::error::{CoordinatorError, Result};
 use crate::store::Batch;
@@ -114,6 +114,11 @@ impl Coordinator {
             return Ok(());
         };
         let rules = self.0.cfg.trust;
+        let kind = g
+            .jobs
+            .get(&r.job_id)
+            .and_then(|j| j.need.as_ref())
+            .map(|n| n.kind);
         let taken = g.trust.take(
             &rules,
             batch,
@@ -127,7 +132,7 @@ impl Coordinator {
             losers,
             reached_book,
             ..
-        } = close_or_check(g, batch, worker, (key, r), taken)?;
+        } = close_or_check(g, batch, (worker, now), (key, r), taken)?;
         if let Some(result) = apply {
             if prefetched {
                 g.counters.speculative_completed += 1;
@@ -138,6 +143,9 @@ impl Coordinator {
                 result,
                 prefetched,
             });
+        }
+        if kind == Some(CheckKind::Core) && !losers.is_empty() {
+            g.trust.counters.core_caught += 1;
         }
         intake.caught.extend(losers);
         if reached_book {
@@ -271,7 +279,7 @@ fn judge(g: &mut Jobs, worker: &Uuid, who: &str, results: &[JobResult]) -> Resul
 fn close_or_check(
     g: &mut Jobs,
     batch: &mut Batch,
-    worker: &Uuid,
+    (worker, now): (&Uuid, Duration),
     (key, r): (LeafRequest, &JobResult),
     mut taken: Taken,
 ) -> Result<Taken> {
@@ -279,7 +287,7 @@ fn close_or_check(
     match taken.need.take() {
         Some(need) => {
             if let Some(id) = job {
-                g.make_check(id, worker, need);
+                g.make_check(id, worker, need, now);
             }
         }
         None => {

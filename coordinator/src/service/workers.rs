@@ -207,6 +207,8 @@ impl Coordinator {
                 recent: VecDeque::new(),
                 contributor: who.clone(),
                 verifier,
+                leased: 0,
+                checks: 0,
             },
         );
         g.update_gauges();

@@ -50,15 +50,9 @@ struct Args {
     /// N: consecutive results agreeing with the root that earn trust.
     #[arg(long)]
     trust_after: Option<u64>,
-    /// Lowest spot-check probability of a result applied on one trusted word.
+    /// Lowest spot-check probability of a result applied on one word.
     #[arg(long)]
     spot_floor: Option<f64>,
-    /// Every request of a deviate or enhance program is critical (the rule before windows).
-    #[arg(long)]
-    all_critical: bool,
-    /// Guard band of the deviate window's hull (default: the service's).
-    #[arg(long)]
-    window_margin: Option<i32>,
     /// Share of the growth runner's time speculation may take (default: the service's).
     #[arg(long)]
     speculation_share: Option<f64>,
@@ -92,11 +86,6 @@ fn main() -> anyhow::Result<()> {
         trust: TrustRules {
             earn_after: a.trust_after.unwrap_or(TrustRules::default().earn_after),
             spot_floor: a.spot_floor.unwrap_or(TrustRules::default().spot_floor),
-            window_margin: if a.all_critical {
-                None
-            } else {
-                a.window_margin.or(TrustRules::default().window_margin)
-            },
             ..TrustRules::default()
         },
         ..ServiceConfig::default()

@@ -2,11 +2,14 @@
 //! applied result, and what a decision of the rules (`super::rules`) changes in them and in
 //! the store (a replica taken, a contributor caught, the cases reopened after a restart).
 
+use super::core_watch::CoreWatch;
 use super::rules::{
-    Decision, Need, Replica, Standing, TrustRules, Window, coin, decide, spot_probability, standing,
+    CheckKind, Decision, Need, Replica, Standing, TrustRules, coin, decide, required_streak,
+    spot_probability, standing,
 };
 use crate::error::Result;
 use crate::store::{Batch, CaseRecord, ReplicaRecord, ResultRecord, TrustRecord};
+use bookfarm_book::decisive::{CoreKey, CoreSet};
 use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_proto::domain::JobResult;
 use std::collections::{HashMap, HashSet};
@@ -57,19 +60,33 @@ pub(crate) struct Case {
 /// What validation did since start (status, benchmarks, the lying-workers test).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TrustCounters {
-    /// Results held until validated (untrusted or inside a window).
+    /// Results held until validated (untrusted contributors).
     pub held: u64,
     /// Held results that were then validated and applied.
     pub validated: u64,
-    /// Results applied on one trusted word.
+    /// Results applied on one word (trusted or earned).
     pub applied_at_once: u64,
     /// Spot checks drawn.
     pub spot_checks: u64,
+    /// Spot checks opened to earned workers of other owners (no trust root took them in time).
+    pub relaxed_checks: u64,
+    /// Core checks issued: provisional results that stayed in the decisive core.
+    pub core_checks: u64,
+    /// Core checks that caught a wrong result.
+    pub core_caught: u64,
+    /// Provisional results now (applied on earned words only; see `TrustState::figures`).
+    pub provisional: u64,
+    /// Leaves of the last decisive core growth handed over.
+    pub core_size: u64,
+    /// Provisional results in that core (a finished build has none).
+    pub core_unconfirmed: u64,
+    /// Coordinator CPU the replays took (the growth runs that replayed), microseconds.
+    pub replay_cpu_us: u64,
     /// Replicas that disagreed with the settled result (lies caught, or broken machines).
     pub invalid: u64,
     /// Wrong results that had reached the book before they were caught.
     pub reached_book: u64,
-    /// Rollbacks by replay.
+    /// Rollbacks: replays from the base book (serial schedule) or retractions.
     pub rollbacks: u64,
     /// Results dropped because their only voucher was caught.
     pub dropped: u64,
@@ -79,9 +96,9 @@ pub struct TrustCounters {
     pub replica_nodes: u64,
 }
 
-/// The validation state: standing and credit per contributor, open cases, and who vouches for
-/// each applied result. Lives in the job table's lock (leases need standings; submissions change
-/// everything at once).
+/// The validation state: standing and credit per contributor, open cases, who vouches for
+/// each applied result, and which results are provisional (see `super::core_watch`). Lives in the
+/// job table's lock (leases need standings; submissions change everything at once).
 #[derive(Debug, Default)]
 pub(crate) struct TrustState {
     pub(crate) records: HashMap<String, TrustRecord>,
@@ -89,11 +106,16 @@ pub(crate) struct TrustState {
     /// Contributors vouching for each applied result with provenance.
     pub(crate) sources: HashMap<LeafRequest, Vec<String>>,
     pub(crate) counters: TrustCounters,
-    /// Verification workers registered now (spot checks are drawn only while one is).
+    /// Verification workers registered now (they spot-check trusted workers' results).
     pub(crate) verifiers: usize,
-    /// Which results of the running program are critical (set by growth with the requests it
-    /// lists).
-    pub(crate) window: Window,
+    /// Invalid results per owner, over all its credentials (each doubles the streak its
+    /// credentials need, see [`required_streak`]).
+    pub(crate) catches: HashMap<String, u64>,
+    /// The provisional results and the decisive core.
+    pub(crate) watch: CoreWatch,
+    /// The key of the spot-check coin (see [`coin`]): secret, so that a worker cannot tell
+    /// which of its answers will be checked.
+    pub(crate) coin_key: u64,
     /// Each contributor's record as last written (see [`TrustState::records_to_write`]).
     pub(crate) written: HashMap<String, TrustRecord>,
     /// Contributors whose record changed since it was last written, in counts only.
@@ -103,19 +125,18 @@ pub(crate) struct TrustState {
 }
 
 impl TrustState {
-    /// From the store's records.
+    /// From the store's records: contributors, open cases, and the stored results with who
+    /// vouches for them; `coin_key`: the spot-check coin's secret.
     pub(crate) fn load(
         records: Vec<(String, TrustRecord)>,
         cases: Vec<(LeafRequest, CaseRecord)>,
-        sources: impl Iterator<Item = (LeafRequest, Vec<String>)>,
+        results: impl Iterator<Item = (LeafRequest, Vec<String>, LeafResult)>,
+        coin_key: u64,
     ) -> TrustState {
         let records: HashMap<String, TrustRecord> = records.into_iter().collect();
         let written = records.clone();
-        let root = |c: &String| records.get(c).is_some_and(|r| r.root);
-        let sources = sources
-            .filter(|(_, s)| !s.is_empty() && !s.iter().all(root))
-            .collect();
-        TrustState {
+        let mut t = TrustState {
+            catches: catches_by_owner(records.values()),
             records,
             cases: cases
                 .into_iter()
@@ -129,14 +150,38 @@ impl TrustState {
                     )
                 })
                 .collect(),
-            sources,
-            counters: TrustCounters::default(),
-            verifiers: 0,
-            // Until growth lists its first requests: conservative.
-            window: Window::All,
+            coin_key,
             written,
-            unwritten: HashSet::new(),
-            counts_written_ms: 0,
+            ..TrustState::default()
+        };
+        for (k, sources, result) in results {
+            t.vouched(k, sources, &result);
+        }
+        t
+    }
+
+    /// Whether `contributor` is a trust root (the coordinator's own, or trusted by the
+    /// operator): its agreement makes a result final.
+    fn rooted(&self, contributor: &str) -> bool {
+        self.records
+            .get(contributor)
+            .is_some_and(|r| r.root || r.given)
+    }
+
+    /// The applied result of `key` is vouched for by `sources`: track who (the coordinator's
+    /// own results are never dropped, so they are not tracked) and whether it is provisional.
+    fn vouched(&mut self, key: LeafRequest, sources: Vec<String>, result: &LeafResult) {
+        let root = |c: &String| self.records.get(c).is_some_and(|r| r.root);
+        if sources.is_empty() || sources.iter().all(root) {
+            self.sources.remove(&key);
+            self.watch.remove(&key);
+        } else {
+            if sources.iter().any(|c| self.rooted(c)) {
+                self.watch.remove(&key);
+            } else {
+                self.watch.add(key, CoreKey::of_result(&key, result));
+            }
+            self.sources.insert(key, sources);
         }
     }
 
@@ -194,7 +239,9 @@ impl TrustState {
     pub(crate) fn standing_of(&self, contributor: &str, rules: &TrustRules) -> Standing {
         self.records
             .get(contributor)
-            .map_or(Standing::Untrusted, |r| standing(r, rules))
+            .map_or(Standing::Untrusted, |r| {
+                standing(r, rules, self.catches.get(&r.owner).copied().unwrap_or(0))
+            })
     }
 
     /// Whether a contributor is blocked.
@@ -209,6 +256,19 @@ impl TrustState {
         r.given = given;
         r.root = root;
     }
+}
+
+/// Invalid results per owner over all its credentials.
+pub fn catches_by_owner<'a>(
+    records: impl Iterator<Item = &'a TrustRecord>,
+) -> HashMap<String, u64> {
+    let mut m: HashMap<String, u64> = HashMap::new();
+    for r in records {
+        if r.invalid > 0 {
+            *m.entry(r.owner.clone()).or_default() += r.invalid;
+        }
+    }
+    m
 }
 
 /// Whether going from record `was` (as written) to `now` changes a decision, which must be
@@ -289,17 +349,9 @@ impl TrustState {
             result: r.leaf,
         });
         let applied = was_applied.then(|| case.replicas[0].result);
-        // Judged on the first replica's score: the result the book would use.
-        let critical = self.window.critical(&key, case.replicas[0].result.score);
         let streak = self.records.get(who).map_or(0, |t| t.streak);
-        let spot = self.verifiers > 0 && coin(&r.job_id) < spot_probability(streak, rules);
-        let d = decide(
-            &case.replicas,
-            applied.as_ref(),
-            critical,
-            spot,
-            self.verifiers > 0,
-        );
+        let spot = coin(&r.job_id, self.coin_key) < spot_probability(streak, rules);
+        let d = decide(&case.replicas, applied.as_ref(), spot, self.verifiers > 0);
         let reached_book = was_applied && d.losers.contains(&case.replicas[0].contributor);
         self.count(&d, r.leaf.nodes, first, was_applied, reached_book);
         self.credit(rules, touched, who, &case, &d, at);
@@ -315,16 +367,10 @@ impl TrustState {
             rec.accepted_ms = at;
             rec.sources.clone_from(&d.sources);
             batch.put_result(&key, &rec)?;
-            // The coordinator's own results are never dropped: only others' are tracked (a
-            // local build keeps no such map).
-            if d.sources
-                .iter()
-                .all(|c| self.standing_of(c, rules) == Standing::Root)
-            {
-                self.sources.remove(&key);
-            } else {
-                self.sources.insert(key, d.sources);
-            }
+            self.vouched(key, d.sources.clone(), &res);
+        }
+        if d.apply.is_some() {
+            self.watch.tick();
         }
         match &d.need {
             Some(_) => {
@@ -412,9 +458,11 @@ impl TrustState {
         for name in &d.confirmed {
             if let Some(t) = self.records.get_mut(name) {
                 t.streak += 1;
-                if t.streak == rules.earn_after && !t.given && !t.root {
+                let needed =
+                    required_streak(rules, self.catches.get(&t.owner).copied().unwrap_or(0));
+                if t.streak == needed && !t.given && !t.root {
                     t.earned_ms = at;
-                    tracing::info!(contributor = %name, "trust earned");
+                    tracing::info!(contributor = %name, streak = needed, "trust earned");
                 }
                 touched.push(name.clone());
             }
@@ -435,6 +483,7 @@ impl TrustState {
                 if t.invalid >= rules.block_after && !t.root {
                     t.blocked = true;
                 }
+                *self.catches.entry(t.owner.clone()).or_default() += 1;
                 touched.push(name.clone());
             }
         }
@@ -464,9 +513,15 @@ impl TrustState {
                 .iter()
                 .any(|c| self.standing_of(c, rules) >= Standing::Earned)
             {
+                // Still vouched for: provisional unless a trust root is among them (its key
+                // is unchanged).
+                if srcs.iter().any(|c| self.rooted(c)) {
+                    self.watch.remove(&k);
+                }
                 self.sources.insert(k, srcs);
             } else {
                 batch.remove_result(&k);
+                self.watch.remove(&k);
                 dropped.push(k);
             }
         }
@@ -507,15 +562,109 @@ impl TrustState {
         })
     }
 
-    /// What the open cases wait for (after a restart, their jobs are check jobs again).
+    /// What the open cases wait for (after a restart, their jobs are check jobs again). A case
+    /// whose result the book uses and that the rules would close (a core check in progress)
+    /// waits for a trust root.
     pub(crate) fn open_needs(&self) -> Vec<(LeafRequest, Need)> {
         self.cases
             .iter()
             .filter_map(|(k, case)| {
                 let applied = case.applied.then(|| case.replicas[0].result);
-                let d = decide(&case.replicas, applied.as_ref(), true, false, false);
-                d.need.map(|need| (*k, need))
+                let d = decide(&case.replicas, applied.as_ref(), true, true);
+                let need = d.need.or_else(|| {
+                    case.applied
+                        .then(|| core_need(&case.replicas, Standing::Given))
+                });
+                need.map(|need| (*k, need))
             })
             .collect()
+    }
+
+    /// A new decisive core (see `super::core_watch`): `last` when the programs are done. Returns the
+    /// core checks to issue now, each with its case (opened here, stored in `batch`, when the
+    /// request has none: `result_of` gives the result the book uses) and what it waits for.
+    pub(crate) fn core_changed(
+        &mut self,
+        rules: &TrustRules,
+        batch: &mut Batch,
+        core: &CoreSet,
+        last: bool,
+        result_of: impl Fn(&LeafRequest) -> Option<LeafResult>,
+    ) -> Result<Vec<(LeafRequest, Need)>> {
+        let due = self.watch.changed(core, rules.core_settle, last);
+        let mut out = Vec::with_capacity(due.len());
+        for key in due {
+            let need = match self.cases.get(&key) {
+                // A settlement under way decides it anyway.
+                Some(case)
+                    if case
+                        .replicas
+                        .iter()
+                        .any(|r| !super::rules::same(&r.result, &case.replicas[0].result)) =>
+                {
+                    continue;
+                }
+                Some(case) => core_need(&case.replicas, Standing::Given),
+                None => {
+                    let (Some(sources), Some(result)) = (self.sources.get(&key), result_of(&key))
+                    else {
+                        // Not applied any more (dropped meanwhile): nothing to confirm.
+                        self.watch.remove(&key);
+                        continue;
+                    };
+                    let replicas: Vec<Replica> = sources
+                        .iter()
+                        .map(|c| Replica {
+                            contributor: c.clone(),
+                            owner: self
+                                .records
+                                .get(c)
+                                .map(|r| r.owner.clone())
+                                .unwrap_or_default(),
+                            standing: self.standing_of(c, rules),
+                            result,
+                        })
+                        .collect();
+                    let need = core_need(&replicas, Standing::Given);
+                    batch.put_case(&key, Some(&case_record(&replicas, true)))?;
+                    self.cases.insert(
+                        key,
+                        Case {
+                            replicas,
+                            applied: true,
+                        },
+                    );
+                    need
+                }
+            };
+            self.counters.core_checks += 1;
+            out.push((key, need));
+        }
+        Ok(out)
+    }
+
+    /// The validation figures, with the provisional results and the core's as they are now.
+    pub(crate) fn figures(&self) -> TrustCounters {
+        TrustCounters {
+            provisional: self.watch.provisional() as u64,
+            core_size: self.watch.size() as u64,
+            core_unconfirmed: self.watch.unconfirmed() as u64,
+            ..self.counters
+        }
+    }
+
+    /// Provisional results in the last decisive core (a build is done only when none is left).
+    pub(crate) fn core_unconfirmed(&self) -> usize {
+        self.watch.unconfirmed()
+    }
+}
+
+/// A core check of `replicas`: a replica of standing `min` or more that is not theirs.
+fn core_need(replicas: &[Replica], min: Standing) -> Need {
+    Need {
+        min,
+        kind: CheckKind::Core,
+        answered: replicas.iter().map(|r| r.contributor.clone()).collect(),
+        owners: replicas.iter().map(|r| r.owner.clone()).collect(),
     }
 }

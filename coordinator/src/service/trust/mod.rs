@@ -1,6 +1,6 @@
 //! Validated results: who vouches for a leaf result, when it may reach the book, and what
 //! happens to a worker caught answering wrongly (BOINC's quorum and adaptive replication, with
-//! a trust root).
+//! a trust root and a verified decisive core).
 //!
 //! A leaf search is a pure function of its request, so honest replicas agree exactly (move,
 //! score, depth, selectivity, exact flag, nodes); replicas are compared with `==`.
@@ -10,46 +10,84 @@
 //! * [`Standing::Root`]: the coordinator's verification searches and its in-process workers;
 //! * [`Standing::Given`]: credentials the operator added with `--trusted`, and anonymous
 //!   workers (which exist only on a loopback address while no credential does: the operator's
-//!   own machines);
-//! * [`Standing::Earned`]: an untrusted credential whose last [`TrustRules::earn_after`] (N)
-//!   results in a row agreed with the trust root (Root or Given);
-//! * [`Standing::Untrusted`]: every other credential (open enrollment included).
+//!   own machines); Root and Given are the *trust roots*;
+//! * [`Standing::Earned`]: an untrusted credential whose last N results in a row agreed with a
+//!   trust root, N = [`TrustRules::earn_after`] doubled for every invalid result its owner (any
+//!   of its credentials) was caught with ([`required_streak`]);
+//! * [`Standing::Untrusted`]: every other credential.
 //!
-//! **When a result is applied.** Agreeing replicas weigh, per distinct owner, 2 (Root, Given),
-//! 1 (Earned) or 0 (Untrusted). A request is *established* once the replicas agreeing with the
-//! first one weigh at least 1, or 2 for a *critical* result: one that can change the running
-//! program's selection (`Window`: in a deviate pass every result but a re-search scoring below
-//! the window's hull; every result of an enhance program). A critical earned-trust result waits for the root or another owner's
-//! earned trust; any other earned-trust result is applied at once and spot-checked. So an
-//! untrusted result is applied only once a trusted source agrees, and untrusted workers never
-//! validate each other, however many names or owners they register.
+//! **When a result is applied** (per result: the rule knows nothing of programs or passes).
+//! Agreeing replicas weigh, per distinct owner, 2 (Root, Given), 1 (Earned) or 0 (Untrusted).
+//! Weight 0 is *held* until a trust root or an earned worker of another owner agrees, so
+//! untrusted workers never validate each other, however many names or owners they register, and
+//! a new credential is fully replicated until it earns trust. Any other weight is applied at
+//! once. A result applied on the word of earned contributors only is **provisional**.
 //!
-//! **Spot checks.** A result applied on its submitter's word alone (Given, or Earned and not
-//! critical) is re-searched by the coordinator's verifier with probability
-//! `max(1 / (streak + 1), spot_floor)`, `streak` being the submitter's consecutive results that
-//! agreed with the root (BOINC's 1/CV). Spot checks exist only when a verifier runs.
+//! **Spot checks.** A result applied on one word is searched again with probability
+//! `max(1 / (streak + 1), spot_floor)`, `streak` being its contributor's consecutive results
+//! that agreed with a trust root (BOINC's adaptive replication): an earned one by a trust root
+//! (the verifier, else a trusted worker; an earned worker of another owner when none of them
+//! took it in time, the root settling any disagreement), a trusted one by the verifier when one
+//! runs. The coin is keyed with a secret of the coordinator's (`coin`), so a worker cannot tell
+//! which of its answers will be checked. Who takes which check, and that checks never starve
+//! round work: `super::jobs`' `checks` room.
 //!
-//! **Mismatch.** Replicas that disagree are settled by the highest standing present when it
-//! is Root, or Given without disagreement among the Given replicas; otherwise the request waits
-//! for the next level up (Given, then Root). Every replica that differs from the settled result
-//! is *invalid*: its contributor's streak and earned trust reset, its invalid count grows, and
-//! at [`TrustRules::block_after`] (K) invalid results it is blocked. Each result of the loser that
-//! no other owner vouches for is dropped, and when one of them (or the wrong result itself) had
-//! reached the book the growth programs are replayed from the base book (see `super::growth`).
+//! **The decisive core** (`bookfarm_book::decisive`): the leaf results the two proof trees of
+//! the root's value use; no other leaf can move it. Growth hands it over after its negamaxes, and
+//! a provisional result that stays in it gets a **core check** by a trust root (`core_watch`); a build
+//! is done only when no provisional result is left in the core of its final book.
 //!
-//! Rooms: `rules` (standings, the window, the decision on a request's replicas) and
+//! **Mismatch.** Replicas that disagree are settled by the highest standing present when it is
+//! Root, or Given without disagreement among the Given replicas while no verifier runs;
+//! otherwise the request waits for the next level up (Given, then Root). Every replica that
+//! differs from the settled result is *invalid*: its contributor's streak resets, its invalid
+//! count (and its owner's catches) grows, and at [`TrustRules::block_after`] (K) invalid
+//! results it is blocked. Each result of the loser that no other owner vouches for is dropped,
+//! and when one of them (or the wrong result itself) had reached the book growth takes them
+//! back: the serial schedule replays its programs from the base book (`super::growth`).
+//!
+//! # Threat model
+//!
+//! *Who gets a credential:* only the operator issues credentials (`workers add`, and whatever
+//! enrolment the operator opens); each starts untrusted, and the owner is what the operator
+//! records. The trust roots are the coordinator's own searches and the machines the operator
+//! marks `--trusted`. Anyone who can obtain many credentials under many owners is a Sybil the
+//! coordinator cannot tell apart: the rules give each owner one voice and each new credential
+//! no voice until it has done N fully replicated honest searches.
+//!
+//! *A patient liar cannot:* put a result in the book while untrusted; validate its own or
+//! another untrusted credential's results; know which answers will be spot-checked; move the
+//! root value or the best line of a finished build (every result of the final decisive core is
+//! confirmed by a trust root, and results outside it cannot move the root value); keep a lie in
+//! the book once caught (its unconfirmed results are dropped and growth takes them back); be
+//! caught more than K times per credential; or return to earned standing cheaply: each catch of
+//! an owner doubles the streak of trust-root-confirmed results all its credentials need, so an
+//! owner forces O(log n) take-backs over n results it submits.
+//!
+//! *A patient liar can:* after earning trust, lie outside the decisive core; each such lie is
+//! checked with probability at least `spot_floor` (2 %), so a liar telling one lie in 500
+//! results keeps most of them until caught. Such lies change which positions a selector expands
+//! (the book's shape, the searches spent, values off the core), not the root's value; a lie in
+//! the core stays at most until it has been there `core_settle` results. Two colluding earned
+//! owners can pass each other's spot checks when no trust root was free for them (never a core
+//! check). A liar costs the farm the trust roots' replicas while it earns, and the take-backs
+//! its caught lies force (bounded above); it keeps the credit of its confirmed honest results.
+//!
+//! Rooms: `rules` (standings, what a case needs, the decision on a request's replicas),
 //! `ledger` (the validation state: records, open cases, who vouches for each applied result,
-//! and the updates a decision makes to them and to the store).
+//! and the updates a decision makes to them and to the store) and `core_watch` (the provisional
+//! results in the decisive core).
 
+mod core_watch;
 mod ledger;
 mod rules;
 #[cfg(test)]
 mod tests;
 
-pub use ledger::TrustCounters;
 pub(crate) use ledger::{Taken, TrustState};
-pub(crate) use rules::{Need, Window};
-pub use rules::{Standing, TrustRules, standing};
+pub use ledger::{TrustCounters, catches_by_owner};
+pub(crate) use rules::{CheckKind, Need};
+pub use rules::{Standing, TrustRules, required_streak, standing};
 
 /// Contributor name of the coordinator's own verification searches.
 pub const VERIFIER: &str = "(coordinator)";

@@ -1,10 +1,10 @@
-//! The validation rules: a contributor's [`Standing`], which results are critical
-//! ([`Window`]), and the decision on the replicas of one request ([`decide`]). Pure functions;
-//! the state they decide on is the ledger's (`super::ledger`).
+//! The validation rules: a contributor's [`Standing`], what an open case waits for ([`Need`]),
+//! and the decision on the replicas of one request ([`decide`]). Pure functions; the state they
+//! decide on is the ledger's (`super::ledger`).
 
 use crate::store::TrustRecord;
-use bookfarm_engine::search::{LeafRequest, LeafResult};
-use std::collections::{HashMap, HashSet};
+use bookfarm_engine::search::LeafResult;
+use std::collections::HashMap;
 
 /// How far a contributor's results are trusted (ordered: more trusted is greater).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -43,16 +43,20 @@ impl Standing {
 /// The rules' parameters (service configuration).
 #[derive(Debug, Clone, Copy)]
 pub struct TrustRules {
-    /// N: consecutive results agreeing with the root that earn an untrusted credential trust.
+    /// N: consecutive results agreeing with the trust root that earn an untrusted credential
+    /// trust (doubled for each invalid result its owner was caught with, see
+    /// [`required_streak`]).
     pub earn_after: u64,
     /// K: invalid results that block a credential.
     pub block_after: u64,
-    /// Lowest spot-check probability of a trusted result.
+    /// Lowest spot-check probability of a result applied on one word.
     pub spot_floor: f64,
-    /// Guard band (discs) added to a deviate window when deciding which results are
-    /// critical (see the `Window` rule of the `trust` module); `None`: every request of a deviate or enhance program is
-    /// critical (the conservative rule, kept for comparison).
-    pub window_margin: Option<i32>,
+    /// A provisional result that has stayed in the decisive core while this many results were
+    /// applied gets a core check (every one in the core gets one once the programs are done).
+    pub core_settle: u64,
+    /// Share of a worker's leases that may be core and spot checks while round work is queued
+    /// (checks never starve round work).
+    pub check_share: f64,
 }
 
 impl Default for TrustRules {
@@ -61,18 +65,29 @@ impl Default for TrustRules {
             earn_after: 10,
             block_after: 3,
             spot_floor: 0.02,
-            window_margin: Some(2),
+            core_settle: 256,
+            check_share: 0.25,
         }
     }
 }
 
-/// The standing a contributor's record gives it.
-pub fn standing(rec: &TrustRecord, rules: &TrustRules) -> Standing {
+/// The streak an untrusted credential needs to be earned: N, doubled for each invalid result
+/// the credential's owner (any of its credentials) was caught with.
+pub fn required_streak(rules: &TrustRules, owner_catches: u64) -> u64 {
+    rules
+        .earn_after
+        .max(1)
+        .saturating_mul(1u64 << owner_catches.min(20))
+}
+
+/// The standing a contributor's record gives it, its owner having been caught
+/// `owner_catches` times.
+pub fn standing(rec: &TrustRecord, rules: &TrustRules, owner_catches: u64) -> Standing {
     if rec.root {
         Standing::Root
     } else if rec.given {
         Standing::Given
-    } else if rec.streak >= rules.earn_after {
+    } else if rec.streak >= required_streak(rules, owner_catches) {
         Standing::Earned
     } else {
         Standing::Untrusted
@@ -80,71 +95,22 @@ pub fn standing(rec: &TrustRecord, rules: &TrustRules) -> Standing {
 }
 
 /// The spot-check probability of a result applied on the word of a contributor with `streak`
-/// consecutive results agreeing with the root.
+/// consecutive results agreeing with the trust root.
 pub(crate) fn spot_probability(streak: u64, rules: &TrustRules) -> f64 {
     (1.0 / (streak as f64 + 1.0)).max(rules.spot_floor)
 }
 
-/// Which results of the running program are *critical*: they need weight 2 (the root, a
-/// trusted worker, or earned trust of two owners) before they reach the book.
-///
-/// The rule for a deviate pass with root value `v0` (taken when the pass was marked) and
-/// window half-width `abs` (Edax's `book deviate <rel> <abs>`): let the *hull* be
-/// `H = |v0| + abs + margin`. Deviate visits and marks only positions and leaves whose value,
-/// seen from the root's side, lies in `[v0 − abs, v0 + abs]`; the side of a position is not
-/// known here (passes swap it), so the hull covers the window seen from both sides plus a
-/// guard band. A result with score `s` (from its position's side to move) is **not critical
-/// exactly when its position is already in the book (a re-search) and `s < −H`**:
-/// * a leaf below the hull is never marked;
-/// * a re-searched position's old leaf move has just become a link (to the expanded child, or
-///   to the new position it transposes into), whose value comes from the child's own result or
-///   from the book, so a new leaf below the hull moves the position's value only when every
-///   link lies below the hull too; and negamax maps values below the hull to values that are
-///   unchanged or stay outside the hull on the same side, so every score below the hull gives
-///   the same marking in this iteration (both passes use `v0`), and in later iterations as
-///   long as the root value has moved by at most `margin`; a larger move can bring values
-///   applied earlier on one word into the new window, where only the spot checks cover them.
-///
-/// Everything else is critical: a score inside the hull can be marked; a score above it can
-/// lift its position's value across the window; a new position (the leaf child of a marked
-/// position) sets the value of a link that deviate marked *because* its estimate lay inside
-/// the window. So a lie reaches the book on one earned word only as "this move is hopeless"
-/// (below the hull): it changes no marking when the truth lies below the hull too; otherwise
-/// (a good move reported as hopeless) it waits for the spot checks, and replay undoes it once
-/// its author is caught. Requests growth did not list for the current pass (speculative ones)
-/// are critical. Enhance compares each leaf's bounds with its own position's bounds rather than
-/// with one window: every request of an enhance program is critical. Outside deviate and
-/// enhance nothing is.
-#[derive(Debug, Clone, Default)]
-pub(crate) enum Window {
-    /// No selecting program runs: nothing is critical.
-    #[default]
-    Open,
-    /// Every request is critical (enhance; or `TrustRules::window_margin` is `None`).
-    All,
-    /// A deviate pass.
-    Deviate {
-        /// `H` above.
-        hull: i32,
-        /// The pass's listed requests that re-search a position in the book.
-        researches: HashSet<LeafRequest>,
-    },
-}
-
-impl Window {
-    /// Whether a result with `score` for `key` is critical (see the type's comment).
-    pub(crate) fn critical(&self, key: &LeafRequest, score: i32) -> bool {
-        match self {
-            Window::Open => false,
-            Window::All => true,
-            Window::Deviate { hull, researches } => !(score < -hull && researches.contains(key)),
-        }
-    }
-
-    /// The hull of a deviate pass centred on `root_value` with half-width `abs`.
-    pub(crate) fn hull(root_value: i32, abs: i32, margin: i32) -> i32 {
-        root_value.abs() + abs + margin.max(0)
-    }
+/// Why a case waits for another replica; the order is the check queue's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum CheckKind {
+    /// Replicas disagree: a trust root (or the coordinator) settles.
+    Settle,
+    /// A provisional result in the decisive core: a trust root confirms it.
+    Core,
+    /// An untrusted result held until validated: the program waits for it.
+    Validation,
+    /// A spot check of a result applied on one word.
+    Spot,
 }
 
 /// What the next replica of an open case must be.
@@ -152,6 +118,8 @@ impl Window {
 pub(crate) struct Need {
     /// Lowest standing that can help.
     pub(crate) min: Standing,
+    /// Why.
+    pub(crate) kind: CheckKind,
     /// Contributors that answered already (a contributor answers a request once).
     pub(crate) answered: Vec<String>,
     /// Owners that answered already (validation needs another owner).
@@ -164,6 +132,21 @@ impl Need {
         standing >= self.min
             && !self.answered.iter().any(|c| c == contributor)
             && (standing == Standing::Root || !self.owners.iter().any(|o| o == owner))
+    }
+
+    /// Whether an earned worker of another owner may take it once no trust root took it for a
+    /// while (a spot check of an earned result: the verifier and the trusted workers were not
+    /// free; the root settles any disagreement).
+    pub(crate) fn relaxable(&self) -> bool {
+        self.kind == CheckKind::Spot && self.min == Standing::Given
+    }
+
+    /// Open a relaxable check to earned workers (of another owner: [`Need::admits`] keeps
+    /// the owners out that answered already).
+    pub(crate) fn relax(&mut self) {
+        if self.relaxable() {
+            self.min = Standing::Earned;
+        }
     }
 }
 
@@ -201,21 +184,26 @@ pub(crate) struct Decision {
 }
 
 /// Fold the replicas of one request (the first is the earliest) into a decision. `applied`:
-/// the result the book uses now, if any; `critical`: the request can move a value inside the
-/// running window; `spot`: draw a spot check of a result applied on one word (the caller's
-/// coin, tossed with the submitter's probability; false when no verifier runs); `verifier`:
-/// the coordinator's verifier runs (then it settles every mismatch: a trusted machine that went
-/// wrong must not make an honest worker lose).
+/// the result the book uses now, if any; `spot`: draw a spot check of a result applied on one
+/// word (the caller's coin, tossed with the submitter's probability); `verifier`: the
+/// coordinator's verifier runs (then it spot-checks trusted workers, and settles every
+/// mismatch: a trusted machine that went wrong must not make an honest worker lose).
+///
+/// The rule knows nothing of programs or passes: agreeing replicas weigh, per owner, 0
+/// (untrusted), 1 (earned) or 2 (trusted, root). Weight 0 waits for validation; any other
+/// weight is applied at once. A single earned replica's result is *provisional* (no trust root
+/// agreed): spot-checked when `spot`, and confirmed by a trust root if it enters the decisive
+/// core (the ledger's business).
 pub(crate) fn decide(
     replicas: &[Replica],
     applied: Option<&LeafResult>,
-    critical: bool,
     spot: bool,
     verifier: bool,
 ) -> Decision {
     let mut d = Decision::default();
-    let answered = || Need {
-        min: Standing::Untrusted,
+    let need = |min: Standing, kind: CheckKind| Need {
+        min,
+        kind,
         answered: replicas.iter().map(|r| r.contributor.clone()).collect(),
         owners: replicas.iter().map(|r| r.owner.clone()).collect(),
     };
@@ -260,15 +248,19 @@ pub(crate) fn decide(
         if top == Standing::Root || (top == Standing::Given && top_agree && !verifier) {
             settle(tops[0].result, &mut d);
         } else {
-            d.need = Some(Need {
-                min: if top >= Standing::Given {
-                    Standing::Root
-                } else {
-                    Standing::Given
-                },
-                ..answered()
-            });
+            let min = if top >= Standing::Given {
+                Standing::Root
+            } else {
+                Standing::Given
+            };
+            d.need = Some(need(min, CheckKind::Settle));
         }
+        return d;
+    }
+    let rooted = top >= Standing::Given;
+    if (replicas.len() > 1 && rooted) || top == Standing::Root {
+        // The root agreed (a validation, a spot or core check), or it is the root's own.
+        settle(first.result, &mut d);
         return d;
     }
     // All agree: weigh them per owner.
@@ -277,45 +269,41 @@ pub(crate) fn decide(
         let w = by_owner.entry(r.owner.as_str()).or_default();
         *w = (*w).max(r.standing.weight());
     }
-    let weight: u32 = by_owner.values().sum();
-    let needed = if critical { 2 } else { 1 };
-    let rooted = top >= Standing::Given;
-    if replicas.len() > 1 && rooted {
-        // A second opinion from the root confirmed it (a validation or a spot check).
-        settle(first.result, &mut d);
+    if by_owner.values().sum::<u32>() == 0 {
+        // Untrusted only, however many names and owners: wait for someone who adds weight
+        // (an earned worker of another owner, or a trust root).
+        d.need = Some(need(Standing::Earned, CheckKind::Validation));
         return d;
     }
-    if weight >= needed {
-        if replicas.len() == 1 && spot && top < Standing::Root {
-            // Applied on one word; the verifier searches it again.
-            settle(first.result, &mut d);
-            d.need = Some(Need {
-                min: Standing::Root,
-                ..answered()
-            });
-            return d;
-        }
-        settle(first.result, &mut d);
-        return d;
+    settle(first.result, &mut d);
+    // Applied on one word (a trusted worker's result, an earned worker's own, or an untrusted
+    // one it validated): spot-checked by a trust root (the verifier only for a trusted
+    // worker's result), or by an earned worker of another owner when no trust root was free
+    // for it. Two earned owners agreeing is a check already.
+    let one_word = by_owner.values().filter(|w| **w > 0).count() == 1;
+    if spot && one_word && !applied.is_some_and(|a| same(a, &first.result)) {
+        d.need = match top {
+            Standing::Given if verifier => Some(need(Standing::Root, CheckKind::Spot)),
+            Standing::Earned => Some(need(Standing::Given, CheckKind::Spot)),
+            _ => None,
+        };
     }
-    // Not enough weight: wait for someone who adds some (Earned from another owner, or the
-    // root). A result the book already uses (applied on one word before its request became
-    // critical) stays until a replica disagrees.
-    d.need = Some(Need {
-        min: Standing::Earned,
-        ..answered()
-    });
     d
 }
 
-/// A uniform number in [0, 1) drawn from a random id (job ids are random v4 UUIDs; the bits
-/// are mixed so that the fixed version and variant bits do not bias it).
-pub(crate) fn coin(id: &uuid::Uuid) -> f64 {
+/// A uniform number in [0, 1) drawn from a job id and the coordinator's secret `key`: the
+/// worker knows the id before it answers, so without the key it could tell which answers will
+/// be spot-checked and lie only in the others. The bits are mixed so that the fixed version and
+/// variant bits of the id do not bias it.
+pub(crate) fn coin(id: &uuid::Uuid, key: u64) -> f64 {
     let v = id.as_u128();
-    let mut z = (v as u64) ^ ((v >> 64) as u64).rotate_left(29);
-    // splitmix64's finaliser.
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
+    let mut z = (v as u64) ^ ((v >> 64) as u64).rotate_left(29) ^ key;
+    // splitmix64's finaliser, twice (the key must not cancel out in a simple xor).
+    for _ in 0..2 {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        z ^= key.rotate_left(17);
+    }
     (z >> 11) as f64 / (1u64 << 53) as f64
 }

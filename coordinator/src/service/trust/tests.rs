@@ -1,6 +1,7 @@
 //! The rules' decisions and the ledger's write schedule, on hand-made replicas.
 
-use super::rules::{Decision, Replica, decide, spot_probability};
+use super::core_watch::CoreWatch;
+use super::rules::{Decision, Replica, coin, decide, spot_probability};
 use super::*;
 use crate::store::TrustRecord;
 use bookfarm_engine::Move;
@@ -20,8 +21,8 @@ fn res(score: i32) -> LeafResult {
 }
 
 /// [`decide`] without a verifier.
-fn decide_t(r: &[Replica], a: Option<&LeafResult>, critical: bool, spot: bool) -> Decision {
-    decide(r, a, critical, spot, false)
+fn decide_t(r: &[Replica], a: Option<&LeafResult>, spot: bool) -> Decision {
+    decide(r, a, spot, false)
 }
 
 /// A replica; its search time depends on the contributor's name (machines differ).
@@ -41,58 +42,112 @@ fn rep(c: &str, owner: &str, s: Standing, score: i32) -> Replica {
 fn untrusted_results_wait_for_a_trusted_source() {
     use Standing::*;
     let one = [rep("u1", "a", Untrusted, 4)];
-    let d = decide_t(&one, None, false, false);
+    let d = decide_t(&one, None, true);
     assert!(d.apply.is_none());
-    assert_eq!(d.need.as_ref().unwrap().min, Earned);
+    let need = d.need.as_ref().unwrap();
+    assert_eq!((need.min, need.kind), (Earned, CheckKind::Validation));
     // Untrusted workers of other owners never validate each other.
     let two = [rep("u1", "a", Untrusted, 4), rep("u2", "b", Untrusted, 4)];
-    let d = decide_t(&two, None, false, false);
+    let d = decide_t(&two, None, false);
     assert!(d.apply.is_none() && d.need.is_some());
-    // An earned-trust worker of another owner validates outside a window...
+    assert_eq!(d.need.unwrap().owners, ["a", "b"]);
+    // An earned worker of another owner validates (the result is provisional: no trust root
+    // agreed, so nobody's streak grows); its word is spot-checked like its own results.
     let e = [rep("u1", "a", Untrusted, 4), rep("e", "b", Earned, 4)];
-    let d = decide_t(&e, None, false, false);
+    let d = decide_t(&e, None, false);
     assert_eq!(d.apply.map(|r| r.score), Some(4));
-    assert!(d.need.is_none());
-    // ...but inside one the root or a second owner's earned trust must agree.
-    let d = decide_t(&e, None, true, false);
-    assert!(d.apply.is_none());
+    assert!(d.need.is_none() && d.confirmed.is_empty());
+    assert_eq!(d.sources, ["u1", "e"]);
+    let d = decide_t(&e, None, true);
+    assert_eq!(d.apply.map(|r| r.score), Some(4));
+    assert_eq!(d.need.unwrap().kind, CheckKind::Spot);
+    // A trust root validates and confirms (streak).
     let g = [rep("u1", "a", Untrusted, 4), rep("t", "op", Given, 4)];
-    let d = decide_t(&g, None, true, false);
+    let d = decide_t(&g, None, false);
     assert_eq!(d.apply.map(|r| r.score), Some(4));
-    assert_eq!(d.confirmed, vec!["u1".to_string()]);
+    assert_eq!(d.confirmed, ["u1"]);
     // The same owner under another name adds nothing.
-    let same = [rep("e1", "a", Earned, 4), rep("e2", "a", Earned, 4)];
-    assert!(decide_t(&same, None, true, false).apply.is_none());
+    let same = [rep("u1", "a", Untrusted, 4), rep("e2", "a", Earned, 4)];
+    let d = decide_t(&same, None, false);
+    assert!(d.apply.is_some(), "an earned replica weighs 1 on its own");
+    let both_a = [rep("u1", "a", Untrusted, 4), rep("u2", "a", Untrusted, 4)];
+    assert!(decide_t(&both_a, None, false).apply.is_none());
+}
+
+#[test]
+fn earned_results_are_applied_at_once_whatever_the_program_and_spot_checked_by_a_trust_root() {
+    use Standing::*;
+    let e = [rep("e", "a", Earned, 4)];
+    // No coin: applied, closed, provisional (no confirmation).
+    let d = decide_t(&e, None, false);
+    assert_eq!(d.apply.map(|r| r.score), Some(4));
+    assert!(d.need.is_none() && d.confirmed.is_empty());
+    // The coin fell: applied, and checked by a trust root (with or without a verifier); an
+    // earned worker of another owner may take it once no trust root did (relaxable).
+    for verifier in [false, true] {
+        let d = decide(&e, None, true, verifier);
+        assert_eq!(d.apply.map(|r| r.score), Some(4));
+        let need = d.need.unwrap();
+        assert_eq!((need.min, need.kind), (Given, CheckKind::Spot));
+        assert!(need.relaxable());
+        assert!(need.admits(Given, "t", "op") && need.admits(Root, VERIFIER, ""));
+        assert!(
+            !need.admits(Earned, "e2", "b"),
+            "earned peers only once relaxed"
+        );
+        assert!(!need.admits(Given, "t2", "a"), "never the same owner");
+    }
+    // An earned peer of another owner agrees: closed, still provisional (no streak).
+    let ee = [rep("e", "a", Earned, 4), rep("e2", "b", Earned, 4)];
+    let d = decide_t(&ee, Some(&ee[0].result), false);
+    assert!(d.apply.is_none() && d.need.is_none() && d.confirmed.is_empty());
+    assert_eq!(d.sources, ["e", "e2"]);
+    // It disagrees: a trust root settles.
+    let ex = [rep("e", "a", Earned, 4), rep("e2", "b", Earned, 6)];
+    let d = decide_t(&ex, Some(&ex[0].result), false);
+    let need = d.need.unwrap();
+    assert_eq!((need.min, need.kind), (Given, CheckKind::Settle));
+    assert!(!need.relaxable());
+    // A trust root agrees: confirmed.
+    let eg = [rep("e", "a", Earned, 4), rep("t", "op", Given, 4)];
+    let d = decide_t(&eg, Some(&eg[0].result), false);
+    assert!(d.apply.is_none() && d.need.is_none());
+    assert_eq!(d.confirmed, ["e"]);
 }
 
 #[test]
 fn trusted_results_apply_at_once_and_mismatches_go_to_the_root() {
     use Standing::*;
     let t = [rep("t", "op", Given, 4)];
-    let d = decide_t(&t, None, true, false);
+    let d = decide_t(&t, None, true);
     assert_eq!(d.apply.map(|r| r.score), Some(4));
-    assert!(d.need.is_none());
-    let d = decide_t(&t, None, true, true);
+    assert!(
+        d.need.is_none(),
+        "trusted workers are spot-checked by the verifier only"
+    );
+    let d = decide(&t, None, true, true);
     assert_eq!(d.apply.map(|r| r.score), Some(4));
-    assert_eq!(d.need.as_ref().unwrap().min, Root);
+    let need = d.need.unwrap();
+    assert_eq!((need.min, need.kind), (Root, CheckKind::Spot));
+    assert!(!need.relaxable());
     // The trusted worker settles a mismatch with an untrusted one.
     let m = [rep("u", "a", Untrusted, -6), rep("t", "op", Given, 4)];
-    let d = decide_t(&m, None, false, false);
+    let d = decide_t(&m, None, false);
     assert_eq!(d.apply.map(|r| r.score), Some(4));
     assert_eq!(d.losers, vec!["u".to_string()]);
     // With a verifier, it settles instead (a broken trusted machine must not make an
     // honest worker lose).
-    let d = decide(&m, None, false, false, true);
+    let d = decide(&m, None, false, true);
     assert!(d.apply.is_none() && d.losers.is_empty());
     assert_eq!(d.need.unwrap().min, Root);
     // Two trusted workers that disagree wait for the coordinator, which wins.
     let tt = [rep("t1", "op", Given, 4), rep("t2", "op2", Given, 6)];
-    let d = decide_t(&tt, Some(&tt[0].result), false, false);
+    let d = decide_t(&tt, Some(&tt[0].result), false);
     assert_eq!(d.need.as_ref().unwrap().min, Root);
     assert!(d.apply.is_none());
     let mut ttr = tt.to_vec();
     ttr.push(rep(VERIFIER, "", Root, 6));
-    let d = decide_t(&ttr, Some(&tt[0].result), false, false);
+    let d = decide_t(&ttr, Some(&tt[0].result), false);
     assert_eq!(
         d.apply.map(|r| r.score),
         Some(6),
@@ -101,57 +156,61 @@ fn trusted_results_apply_at_once_and_mismatches_go_to_the_root() {
     assert_eq!(d.losers, vec!["t1".to_string()]);
     // Earned against untrusted: the root must settle it.
     let eu = [rep("e", "a", Earned, 4), rep("u", "b", Untrusted, 6)];
-    assert_eq!(decide_t(&eu, None, false, false).need.unwrap().min, Given);
+    assert_eq!(decide_t(&eu, None, false).need.unwrap().min, Given);
 }
 
 #[test]
-fn deviate_windows_make_only_results_that_can_change_the_marking_critical() {
-    use bookfarm_engine::Board;
-    let req = |excluded: u64| LeafRequest {
-        board: Board::start(),
-        level: 2,
-        excluded,
-    };
-    // `deviate 2 4` around a root value of -2, margin 2: the hull is |s| <= 8.
-    let hull = Window::hull(-2, 4, 2);
-    assert_eq!(hull, 8);
-    let (research, child) = (req(1), req(2));
-    let w = Window::Deviate {
-        hull,
-        researches: [research].into_iter().collect(),
-    };
-    // A re-search: only a score below the hull is left to the spot checks.
-    for s in [-8, -3, 0, 8, 9, 40, 64] {
-        assert!(w.critical(&research, s), "inside or above the hull: {s}");
-    }
-    for s in [-9, -40, -64, -127] {
-        assert!(!w.critical(&research, s), "below the hull: {s}");
-    }
-    // A new position: the book's estimate of it lies inside the window.
-    for s in [-64, -9, 0, 9, 64] {
-        assert!(w.critical(&child, s));
-    }
-    // Requests the pass did not list (speculation) are critical.
-    assert!(w.critical(&req(16), -40));
-    assert!(Window::All.critical(&research, -40));
-    assert!(!Window::Open.critical(&research, 0));
-    // The hull covers the window seen from either side.
-    assert_eq!(Window::hull(5, 4, 0), 9);
-    assert_eq!(
-        Window::hull(5, 4, -3),
-        9,
-        "a negative margin counts as none"
-    );
-}
-
-#[test]
-fn spot_checks_fall_with_the_record() {
+fn spot_checks_fall_with_the_record_and_catches_raise_the_bar() {
     let r = TrustRules::default();
     assert_eq!(spot_probability(0, &r), 1.0);
     assert!((spot_probability(9, &r) - 0.1).abs() < 1e-12);
     assert_eq!(spot_probability(1_000_000, &r), r.spot_floor);
+    // Each catch of an owner doubles the streak its credentials need.
+    assert_eq!(required_streak(&r, 0), 10);
+    assert_eq!(required_streak(&r, 1), 20);
+    assert_eq!(required_streak(&r, 3), 80);
+    assert_eq!(required_streak(&r, 64), 10 << 20, "bounded");
+    let rec = TrustRecord {
+        streak: 15,
+        ..TrustRecord::default()
+    };
+    assert_eq!(standing(&rec, &r, 0), Standing::Earned);
+    assert_eq!(standing(&rec, &r, 1), Standing::Untrusted);
+    let mut records = vec![
+        (
+            "a1".to_string(),
+            TrustRecord {
+                owner: "a".into(),
+                invalid: 1,
+                ..TrustRecord::default()
+            },
+        ),
+        (
+            "a2".to_string(),
+            TrustRecord {
+                owner: "a".into(),
+                invalid: 2,
+                streak: 30,
+                ..TrustRecord::default()
+            },
+        ),
+    ];
+    records.push((
+        "b".to_string(),
+        TrustRecord {
+            owner: "b".into(),
+            streak: 30,
+            ..TrustRecord::default()
+        },
+    ));
+    let t = TrustState::load(records, Vec::new(), std::iter::empty(), 0);
+    assert_eq!(t.catches.get("a"), Some(&3));
+    // a2's streak of 30 does not reach 80: its owner's three catches count against it.
+    assert_eq!(t.standing_of("a2", &r), Standing::Untrusted);
+    assert_eq!(t.standing_of("b", &r), Standing::Earned);
     let need = Need {
         min: Standing::Earned,
+        kind: CheckKind::Validation,
         answered: vec!["u".into()],
         owners: vec!["a".into()],
     };
@@ -161,9 +220,87 @@ fn spot_checks_fall_with_the_record() {
     assert!(need.admits(Standing::Root, VERIFIER, ""));
 }
 
+/// The spot-check coin is keyed: the same job id falls differently under another key, so a
+/// worker that sees its job ids cannot tell which answers will be checked; under one key it
+/// is uniform.
+#[test]
+fn the_spot_check_coin_is_keyed_and_uniform() {
+    let ids: Vec<uuid::Uuid> = (0..4000u128).map(uuid::Uuid::from_u128).collect();
+    let under = |key: u64| -> Vec<bool> { ids.iter().map(|id| coin(id, key) < 0.1).collect() };
+    let (a, b) = (under(1), under(2));
+    let hits = a.iter().filter(|x| **x).count();
+    assert!((320..480).contains(&hits), "{hits} of 4000 below 0.1");
+    let both = a.iter().zip(&b).filter(|(x, y)| **x && **y).count();
+    // Independent draws: about 1 % of the ids in both, far from the 10 % of equal keys.
+    assert!(both < 80, "{both} ids checked under both keys");
+    assert_eq!(under(1), a, "deterministic under one key");
+}
+
+fn req(i: u64) -> LeafRequest {
+    LeafRequest {
+        board: bookfarm_engine::Board::start(),
+        level: 2,
+        excluded: 1 << i,
+    }
+}
+
+fn core_of(keys: &[bookfarm_book::decisive::CoreKey]) -> bookfarm_book::decisive::CoreSet {
+    bookfarm_book::decisive::CoreSet {
+        value: Some(0),
+        leaves: keys
+            .iter()
+            .map(|k| bookfarm_book::decisive::CoreLeaf {
+                board: k.board,
+                level: k.level,
+                leaf: bookfarm_book::Link::new(k.score, Move::from_code(k.mv).unwrap()),
+            })
+            .collect(),
+        positions: keys.len(),
+    }
+}
+
+/// A provisional result in the core is checked once it stayed there while `settle` results
+/// were applied, or at once when the build is done; one that left the core is not; a
+/// confirmed or dropped one leaves the watch.
+#[test]
+fn core_checks_wait_for_results_that_stay_in_the_core() {
+    use bookfarm_book::decisive::CoreKey;
+    let mut w = CoreWatch::default();
+    let key = |i: u64, score: i32| CoreKey::of_result(&req(i), &res(score));
+    // Two provisional results of one position answering alike share a key (both checked).
+    w.add(req(1), key(1, 4));
+    w.add(req(2), key(2, 6));
+    w.add(req(3), key(3, 6));
+    assert_eq!(key(2, 6), key(3, 6));
+    assert_eq!(w.provisional(), 3);
+    let core = core_of(&[key(1, 4), key(2, 6)]);
+    assert!(w.changed(&core, 10, false).is_empty(), "just entered");
+    assert_eq!(w.unconfirmed(), 3);
+    for _ in 0..9 {
+        w.tick();
+    }
+    assert!(w.changed(&core, 10, false).is_empty(), "9 results later");
+    w.tick();
+    // req(1) left the core in this snapshot: it is not checked.
+    let core2 = core_of(&[key(2, 6)]);
+    let due = w.changed(&core2, 10, false);
+    assert_eq!(due, vec![req(2), req(3)]);
+    assert!(w.changed(&core2, 10, false).is_empty(), "checked once");
+    assert_eq!(w.unconfirmed(), 2);
+    // Back in the core: its clock starts again; when the build is done it is checked at once.
+    assert!(w.changed(&core, 10, false).is_empty());
+    assert_eq!(w.changed(&core, 10, true), vec![req(1)]);
+    // Confirmed or dropped: out.
+    w.remove(&req(1));
+    w.remove(&req(2));
+    w.remove(&req(3));
+    assert_eq!((w.provisional(), w.unconfirmed()), (0, 0));
+    assert!(w.changed(&core, 0, true).is_empty());
+}
+
 #[test]
 fn decisions_are_written_at_once_and_counts_once_per_interval() {
-    let mut t = TrustState::load(Vec::new(), Vec::new(), std::iter::empty());
+    let mut t = TrustState::load(Vec::new(), Vec::new(), std::iter::empty(), 0);
     t.enroll("w", "alice", false, false);
     let names =
         |v: Vec<(String, TrustRecord)>| -> Vec<String> { v.into_iter().map(|(n, _)| n).collect() };
