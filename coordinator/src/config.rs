@@ -85,6 +85,8 @@ pub struct CoordinatorFile {
     /// they are acknowledged either way; a crash costs the growth work since the last
     /// checkpoint, redone from the stored results at the next start.
     pub checkpoint_interval_ms: Option<u64>,
+    /// Events the event log keeps (default 100000, about 10 MB; the oldest go first).
+    pub event_log_max: Option<u64>,
 }
 
 impl CoordinatorFile {
@@ -134,6 +136,7 @@ impl CoordinatorFile {
             checkpoint_interval: self
                 .checkpoint_interval_ms
                 .map_or(d.checkpoint_interval, Duration::from_millis),
+            event_log_max: self.event_log_max.map_or(d.event_log_max, |n| n.max(1)),
             engine_version: if self.check_engine_version.unwrap_or(true) {
                 Some(bookfarm_proto::ENGINE_VERSION.to_string())
             } else {

@@ -13,6 +13,7 @@
 //! Once a worker credential exists, admin calls need the admin token and worker tokens are
 //! refused on them (PermissionDenied).
 
+use crate::events::{EventKind, EventLog, event};
 use crate::store::{CredentialRecord, CredentialState, CredentialStore, StoreError};
 use bookfarm_proto::auth::bearer_token;
 use bookfarm_proto::status::{ErrorCode, ServiceError, to_status};
@@ -203,6 +204,8 @@ struct Inner {
     store: Option<CredentialStore>,
     state: Mutex<State>,
     registrations: DefaultKeyedRateLimiter<IpAddr>,
+    /// Where the operator's changes are recorded (see [`Identities::set_events`]).
+    events: std::sync::OnceLock<EventLog>,
 }
 
 /// The credential registry and session table: a cheap-clone handle.
@@ -265,7 +268,20 @@ impl Identities {
             cfg,
             store,
             state: Mutex::new(state),
+            events: std::sync::OnceLock::new(),
         })))
+    }
+
+    /// Record credential changes in `log` from now on (added, blocked, unblocked and revoked
+    /// by the operator; blocks for invalid results are the service's events). Set once.
+    pub fn set_events(&self, log: EventLog) {
+        let _ = self.0.events.set(log);
+    }
+
+    fn record(&self, e: crate::events::EventRecord) {
+        if let Some(log) = self.0.events.get() {
+            log.record_durable(e);
+        }
     }
 
     /// Local use: anonymous, in memory.
@@ -489,6 +505,13 @@ impl Identities {
         st.by_hash.insert(rec.token_sha256, rec.name.clone());
         st.records.insert(rec.name.clone(), rec.clone());
         tracing::info!(name, owner, trusted, "worker credential added");
+        drop(st);
+        self.record(event(
+            EventKind::CredentialAdded,
+            name,
+            owner,
+            if trusted { "trusted" } else { "untrusted" }.into(),
+        ));
         Ok((token, rec))
     }
 
@@ -509,6 +532,32 @@ impl Identities {
     /// worker ids of its sessions, which end at once (the caller drops them from the service
     /// so that their leases go back to the queue).
     pub fn set_state(
+        &self,
+        name: &str,
+        state: CredentialState,
+        reason: &str,
+    ) -> Result<(CredentialRecord, Vec<Uuid>)> {
+        let (rec, ended) = self.change_state(name, state, reason)?;
+        let kind = match state {
+            CredentialState::Active => EventKind::CredentialUnblocked,
+            CredentialState::Blocked => EventKind::CredentialBlocked,
+            CredentialState::Revoked => EventKind::CredentialRevoked,
+        };
+        self.record(event(kind, name, &rec.owner, rec.reason.clone()));
+        Ok((rec, ended))
+    }
+
+    /// Block a credential the service caught with too many invalid results (the service
+    /// records that event itself); returns the sessions ended, as [`Identities::set_state`].
+    pub fn block_for_invalid_results(
+        &self,
+        name: &str,
+        reason: &str,
+    ) -> Result<(CredentialRecord, Vec<Uuid>)> {
+        self.change_state(name, CredentialState::Blocked, reason)
+    }
+
+    fn change_state(
         &self,
         name: &str,
         state: CredentialState,

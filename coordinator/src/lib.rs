@@ -3,6 +3,7 @@
 //! * [`store`]: the sled store (source of truth; atomic batches, explicit flushes);
 //! * [`service`]: the domain service (register, lease, submit, fail, expiry, growth, trust);
 //! * [`identity`]: admin and per-worker credentials, sessions, registration rate;
+//! * [`events`]: the farm's event log (durable, bounded), served to the web UI;
 //! * [`rpc`]: the gRPC transport: thin tonic handlers ([`rpc::WorkerApi`], [`rpc::AdminApi`])
 //!   and the port's connection limits ([`rpc::conn`]);
 //! * [`http`]: `/metrics`, `/healthz`, `/readyz` and the web UI ([`http::web`]: pages and
@@ -19,6 +20,7 @@
 
 pub mod config;
 pub mod error;
+pub mod events;
 pub mod http;
 pub mod identity;
 pub mod local;

@@ -6,7 +6,6 @@ use crate::error::{CoordinatorError, Result};
 use crate::identity::{Identities, IdentityConfig};
 use crate::rpc::{AdminApi, WorkerApi};
 use crate::service::{Clock, Coordinator, ServiceConfig, SystemClock};
-use crate::store::CredentialState;
 use crate::store::Store;
 use bookfarm_proto::MAX_MESSAGE_BYTES;
 use bookfarm_proto::pb::admin_service_server::AdminServiceServer;
@@ -45,11 +44,12 @@ pub fn open_with_identities(
     let c = Coordinator::open(store, db, cfg, Arc::new(SystemClock::default()))?;
     let ids = Identities::open(ids, Some(creds))
         .map_err(|e| CoordinatorError::Internal(format!("reading worker credentials: {e}")))?;
+    ids.set_events(c.events().clone());
     // A credential caught with too many invalid results is blocked like an operator would.
     let blocker = ids.clone();
     c.set_block_hook(Box::new(move |name| {
         let why = "blocked by the coordinator: too many invalid results";
-        match blocker.set_state(name, CredentialState::Blocked, why) {
+        match blocker.block_for_invalid_results(name, why) {
             Ok((_, ended)) => ended,
             Err(e) => {
                 tracing::debug!(contributor = name, error = %e, "not a credential: nothing to block");

@@ -70,6 +70,9 @@ pub const PREFETCH_USED: &str = "bookfarm_prefetch_used";
 /// Prefetched results not used (yet): wasted unless a later pass needs them.
 pub const PREFETCH_UNUSED: &str = "bookfarm_prefetch_unused";
 
+/// Events recorded since start, per kind (see `crate::events`).
+pub const EVENTS: &str = "bookfarm_events_total";
+
 const WORKER: &[&str] = &["worker"];
 
 /// Every metric the coordinator exports.
@@ -193,6 +196,12 @@ pub const METRICS: &[Metric] = &[
         kind: Kind::Gauge,
         help: "Prefetched results not used (yet) since start.",
         labels: &[],
+    },
+    Metric {
+        name: EVENTS,
+        kind: Kind::Counter,
+        help: "Events recorded in the event log since start, per kind (lie_caught, contributor_blocked, replay, worker_joined, ...).",
+        labels: &["kind"],
     },
 ];
 

@@ -360,3 +360,162 @@ async fn web_ui_in_headless_chromium() {
     screenshot(&tab, &shots, "explorer-pasted.png");
     assert_eq!(js(&tab, "window.__alerts"), 0, "no script ran");
 }
+
+/// The events page during a run with a liar (a real coordinator with a verifier, a trusted
+/// honest worker and a trusted worker that always lies, over gRPC): the lie caught, the liar
+/// blocked and the book replayed appear as rows, as text; the group checkboxes and the text
+/// filter narrow the rows (and the URL keeps them); the workers page shows the liar's invalid
+/// results and its blocked credential. Screenshots: `target/tmp/webui/events-liar.png`,
+/// `events-trust-filtered.png`, `workers-liar.png`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_page_shows_a_liar_caught_blocked_and_replayed() {
+    const ADMIN: &str = "admin-secret";
+    let Some(eval) = eval_path() else { return };
+    let Some(browser) = browser() else { return };
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("webui");
+    std::fs::create_dir_all(&shots).expect("screenshot folder");
+    let dir = tempfile::tempdir().unwrap();
+    new_store(dir.path(), 2, 12);
+    let honest = add_credential(dir.path(), "op1", "op", true);
+    let liar = add_credential(dir.path(), "mallory", "mallory", true);
+    let (port, http) = (free_port(), free_port());
+    let args: Vec<String> = [
+        "--db",
+        &dir.path().display().to_string(),
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--http",
+        &format!("127.0.0.1:{http}"),
+        "--admin-token",
+        ADMIN,
+        "--eval-hash",
+        &eval_hash(&eval),
+        "--eval",
+        &eval.display().to_string(),
+        "--verify-threads",
+        "1",
+        // Every result applied on one trusted word is spot-checked: the first lie is caught.
+        "--spot-floor",
+        "1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let _c = Proc::spawn(COORD, &args);
+    let mut a = admin_as(port, ADMIN).await;
+    let base = format!("http://127.0.0.1:{http}");
+    start_deviate(&mut a, 2, 4).await;
+    let mut w = worker_args(port, &eval, "op1-host");
+    w.extend(["--token".into(), honest]);
+    let _honest = Proc::spawn(WORKER, &w);
+    let mut w = worker_args(port, &eval, "mallory-host");
+    w.extend(["--token".into(), liar, "--lie".into(), "always".into()]);
+    let _liar = Proc::spawn(WORKER, &w);
+
+    let tab = browser.new_tab().expect("tab");
+    tab.set_default_timeout(Duration::from_secs(30));
+    tab.call_method(Page::AddScriptToEvaluateOnNewDocument {
+        source: "window.__alerts = 0; window.alert = () => { window.__alerts += 1; };".into(),
+        world_name: None,
+        include_command_line_api: None,
+        run_immediately: None,
+    })
+    .expect("alert counter");
+    open(&tab, &format!("{base}/events"));
+    // The page follows the log live: the catch, the block and the replay arrive as rows.
+    for kind in [
+        "lie_caught",
+        "contributor_blocked",
+        "replay",
+        "worker_joined",
+    ] {
+        wait_js(
+            &tab,
+            &format!("document.querySelector('#events tbody tr[data-kind={kind}]') !== null"),
+            LIMIT,
+        );
+    }
+    let row = |kind: &str, key: &str| {
+        js_str(
+            &tab,
+            &format!(
+                "document.querySelector('#events tbody tr[data-kind={kind}] td[data-key={key}]').textContent"
+            ),
+        )
+    };
+    assert_eq!(row("lie_caught", "subject"), "mallory");
+    assert_eq!(row("contributor_blocked", "subject"), "mallory");
+    assert!(row("contributor_blocked", "detail").contains("invalid results"));
+    assert!(row("replay", "detail").contains("without"));
+    screenshot(&tab, &shots, "events-liar.png");
+
+    // Only the trust group, then only what names the honest worker's owner.
+    for group in ["programs", "credentials", "workers", "store"] {
+        tab.find_element(&format!("#event-filters input[value={group}]"))
+            .and_then(|b| b.click().map(|_| ()))
+            .unwrap_or_else(|e| panic!("unchecking {group}: {e}"));
+    }
+    let only_trust = "[...document.querySelectorAll('#events tbody tr')].length > 0 && \
+                      [...document.querySelectorAll('#events tbody tr')].every(tr => \
+                      ['lie_caught', 'contributor_blocked', 'replay', 'quarantined'].includes(tr.dataset.kind))";
+    wait_js(&tab, only_trust, LIMIT);
+    assert!(js_str(&tab, "location.search").contains("kind=trust"));
+    screenshot(&tab, &shots, "events-trust-filtered.png");
+    tab.find_element("#event-q")
+        .and_then(|q| q.click().map(|_| ()))
+        .expect("search box");
+    tab.type_str("mallory").expect("typing a filter");
+    wait_js(
+        &tab,
+        "[...document.querySelectorAll('#events tbody tr')].every(tr => \
+         tr.textContent.toLowerCase().includes('mallory')) && location.search.includes('q=mallory')",
+        LIMIT,
+    );
+    tab.find_element("#event-q")
+        .and_then(|q| q.click().map(|_| ()))
+        .expect("search box");
+    tab.type_str("-nobody").expect("typing a filter");
+    wait_js(
+        &tab,
+        "document.querySelectorAll('#events tbody tr').length === 0",
+        LIMIT,
+    );
+    // Reopened from its URL, the filter holds.
+    open(&tab, &format!("{base}/events?kind=workers&q=op1"));
+    wait_js(
+        &tab,
+        "document.querySelectorAll('#events tbody tr').length > 0 && \
+         [...document.querySelectorAll('#events tbody tr')].every(tr => tr.dataset.kind.startsWith('worker_'))",
+        LIMIT,
+    );
+    assert_eq!(
+        js(
+            &tab,
+            "document.querySelector('#event-filters input[value=trust]').checked"
+        ),
+        false
+    );
+
+    // The workers page: the liar's owner with invalid results and a blocked credential; the
+    // honest owner's machine connected.
+    open(&tab, &format!("{base}/workers"));
+    let cell = |name: &str, key: &str| {
+        format!(
+            "[...document.querySelectorAll('#contributors tbody tr')].find(tr => \
+             tr.children[1].textContent === '{name}')?.querySelector('td[data-key={key}]')?.textContent"
+        )
+    };
+    wait_js(
+        &tab,
+        &format!("{} === '1'", cell("mallory", "blocked")),
+        LIMIT,
+    );
+    wait_js(
+        &tab,
+        &format!("Number({}) > 0", cell("mallory", "invalid")),
+        LIMIT,
+    );
+    wait_js(&tab, &format!("{} === '1'", cell("op", "machines")), LIMIT);
+    screenshot(&tab, &shots, "workers-liar.png");
+    assert_eq!(js(&tab, "window.__alerts"), 0, "no script ran");
+}

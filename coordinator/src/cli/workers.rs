@@ -156,10 +156,12 @@ fn offline(db: &std::path::Path) -> anyhow::Result<(Identities, Vec<CreditReport
         .iter()
         .map(|(name, t)| credit_report(name, t, &rules, &catches))
         .collect();
-    Ok((
-        Identities::open(IdentityConfig::default(), Some(store.credentials()?))?,
-        credit,
-    ))
+    let ids = Identities::open(IdentityConfig::default(), Some(store.credentials()?))?;
+    ids.set_events(bookfarm_coordinator::events::EventLog::open(
+        &store,
+        bookfarm_coordinator::events::DEFAULT_MAX_EVENTS,
+    )?);
+    Ok((ids, credit))
 }
 
 /// What a `workers` command does, on either target.

@@ -9,6 +9,7 @@
 //! volunteers choose arrive escaped for control characters (`crate::text`) and are HTML-escaped
 //! by the pages (they are only ever set as text, never as markup).
 
+use crate::events::{CostRecord, EventKind, EventPage, Group, KINDS};
 use crate::identity::CredentialInfo;
 use crate::progress::Snapshot;
 use crate::service::{
@@ -20,7 +21,7 @@ use bookfarm_book::query::move_text;
 use bookfarm_engine::{Board, Move};
 use bookfarm_proto::pb;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The API version in the paths (`/api/v1`) and in every object's `api` field.
 pub const VERSION: u32 = 1;
@@ -656,6 +657,127 @@ impl From<&BookStats> for BookStatsV1 {
                 .collect(),
         }
     }
+}
+
+/// What a program cost (`/api/v1/events`, the status's programs).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CostV1 {
+    /// Search time of every accepted search charged to it (replicas, checks and speculative
+    /// searches included), in CPU hours as the workers reported it.
+    pub cpu_hours: f64,
+    /// Accepted searches.
+    pub searches: u64,
+    /// Positions the book gained.
+    pub positions: u64,
+    /// Searches per CPU hour (null: no CPU time yet).
+    pub searches_per_cpu_hour: Option<f64>,
+    /// Positions per CPU hour (null: no CPU time yet).
+    pub positions_per_cpu_hour: Option<f64>,
+    /// Replication overhead: the share of that CPU spent on replicas beyond a request's first
+    /// answer (validation, spot and core checks).
+    pub replication_overhead: f64,
+    /// Wall time from start to end, seconds (0: not known, e.g. a program resumed after a
+    /// restart).
+    pub wall_seconds: f64,
+}
+
+impl From<&CostRecord> for CostV1 {
+    fn from(c: &CostRecord) -> CostV1 {
+        let hours = c.cpu_us as f64 / 3.6e9;
+        let per_hour = |n: u64| (c.cpu_us > 0).then(|| n as f64 / hours);
+        CostV1 {
+            cpu_hours: hours,
+            searches: c.searches,
+            positions: c.positions,
+            searches_per_cpu_hour: per_hour(c.searches),
+            positions_per_cpu_hour: per_hour(c.positions),
+            replication_overhead: if c.cpu_us == 0 {
+                0.0
+            } else {
+                c.replica_cpu_us as f64 / c.cpu_us as f64
+            },
+            wall_seconds: c.wall_ms as f64 / 1000.0,
+        }
+    }
+}
+
+/// One row of `/api/v1/events`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventV1 {
+    /// Sequence number (increasing; `after`/`before` page by it).
+    pub seq: u64,
+    /// When, seconds since the Unix epoch.
+    pub t: f64,
+    /// Kind (`lie_caught`, `contributor_blocked`, `replay`, `worker_joined`, …).
+    pub kind: String,
+    /// Its group (`programs`, `credentials`, `trust`, `workers`, `store`).
+    pub group: String,
+    /// What it is about: a credential, contributor or worker name, a program, a position.
+    pub subject: String,
+    /// The subject's owner (empty: none).
+    pub owner: String,
+    /// Details.
+    pub detail: String,
+    /// A finished program's cost.
+    pub cost: Option<CostV1>,
+}
+
+/// `/api/v1/events?kind=K,G&q=TEXT&after=SEQ&before=SEQ&limit=N`: the event log, newest first
+/// (kinds or groups comma-separated; `q` matched case-insensitively on subject, owner and
+/// detail; `after`/`before` exclusive; at most 500).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventsV1 {
+    /// [`VERSION`].
+    pub api: u32,
+    /// The events, newest first.
+    pub events: Vec<EventV1>,
+    /// Older events may match: ask again with `before` = [`EventsV1::next_before`].
+    pub more: bool,
+    /// Where the next older page starts.
+    pub next_before: u64,
+}
+
+impl From<&EventPage> for EventsV1 {
+    fn from(p: &EventPage) -> EventsV1 {
+        EventsV1 {
+            api: VERSION,
+            events: p
+                .events
+                .iter()
+                .map(|(seq, e)| EventV1 {
+                    seq: *seq,
+                    t: e.t_ms as f64 / 1000.0,
+                    kind: e.kind.name().to_string(),
+                    group: e.kind.group().name().to_string(),
+                    subject: e.subject.clone(),
+                    owner: e.owner.clone(),
+                    detail: e.detail.clone(),
+                    cost: e.cost.as_ref().map(CostV1::from),
+                })
+                .collect(),
+            more: p.more,
+            next_before: p.next_before,
+        }
+    }
+}
+
+/// The kinds a `kind` parameter names: kind names and group names, comma-separated (empty:
+/// every kind); an unknown name is an error naming it.
+pub fn kinds_of(param: &str) -> Result<BTreeSet<EventKind>, String> {
+    let mut out = BTreeSet::new();
+    for name in param.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if let Some(k) = EventKind::of_name(name) {
+            out.insert(k);
+        } else if let Some(g) = Group::ALL.into_iter().find(|g| g.name() == name) {
+            out.extend(KINDS.into_iter().filter(|k| k.group() == g));
+        } else {
+            return Err(format!(
+                "unknown event kind or group {:?}",
+                crate::text::clean(name, 40)
+            ));
+        }
+    }
+    Ok(out)
 }
 
 /// The status object of a domain report, through the admin RPC's message (what `status

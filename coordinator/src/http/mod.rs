@@ -181,6 +181,49 @@ async fn api_history(State(c): State<Coordinator>, Query(q): Query<Since>) -> Re
 }
 
 #[derive(Debug, serde::Deserialize)]
+struct EventParams {
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    q: String,
+    #[serde(default)]
+    after: u64,
+    #[serde(default)]
+    before: u64,
+    #[serde(default)]
+    limit: usize,
+}
+
+async fn api_events(State(c): State<Coordinator>, Query(p): Query<EventParams>) -> Response {
+    let kinds = match api::kinds_of(&p.kind) {
+        Ok(k) => k,
+        Err(e) => return bad_request(e),
+    };
+    if p.q.len() > 200 {
+        return bad_request("search text longer than 200 bytes".into());
+    }
+    let q = crate::events::EventQuery {
+        kinds,
+        text: p.q,
+        after: p.after,
+        before: p.before,
+        limit: p.limit,
+    };
+    let log = c.events().clone();
+    match tokio::task::spawn_blocking(move || log.query(&q)).await {
+        Ok(Ok(page)) => json(&api::EventsV1::from(&page)),
+        Ok(Err(e)) => server_error(e.to_string()),
+        Err(e) => server_error(e.to_string()),
+    }
+}
+
+fn server_error(msg: String) -> Response {
+    let mut r = json(&serde_json::json!({ "api": api::VERSION, "error": msg }));
+    *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+    r
+}
+
+#[derive(Debug, serde::Deserialize)]
 struct Moves {
     #[serde(default)]
     moves: String,
@@ -248,6 +291,7 @@ pub fn router(c: Coordinator, ids: Identities) -> Router {
         .route("/api/v1/workers", get(api_workers))
         .route("/api/v1/contributors", get(api_contributors))
         .route("/api/v1/history", get(api_history))
+        .route("/api/v1/events", get(api_events))
         .route("/api/v1/book/position", get(api_position))
         .route("/api/v1/book/stats", get(api_book_stats))
         .merge(web::routes())

@@ -1,6 +1,7 @@
 //! The web UI's pages and assets, embedded in the binary (`coordinator/web/`): the overview
-//! (`/`), workers and contributors (`/workers`), the book explorer (`/explorer`), their script
-//! and style, and the vendored charting library (uPlot, MIT, `web/vendor/uplot/LICENSE`).
+//! (`/`), workers and contributors (`/workers`), the event log (`/events`), the book explorer
+//! (`/explorer`), their script and style, and the vendored charting library (uPlot, MIT,
+//! `web/vendor/uplot/LICENSE`).
 //!
 //! The pages load nothing from any other host and poll the JSON API (`super::api`) every one
 //! or two seconds; they never hold a stream open, so headless tools see them finish loading.
@@ -43,6 +44,7 @@ pub const ASSETS: &[Asset] = &[
     asset("overview.js", JS, include_str!("../../web/overview.js")),
     asset("workers.js", JS, include_str!("../../web/workers.js")),
     asset("explorer.js", JS, include_str!("../../web/explorer.js")),
+    asset("events.js", JS, include_str!("../../web/events.js")),
     asset(
         "uPlot.iife.min.js",
         JS,
@@ -91,6 +93,13 @@ pub const PAGE_SPECS: &[PageSpec] = &[
         charts: false,
         main: include_str!("../../web/workers.html"),
         script: "workers.js",
+    },
+    PageSpec {
+        path: "/events",
+        name: "Events",
+        charts: false,
+        main: include_str!("../../web/events.html"),
+        script: "events.js",
     },
     PageSpec {
         path: "/explorer",

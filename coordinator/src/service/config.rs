@@ -131,6 +131,9 @@ pub struct ServiceConfig {
     /// by simulations and tests that must repeat; a worker that knew it could tell which of
     /// its answers will be checked.
     pub trust_seed: Option<u64>,
+    /// Events the event log keeps (the oldest beyond are removed as new ones come; see
+    /// `crate::events`).
+    pub event_log_max: u64,
 }
 
 impl Default for ServiceConfig {
@@ -158,6 +161,7 @@ impl Default for ServiceConfig {
             trust: TrustRules::default(),
             verify_threads: 0,
             trust_seed: None,
+            event_log_max: crate::events::DEFAULT_MAX_EVENTS,
         }
     }
 }

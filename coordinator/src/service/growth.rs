@@ -20,6 +20,7 @@
 
 use crate::error::CoordinatorError;
 use crate::error::Result;
+use crate::events::{CostRecord, EventKind, EventRecord, event, unix_ms};
 use crate::store::{Batch, DriverRecord, GrowthRecord, QueueRecord, Store, TodoRecord};
 use bookfarm_book::MemBook;
 use bookfarm_book::driver::{Driver, Progress, RequestMap, RequestSet, Results};
@@ -255,6 +256,22 @@ pub(crate) struct Growth {
     writer: Option<CheckpointWriter>,
     /// What the checkpoint handed to `writer` and not yet confirmed wrote.
     in_flight: Option<Written>,
+    /// Program events not yet recorded (the runner takes them after each run, see
+    /// [`Growth::take_events`]).
+    events: Vec<EventRecord>,
+    /// Starts and ends of programs a replay runs again, not reported again: (starts, ends).
+    silent: (usize, usize),
+    /// When the running program started (wall-clock ms) and the book's size then (None: not
+    /// seen starting by this process, e.g. resumed from a checkpoint).
+    started: Option<(u64, usize)>,
+}
+
+/// A program as status shows it (with the level of the positions it creates, when set).
+pub(crate) fn describe(p: &Program) -> String {
+    match p.level {
+        Some(level) => format!("{} level {level}", p.describe()),
+        None => p.describe(),
+    }
 }
 
 /// What a checkpoint's batch writes of the growth state: if applying it fails, it is marked
@@ -408,6 +425,9 @@ impl Growth {
             replayed_through: None,
             writer: None,
             in_flight: None,
+            events: Vec::new(),
+            silent: (0, 0),
+            started: None,
         })
     }
 
@@ -416,13 +436,14 @@ impl Growth {
     /// searches the dropped results answered, which become round work again). The book after
     /// the replay is the book those results and programs give, whoever sent them first.
     /// `through`: the last rollback request (see [`Store`]'s `rollback-requested`) this replay
-    /// covers, recorded by the checkpoint that stores the replayed book.
+    /// covers, recorded by the checkpoint that stores the replayed book. Returns the number of
+    /// programs queued again.
     pub(crate) fn replay(
         &mut self,
         store: &Store,
         dropped: &[LeafRequest],
         through: u64,
-    ) -> Result<()> {
+    ) -> Result<usize> {
         let mut book = store.base_book()?;
         for k in dropped {
             self.results.remove(k);
@@ -439,12 +460,18 @@ impl Growth {
         self.book = book;
         let mut queue: VecDeque<Program> =
             std::mem::take(&mut self.replay.log).into_iter().collect();
+        let rerun = queue.len();
+        let running = usize::from(self.driver.is_some() && !self.queue.is_empty());
         queue.extend(self.queue.drain(..));
         tracing::warn!(
             programs = queue.len(),
             dropped = dropped.len(),
             "rollback: replaying the growth programs from the base book"
         );
+        let programs = queue.len();
+        // The finished programs run again, and the running one starts again: their events
+        // were recorded the first time.
+        self.silent = (rerun + running, rerun);
         self.queue = queue;
         self.queue_dirty = true;
         self.replay.log_dirty = true;
@@ -452,7 +479,7 @@ impl Growth {
         self.todo_written = None;
         self.needed.clear();
         self.planned_from = None;
-        Ok(())
+        Ok(programs)
     }
 
     /// Take accepted results in (they are stored already).
@@ -553,6 +580,14 @@ impl Growth {
 
     /// Drop every queued program and the running one.
     pub(crate) fn clear(&mut self) {
+        for p in &self.queue {
+            self.events.push(event(
+                EventKind::ProgramCancelled,
+                &describe(p),
+                "",
+                "dropped: the book was replaced".into(),
+            ));
+        }
         self.queue.clear();
         self.queue_dirty = true;
         self.driver = None;
@@ -595,12 +630,14 @@ impl Growth {
     /// The running program's description, or the last finished one's.
     pub(crate) fn describe(&self) -> String {
         match self.queue.front() {
-            Some(p) => match p.level {
-                Some(level) => format!("{} level {level}", p.describe()),
-                None => p.describe(),
-            },
+            Some(p) => describe(p),
             None => self.last.clone(),
         }
+    }
+
+    /// The program events since the last call (the runner records them).
+    pub(crate) fn take_events(&mut self) -> Vec<EventRecord> {
+        std::mem::take(&mut self.events)
     }
 
     /// Run the programs as far as the known results allow, checkpoint what changed when one is
@@ -616,6 +653,19 @@ impl Growth {
     ) -> Result<Vec<LeafRequest>> {
         self.needed.clear();
         while let Some(program) = self.queue.front() {
+            if self.driver.is_none() {
+                if self.silent.0 > 0 {
+                    self.silent.0 -= 1;
+                } else {
+                    self.events.push(event(
+                        EventKind::ProgramStarted,
+                        &describe(program),
+                        "",
+                        format!("{} positions in the book", self.book.len()),
+                    ));
+                    self.started = Some((unix_ms(), self.book.len()));
+                }
+            }
             let driver = self
                 .driver
                 .get_or_insert_with(|| Driver::new(program.clone()));
@@ -679,6 +729,25 @@ impl Growth {
                         ),
                     });
                     self.last = self.describe();
+                    if self.silent.1 > 0 {
+                        self.silent.1 -= 1;
+                    } else {
+                        let mut e = event(
+                            EventKind::ProgramDone,
+                            &self.last,
+                            "",
+                            self.reports.last().cloned().unwrap_or_default(),
+                        );
+                        e.cost = Some(CostRecord {
+                            positions: st.changes.positions as u64,
+                            wall_ms: self
+                                .started
+                                .take()
+                                .map_or(0, |(t, _)| e.t_ms.saturating_sub(t)),
+                            ..CostRecord::default()
+                        });
+                        self.events.push(e);
+                    }
                     if let Some(mut program) = self.queue.pop_front() {
                         // The log is what a replay runs again. An audit changes no position;
                         // its follow-up is logged as its own program when it finishes (with the

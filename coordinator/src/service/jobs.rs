@@ -22,6 +22,7 @@ mod checks;
 use super::status::RATE_WINDOW;
 use super::trust::{Need, Standing, TrustState};
 use super::{QuarantineReport, ServiceConfig, max_lease_duration};
+use crate::events::CostRecord;
 use bookfarm_engine::search::LeafRequest;
 use bookfarm_proto::domain::Job;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
@@ -197,9 +198,36 @@ pub(crate) struct Jobs {
     /// Queued spot checks of earned results by when they open to earned workers of other
     /// owners (see [`checks`]).
     relax: BTreeSet<(Duration, Uuid)>,
+    /// What the searches cost since the coordinator started, and since the running program
+    /// started (see [`Jobs::charge`]).
+    pub(crate) cost: Cost,
+    /// Contributors whose block is in the event log (blocked when the store was opened, or
+    /// since): a contributor caught again after its block is not reported blocked again.
+    pub(crate) blocks_recorded: HashSet<String>,
+}
+
+/// Search time and searches accepted, in all and per program.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Cost {
+    /// Since the coordinator started.
+    pub(crate) total: CostRecord,
+    /// Since the running program started (reset by the growth runner at each start).
+    pub(crate) program: CostRecord,
 }
 
 impl Jobs {
+    /// Charge an accepted search of `search_us` microseconds (a `replica`: not the first
+    /// answer to its request) to the farm and the running program.
+    pub(crate) fn charge(&mut self, search_us: u64, replica: bool) {
+        for c in [&mut self.cost.total, &mut self.cost.program] {
+            c.cpu_us = c.cpu_us.saturating_add(search_us);
+            c.searches += 1;
+            if replica {
+                c.replica_cpu_us = c.replica_cpu_us.saturating_add(search_us);
+            }
+        }
+    }
+
     /// Jobs waiting for a worker (both classes).
     pub(crate) fn queued(&self) -> usize {
         self.queue.len()

@@ -17,6 +17,7 @@
 
 use super::{Coordinator, QuarantineReport, ServiceConfig};
 use crate::error::{CoordinatorError, Result};
+use crate::events::{EventKind, board_text, event};
 use bookfarm_engine::Board;
 use bookfarm_engine::search::LeafRequest;
 use bookfarm_engine::symmetry::canonical;
@@ -313,6 +314,17 @@ impl Coordinator {
         tracing::warn!(job_id = %f.job_id, worker_id = %worker, reason = %f.reason, quarantine, "job failed");
         if quarantine {
             if let Some(j) = g.remove(f.job_id) {
+                self.0.events.record(event(
+                    EventKind::Quarantined,
+                    &board_text(&j.key.board),
+                    "",
+                    format!(
+                        "level {}: failed for {} owners; last reason: {}",
+                        j.key.level,
+                        j.failed_owners.len(),
+                        f.reason
+                    ),
+                ));
                 g.quarantined.insert(
                     j.key,
                     QuarantineReport {
@@ -389,9 +401,19 @@ impl Coordinator {
             .collect();
         let mut n = 0;
         for wid in silent {
+            let owner = g.workers.get(&wid).and_then(|w| w.owner.clone());
             if let Some((name, k)) = g.remove_worker(wid) {
                 n += k;
                 tracing::warn!(worker_id = %wid, name = %name, "worker silent: leases expired");
+                self.0.events.record(event(
+                    EventKind::WorkerLeft,
+                    &name,
+                    owner.as_deref().unwrap_or(""),
+                    format!(
+                        "silent for more than {} s: {k} leases back in the queue",
+                        timeout.as_secs()
+                    ),
+                ));
             }
         }
         n += g.expire_overdue(now, &self.0.cfg);

@@ -57,6 +57,7 @@ pub use trust::{Standing, TrustCounters, TrustRules};
 pub use workers::BlockHook;
 
 use crate::error::{CoordinatorError, Result};
+use crate::events::EventLog;
 use crate::store::{Batch, Store};
 use bookfarm_book::program::{Operation, Program};
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchSignature};
@@ -111,6 +112,10 @@ struct Shared {
     on_block: Mutex<HookSlot>,
     /// Callers waiting for searches in flight (see `lease::MAX_FLIGHT_WAITERS`).
     flight_waiters: AtomicUsize,
+    /// The farm's event log (see [`crate::events`]).
+    events: EventLog,
+    /// The last program finished since start and what it cost.
+    last_cost: Mutex<Option<(String, crate::events::CostRecord)>>,
 }
 
 /// The coordinator service: a cheap-clone handle.
@@ -205,7 +210,15 @@ impl Coordinator {
         let mut jobs = Jobs::default();
         jobs.done = loaded.done.into_iter().collect();
         jobs.trust = trust;
+        jobs.blocks_recorded = jobs
+            .trust
+            .records
+            .iter()
+            .filter(|(_, t)| t.blocked)
+            .map(|(name, _)| name.clone())
+            .collect();
         let history = History::from_record(loaded.history);
+        let events = EventLog::open(&store, cfg.event_log_max)?;
         let (runs, _) = tokio::sync::watch::channel(0);
         let paused = growth.paused;
         let c = Coordinator(Arc::new(Shared {
@@ -232,6 +245,8 @@ impl Coordinator {
             core_epoch: AtomicU64::new(u64::MAX),
             on_block: Mutex::new(HookSlot::default()),
             flight_waiters: AtomicUsize::new(0),
+            events,
+            last_cost: Mutex::new(None),
         }));
         c.run_growth()?;
         {
@@ -261,6 +276,12 @@ impl Coordinator {
     /// The service configuration.
     pub fn config(&self) -> &ServiceConfig {
         &self.0.cfg
+    }
+
+    /// The farm's event log (shared with the credential registry, see
+    /// [`crate::identity::Identities::set_events`]).
+    pub fn events(&self) -> &EventLog {
+        &self.0.events
     }
 
     fn now(&self) -> Duration {

@@ -8,6 +8,7 @@ use super::ShallowSearch;
 use super::growth::{Growth, Landed};
 use super::{Coordinator, Predictor};
 use crate::error::{CoordinatorError, Result};
+use crate::events::{EventKind, event};
 use crate::store::Batch;
 use bookfarm_book::program::{Operation, Program};
 use bookfarm_engine::Move;
@@ -107,7 +108,17 @@ impl Coordinator {
         // the stored results) is this growth run's CPU.
         let replay_cpu = rollback.is_some().then(cpu_time::ThreadTime::now);
         if let Some((through, dropped)) = rollback {
-            growth.replay(&self.0.store, &dropped, through)?;
+            let programs = growth.replay(&self.0.store, &dropped, through)?;
+            self.0.events.record(event(
+                EventKind::Replay,
+                "book",
+                "",
+                format!(
+                    "replaying {programs} programs from the base book without {} results of \
+                     caught contributors (rollback {through})",
+                    dropped.len()
+                ),
+            ));
         }
         // Round work queued ahead: enough for every registered thread to hold a few jobs; more
         // would only cost the growth run look-ups (a pass can hold many thousands of steps).
@@ -118,6 +129,7 @@ impl Coordinator {
             self.jobs().trust.counters.replay_cpu_us += us;
         }
         self.hand_core_to_trust(&growth)?;
+        self.record_program_events(growth.take_events());
         let positions = growth.book.len();
         // Speculate only at a round's tail: when fewer round searches wait than the workers
         // have threads (before that, every idle thread gets round work anyway); plan again
@@ -200,6 +212,34 @@ impl Coordinator {
         Ok(())
     }
 
+    /// Record the events of programs that started or finished in a growth run; a finished
+    /// program's event carries its cost (the searches charged to it since it started).
+    fn record_program_events(&self, events: Vec<crate::events::EventRecord>) {
+        if events.is_empty() {
+            return;
+        }
+        let mut g = self.jobs();
+        for mut e in events {
+            match e.kind {
+                EventKind::ProgramStarted => g.cost.program = Default::default(),
+                EventKind::ProgramDone => {
+                    let spent = std::mem::take(&mut g.cost.program);
+                    let c = e.cost.get_or_insert_with(Default::default);
+                    c.cpu_us = spent.cpu_us;
+                    c.searches = spent.searches;
+                    c.replica_cpu_us = spent.replica_cpu_us;
+                    self.0
+                        .last_cost
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .clone_from(&Some((e.subject.clone(), *c)));
+                }
+                _ => {}
+            }
+            self.0.events.record(e);
+        }
+    }
+
     /// Wait until every result handed to growth so far is applied (tests, commands that read
     /// the book right after their searches).
     pub fn settle(&self) -> Result<()> {
@@ -261,6 +301,12 @@ impl Coordinator {
     /// the number of searches queued.
     pub fn start(&self, program: Program) -> Result<u64> {
         tracing::info!(program = %program.describe(), level = ?program.level, "growth program queued");
+        self.0.events.record(event(
+            EventKind::ProgramQueued,
+            &super::growth::describe(&program),
+            "",
+            String::new(),
+        ));
         self.growth().push(program);
         self.run_growth()?;
         self.0.store.flush()?;

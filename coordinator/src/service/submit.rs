@@ -7,6 +7,7 @@ use super::jobs::{Jobs, Sample};
 use super::trust::{CheckKind, Taken};
 use super::{Coordinator, now_ms};
 use crate::error::{CoordinatorError, Result};
+use crate::events::{EventKind, event};
 use crate::store::Batch;
 use bookfarm_engine::Move;
 use bookfarm_engine::search::LeafRequest;
@@ -119,6 +120,8 @@ impl Coordinator {
             .get(&r.job_id)
             .and_then(|j| j.need.as_ref())
             .map(|n| n.kind);
+        // A replica answers a request whose case is open: validation, a spot or core check.
+        let replica = g.trust.cases.contains_key(&key);
         let taken = g.trust.take(
             &rules,
             batch,
@@ -151,7 +154,7 @@ impl Coordinator {
         if reached_book {
             intake.rollback.push(key);
         }
-        count(g, worker, r, now);
+        count(g, worker, r, now, replica);
         Ok(())
     }
 
@@ -167,6 +170,35 @@ impl Coordinator {
         let mut blocked = Vec::new();
         for loser in std::mem::take(&mut intake.caught) {
             let caught = g.trust.catch(&rules, batch, &loser)?;
+            let (owner, invalid) = g
+                .trust
+                .records
+                .get(&loser)
+                .map_or((String::new(), 0), |t| (t.owner.clone(), t.invalid));
+            // Written before the batch that stores the decision: a crash in between can log a
+            // catch whose resubmission is caught again, never lose one.
+            self.0.events.record(event(
+                EventKind::LieCaught,
+                &loser,
+                &owner,
+                format!(
+                    "invalid result ({invalid} so far); {} results only it vouched for dropped, \
+                     {} open checks restarted",
+                    caught.dropped.len(),
+                    caught.restarted.len()
+                ),
+            ));
+            if caught.blocked && g.blocks_recorded.insert(loser.clone()) {
+                self.0.events.record(event(
+                    EventKind::ContributorBlocked,
+                    &loser,
+                    &owner,
+                    format!(
+                        "blocked by the coordinator after {invalid} invalid results (limit {})",
+                        rules.block_after
+                    ),
+                ));
+            }
             // Those searches start over as ordinary work (growth lists them again if needed).
             for k in &caught.restarted {
                 if let Some(id) = g.job_of(k) {
@@ -304,13 +336,14 @@ fn close_or_check(
 }
 
 /// Count an accepted result in the farm's and its worker's figures.
-fn count(g: &mut Jobs, worker: &Uuid, r: &JobResult, now: Duration) {
+fn count(g: &mut Jobs, worker: &Uuid, r: &JobResult, now: Duration, replica: bool) {
     g.counters.completed += 1;
     let l = Sample {
         at: now,
         nodes: r.leaf.nodes,
         search_us: u64::try_from(r.leaf.elapsed.as_micros()).unwrap_or(u64::MAX),
     };
+    g.charge(l.search_us, replica);
     g.recent.push_back(l);
     if let Some(w) = g.workers.get_mut(worker) {
         w.completed += 1;

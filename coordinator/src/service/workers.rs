@@ -5,6 +5,7 @@
 use super::jobs::{Jobs, WorkerEntry};
 use super::{Coordinator, trust};
 use crate::error::{CoordinatorError, Result};
+use crate::events::{EventKind, event};
 use crate::store::Batch;
 use bookfarm_engine::search::SearchSignature;
 use bookfarm_proto::PROTOCOL_VERSION;
@@ -213,6 +214,16 @@ impl Coordinator {
         );
         g.update_gauges();
         tracing::info!(worker_id = %wid, name, threads, contributor = %who, "worker registered");
+        let standing = g.trust.standing_of(&who, &self.0.cfg.trust);
+        self.0.events.record(event(
+            EventKind::WorkerJoined,
+            name,
+            owner.unwrap_or(""),
+            format!(
+                "{threads} threads, contributor {who} ({})",
+                standing.as_str()
+            ),
+        ));
         Ok(wid)
     }
 
@@ -253,11 +264,19 @@ impl Coordinator {
     /// to the queue and their ids stop working. Returns how many jobs were re-queued.
     pub fn drop_workers(&self, workers: &[Uuid]) -> usize {
         let mut g = self.jobs();
-        let n = workers
-            .iter()
-            .filter_map(|w| g.remove_worker(*w))
-            .map(|(_, n)| n)
-            .sum();
+        let mut n = 0;
+        for w in workers {
+            let owner = g.workers.get(w).and_then(|e| e.owner.clone());
+            if let Some((name, k)) = g.remove_worker(*w) {
+                n += k;
+                self.0.events.record(event(
+                    EventKind::WorkerLeft,
+                    &name,
+                    owner.as_deref().unwrap_or(""),
+                    format!("session ended (credential blocked or revoked): {k} leases back in the queue"),
+                ));
+            }
+        }
         g.update_gauges();
         n
     }

@@ -34,8 +34,9 @@ use std::path::Path;
 pub(super) type Step = fn(&sled::Db) -> Result<Writes, StoreError>;
 
 /// The migration steps: `MIGRATIONS[i]` migrates a store of version `i + 1` to `i + 2`.
-/// - 1 → 2 ([`super::to_v2`]): growth programs stored as `bookfarm_book::program::Program`.
-pub(super) const MIGRATIONS: &[Step] = &[super::to_v2::step];
+/// - 1 → 2 ([`super::to_v2`]): growth programs stored as `bookfarm_book::program::Program`;
+/// - 2 → 3 ([`super::to_v3`]): the event log's tree.
+pub(super) const MIGRATIONS: &[Step] = &[super::to_v2::step, super::to_v3::step];
 
 /// The store format this build writes (version 1 was the first versioned layout; the current
 /// one is described in `keys.rs`).

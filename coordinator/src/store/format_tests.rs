@@ -35,6 +35,22 @@ const V1_TOKENS: [(&str, &str); 2] = [
 /// its positions at level 5 (how it was made: the file's first lines).
 const V2: &str = include_str!("fixtures/v2.txt");
 
+/// The version-3 fixture: the version-2 recipe with the event log (how it was made: the
+/// file's first lines).
+const V3: &str = include_str!("fixtures/v3.txt");
+
+/// The tokens of the version-3 fixture's credentials (the file's first lines).
+const V3_TOKENS: [(&str, &str); 2] = [
+    (
+        "host1",
+        "bfw_26a574f7f20cc739ee4043e25747c7972019f7ac15bf98555882bbbb53c3cd40",
+    ),
+    (
+        "host2",
+        "bfw_e2139e7fbcbcbbcfea5339aa22d0cab9740b31d551c14a67c2a1a89ab365089f",
+    ),
+];
+
 /// The tokens of the version-2 fixture's credentials (the file's first lines).
 const V2_TOKENS: [(&str, &str); 2] = [
     (
@@ -151,7 +167,8 @@ fn a_version_1_store_opens_with_its_data() {
 
     let s = Store::open_book(dir.path()).unwrap();
     assert_eq!(stored_version(&s.db).unwrap(), Some(FORMAT_VERSION));
-    // The step to version 2 rewrote the growth records and nothing else.
+    // The step to version 2 rewrote the growth records, the step to version 3 began the
+    // event log, and nothing else changed.
     drop(s);
     let changed = changed_keys(&records(V1), &dump::dump(dir.path()).unwrap());
     let book_tree = keys::book_tree_name(1).into_bytes();
@@ -163,6 +180,7 @@ fn a_version_1_store_opens_with_its_data() {
             meta("growth"),
             meta("growth-queue"),
             meta("growth-log"),
+            (b"events".to_vec(), 1u64.to_be_bytes().to_vec()),
         ])
     );
     let s = Store::open_book(dir.path()).unwrap();
@@ -390,6 +408,28 @@ fn a_version_2_store_opens_with_its_data() {
 
     let s = Store::open_book(dir.path()).unwrap();
     assert_eq!(stored_version(&s.db).unwrap(), Some(FORMAT_VERSION));
+    // The step to version 3 began the event log with the migration's event and changed
+    // nothing else.
+    drop(s);
+    let changed = changed_keys(&records(V2), &dump::dump(dir.path()).unwrap());
+    assert_eq!(
+        changed,
+        BTreeSet::from([
+            (b"__sled__default".to_vec(), FORMAT_KEY.to_vec()),
+            (b"events".to_vec(), 1u64.to_be_bytes().to_vec()),
+        ])
+    );
+    let s = Store::open_book(dir.path()).unwrap();
+    let (events, _) = s
+        .events(crate::events::DEFAULT_MAX_EVENTS)
+        .unwrap()
+        .newest(0, u64::MAX, 10, 10, |_| true)
+        .unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        (events[0].0, events[0].1.kind),
+        (1, super::EventKind::StoreMigrated)
+    );
     let l = s.load(dir.path()).unwrap();
 
     // The book.
@@ -538,6 +578,110 @@ fn a_version_2_store_opens_with_its_data() {
     assert_eq!(status.state, State::Running);
     assert_eq!(status.expansion, "deviate 2 4 level 5");
     assert_eq!(status.positions, 31);
+}
+
+/// The version-3 fixture opens with this build (every migration step after version 3 run),
+/// and its data is what the version-3 build wrote: the event log (the book's creation, the
+/// credentials, the program queued and started, the workers joining), the credentials, the
+/// trust records, the history and the running program, which the service resumes; new events
+/// are numbered after the stored ones.
+#[test]
+fn a_version_3_store_opens_with_its_data() {
+    let dir = restored(V3);
+    assert_eq!(dump::dump(dir.path()).unwrap(), records(V3));
+    assert_eq!(version_in(dir.path()), Some(3));
+
+    let s = Store::open_book(dir.path()).unwrap();
+    assert_eq!(stored_version(&s.db).unwrap(), Some(FORMAT_VERSION));
+    let (events, _) = s
+        .events(crate::events::DEFAULT_MAX_EVENTS)
+        .unwrap()
+        .newest(0, u64::MAX, 100, 100, |_| true)
+        .unwrap();
+    let story: Vec<_> = events
+        .iter()
+        .rev()
+        .map(|(seq, e)| (*seq, e.kind, e.subject.as_str(), e.owner.as_str()))
+        .collect();
+    use crate::events::EventKind as K;
+    assert_eq!(
+        story,
+        [
+            (1, K::ProgramStarted, "new", ""),
+            (2, K::WorkerJoined, "local", ""),
+            (3, K::ProgramDone, "new", ""),
+            (4, K::CredentialAdded, "host1", "alice"),
+            (5, K::CredentialAdded, "host2", "bob"),
+            (6, K::ProgramQueued, "deviate 2 4 level 5", ""),
+            (7, K::ProgramStarted, "deviate 2 4 level 5", ""),
+            (8, K::WorkerJoined, "host2", "bob"),
+            (9, K::WorkerJoined, "host1", "alice"),
+        ]
+    );
+    let cost = events.iter().find_map(|(_, e)| e.cost).expect("new's cost");
+    assert_eq!((cost.searches, cost.positions), (1, 0));
+    let l = s.load(dir.path()).unwrap();
+    let trust: BTreeMap<_, _> = l.trust.into_iter().collect();
+    let standing: Vec<_> = trust
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.owner.as_str(), t.root, t.given, t.results))
+        .collect();
+    assert_eq!(
+        standing,
+        [
+            ("(local)", "", true, false, 1),
+            ("host1", "alice", false, true, 84),
+            ("host2", "bob", false, false, 63),
+        ]
+    );
+    assert_eq!((l.book.len(), l.results.len()), (44, 85));
+    for (name, token) in V3_TOKENS {
+        let c = s.credentials().unwrap().get(name).unwrap().unwrap();
+        assert_eq!(
+            c.token_sha256,
+            <[u8; 32]>::from(Sha256::digest(token.as_bytes())),
+            "{name}"
+        );
+    }
+    let history = l.history.expect("the history");
+    let tallies: Vec<_> = history
+        .contributors
+        .iter()
+        .map(|c| (c.name.as_str(), c.total))
+        .collect();
+    assert_eq!(tallies, [("alice", 84), ("bob", 65)]);
+    assert_eq!(history.minutes.len(), 1);
+    let deviate = Program::new(Operation::Deviate {
+        params: Deviate::new(2, 4),
+    })
+    .at_level(Some(5));
+    assert_eq!(
+        l.queue.expect("the growth queue").queue,
+        std::slice::from_ref(&deviate)
+    );
+    drop(s);
+
+    // The service resumes the running program on it, and the log goes on.
+    use crate::service::{Coordinator, ManualClock, ServiceConfig, State};
+    let store = Store::open_book(dir.path()).unwrap();
+    let c = Coordinator::open(
+        store,
+        dir.path(),
+        ServiceConfig::default(),
+        std::sync::Arc::new(ManualClock::default()),
+    )
+    .unwrap();
+    let status = c.status();
+    assert_eq!(status.state, State::Running);
+    assert_eq!(status.expansion, "deviate 2 4 level 5");
+    c.events().record(crate::events::event(
+        K::WorkerJoined,
+        "again",
+        "",
+        String::new(),
+    ));
+    let newest = c.events().query(&Default::default()).unwrap().events;
+    assert_eq!((newest[0].0, newest[0].1.subject.as_str()), (10, "again"));
 }
 
 /// The step to version 2 refuses a version-1 growth program whose root is not the start

@@ -34,7 +34,9 @@
 //! A request (`x`, `u`) is the 25 bytes of a search request: board (player BE, opponent BE),
 //! excluded moves (BE), level.
 //!
-//! The tree `credentials` holds the worker credentials (see `credentials.rs`).
+//! The tree `credentials` holds the worker credentials (see `credentials.rs`); the tree `events`
+//! the event log: [`EventRecord`] under its 8-byte sequence number (BE), at most the configured
+//! bound of them (see `events.rs`).
 //!
 //! [`BaseRecord`]: super::BaseRecord
 //! [`HeaderRecord`]: super::HeaderRecord
@@ -47,6 +49,7 @@
 //! [`GrowthRecord`]: super::GrowthRecord
 //! [`QueueRecord`]: super::QueueRecord
 //! [`TodoRecord`]: super::TodoRecord
+//! [`EventRecord`]: super::EventRecord
 
 use super::StoreError;
 use bookfarm_engine::Board;
@@ -77,6 +80,9 @@ pub(super) const BOOK_TREE_KEY: &[u8] = b"book-tree";
 
 /// The tree of the worker credentials.
 pub(super) const CREDENTIALS_TREE: &str = "credentials";
+
+/// The tree of the event log.
+pub(super) const EVENTS_TREE: &str = "events";
 
 /// The prefix of the book generations' tree names.
 const BOOK_TREE_PREFIX: &str = "book-";

@@ -6,7 +6,8 @@
 //! (`base/<generation>.dat`, an Edax `book.dat` beside sled's files) with growth's position
 //! records over it; replacing the book writes a new base file and a new tree and moves one
 //! pointer (see `generations.rs`). Worker credentials live in a tree of their own
-//! ([`CredentialStore`]), which replacing the book never touches.
+//! ([`CredentialStore`]), and so does the event log ([`EventStore`]); replacing the book never
+//! touches them.
 //!
 //! The rooms:
 //! - `keys.rs`: the key layout of every tree, key encoders, postcard encoding;
@@ -17,7 +18,8 @@
 //! - `format.rs`: the store's format version and the migrations between versions (how to
 //!   change the format is written there);
 //! - `sled_repair.rs`: files a killed sled left unfinished, removed before it opens;
-//! - `record.rs`: the on-disk records; `credentials.rs`: the credential tree;
+//! - `record.rs`: the on-disk records; `credentials.rs`: the credential tree; `events.rs`: the
+//!   event log's tree;
 //! - [`dump`]: a store directory as text (the format fixtures of the migration tests).
 //!
 //! Growth state is **checkpointed**: the position records, the header and the growth records
@@ -47,6 +49,7 @@
 mod batch;
 mod credentials;
 pub mod dump;
+mod events;
 mod format;
 mod generations;
 mod keys;
@@ -54,16 +57,18 @@ mod load;
 mod record;
 mod sled_repair;
 mod to_v2;
+mod to_v3;
 
 pub use batch::{Batch, CHUNK_POSITIONS};
 pub use credentials::{CredentialRecord, CredentialState, CredentialStore};
+pub use events::EventStore;
 pub use format::FORMAT_VERSION;
 pub use generations::FOLD_MIN_BYTES;
 pub use load::Loaded;
 pub use record::{
-    BaseRecord, CaseRecord, ContributorRecord, DriverRecord, GrowthRecord, HeaderRecord,
-    HistoryRecord, PositionRecord, PositionRecordRef, QueueRecord, ReplicaRecord,
-    ResultGroupRecord, ResultRecord, Sample, TodoRecord, TrustRecord,
+    BaseRecord, CaseRecord, ContributorRecord, CostRecord, DriverRecord, EventKind, EventRecord,
+    GrowthRecord, HeaderRecord, HistoryRecord, PositionRecord, PositionRecordRef, QueueRecord,
+    ReplicaRecord, ResultGroupRecord, ResultRecord, Sample, TodoRecord, TrustRecord,
 };
 
 use bookfarm_book::edax::ReadError;

@@ -536,3 +536,76 @@ mod leaf_fields {
         })
     }
 }
+
+/// What happened, in one event of the log (`events` tree, see `events.rs`). Variants are only
+/// ever appended (postcard stores the variant's index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum EventKind {
+    /// The store's format was migrated (detail: from and to).
+    StoreMigrated,
+    /// A program was queued (subject: its description).
+    ProgramQueued,
+    /// A program started running.
+    ProgramStarted,
+    /// A program finished (with its cost).
+    ProgramDone,
+    /// A program was cancelled or replaced before it finished.
+    ProgramCancelled,
+    /// The operator added a worker credential (subject: its name).
+    CredentialAdded,
+    /// The operator blocked a credential (detail: the reason).
+    CredentialBlocked,
+    /// The operator unblocked a credential.
+    CredentialUnblocked,
+    /// The operator revoked a credential.
+    CredentialRevoked,
+    /// A volunteer enrolled: a credential created from an invitation or by open enrolment.
+    Enrolled,
+    /// A contributor's result disagreed with the settled result (detail: what it lost).
+    LieCaught,
+    /// The coordinator blocked a contributor for invalid results.
+    ContributorBlocked,
+    /// The growth programs were replayed without the results of caught contributors.
+    Replay,
+    /// A search was quarantined after repeated failures (subject: the position).
+    Quarantined,
+    /// A worker registered (subject: its name).
+    WorkerJoined,
+    /// A worker left: its session ended, or it fell silent and its leases expired.
+    WorkerLeft,
+}
+
+/// What a program cost, kept with its `ProgramDone` event.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CostRecord {
+    /// Search time of every accepted search of the program's jobs (replicas, checks and
+    /// speculative searches included), as the workers reported it, in microseconds.
+    pub cpu_us: u64,
+    /// Accepted searches (replicas included).
+    pub searches: u64,
+    /// Search time of the replicas beyond a request's first (validation and checks).
+    pub replica_cpu_us: u64,
+    /// Positions the book gained.
+    pub positions: u64,
+    /// Wall time from start to end, milliseconds.
+    pub wall_ms: u64,
+}
+
+/// One event of the farm's log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// When, milliseconds since the Unix epoch.
+    pub t_ms: u64,
+    /// What happened.
+    pub kind: EventKind,
+    /// What it is about: a credential, contributor or worker name, a program, a position.
+    pub subject: String,
+    /// The subject's owner (empty: none or not known).
+    pub owner: String,
+    /// Details: a reason, counts.
+    pub detail: String,
+    /// The program it belongs to (0: none).
+    pub program: u64,
+    /// A finished program's cost.
+    pub cost: Option<CostRecord>,
+}

@@ -245,6 +245,107 @@ async fn workers_list_live_workers_then_blocked_credentials() {
     assert_eq!(alice.credit, Some(from_alice as f64));
 }
 
+/// `/api/v1/events`: what the operator did and what the farm did, newest first, filtered by
+/// kind or group and by text, paged by sequence number; a bad filter is a 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_listed_newest_first_and_filtered() {
+    let w = start(2, 8).await;
+    w.ids.set_events(w.c.events().clone());
+    w.ids.add("m1", Some("alice"), true).unwrap();
+    w.ids.add("m2", Some("bob"), false).unwrap();
+    w.ids
+        .set_state("m2", CredentialState::Blocked, "bad <b>results</b>")
+        .unwrap();
+    deviate(&w.c);
+    let id = identity();
+    let a =
+        w.c.register_with(&id, "host-a", 2, Some("alice"), true)
+            .unwrap();
+    assert!(answer(&w.c, &a, 2) > 0);
+    let all: EventsV1 = serde_json::from_value(get_json(w.addr, "/api/v1/events").await).unwrap();
+    let kinds: Vec<&str> = all.events.iter().map(|e| e.kind.as_str()).collect();
+    // A new store starts at the current version with an empty log (no migration event). The
+    // start position's search ("new", queued when the store opened) waits for the worker.
+    assert_eq!(
+        kinds,
+        [
+            "program_started",
+            "program_done",
+            "worker_joined",
+            "program_queued",
+            "credential_blocked",
+            "credential_added",
+            "credential_added",
+            "program_started",
+        ],
+        "{all:?}"
+    );
+    let seqs: Vec<u64> = all.events.iter().map(|e| e.seq).collect();
+    assert!(seqs.windows(2).all(|p| p[0] > p[1]), "{seqs:?}");
+    let blocked = &all.events[4];
+    assert_eq!(
+        (blocked.subject.as_str(), blocked.owner.as_str()),
+        ("m2", "bob")
+    );
+    assert_eq!(blocked.group, "credentials");
+    assert_eq!(
+        blocked.detail, "bad <b>results</b>",
+        "stored as text, escaped by the page"
+    );
+    let joined = &all.events[2];
+    assert_eq!(
+        (joined.subject.as_str(), joined.owner.as_str()),
+        ("host-a", "alice")
+    );
+    // The start position's search finished with its cost.
+    let new = &all.events[1];
+    assert_eq!(new.subject, "new");
+    assert!(new.cost.is_some());
+
+    // By group and kind, by text (owner, case-insensitive), and newer than a sequence number.
+    let get = |q: &'static str| async move {
+        let v: EventsV1 = serde_json::from_value(get_json(w.addr, q).await).unwrap();
+        v.events.iter().map(|e| e.kind.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        get("/api/v1/events?kind=credentials").await,
+        ["credential_blocked", "credential_added", "credential_added"]
+    );
+    assert_eq!(
+        get("/api/v1/events?kind=worker_joined,credential_blocked").await,
+        ["worker_joined", "credential_blocked"]
+    );
+    assert_eq!(
+        get("/api/v1/events?q=ALICE").await,
+        ["worker_joined", "credential_added"]
+    );
+    let after = format!("/api/v1/events?after={}", seqs[2]);
+    let v: EventsV1 = serde_json::from_value(get_json(w.addr, &after).await).unwrap();
+    assert_eq!(v.events.len(), 2);
+    // Pages of two walk back to the oldest.
+    let mut before = 0;
+    let mut seen = Vec::new();
+    loop {
+        let path = format!("/api/v1/events?limit=2&before={before}");
+        let v: EventsV1 = serde_json::from_value(get_json(w.addr, &path).await).unwrap();
+        seen.extend(v.events.iter().map(|e| e.seq));
+        if !v.more {
+            break;
+        }
+        before = v.next_before;
+    }
+    assert_eq!(seen, seqs);
+    // An unknown kind names itself; nothing secret is listed.
+    let (code, _, body) = request(w.addr, "GET", "/api/v1/events?kind=trust,nope").await;
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("nope"), "{body}");
+    let body = request(w.addr, "GET", "/api/v1/events").await.2;
+    assert!(
+        !body.contains(&a.to_string()) && !body.contains("bfw_"),
+        "{body}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn position_shows_what_book_show_shows() {
     let w = start(1, 6).await;

@@ -2,6 +2,7 @@
 //! them, trust records are written on schedule.
 
 use super::*;
+use crate::events::EventKind;
 
 /// A trust record changed in counts only (here the local worker's, a root) is written at most
 /// once per checkpoint interval, so that a submission of results alone is one store write,
@@ -436,6 +437,40 @@ fn a_trusted_liar_is_caught_by_spot_checks_and_the_book_is_replayed() {
     );
     let op = s.credit.iter().find(|c| c.name == "op").unwrap();
     assert!(op.blocked && op.invalid >= 3 && op.results == 0, "{op:?}");
+    // The event log tells the story: the workers joined, the liar was caught (each catch) and
+    // blocked once, the book was replayed, and the program finished with its cost.
+    let events = f.c.events().query(&Default::default()).unwrap().events;
+    let of = |k: EventKind| events.iter().filter(|(_, e)| e.kind == k).count();
+    assert_eq!(of(EventKind::WorkerJoined), 3);
+    assert_eq!(of(EventKind::LieCaught) as u64, v.invalid);
+    assert_eq!(of(EventKind::ContributorBlocked), 1);
+    assert_eq!(of(EventKind::Replay) as u64, v.rollbacks);
+    assert!(
+        events
+            .iter()
+            .filter(|(_, e)| matches!(e.kind, EventKind::LieCaught | EventKind::ContributorBlocked))
+            .all(|(_, e)| e.subject == "op" && e.owner == "op"),
+        "{events:?}"
+    );
+    let done: Vec<_> = events
+        .iter()
+        .filter(|(_, e)| e.kind == EventKind::ProgramDone && e.subject.starts_with("deviate"))
+        .collect();
+    assert_eq!(
+        done.len(),
+        1,
+        "a replayed program finishes once: {events:?}"
+    );
+    let cost = done[0].1.cost.expect("the program's cost");
+    assert!(
+        cost.searches > 0 && cost.cpu_us > 0 && cost.replica_cpu_us > 0,
+        "{cost:?}"
+    );
+    assert_eq!(
+        cost.positions,
+        s.positions - 1,
+        "every position but the root"
+    );
     // The replayed book survives a restart.
     let f = reopen(f, ServiceConfig::default());
     assert_same_book(&f.c, &serial_book(2, 10, &[deviate24()]));
