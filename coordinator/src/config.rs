@@ -87,6 +87,9 @@ pub struct CoordinatorFile {
     pub checkpoint_interval_ms: Option<u64>,
     /// Events the event log keeps (default 100000, about 10 MB; the oldest go first).
     pub event_log_max: Option<u64>,
+    /// Opening names of the web UI's explorer: a file of lines `MOVES NAME` (e.g.
+    /// `f5d6c3d3c4 Tiger`) replacing the project's own list (default: that list).
+    pub openings: Option<PathBuf>,
 }
 
 impl CoordinatorFile {

@@ -8,11 +8,13 @@
 //! Without Chromium the test skips with a message, unless `BOOKFARM_REQUIRE_SHARED` is set (CI,
 //! whose `.ci/run` installs it), where it fails.
 
-use bookfarm_book::query;
+use bookfarm_book::explore::principal_variation;
+use bookfarm_book::{MemBook, accuracy, query};
 use bookfarm_engine::formats::transcript::parse_transcript;
+use bookfarm_engine::{Board, Move, Square};
 use bookfarm_proto::pb;
 use bookfarm_tests::*;
-use headless_chrome::protocol::cdp::Page;
+use headless_chrome::protocol::cdp::{Emulation, Page};
 use headless_chrome::{Browser, LaunchOptions, Tab};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -158,10 +160,12 @@ fn parse_show(text: &str) -> Shown {
 
 /// What the explorer page shows now, in the same terms.
 fn explorer_shows(tab: &Tab) -> Shown {
+    // The book moves are the links and the leaf (the other legal moves follow them).
     let rows = js_str(
         tab,
-        "JSON.stringify([...document.querySelectorAll('#book-moves tbody tr')].map(r => \
-         [r.dataset.move, Number(r.dataset.score), r.dataset.leaf === 'true']))",
+        "JSON.stringify([...document.querySelectorAll('#moves tbody tr')]\
+         .filter(r => r.dataset.kind === 'link' || r.dataset.kind === 'leaf').map(r => \
+         [r.dataset.move, Number(r.dataset.value), r.dataset.kind === 'leaf']))",
     );
     let moves: Vec<(String, i64, bool)> = serde_json::from_str(&rows).expect("rows");
     let wdl = numbers(&js_str(tab, "document.getElementById('wdl').textContent"));
@@ -172,6 +176,85 @@ fn explorer_shows(tab: &Tab) -> Shown {
         moves,
         incomplete: lines - wdl.iter().sum::<i64>(),
     }
+}
+
+/// Umigame numbers (Black's, White's) of `board` with `black` to move under Egaroucid's default
+/// options (the best moves only, the whole book), written out as the plain recursion: a
+/// position outside the book, or without a book move, is one line for each; the side to move
+/// takes its cheapest best move, the other side must know them all. A position that must pass
+/// is the position after its pass.
+fn umigame_brute(book: &MemBook, board: Board, black: bool) -> (u64, u64) {
+    let in_book = |b: &Board| book.probe(b).is_some();
+    let passed = board.must_pass();
+    if !(in_book(&board) || (passed && in_book(&board.pass()))) {
+        return (1, 1);
+    }
+    let (board, black) = if passed {
+        (board.pass(), !black)
+    } else {
+        (board, black)
+    };
+    let value = |b: &Board| book.probe(b).map(|id| i32::from(book.score(id).value));
+    let mut children = Vec::new();
+    for s in board.legal_squares() {
+        let child = board.next_unchecked(Move::Square(s));
+        // The child's value from the mover: minus the child's, or the value after its pass.
+        let v = if child.moves() == 0 && !child.is_game_over() {
+            value(&child.pass()).or_else(|| value(&child).map(|v| -v))
+        } else {
+            value(&child).map(|v| -v).or_else(|| value(&child.pass()))
+        };
+        if let Some(v) = v {
+            children.push((child, v));
+        }
+    }
+    let Some(best) = children.iter().map(|c| c.1).max() else {
+        return (1, 1);
+    };
+    let counts: Vec<(u64, u64)> = children
+        .iter()
+        .filter(|c| c.1 == best)
+        .map(|c| umigame_brute(book, c.0, !black))
+        .collect();
+    let min = |f: fn(&(u64, u64)) -> u64| counts.iter().map(f).min().expect("a best move");
+    let sum = |f: fn(&(u64, u64)) -> u64| counts.iter().map(f).sum::<u64>();
+    if black {
+        (min(|c| c.0), sum(|c| c.1))
+    } else {
+        (sum(|c| c.0), min(|c| c.1))
+    }
+}
+
+/// The explorer's rows: (move, value, kind, grade, Black's umigame, White's umigame).
+fn explorer_rows(tab: &Tab) -> Vec<(String, Option<i64>, String, String, String, String)> {
+    let rows = js_str(
+        tab,
+        "JSON.stringify([...document.querySelectorAll('#moves tbody tr')].map(r => \
+         [r.dataset.move, r.dataset.value === '' ? null : Number(r.dataset.value), r.dataset.kind, \
+          r.dataset.accuracy, r.dataset.umiBlack, r.dataset.umiWhite]))",
+    );
+    serde_json::from_str(&rows).expect("rows")
+}
+
+/// The board and side to move after a transcript.
+fn after(line: &str) -> (Board, bool) {
+    parse_transcript(line)
+        .and_then(|g| g.final_position().map_err(Into::into))
+        .expect("legal line")
+}
+
+fn click(tab: &Tab, selector: &str) {
+    tab.find_element(selector)
+        .and_then(|c| c.click().map(|_| ()))
+        .unwrap_or_else(|e| panic!("clicking {selector}: {e}"));
+}
+
+fn wait_moves(tab: &Tab, line: &str) {
+    wait_js(
+        tab,
+        &format!("document.getElementById('board').dataset.moves === '{line}'"),
+        LIMIT,
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -202,7 +285,10 @@ async fn web_ui_in_headless_chromium() {
     tab.set_default_timeout(Duration::from_secs(30));
     // Count alert() calls in every page (an injected script would call it).
     tab.call_method(Page::AddScriptToEvaluateOnNewDocument {
-        source: "window.__alerts = 0; window.alert = () => { window.__alerts += 1; };".into(),
+        source: "window.__alerts = 0; window.alert = () => { window.__alerts += 1; }; \
+                 window.__fetches = 0; const f = window.fetch; \
+                 window.fetch = (...a) => { window.__fetches += 1; return f(...a); };"
+            .into(),
         world_name: None,
         include_command_line_api: None,
         run_immediately: None,
@@ -358,6 +444,229 @@ async fn web_ui_in_headless_chromium() {
         if black { "Black" } else { "White" }
     );
     screenshot(&tab, &shots, "explorer-pasted.png");
+
+    // Per-move values: every legal move with its value or "not in book", its grade (the
+    // book crate's `book accuracy`) and its umigame numbers, which a plain recursion over the
+    // exported book computes again here.
+    for line in ["", "f5", "f5d6"] {
+        open(&tab, &format!("{base}/explorer?line={line}"));
+        wait_moves(&tab, line);
+        let (board, black) = after(line);
+        let rows = explorer_rows(&tab);
+        assert_eq!(rows.len(), board.moves().count_ones() as usize, "{line}");
+        let mut counted = 0;
+        for (mv, value, kind, grade, umi_b, umi_w) in rows {
+            let child = board.next_unchecked(Move::Square(Square::parse(&mv).expect("square")));
+            if kind == "link" {
+                let id = book.probe(&child).expect("a linked child is in the book");
+                assert_eq!(value, Some(-i64::from(book.score(id).value)), "{line} {mv}");
+                let (b, w) = umigame_brute(&book, child, !black);
+                assert_eq!(
+                    (umi_b, umi_w),
+                    (b.to_string(), w.to_string()),
+                    "{line} {mv}"
+                );
+                let want = accuracy::accuracy(&book, &child).expect("graded");
+                assert_eq!(grade, want.to_string(), "{line} {mv}");
+                counted += usize::from(b > 1 || w > 1);
+            } else if kind == "out" {
+                assert_eq!(value, None, "{line} {mv}");
+                assert!(book.probe(&child).is_none(), "{line} {mv}");
+                assert_eq!((umi_b.as_str(), umi_w.as_str()), ("–", "–"));
+            }
+        }
+        if line.is_empty() {
+            assert!(
+                counted > 0,
+                "the book is deep enough for umigame numbers above 1"
+            );
+            let (b, w) = umigame_brute(&book, board, black);
+            assert_eq!(
+                js_str(&tab, "document.getElementById('umigame').textContent"),
+                format!("{b} / {w}")
+            );
+        }
+    }
+
+    // The best line: written, numbered on the board, stepped with the keyboard.
+    open(&tab, &format!("{base}/explorer?line=f5"));
+    wait_moves(&tab, "f5");
+    let (board, _) = after("f5");
+    let pv = principal_variation(&book, &board);
+    assert!(!pv.is_empty());
+    let pv_text: String = pv.iter().map(|&m| transcript_move(m)).collect();
+    assert_eq!(
+        js_str(&tab, "document.getElementById('pv').dataset.moves"),
+        pv_text
+    );
+    let first = transcript_move(pv[0]);
+    if first != "pa" {
+        assert_eq!(
+            js_str(
+                &tab,
+                &format!("document.querySelector('.cell[data-sq={first}] .pvn').textContent")
+            ),
+            "1"
+        );
+    }
+    tab.press_key("ArrowRight").expect("a key");
+    wait_moves(&tab, &format!("f5{first}"));
+    tab.press_key("ArrowLeft").expect("a key");
+    wait_moves(&tab, "f5");
+    tab.press_key("End").expect("a key");
+    wait_moves(&tab, &format!("f5{pv_text}"));
+    tab.press_key("Home").expect("a key");
+    wait_moves(&tab, "");
+
+    // A pasted game that follows the best line, then leaves the book: its graph and the move
+    // where it left.
+    let start_pv = principal_variation(&book, &Board::start());
+    let mut game = String::new();
+    let mut board = Board::start();
+    let mut left = None;
+    for (i, &mv) in start_pv.iter().enumerate() {
+        // A move outside the book that is not its leaf either (`book show`'s moves): no value.
+        let shown: Vec<Move> = query::book_moves(&book, &board)
+            .map(|(_, m)| m.into_iter().map(|m| m.mv).collect())
+            .unwrap_or_default();
+        let out = board
+            .legal_squares()
+            .map(|s| (board.next_unchecked(Move::Square(s)), s))
+            .find(|(c, s)| {
+                book.probe(c).is_none()
+                    && book.probe(&c.pass()).is_none()
+                    && !shown.contains(&Move::Square(*s))
+            });
+        if let (Some((_, s)), true) = (out, i > 0) {
+            game.push_str(&s.to_string().to_ascii_lowercase());
+            left = Some(i);
+            break;
+        }
+        game.push_str(&transcript_move(mv));
+        board = board.next_unchecked(mv);
+    }
+    let left = left.expect("a move out of the book along the best line");
+    click(&tab, "#transcript");
+    tab.type_str(&game).expect("typing the game");
+    tab.press_key("Enter").expect("submitting");
+    wait_moves(&tab, &game);
+    wait_js(
+        &tab,
+        "!document.getElementById('game').hidden && \
+         document.querySelectorAll('#game-plies tbody tr').length > 0",
+        LIMIT,
+    );
+    assert_eq!(
+        js_str(
+            &tab,
+            "document.getElementById('game-summary').dataset.leftBook"
+        ),
+        left.to_string()
+    );
+    assert_eq!(
+        js(
+            &tab,
+            "document.querySelectorAll('#game-plies tbody tr').length"
+        ),
+        left as u64 + 1
+    );
+    assert_eq!(
+        js_str(
+            &tab,
+            "document.querySelector('#game-plies tr.left').dataset.index"
+        ),
+        left.to_string()
+    );
+    let losses: Vec<String> = serde_json::from_str(&js_str(
+        &tab,
+        "JSON.stringify([...document.querySelectorAll('#game-plies tbody tr')].map(r => r.dataset.loss))",
+    ))
+    .unwrap();
+    assert!(
+        losses[..left].iter().all(|l| l == "0"),
+        "the best line loses nothing: {losses:?}"
+    );
+    assert_eq!(
+        losses[left], "",
+        "the move out of the book has no known loss"
+    );
+    assert!(
+        js(
+            &tab,
+            "document.querySelectorAll('#chart-game canvas').length"
+        )
+        .as_u64()
+        .is_some_and(|n| n >= 1),
+        "the graph is drawn"
+    );
+    js(&tab, "document.getElementById('game').scrollIntoView()");
+    screenshot(&tab, &shots, "explorer-game.png");
+
+    // The URL round trip: a shared link opens its line, each step is a history entry.
+    open(&tab, &format!("{base}/explorer?line=f5d6"));
+    wait_moves(&tab, "f5d6");
+    let third = after("f5d6")
+        .0
+        .legal_squares()
+        .next()
+        .expect("a legal move")
+        .to_string()
+        .to_ascii_lowercase();
+    click(&tab, &format!(".cell[data-sq={third}]"));
+    wait_moves(&tab, &format!("f5d6{third}"));
+    assert_eq!(
+        js_str(&tab, "location.search"),
+        format!("?line=f5d6{third}")
+    );
+    js(&tab, "history.back()");
+    wait_moves(&tab, "f5d6");
+    assert_eq!(js_str(&tab, "location.search"), "?line=f5d6");
+    js(&tab, "history.forward()");
+    wait_moves(&tab, &format!("f5d6{third}"));
+
+    // Settled (the book is done, every number exact): no request for several poll periods.
+    let settled = "(() => { const n = window.__fetches; return new Promise(r => \
+                   setTimeout(() => r(window.__fetches - n), 4500)); })()";
+    let idle = tab
+        .evaluate(settled, true)
+        .expect("counting requests")
+        .value
+        .expect("a count");
+    assert_eq!(idle, 0, "no polling while nothing changes");
+
+    // Phone width: the board fits, nothing scrolls sideways.
+    open(&tab, &format!("{base}/explorer?line=f5d6c3"));
+    wait_moves(&tab, "f5d6c3");
+    screenshot(&tab, &shots, "explorer-desktop.png");
+    tab.call_method(Emulation::SetDeviceMetricsOverride {
+        width: 390,
+        height: 844,
+        device_scale_factor: 2.0,
+        mobile: true,
+        scale: None,
+        screen_width: None,
+        screen_height: None,
+        position_x: None,
+        position_y: None,
+        dont_set_visible_size: None,
+        screen_orientation: None,
+        viewport: None,
+        display_feature: None,
+        device_posture: None,
+    })
+    .expect("phone width");
+    open(&tab, &format!("{base}/explorer?line=f5d6c3"));
+    wait_moves(&tab, "f5d6c3");
+    assert_eq!(
+        js(
+            &tab,
+            "document.documentElement.scrollWidth <= window.innerWidth && \
+             document.getElementById('board').getBoundingClientRect().right <= window.innerWidth"
+        ),
+        true,
+        "the page fits a phone's width"
+    );
+    screenshot(&tab, &shots, "explorer-phone.png");
     assert_eq!(js(&tab, "window.__alerts"), 0, "no script ran");
 }
 
@@ -518,4 +827,12 @@ async fn events_page_shows_a_liar_caught_blocked_and_replayed() {
     wait_js(&tab, &format!("{} === '1'", cell("op", "machines")), LIMIT);
     screenshot(&tab, &shots, "workers-liar.png");
     assert_eq!(js(&tab, "window.__alerts"), 0, "no script ran");
+}
+
+/// A move as the explorer's URLs write it.
+fn transcript_move(m: Move) -> String {
+    match m {
+        Move::Pass => "pa".to_string(),
+        m => m.to_string().to_ascii_lowercase(),
+    }
 }

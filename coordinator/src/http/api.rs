@@ -17,7 +17,10 @@ use crate::service::{
     WorkerReport,
 };
 use crate::store::{CredentialState, Sample};
+use bookfarm_book::explore::{GameAnalysis, MoveInfo, PositionInfo};
+use bookfarm_book::openings::Opening;
 use bookfarm_book::query::move_text;
+use bookfarm_book::umigame::{Umigame, UmigameOptions};
 use bookfarm_engine::{Board, Move};
 use bookfarm_proto::pb;
 use serde::{Deserialize, Serialize};
@@ -542,6 +545,136 @@ pub struct PositionV1 {
     pub lines: u32,
     /// `queued`, `leased`, or null: a search of this position under way.
     pub searching: Option<String>,
+    /// The deepest named opening of the line (null: none).
+    pub opening: Option<OpeningV1>,
+    /// Every legal move (the pass when forced) with what the book knows about it, in
+    /// `book_moves`' order, then the moves outside the book.
+    pub move_info: Vec<MoveInfoV1>,
+    /// This position's accuracy grade (null: not in the book, or `grade_pending`).
+    pub accuracy: Option<String>,
+    /// This position's grade was not found within one request's work yet (ask again).
+    pub grade_pending: bool,
+    /// This position's umigame numbers (null: not in the book).
+    pub umigame: Option<UmigameV1>,
+    /// The options of every umigame number here.
+    pub umigame_options: UmigameOptionsV1,
+    /// The principal variation from here: the book's best moves (`pass` where forced), ending
+    /// after the leaf or where no move has a value.
+    pub pv: Vec<String>,
+    /// A growth program is running: the book changes while you look.
+    pub growing: bool,
+}
+
+/// The deepest named opening of a line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpeningV1 {
+    /// Its name (from the project's list or the operator's file).
+    pub name: String,
+    /// The ply of the line where the named position is reached.
+    pub ply: u32,
+}
+
+/// Umigame numbers (Egaroucid's "minimum memorization numbers"): lines Black and White must
+/// memorise; a number that is not exact is a lower bound ("≥ N": the work per request ran out;
+/// asking again continues).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UmigameV1 {
+    /// Black's number.
+    pub black: u64,
+    /// It is exact.
+    pub black_exact: bool,
+    /// White's number.
+    pub white: u64,
+    /// It is exact.
+    pub white_exact: bool,
+}
+
+impl From<Umigame> for UmigameV1 {
+    fn from(u: Umigame) -> UmigameV1 {
+        UmigameV1 {
+            black: u.black.value,
+            black_exact: u.black.exact,
+            white: u.white.value,
+            white_exact: u.white.exact,
+        }
+    }
+}
+
+/// The umigame options (query parameters `umigame_min`, `umigame_max`, `umigame_loss`,
+/// `umigame_depth`; Egaroucid's score range, loss budget and depth).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UmigameOptionsV1 {
+    /// Lowest move value counted, from Black.
+    pub min: i32,
+    /// Highest move value counted, from Black.
+    pub max: i32,
+    /// Loss budget along a line, both colours together (null: unlimited).
+    pub loss: Option<u32>,
+    /// Positions at this ply or deeper count as one line.
+    pub depth: u32,
+}
+
+impl From<UmigameOptions> for UmigameOptionsV1 {
+    fn from(o: UmigameOptions) -> UmigameOptionsV1 {
+        UmigameOptionsV1 {
+            min: i32::from(o.score_min),
+            max: i32::from(o.score_max),
+            loss: o.loss.map(u32::from),
+            depth: u32::from(o.depth),
+        }
+    }
+}
+
+/// One legal move of the explorer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MoveInfoV1 {
+    /// `d3`, or `pass`.
+    #[serde(rename = "move")]
+    pub mv: String,
+    /// Its value for the side to move (null: not in the book).
+    pub value: Option<i32>,
+    /// `link`, `leaf` (searched, the child is not in the book), `transposition` (the child
+    /// is in the book without a link from here) or `out` (not in the book).
+    pub kind: String,
+    /// The level of the child (for the leaf: of the search behind it).
+    pub level: Option<u8>,
+    /// Lines below the child.
+    pub lines: Option<u32>,
+    /// The child's accuracy grade, `A`–`F` or `AA`–`AF` (null: not in the book, or
+    /// `grade_pending`).
+    pub accuracy: Option<String>,
+    /// The child's grade was not found within one request's work yet.
+    pub grade_pending: bool,
+    /// The umigame numbers after this move (null: the child is not in the book).
+    pub umigame: Option<UmigameV1>,
+}
+
+impl MoveInfoV1 {
+    fn new(m: &MoveInfo) -> MoveInfoV1 {
+        MoveInfoV1 {
+            mv: mv_name(m.value.mv),
+            value: m.value.value,
+            kind: m.value.kind.as_str().to_string(),
+            level: m.level,
+            lines: m.lines,
+            accuracy: m.accuracy.map(|a| a.to_string()),
+            grade_pending: m.grade_pending,
+            umigame: m.umigame.map(UmigameV1::from),
+        }
+    }
+}
+
+/// What the explorer adds to a position (see [`PositionV1`]).
+#[derive(Debug, Clone)]
+pub struct Explored<'a> {
+    /// The explorer's view.
+    pub info: &'a PositionInfo,
+    /// The deepest named opening of the line.
+    pub opening: Option<(usize, &'a Opening)>,
+    /// The umigame options.
+    pub options: UmigameOptions,
+    /// A growth program is running.
+    pub growing: bool,
 }
 
 fn mv_name(mv: Move) -> String {
@@ -554,16 +687,16 @@ fn mv_name(mv: Move) -> String {
 impl PositionV1 {
     /// The explorer's view of `board`, reached by `moves` from the start (every pass written,
     /// as the engine's transcript reader gives them), `black` to move.
-    pub fn new(board: &Board, black: bool, moves: &[Move], view: &PositionView) -> PositionV1 {
+    pub fn new(
+        board: &Board,
+        black: bool,
+        moves: &[Move],
+        view: &PositionView,
+        explored: &Explored<'_>,
+    ) -> PositionV1 {
         let ply = u32::try_from(moves.len()).unwrap_or(u32::MAX);
         // Passes stay written, so that the transcript leads to this very position.
-        let moves = moves
-            .iter()
-            .map(|&m| match m {
-                Move::Pass => "pa".to_string(),
-                m => m.to_edax_upper().to_ascii_lowercase(),
-            })
-            .collect();
+        let moves = transcript(moves.iter().copied());
         let (bk, wh) = if black {
             (board.player, board.opponent)
         } else {
@@ -617,8 +750,103 @@ impl PositionV1 {
             losses: e.map_or(0, |e| e.counts.n_losses),
             lines: e.map_or(0, |e| e.counts.n_lines),
             searching: view.searching.map(|s| s.as_str().to_string()),
+            opening: explored.opening.map(|(ply, o)| OpeningV1 {
+                name: o.name.clone(),
+                ply: u32::try_from(ply).unwrap_or(u32::MAX),
+            }),
+            move_info: explored.info.moves.iter().map(MoveInfoV1::new).collect(),
+            accuracy: explored.info.accuracy.map(|a| a.to_string()),
+            grade_pending: e.is_some() && explored.info.accuracy.is_none(),
+            umigame: explored.info.umigame.map(UmigameV1::from),
+            umigame_options: explored.options.into(),
+            pv: explored.info.pv.iter().map(|&m| mv_name(m)).collect(),
+            growing: explored.growing,
         }
     }
+}
+
+/// One move of a pasted game.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GamePlyV1 {
+    /// `d3`, or `pass`.
+    #[serde(rename = "move")]
+    pub mv: String,
+    /// Black played it.
+    pub black: bool,
+    /// The best value among the legal moves, from the mover (null: none has a value).
+    pub best: Option<i32>,
+    /// The move's value, from the mover (null: not in the book).
+    pub value: Option<i32>,
+    /// `link`, `leaf`, `transposition` or `out` (see [`MoveInfoV1::kind`]).
+    pub kind: String,
+    /// What the move lost against the book's best (null: unknown).
+    pub loss: Option<i32>,
+    /// The score after the move, from Black (null: not in the book; after the leaf, the
+    /// leaf's score).
+    pub score: Option<i32>,
+    /// Black's losses so far (known losses only).
+    pub black_loss: i32,
+    /// White's losses so far.
+    pub white_loss: i32,
+}
+
+/// `/api/v1/book/game?moves=f5d6c3…`: a pasted game as the book sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GameV1 {
+    /// [`VERSION`].
+    pub api: u32,
+    /// The transcript, normalised (passes written as `pa`).
+    pub moves: String,
+    /// The start position's score, from Black (null: not in the book).
+    pub start_score: Option<i32>,
+    /// The moves.
+    pub plies: Vec<GamePlyV1>,
+    /// Index in `plies` of the move after which the game is not in the book (null: it never
+    /// left).
+    pub left_book: Option<usize>,
+}
+
+impl GameV1 {
+    /// The API's form of a game's analysis.
+    pub fn new(a: &GameAnalysis) -> GameV1 {
+        let mut losses = [0i32; 2];
+        let plies = a
+            .plies
+            .iter()
+            .map(|p| {
+                losses[usize::from(!p.black)] += p.loss.unwrap_or(0);
+                GamePlyV1 {
+                    mv: mv_name(p.mv),
+                    black: p.black,
+                    best: p.best,
+                    value: p.value,
+                    kind: p.kind.as_str().to_string(),
+                    loss: p.loss,
+                    score: p.after,
+                    black_loss: losses[0],
+                    white_loss: losses[1],
+                }
+            })
+            .collect();
+        GameV1 {
+            api: VERSION,
+            moves: transcript(a.plies.iter().map(|p| p.mv)),
+            start_score: a.start,
+            plies,
+            left_book: a.left_book,
+        }
+    }
+}
+
+/// A move list as the API writes transcripts: lowercase squares, passes as `pa`.
+pub fn transcript(moves: impl IntoIterator<Item = Move>) -> String {
+    moves
+        .into_iter()
+        .map(|m| match m {
+            Move::Pass => "pa".to_string(),
+            m => m.to_edax_upper().to_ascii_lowercase(),
+        })
+        .collect()
 }
 
 /// `/api/v1/book/stats`: positions per level × ply and the best-score distribution.

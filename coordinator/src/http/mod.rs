@@ -10,13 +10,15 @@ pub mod api;
 pub mod web;
 
 use crate::identity::Identities;
-use crate::service::Coordinator;
+use crate::service::{Coordinator, SubtreeExport};
 use api::BookStatsV1;
 use axum::Router;
 use axum::extract::{FromRef, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
+use bookfarm_book::BookFormat;
+use bookfarm_book::umigame::UmigameOptions;
 use bookfarm_engine::formats::transcript::parse_transcript;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use metrics_util::MetricKindMask;
@@ -229,24 +231,167 @@ struct Moves {
     moves: String,
 }
 
-async fn api_position(State(c): State<Coordinator>, Query(q): Query<Moves>) -> Response {
-    if q.moves.len() > 400 {
-        return bad_request("move list longer than a game".into());
+/// `?moves=…` and the umigame options of `/api/v1/book/position`.
+#[derive(Debug, serde::Deserialize)]
+struct PositionQuery {
+    #[serde(default)]
+    moves: String,
+    umigame_min: Option<i32>,
+    umigame_max: Option<i32>,
+    /// A number of discs, or `inf` (unlimited).
+    umigame_loss: Option<String>,
+    umigame_depth: Option<u32>,
+}
+
+impl PositionQuery {
+    fn options(&self) -> Result<UmigameOptions, String> {
+        let d = UmigameOptions::default();
+        let loss = match self.umigame_loss.as_deref() {
+            None => d.loss.map(u32::from),
+            Some("inf") => None,
+            Some(t) => Some(
+                t.parse::<u32>()
+                    .map_err(|_| format!("umigame_loss {t:?} is not a number of discs or inf"))?,
+            ),
+        };
+        UmigameOptions::new(
+            self.umigame_min.unwrap_or(i32::from(d.score_min)),
+            self.umigame_max.unwrap_or(i32::from(d.score_max)),
+            loss,
+            self.umigame_depth.unwrap_or(u32::from(d.depth)),
+        )
+        .map_err(|e| e.to_string())
     }
-    // The engine's transcript reader: passes inferred where forced, written ones accepted.
-    let game = match parse_transcript(&q.moves) {
+}
+
+/// Longest move list accepted (a game with every pass written is shorter).
+const MAX_MOVES_TEXT: usize = 400;
+
+/// The game of a `moves` parameter (the engine's transcript reader: passes inferred where
+/// forced, written ones accepted), or why not.
+fn game_of(moves: &str) -> Result<bookfarm_engine::formats::Game, String> {
+    if moves.len() > MAX_MOVES_TEXT {
+        return Err("move list longer than a game".into());
+    }
+    parse_transcript(moves).map_err(|e| e.to_string())
+}
+
+/// Run a read of the book off the async threads (it holds the growth lock for a bounded time).
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Response> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        let mut r = json(&serde_json::json!({ "api": api::VERSION, "error": e.to_string() }));
+        *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+        r
+    })
+}
+
+async fn api_position(State(s): State<AppState>, Query(q): Query<PositionQuery>) -> Response {
+    let options = match q.options() {
+        Ok(o) => o,
+        Err(e) => return bad_request(e),
+    };
+    let game = match game_of(&q.moves) {
         Ok(g) => g,
+        Err(e) => return bad_request(e),
+    };
+    let (board, black) = match game.final_position() {
+        Ok(p) => p,
         Err(e) => return bad_request(e.to_string()),
     };
-    match game.final_position() {
-        Ok((board, black)) => json(&api::PositionV1::new(
-            &board,
-            black,
-            &game.moves,
-            &c.position_view(&board),
-        )),
-        Err(e) => bad_request(e.to_string()),
+    let c = s.c.clone();
+    let r = blocking(move || {
+        let view = c.position_view(&board);
+        let info = c.explore(&board, black, options);
+        let mut line = Vec::with_capacity(game.moves.len() + 1);
+        let (mut b, mut bl) = (bookfarm_engine::Board::start(), true);
+        line.push((b, bl));
+        for &m in &game.moves {
+            b = b.next_unchecked(m);
+            bl = !bl;
+            line.push((b, bl));
+        }
+        let openings = c.config().openings.clone();
+        let explored = api::Explored {
+            info: &info,
+            opening: openings.deepest(line),
+            options,
+            growing: c.growing(),
+        };
+        api::PositionV1::new(&board, black, &game.moves, &view, &explored)
+    })
+    .await;
+    match r {
+        Ok(p) => json(&p),
+        Err(r) => r,
     }
+}
+
+async fn api_game(State(c): State<Coordinator>, Query(q): Query<Moves>) -> Response {
+    let game = match game_of(&q.moves) {
+        Ok(g) => g,
+        Err(e) => return bad_request(e),
+    };
+    match blocking(move || c.analyze_game(&game.moves)).await {
+        Ok(Ok(a)) => json(&api::GameV1::new(&a)),
+        Ok(Err(e)) => bad_request(e.to_string()),
+        Err(r) => r,
+    }
+}
+
+/// `?moves=…&format=dat|egbk3|lines` of `/api/v1/book/export`.
+#[derive(Debug, serde::Deserialize)]
+struct ExportQuery {
+    #[serde(default)]
+    moves: String,
+    format: String,
+}
+
+async fn api_export(State(c): State<Coordinator>, Query(q): Query<ExportQuery>) -> Response {
+    let what = match q.format.as_str() {
+        "lines" => SubtreeExport::Lines,
+        f => match BookFormat::from_extension(f).filter(|f| *f != BookFormat::Csv) {
+            Some(f) => SubtreeExport::Book(f),
+            None => return bad_request(format!("unknown format {f:?} (dat, egbk3 or lines)")),
+        },
+    };
+    let game = match game_of(&q.moves) {
+        Ok(g) => g,
+        Err(e) => return bad_request(e),
+    };
+    let (board, _) = match game.final_position() {
+        Ok(p) => p,
+        Err(e) => return bad_request(e.to_string()),
+    };
+    let name = if game.moves.is_empty() {
+        "start".to_string()
+    } else {
+        api::transcript(game.moves.iter().copied())
+    };
+    let bytes = match blocking(move || c.export_subtree(&board, &game.moves, what)).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => return bad_request(e.to_string()),
+        Err(r) => return r,
+    };
+    let (content_type, ext) = match what {
+        SubtreeExport::Lines => ("text/plain; charset=utf-8", "txt"),
+        SubtreeExport::Book(f) => ("application/octet-stream", f.extension()),
+    };
+    let mut r = bytes.into_response();
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    // The name holds only move letters, digits and a dot.
+    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"subtree-{name}.{ext}\""))
+    {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    r
 }
 
 async fn api_book_stats(State(s): State<AppState>) -> Response {
@@ -294,6 +439,8 @@ pub fn router(c: Coordinator, ids: Identities) -> Router {
         .route("/api/v1/events", get(api_events))
         .route("/api/v1/book/position", get(api_position))
         .route("/api/v1/book/stats", get(api_book_stats))
+        .route("/api/v1/book/game", get(api_game))
+        .route("/api/v1/book/export", get(api_export))
         .merge(web::routes())
         .with_state(state)
         // gzip for clients that ask (the worker table of a big farm shrinks about 20 times).

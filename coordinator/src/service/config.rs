@@ -5,6 +5,9 @@
 use super::trust::TrustRules;
 #[cfg(doc)]
 use super::{Coordinator, ShallowSearch, lease_cap, max_lease_duration, trust};
+use bookfarm_book::explore::Limits;
+use bookfarm_book::openings::Openings;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -134,6 +137,10 @@ pub struct ServiceConfig {
     /// Events the event log keeps (the oldest beyond are removed as new ones come; see
     /// `crate::events`).
     pub event_log_max: u64,
+    /// The explorer's opening names (the project's list unless the operator gave a file).
+    pub openings: Arc<Openings>,
+    /// The explorer's work per request: grades and umigame expansions, memo size.
+    pub explorer: Limits,
 }
 
 impl Default for ServiceConfig {
@@ -162,6 +169,8 @@ impl Default for ServiceConfig {
             verify_threads: 0,
             trust_seed: None,
             event_log_max: crate::events::DEFAULT_MAX_EVENTS,
+            openings: Arc::new(Openings::builtin()),
+            explorer: Limits::default(),
         }
     }
 }

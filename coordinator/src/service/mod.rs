@@ -25,7 +25,7 @@
 //!   is lost;
 //! * the book depends only on the growth programs and the results of their requests (see
 //!   `bookfarm_book::driver`), not on the workers or on arrival order;
-//! * lock order: growth, then jobs.
+//! * lock order: growth, then jobs; growth, then the explorer's memo.
 
 mod book;
 mod book_view;
@@ -41,7 +41,10 @@ pub mod trust;
 mod workers;
 
 pub use book::new_book;
-pub use book_view::{BookEntryView, BookStats, PositionView, Searching};
+pub use book_view::{
+    BookEntryView, BookStats, EXPORT_MAX_LINES, EXPORT_MAX_POSITIONS, ExportError, PositionView,
+    Searching, SubtreeExport,
+};
 pub use config::{Clock, ManualClock, ServiceConfig, SystemClock};
 pub use growth::{Predictor, PrefetchReport, ShallowSearch};
 pub use history::{ContributorReport, HistoryView};
@@ -116,6 +119,9 @@ struct Shared {
     events: EventLog,
     /// The last program finished since start and what it cost.
     last_cost: Mutex<Option<(String, crate::events::CostRecord)>>,
+    /// The explorer's grades and umigame numbers found so far (`book_view`; lock taken after
+    /// growth's).
+    explorer: Mutex<bookfarm_book::explore::Explorer>,
 }
 
 /// The coordinator service: a cheap-clone handle.
@@ -247,6 +253,7 @@ impl Coordinator {
             flight_waiters: AtomicUsize::new(0),
             events,
             last_cost: Mutex::new(None),
+            explorer: Mutex::new(bookfarm_book::explore::Explorer::new()),
         }));
         c.run_growth()?;
         {

@@ -3,6 +3,7 @@
 
 use crate::cli::io;
 use anyhow::{Context, bail};
+use bookfarm_book::openings::Openings;
 use bookfarm_coordinator::CoordinatorError;
 use bookfarm_coordinator::config::CoordinatorFile;
 use bookfarm_coordinator::server;
@@ -35,6 +36,10 @@ pub struct ServeArgs {
     /// Evaluation file whose fingerprint workers must match.
     #[arg(long, env = "BOOKFARM_EVAL", value_parser = crate::cli::args::existing_file)]
     eval: Option<PathBuf>,
+    /// Opening names for the web UI's explorer: lines `MOVES NAME`, replacing the built-in
+    /// list.
+    #[arg(long, env = "BOOKFARM_OPENINGS", value_parser = crate::cli::args::existing_file)]
+    openings: Option<PathBuf>,
     /// Seconds without heartbeat before a worker's jobs are re-queued (1..=86400).
     #[arg(long, value_parser = crate::cli::args::seconds)]
     lease_timeout: Option<u64>,
@@ -55,6 +60,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         config,
         admin_token,
         eval,
+        openings,
         lease_timeout,
         tls_cert,
         tls_key,
@@ -75,7 +81,14 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     let http = http
         .or(file.http.clone())
         .unwrap_or_else(|| "127.0.0.1:7701".into());
-    let (cfg, weights) = service_config(&file, eval.as_deref(), lease_timeout)?;
+    let (mut cfg, weights) = service_config(&file, eval.as_deref(), lease_timeout)?;
+    if let Some(p) = openings.as_deref().or(file.openings.as_deref()) {
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        cfg.openings = Arc::new(
+            Openings::parse(&text).with_context(|| format!("opening names {}", p.display()))?,
+        );
+    }
     let mut ids = file.identity(&cfg);
     if let Some(t) = admin_token.filter(|t| !t.is_empty()) {
         ids.admin_token = Some(t);

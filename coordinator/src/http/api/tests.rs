@@ -427,6 +427,158 @@ async fn position_shows_what_book_show_shows() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explorer_moves_pv_game_and_exports() {
+    use bookfarm_book::explore::{Budget, principal_variation};
+    use bookfarm_book::umigame::{UmigameMemo, UmigameOptions};
+    let w = start(1, 8).await;
+    deviate(&w.c);
+    let a = w.c.register(&identity(), "a", 4).unwrap();
+    while w.c.status().state != crate::service::State::Done {
+        answer(&w.c, &a, 8);
+    }
+    let book = w.c.book_snapshot();
+    let board = bookfarm_engine::formats::transcript::board_after("f5").unwrap();
+    let p: PositionV1 = serde_json::from_value(
+        get_json(w.addr, "/api/v1/book/position?moves=f5&umigame_loss=2").await,
+    )
+    .unwrap();
+    // Every legal move, the book moves first with `book show`'s scores.
+    assert_eq!(p.move_info.len(), p.legal.len());
+    for (m, b) in p.move_info.iter().zip(&p.book_moves) {
+        assert_eq!((&m.mv, m.value), (&b.mv, Some(b.score)));
+    }
+    let o = UmigameOptions::new(-64, 64, Some(2), 60).unwrap();
+    assert_eq!(p.umigame_options, o.into());
+    let mut memo = UmigameMemo::new(o);
+    let want = memo.of(&book, &board, false, &mut Budget::unlimited());
+    assert_eq!(p.umigame, Some(want.into()));
+    for m in p.move_info.iter().filter(|m| m.kind == "link") {
+        let sq = bookfarm_engine::Square::parse(&m.mv).unwrap();
+        let child = board.next_unchecked(bookfarm_engine::Move::Square(sq));
+        let want = memo.of(&book, &child, true, &mut Budget::unlimited());
+        assert_eq!(m.umigame, Some(want.into()), "{}", m.mv);
+        assert!(m.accuracy.is_some() && m.level.is_some() && m.lines.is_some());
+    }
+    let pv: Vec<String> = principal_variation(&book, &board)
+        .into_iter()
+        .map(mv_name)
+        .collect();
+    assert!(!pv.is_empty());
+    assert_eq!(p.pv, pv);
+    assert_eq!(
+        p.opening.map(|o| (o.name, o.ply)),
+        None,
+        "one move names nothing"
+    );
+    assert!(!p.growing, "the build is done");
+    let named: PositionV1 =
+        serde_json::from_value(get_json(w.addr, "/api/v1/book/position?moves=f5d6c3").await)
+            .unwrap();
+    assert_eq!(
+        named.opening.map(|o| (o.name, o.ply)),
+        Some(("Perpendicular opening".into(), 2))
+    );
+    for bad in [
+        "umigame_min=5&umigame_max=4",
+        "umigame_loss=x",
+        "umigame_depth=0",
+    ] {
+        let (code, _, body) = request(w.addr, "GET", &format!("/api/v1/book/position?{bad}")).await;
+        assert_eq!(code, 400, "{bad}: {body}");
+    }
+
+    // A game along the PV, then out of the book.
+    let mut line = format!("f5{}", pv.concat());
+    let mut b = board;
+    for m in &pv {
+        b = b.next_unchecked(if m == "pass" {
+            bookfarm_engine::Move::Pass
+        } else {
+            bookfarm_engine::Move::Square(bookfarm_engine::Square::parse(m).unwrap())
+        });
+    }
+    let out = b
+        .legal_squares()
+        .map(|s| s.to_string().to_ascii_lowercase())
+        .next();
+    if let Some(sq) = &out {
+        line.push_str(sq);
+    }
+    let g: GameV1 =
+        serde_json::from_value(get_json(w.addr, &format!("/api/v1/book/game?moves={line}")).await)
+            .unwrap();
+    assert_eq!(g.moves, line);
+    assert_eq!(g.plies.len(), pv.len() + 1 + usize::from(out.is_some()));
+    assert!(g.plies[1..=pv.len()].iter().all(|p| p.loss == Some(0)));
+    let left = g.left_book.expect("the game leaves the book");
+    assert!(left >= pv.len(), "not before the PV's leaf: {left}");
+    assert_eq!(
+        (
+            g.plies.last().unwrap().black_loss,
+            g.plies.last().unwrap().white_loss
+        ),
+        (
+            g.plies
+                .iter()
+                .filter(|p| p.black)
+                .filter_map(|p| p.loss)
+                .sum(),
+            g.plies
+                .iter()
+                .filter(|p| !p.black)
+                .filter_map(|p| p.loss)
+                .sum()
+        )
+    );
+    let (code, _, _) = request(w.addr, "GET", "/api/v1/book/game?moves=f5f5").await;
+    assert_eq!(code, 400);
+
+    // Exports of the subtree below f5.
+    let want = bookfarm_book::maintain::subtree_copy(&book, &board, usize::MAX).unwrap();
+    let (code, head, body) =
+        request_raw(w.addr, "GET", "/api/v1/book/export?moves=f5&format=dat", "").await;
+    assert_eq!(code, 200);
+    assert!(
+        head.contains("attachment; filename=\"subtree-f5.dat\""),
+        "{head}"
+    );
+    let got = bookfarm_book::BookFormat::Edax.read(&body).unwrap().book;
+    let boards = |b: &bookfarm_book::MemBook| {
+        let mut v: Vec<_> = b.positions().collect();
+        v.sort_by_key(|p| p.board);
+        v
+    };
+    assert_eq!(boards(&got), boards(&want));
+    let (code, _, body) = request_raw(
+        w.addr,
+        "GET",
+        "/api/v1/book/export?moves=f5&format=egbk3",
+        "",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert!(
+        bookfarm_book::BookFormat::Egbk3.write(&want) == body,
+        "the same format owner"
+    );
+    let (code, _, text) = request(w.addr, "GET", "/api/v1/book/export?moves=f5&format=lines").await;
+    assert_eq!(code, 200);
+    assert!(text.lines().count() >= 1);
+    for l in text.lines() {
+        assert!(l.starts_with("f5"), "{l}");
+        bookfarm_engine::formats::transcript::parse_transcript(l).unwrap();
+    }
+    for bad in [
+        "format=csv",
+        "format=zip",
+        "moves=f5d6c3d3c4f4f6f3e6e7&format=dat",
+    ] {
+        let (code, _, body) = request(w.addr, "GET", &format!("/api/v1/book/export?{bad}")).await;
+        assert_eq!(code, 400, "{bad}: {body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_survives_a_restart_at_minute_resolution() {
     let w = start(2, 8).await;
     // Five minutes and a second of ticks from a five-minute boundary: the fifth minute's close
