@@ -172,6 +172,11 @@ pub fn run(a: LocalArgs) -> anyhow::Result<()> {
         t0.elapsed().as_secs_f64(),
         a.out.display()
     );
+    println!(
+        "decisive core: {} leaves ({:.1} % of the positions; no other leaf can move the root's value)",
+        s.validation.core_size,
+        100.0 * s.validation.core_size as f64 / s.positions.max(1) as f64
+    );
     for w in &outcome.workers {
         println!(
             "workers: {} threads, {:.2}s searching ({} nodes), {:.2}s idle ({:.1}% of thread time; \
