@@ -96,7 +96,8 @@ fn main() {
         .start(Program::new(Operation::Deviate {
             params: Deviate::new(2, 4),
         }))
-        .expect("expansion");
+        .expect("expansion")
+        .jobs;
     println!(
         "deviate 2 4 queued {queued} searches in {:.1}s",
         t1.elapsed().as_secs_f64()

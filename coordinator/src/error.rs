@@ -64,6 +64,9 @@ pub enum CoordinatorError {
     /// Unknown job id.
     #[error("unknown job {0}")]
     UnknownJob(Uuid),
+    /// No program of the queue has this number (never queued, or forgotten long ago).
+    #[error("no program #{0} (see `expand list --all`)")]
+    UnknownProgram(u64),
     /// The job is leased to another worker.
     #[error("job {job} is not leased to worker {worker}")]
     NotLeased {
@@ -133,7 +136,7 @@ impl ServiceError for CoordinatorError {
             | E::NotLeased { .. }
             | E::FailedPrecondition(_) => ErrorCode::FailedPrecondition,
             E::UnknownWorker(_) => ErrorCode::UnknownWorker,
-            E::UnknownJob(_) => ErrorCode::NotFound,
+            E::UnknownJob(_) | E::UnknownProgram(_) => ErrorCode::NotFound,
             E::IllegalMove { .. }
             | E::ScoreOutOfRange { .. }
             | E::ExactParity { .. }

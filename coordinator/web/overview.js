@@ -51,7 +51,34 @@
     bf.set("root_value", s.root_value === -127 ? "unknown" : bf.signed(s.root_value), s.root_value);
   }
 
+  function when(ms) {
+    return ms === null ? "–" : new Date(ms).toLocaleString("en-GB", { hour12: false });
+  }
+
+  async function programs() {
+    const list = (await bf.api("/api/v1/programs")).programs;
+    const frag = document.createDocumentFragment();
+    for (const p of list) {
+      const tr = bf.el("tr", { class: "program " + p.state, "data-id": String(p.id) });
+      tr.appendChild(bf.el("td", { class: "num" }, p.id));
+      tr.appendChild(bf.el("td", {}, p.program));
+      tr.appendChild(bf.el("td", {}, p.state));
+      tr.appendChild(bf.el("td", {}, when(p.submitted_ms)));
+      tr.appendChild(bf.el("td", {}, when(p.started_ms)));
+      tr.appendChild(bf.el("td", {}, when(p.finished_ms)));
+      tr.appendChild(bf.el("td", {}, p.state === "running" || p.state === "queued" ? p.progress : p.report));
+      frag.appendChild(tr);
+    }
+    if (!list.length) {
+      const tr = bf.el("tr");
+      tr.appendChild(bf.el("td", { colspan: "7", class: "note" }, "no program yet"));
+      frag.appendChild(tr);
+    }
+    document.querySelector("#programs tbody").replaceChildren(frag);
+  }
+
   bf.poll(status, 1000);
+  bf.poll(programs, 2000);
   // The per-second tier grows every second; the coarse tiers change once a minute.
   bf.poll(history, 2000);
 })();

@@ -254,8 +254,9 @@ impl TryFrom<pb::AckStatus> for Ack {
     }
 }
 
-/// A start request's program: its selector's operation from the start position, serial, its
-/// new positions at `level` (0: the expanded position's level). Edax clamps the parameters
+/// A start request's program: its selector's operation, serial, its new positions at `level`
+/// (0: the expanded position's level), from the start position: the request's `from` (a move
+/// list or an OBF board of the book) is the service's to resolve against its book. Edax clamps the parameters
 /// (deviate: rel to [−129, 129], abs to [0, 65]; enhance: [0, 129]); upgrade and audit levels
 /// are clamped to [1, 60], the upgrade's error to [0, 129]. Enhance is repeated until stable
 /// ([`Operation::enhance`]).
@@ -301,7 +302,7 @@ impl TryFrom<&Program> for pb::StartExpansionRequest {
     fn try_from(p: &Program) -> Result<pb::StartExpansionRequest, ConvertError> {
         use pb::start_expansion_request::Selector as S;
         let unsupported = || ConvertError::Unsupported(p.describe());
-        if !p.root.is_empty() || p.schedule != Schedule::Serial {
+        if p.schedule != Schedule::Serial {
             return Err(unsupported());
         }
         let selector = match &p.operation {
@@ -335,6 +336,14 @@ impl TryFrom<&Program> for pb::StartExpansionRequest {
         Ok(pb::StartExpansionRequest {
             selector: Some(selector),
             level: p.level.map_or(0, u32::from),
+            // Passes are left out: the reader inserts them where forced.
+            from: p
+                .root
+                .iter()
+                .filter(|m| matches!(m, Move::Square(_)))
+                .map(ToString::to_string)
+                .collect(),
+            ..Default::default()
         })
     }
 }
@@ -453,6 +462,7 @@ mod tests {
         let request = |selector, level| pb::StartExpansionRequest {
             selector: Some(selector),
             level,
+            ..Default::default()
         };
         let p = Program::try_from(request(
             S::Deviate(pb::Deviate {
@@ -493,7 +503,8 @@ mod tests {
         assert_eq!(
             Program::try_from(pb::StartExpansionRequest {
                 selector: None,
-                level: 0
+                level: 0,
+                ..Default::default()
             }),
             Err(ConvertError::MissingField("selector"))
         );
@@ -519,6 +530,17 @@ mod tests {
                 assert_eq!(Program::try_from(r), Ok(p));
             }
         }
+        // The root line travels as text, for the service to resolve against its book.
+        let rooted = Program {
+            root: ["f5", "d6", "c3"]
+                .iter()
+                .map(|m| Move::Square(Square::parse(m).unwrap()))
+                .collect(),
+            ..Program::new(Operation::Play)
+        };
+        let r = pb::StartExpansionRequest::try_from(&rooted).unwrap();
+        assert_eq!(r.from, "f5d6c3");
+        assert_eq!(Program::try_from(r), Ok(Program::new(Operation::Play)));
         // What a start request cannot carry is refused, not dropped.
         for p in [
             Program::new(Operation::New),
@@ -528,10 +550,6 @@ mod tests {
                 until_stable: false,
             }),
             Program::new(Operation::AddGames { games: vec![] }),
-            Program {
-                root: vec![Move::Square(Square::parse("f5").unwrap())],
-                ..Program::new(Operation::Play)
-            },
             Program {
                 schedule: Schedule::Async,
                 ..Program::new(Operation::Play)

@@ -225,6 +225,7 @@ pub async fn start_deviate(c: &mut Admin, rel: i32, abs: i32) {
             },
         )),
         level: 0,
+        ..Default::default()
     })
     .await
     .expect("start expansion");

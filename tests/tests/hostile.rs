@@ -106,6 +106,7 @@ async fn hostile_rpcs_are_rejected_and_change_nothing() {
                 },
             )),
             level: 0,
+            ..Default::default()
         })
         .await
         .unwrap();

@@ -29,6 +29,7 @@ async fn start(a: &mut Admin, selector: pb::start_expansion_request::Selector) {
     a.start_expansion(pb::StartExpansionRequest {
         selector: Some(selector),
         level: 0,
+        ..Default::default()
     })
     .await
     .expect("start expansion");

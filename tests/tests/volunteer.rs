@@ -208,6 +208,7 @@ async fn worker_credentials_are_refused_on_every_admin_rpc() {
             w.start_expansion(pb::StartExpansionRequest {
                 selector: Some(pb::start_expansion_request::Selector::Play(pb::Play {})),
                 level: 60,
+                ..Default::default()
             })
             .await
             .err(),

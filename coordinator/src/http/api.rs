@@ -13,8 +13,8 @@ use crate::events::{CostRecord, EventKind, EventPage, Group, KINDS};
 use crate::identity::CredentialInfo;
 use crate::progress::Snapshot;
 use crate::service::{
-    BookStats, ContributorReport, CreditReport, HistoryView, PositionView, Standing, StatusReport,
-    WorkerReport,
+    BookStats, ContributorReport, CreditReport, HistoryView, PositionView, ProgramView, Standing,
+    StatusReport, WorkerReport,
 };
 use crate::store::{CredentialState, Sample};
 use bookfarm_book::explore::{GameAnalysis, MoveInfo, PositionInfo};
@@ -929,6 +929,51 @@ impl From<&CostRecord> for CostV1 {
     }
 }
 
+/// A program of the queue, in `/api/v1/programs` and `expand list --json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgramV1 {
+    /// Its number.
+    pub id: u64,
+    /// What it does (`deviate 2 4 from f5d6 level 8`).
+    pub program: String,
+    /// `queued|running|done|cancelled`.
+    pub state: String,
+    /// When it was queued, started and ended (milliseconds since the Unix epoch; null: not
+    /// yet, or unknown).
+    pub submitted_ms: Option<u64>,
+    /// See `submitted_ms`.
+    pub started_ms: Option<u64>,
+    /// See `submitted_ms`.
+    pub finished_ms: Option<u64>,
+    /// Where the running program stands (empty for the others).
+    pub progress: String,
+    /// What it did, once ended.
+    pub report: String,
+}
+
+impl From<&pb::ProgramInfo> for ProgramV1 {
+    fn from(p: &pb::ProgramInfo) -> ProgramV1 {
+        let state = match pb::ProgramState::try_from(p.state) {
+            Ok(pb::ProgramState::Queued) => "queued",
+            Ok(pb::ProgramState::Running) => "running",
+            Ok(pb::ProgramState::Done) => "done",
+            Ok(pb::ProgramState::Cancelled) => "cancelled",
+            _ => "unknown",
+        };
+        let ms = |v: u64| (v > 0).then_some(v);
+        ProgramV1 {
+            id: p.id,
+            program: p.description.clone(),
+            state: state.into(),
+            submitted_ms: ms(p.submitted_unix_ms),
+            started_ms: ms(p.started_unix_ms),
+            finished_ms: ms(p.finished_unix_ms),
+            progress: p.progress.clone(),
+            report: p.report.clone(),
+        }
+    }
+}
+
 /// One row of `/api/v1/events`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventV1 {
@@ -985,6 +1030,30 @@ impl From<&EventPage> for EventsV1 {
                 .collect(),
             more: p.more,
             next_before: p.next_before,
+        }
+    }
+}
+
+/// `/api/v1/programs`: the program queue in run order (the running program first), then the
+/// last finished and cancelled programs, most recent first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgramsV1 {
+    /// [`VERSION`].
+    pub api: u32,
+    /// The programs.
+    pub programs: Vec<ProgramV1>,
+}
+
+impl ProgramsV1 {
+    /// The list of the domain's programs, through the admin RPC's message (what `expand list
+    /// --json` prints for the same coordinator).
+    pub fn new(programs: &[ProgramView]) -> ProgramsV1 {
+        ProgramsV1 {
+            api: VERSION,
+            programs: programs
+                .iter()
+                .map(|p| ProgramV1::from(&crate::rpc::program_info(p)))
+                .collect(),
         }
     }
 }

@@ -147,6 +147,10 @@ async fn api_status(State(c): State<Coordinator>) -> Response {
     json(&api::status_of(c.status()))
 }
 
+async fn api_programs(State(c): State<Coordinator>) -> Response {
+    json(&api::ProgramsV1::new(&c.programs(true)))
+}
+
 async fn api_workers(State(s): State<AppState>) -> Response {
     json(&api::WorkersV1::new(&s.c.status().workers, &s.ids.list()))
 }
@@ -433,6 +437,7 @@ pub fn router(c: Coordinator, ids: Identities) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/api/v1/status", get(api_status))
+        .route("/api/v1/programs", get(api_programs))
         .route("/api/v1/workers", get(api_workers))
         .route("/api/v1/contributors", get(api_contributors))
         .route("/api/v1/history", get(api_history))

@@ -1,11 +1,11 @@
 //! The operator-facing service: status, growth programs, export and import, book queries,
 //! credentials and quarantine.
 
-use super::encode::{credential, status_response};
+use super::encode::{credential, program_info, status_response};
 use super::{cv, idst, st};
 use crate::error::CoordinatorError;
 use crate::identity::Identities;
-use crate::service::Coordinator;
+use crate::service::{Coordinator, ProgramView};
 use crate::store::CredentialState;
 use bookfarm_book::program::Program;
 use bookfarm_book::{BookDate, BookFormat};
@@ -52,13 +52,59 @@ impl pb::admin_service_server::AdminService for AdminApi {
         &self,
         req: Request<pb::StartExpansionRequest>,
     ) -> Result<Response<pb::StartExpansionResponse>, Status> {
-        let program = Program::try_from(req.into_inner()).map_err(cv)?;
+        let r = req.into_inner();
+        let (replace, from) = (r.replace, r.from.clone());
+        let mut program = Program::try_from(r).map_err(cv)?;
         let c = self.c.clone();
-        let queued = tokio::task::spawn_blocking(move || c.start(program))
+        let q = tokio::task::spawn_blocking(move || {
+            if !from.trim().is_empty() {
+                program.root = c.resolve_root(&from)?;
+            }
+            if replace {
+                c.replace(program)
+            } else {
+                c.start(program)
+            }
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(st)?;
+        Ok(Response::new(pb::StartExpansionResponse {
+            queued: q.jobs,
+            program: q.program,
+            position: u32::try_from(q.position).unwrap_or(u32::MAX),
+            cancelled: q.cancelled,
+        }))
+    }
+
+    async fn list_programs(
+        &self,
+        req: Request<pb::ListProgramsRequest>,
+    ) -> Result<Response<pb::ListProgramsResponse>, Status> {
+        let programs = self.c.programs(req.into_inner().finished);
+        Ok(Response::new(pb::ListProgramsResponse {
+            programs: programs.iter().map(program_info).collect(),
+        }))
+    }
+
+    async fn cancel_program(
+        &self,
+        req: Request<pb::CancelProgramRequest>,
+    ) -> Result<Response<pb::CancelProgramResponse>, Status> {
+        let id = req.into_inner().id;
+        let c = self.c.clone();
+        let record = tokio::task::spawn_blocking(move || c.cancel(id))
             .await
             .map_err(|e| Status::internal(e.to_string()))?
             .map_err(st)?;
-        Ok(Response::new(pb::StartExpansionResponse { queued }))
+        let description = record.program.describe();
+        Ok(Response::new(pb::CancelProgramResponse {
+            program: Some(program_info(&ProgramView {
+                record,
+                description,
+                progress: String::new(),
+            })),
+        }))
     }
 
     async fn pause(

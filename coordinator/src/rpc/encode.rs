@@ -1,8 +1,9 @@
-//! Domain reports as wire messages: the status report (paged), credentials and credit. The
+//! Domain reports as wire messages: the status report (paged), the programs, credentials and
+//! credit. The
 //! web UI's JSON API and `status --json` are built from these same messages.
 
-use crate::service::{CreditReport, State, StatusReport, TrustCounters};
-use crate::store::{CredentialRecord, CredentialState};
+use crate::service::{CreditReport, ProgramView, State, StatusReport, TrustCounters};
+use crate::store::{CredentialRecord, CredentialState, ProgramState};
 use bookfarm_proto::pb;
 
 /// Workers listed in one status reply unless the caller asks for fewer.
@@ -75,6 +76,26 @@ fn validation_pb(v: &TrustCounters) -> pb::Validation {
         core_size: v.core_size,
         core_unconfirmed: v.core_unconfirmed,
         replay_cpu_us: v.replay_cpu_us,
+    }
+}
+
+/// The wire form of a listed program.
+pub fn program_info(p: &ProgramView) -> pb::ProgramInfo {
+    let r = &p.record;
+    pb::ProgramInfo {
+        id: r.id,
+        description: p.description.clone(),
+        state: match r.state {
+            ProgramState::Queued => pb::ProgramState::Queued,
+            ProgramState::Running => pb::ProgramState::Running,
+            ProgramState::Done => pb::ProgramState::Done,
+            ProgramState::Cancelled => pb::ProgramState::Cancelled,
+        } as i32,
+        submitted_unix_ms: r.submitted_ms,
+        started_unix_ms: r.started_ms.unwrap_or(0),
+        finished_unix_ms: r.finished_ms.unwrap_or(0),
+        report: r.report.clone(),
+        progress: p.progress.clone(),
     }
 }
 

@@ -19,7 +19,8 @@ mod worker;
 
 pub use admin::AdminApi;
 pub use encode::{
-    STATUS_PAGE, STATUS_PAGE_MAX, STATUS_QUARANTINED_MAX, credential, credit_pb, status_response,
+    STATUS_PAGE, STATUS_PAGE_MAX, STATUS_QUARANTINED_MAX, credential, credit_pb, program_info,
+    status_response,
 };
 pub use worker::WorkerApi;
 

@@ -43,10 +43,12 @@ impl Coordinator {
         // The checkpoint in flight belongs to the old book: applied before the new one.
         let writer = growth.set_writer(None);
         self.0.store.create_book(&book)?;
+        // A new book starts a new program list (numbered from 1): the programs queued for
+        // the old book do not run on this one.
         *growth = Growth::load(
             book,
             None,
-            None,
+            Default::default(),
             None,
             Default::default(),
             Replay::load(None),
@@ -54,7 +56,6 @@ impl Coordinator {
         growth.set_writer(writer);
         jobs.trust.cases.clear();
         jobs.trust.sources.clear();
-        growth.clear();
         self.0.paused.store(false, Ordering::SeqCst);
         let n = growth.book.len() as u64;
         jobs.clear_jobs();

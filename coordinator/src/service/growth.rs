@@ -18,17 +18,23 @@
 //!   the last checkpoint with the stored results and reaches the same book without searching
 //!   any of them again (the book depends only on the programs and the results).
 
+use super::programs::{Programs, ProgramsWritten};
 use crate::error::CoordinatorError;
 use crate::error::Result;
 use crate::events::{CostRecord, EventKind, EventRecord, event, unix_ms};
-use crate::store::{Batch, DriverRecord, GrowthRecord, QueueRecord, Store, TodoRecord};
+use crate::store::{
+    Batch, DriverRecord, GrowthRecord, LogRecord, LoggedProgram, ProgramRecord, ProgramState,
+    Store, TodoRecord,
+};
 use bookfarm_book::MemBook;
-use bookfarm_book::driver::{Driver, Progress, RequestMap, RequestSet, Results};
+use bookfarm_book::driver::{
+    Driver, DriverState, Phase, Progress, RequestMap, RequestSet, Results,
+};
 use bookfarm_book::extract::AuditLine;
 use bookfarm_book::program::{Operation, Program};
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
 use std::cell::{Cell, RefCell};
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::sync::atomic::AtomicBool;
 
 /// A result accepted from a worker, on its way to growth.
@@ -195,9 +201,10 @@ pub(crate) struct Growth {
     pub(crate) book: MemBook,
     /// Every known result (stored ones included), by request.
     pub(crate) results: RequestMap<LeafResult>,
-    /// Programs to run, the current one first.
-    queue: VecDeque<Program>,
-    /// The current program (the queue's front), once started.
+    /// The program queue (the current program is its first, unless a replay runs).
+    pub(crate) programs: Programs,
+    /// The current program (the one the replay log is replaying, else the queue's first),
+    /// once started.
     driver: Option<Driver>,
     /// Paused by an operator (no leases; results still land).
     pub(crate) paused: bool,
@@ -205,8 +212,6 @@ pub(crate) struct Growth {
     last: String,
     /// What the current program waits for.
     pub(crate) needed: Vec<LeafRequest>,
-    /// The queue changed since it was last stored.
-    queue_dirty: bool,
     /// The pass whose marked boards are stored (see [`TodoRecord`]).
     todo_written: Option<u32>,
     /// Selector iterations completed since start.
@@ -259,8 +264,6 @@ pub(crate) struct Growth {
     /// Program events not yet recorded (the runner takes them after each run, see
     /// [`Growth::take_events`]).
     events: Vec<EventRecord>,
-    /// Starts and ends of programs a replay runs again, not reported again: (starts, ends).
-    silent: (usize, usize),
     /// When the running program started (wall-clock ms) and the book's size then (None: not
     /// seen starting by this process, e.g. resumed from a checkpoint).
     started: Option<(u64, usize)>,
@@ -282,7 +285,7 @@ struct Written {
     reverted: bool,
     replayed_through: Option<u64>,
     log: bool,
-    queue: bool,
+    programs: ProgramsWritten,
     /// `todo_written` before this checkpoint, when it wrote the marked boards.
     todo_before: Option<Option<u32>>,
 }
@@ -338,22 +341,51 @@ impl Drop for CheckpointWriter {
     }
 }
 
-/// The programs finished since the base book: with the base book and the result store,
-/// everything needed to grow the book again (rollback by replay).
+/// The programs that changed the book since the base book (finished ones, and cancelled
+/// ones with the point they were cut at): with the base book and the result store, everything
+/// needed to grow the book again (rollback by replay).
 #[derive(Debug, Default)]
 pub(crate) struct Replay {
-    /// Finished programs, oldest first.
-    pub(crate) log: Vec<Program>,
-    /// `log` changed since it was stored.
+    /// The programs, oldest first.
+    pub(crate) log: Vec<LoggedProgram>,
+    /// How many of them the replay in progress has run again (all of them: no replay); the
+    /// next one is the current program.
+    pub(crate) replayed: usize,
+    /// `log` or `replayed` changed since they were stored.
     pub(crate) log_dirty: bool,
 }
 
 impl Replay {
     /// From the store's record.
-    pub(crate) fn load(log: Option<QueueRecord>) -> Replay {
+    pub(crate) fn load(log: Option<LogRecord>) -> Replay {
+        let log = log.unwrap_or_default();
+        let replayed = usize::try_from(log.replayed)
+            .unwrap_or(usize::MAX)
+            .min(log.programs.len());
         Replay {
-            log: log.unwrap_or_default().queue,
+            log: log.programs,
+            replayed,
             log_dirty: false,
+        }
+    }
+
+    /// The program being replayed, if a replay runs.
+    fn replaying(&self) -> Option<&LoggedProgram> {
+        self.log.get(self.replayed)
+    }
+
+    /// Log a program that changed the book (nothing is being replayed when one ends or is
+    /// cancelled).
+    fn push(&mut self, logged: LoggedProgram) {
+        self.log.push(logged);
+        self.replayed = self.log.len();
+        self.log_dirty = true;
+    }
+
+    fn record(&self) -> LogRecord {
+        LogRecord {
+            programs: self.log.clone(),
+            replayed: self.replayed as u64,
         }
     }
 }
@@ -363,15 +395,18 @@ impl Growth {
     pub(crate) fn load(
         mut book: MemBook,
         record: Option<GrowthRecord>,
-        queue: Option<QueueRecord>,
+        programs: Programs,
         todo: Option<TodoRecord>,
         results: RequestMap<LeafResult>,
         replay: Replay,
     ) -> Result<Growth> {
         let record = record.unwrap_or_default();
-        let queue: VecDeque<Program> = queue.unwrap_or_default().queue.into();
-        let driver = match (&record.driver, queue.front()) {
-            (Some(d), Some(program)) => {
+        let current = match replay.replaying() {
+            Some(l) => Some((&l.program, l.stop)),
+            None => programs.front().map(|r| (&r.program, None)),
+        };
+        let driver = match (&record.driver, current) {
+            (Some(d), Some((program, stop))) => {
                 let boards = match &todo {
                     Some(t) if t.passes == d.passes => t.boards(),
                     // Outside an expansion pass the list is not used.
@@ -382,7 +417,7 @@ impl Growth {
                         ));
                     }
                 };
-                Some(Driver::from_state(d.state(program.clone(), boards)))
+                Some(Driver::from_state(d.state(program.clone(), boards)).stopping_at(stop))
             }
             _ => None,
         };
@@ -398,12 +433,11 @@ impl Growth {
         Ok(Growth {
             book,
             results,
-            queue,
+            programs,
             driver,
             paused: record.paused,
             last: record.last,
             needed: Vec::new(),
-            queue_dirty: false,
             todo_written,
             iterations: 0,
             reports: Vec::new(),
@@ -426,7 +460,6 @@ impl Growth {
             writer: None,
             in_flight: None,
             events: Vec::new(),
-            silent: (0, 0),
             started: None,
         })
     }
@@ -458,28 +491,21 @@ impl Growth {
         book.track_changes();
         book.take_changed();
         self.book = book;
-        let mut queue: VecDeque<Program> =
-            std::mem::take(&mut self.replay.log).into_iter().collect();
-        let rerun = queue.len();
-        let running = usize::from(self.driver.is_some() && !self.queue.is_empty());
-        queue.extend(self.queue.drain(..));
         tracing::warn!(
-            programs = queue.len(),
+            programs = self.replay.log.len(),
             dropped = dropped.len(),
             "rollback: replaying the growth programs from the base book"
         );
-        let programs = queue.len();
-        // The finished programs run again, and the running one starts again: their events
-        // were recorded the first time.
-        self.silent = (rerun + running, rerun);
-        self.queue = queue;
-        self.queue_dirty = true;
+        // The logged programs run again first; the queue's current program starts again
+        // after them (what it did so far was done on the book the replay replaces).
+        self.replay.replayed = 0;
         self.replay.log_dirty = true;
         self.driver = None;
         self.todo_written = None;
         self.needed.clear();
         self.planned_from = None;
-        Ok(programs)
+        // The logged programs, then the queue's (its current one starts again).
+        Ok(self.replay.log.len() + self.programs.len())
     }
 
     /// Take accepted results in (they are stored already).
@@ -557,12 +583,27 @@ impl Growth {
             predictor: RefCell::new(predictor.as_mut()),
             cache: RefCell::new(&mut self.guesses),
         };
-        let mut later = self.queue.iter().skip(1);
+        // The programs after the current one: the rest of a replay, then the queue.
+        let replaying = self.replay.replayed < self.replay.log.len();
+        let mut later = self
+            .replay
+            .log
+            .iter()
+            .skip(self.replay.replayed + 1)
+            .map(|l| (&l.program, l.stop))
+            .chain(
+                self.programs
+                    .queued()
+                    .skip(usize::from(!replaying))
+                    .map(|r| (&r.program, None)),
+            );
         loop {
             match driver.run(&mut book, &guessing, 0) {
                 Progress::Blocked(_) => break,
                 Progress::Done => match later.next() {
-                    Some(program) => driver = Driver::new(program.clone()),
+                    Some((program, stop)) => {
+                        driver = Driver::new(program.clone()).stopping_at(stop);
+                    }
                     None => break,
                 },
             }
@@ -572,31 +613,122 @@ impl Growth {
         planned
     }
 
-    /// Queue a program.
-    pub(crate) fn push(&mut self, program: Program) {
-        self.queue.push_back(program);
-        self.queue_dirty = true;
+    /// Queue a program at the end of the queue; returns its id.
+    pub(crate) fn push(&mut self, program: Program) -> u64 {
+        self.programs.push(program, super::now_ms(), false)
     }
 
-    /// Drop every queued program and the running one.
-    pub(crate) fn clear(&mut self) {
-        for p in &self.queue {
+    /// Cancel program `id`: a waiting one leaves the queue; the running one stops before its
+    /// next step, keeping what it did (the replay log records the point it was cut at, so a
+    /// replay cuts it there too). Returns the cancelled program.
+    pub(crate) fn cancel(&mut self, id: u64) -> Result<ProgramRecord> {
+        let now = super::now_ms();
+        let replaying = self.replay.replaying().is_some();
+        if self.programs.front().is_some_and(|r| r.id == id) {
+            let mut report = "cancelled before it started".to_string();
+            // While a replay runs, the current program is the replay's: the queue's first
+            // starts again after it, so nothing of it is in the book.
+            if !replaying && let Some(d) = self.driver.take() {
+                let st = d.state();
+                let ch = changes_so_far(st);
+                report = format!(
+                    "cancelled after {} new positions, {} links, {} searches",
+                    ch.positions, ch.links, ch.searches
+                );
+                if let Some(stop) = st.point() {
+                    self.replay.push(LoggedProgram {
+                        id,
+                        program: st.program.clone(),
+                        stop: Some(stop),
+                    });
+                }
+                self.todo_written = None;
+                self.needed.clear();
+                self.planned_from = None;
+            }
+            tracing::info!(program = id, %report, "growth program cancelled");
+            if let Some(r) = self.programs.front() {
+                self.events.push(event(
+                    EventKind::ProgramCancelled,
+                    &describe(&r.program),
+                    "",
+                    report.clone(),
+                ));
+            }
+            self.started = None;
+            return self
+                .programs
+                .end_front(ProgramState::Cancelled, report, now)
+                .ok_or(CoordinatorError::UnknownProgram(id));
+        }
+        if let Some(r) = self.programs.take_waiting(id) {
+            tracing::info!(program = id, "queued program cancelled");
             self.events.push(event(
                 EventKind::ProgramCancelled,
-                &describe(p),
+                &describe(&r.program),
                 "",
-                "dropped: the book was replaced".into(),
+                "cancelled before it started".into(),
+            ));
+            return Ok(self.programs.end(
+                r,
+                ProgramState::Cancelled,
+                "cancelled before it started".into(),
+                now,
             ));
         }
-        self.queue.clear();
-        self.queue_dirty = true;
-        self.driver = None;
-        self.needed.clear();
+        match self.programs.get(id) {
+            Some(r) => Err(CoordinatorError::FailedPrecondition(format!(
+                "program #{id} is {} already",
+                r.state.name()
+            ))),
+            None => Err(CoordinatorError::UnknownProgram(id)),
+        }
     }
 
-    /// Whether a program is queued or running.
+    /// Cancel every program of the queue (the running one first); returns their ids.
+    pub(crate) fn cancel_all(&mut self) -> Result<Vec<u64>> {
+        let ids: Vec<u64> = self.programs.queued().map(|r| r.id).collect();
+        for id in &ids {
+            self.cancel(*id)?;
+        }
+        Ok(ids)
+    }
+
+    /// The programs listed (see [`Programs::list`]), the running one with its progress.
+    pub(crate) fn list(&self, finished: bool) -> Vec<super::programs::ProgramView> {
+        let running = self
+            .driver
+            .as_ref()
+            .filter(|_| self.replay.replaying().is_none())
+            .map(|d| progress(d.state()));
+        self.programs
+            .list(finished)
+            .into_iter()
+            .map(|record| super::programs::ProgramView {
+                description: describe(&record.program),
+                progress: match (&running, record.state) {
+                    (Some(p), ProgramState::Running) => p.clone(),
+                    (None, ProgramState::Running) if self.replay.replaying().is_some() => {
+                        "waiting for a replay of the earlier programs".into()
+                    }
+                    _ => String::new(),
+                },
+                record,
+            })
+            .collect()
+    }
+
+    /// Whether a program is queued or running (a replay included).
     pub(crate) fn is_running(&self) -> bool {
-        !self.queue.is_empty()
+        !self.programs.is_empty() || self.replay.replaying().is_some()
+    }
+
+    /// The current program: the one a replay runs again, else the queue's first.
+    fn current(&self) -> Option<&Program> {
+        match self.replay.replaying() {
+            Some(l) => Some(&l.program),
+            None => self.programs.front().map(|r| &r.program),
+        }
     }
 
     /// The decisive core of the book (`bookfarm_book::decisive`): from the start position, plus
@@ -604,7 +736,7 @@ impl Growth {
     pub(crate) fn decisive_core(&self) -> bookfarm_book::decisive::CoreSet {
         let start = bookfarm_engine::Board::start();
         let mut core = bookfarm_book::decisive::decisive_core(&self.book, &start);
-        if let Some(root) = self.queue.front().and_then(|p| p.root_board())
+        if let Some(root) = self.current().and_then(|p| p.root_board())
             && bookfarm_engine::symmetry::canonical(&root).0
                 != bookfarm_engine::symmetry::canonical(&start).0
         {
@@ -624,12 +756,12 @@ impl Growth {
 
     /// Whether programs ran and all finished.
     pub(crate) fn is_done(&self) -> bool {
-        self.queue.is_empty() && !self.last.is_empty()
+        !self.is_running() && !self.last.is_empty()
     }
 
     /// The running program's description, or the last finished one's.
     pub(crate) fn describe(&self) -> String {
-        match self.queue.front() {
+        match self.current() {
             Some(p) => describe(p),
             None => self.last.clone(),
         }
@@ -652,23 +784,30 @@ impl Growth {
         checkpoint_interval: std::time::Duration,
     ) -> Result<Vec<LeafRequest>> {
         self.needed.clear();
-        while let Some(program) = self.queue.front() {
+        loop {
+            let replaying = self.replay.replaying().is_some();
             if self.driver.is_none() {
-                if self.silent.0 > 0 {
-                    self.silent.0 -= 1;
-                } else {
+                let (program, stop) = match (self.replay.replaying(), self.programs.front()) {
+                    (Some(l), _) => (l.program.clone(), l.stop),
+                    (None, Some(r)) => (r.program.clone(), None),
+                    (None, None) => break,
+                };
+                // A replay runs programs again: their events were recorded the first time.
+                if !replaying {
+                    self.programs.start_front(super::now_ms());
                     self.events.push(event(
                         EventKind::ProgramStarted,
-                        &describe(program),
+                        &describe(&program),
                         "",
                         format!("{} positions in the book", self.book.len()),
                     ));
                     self.started = Some((unix_ms(), self.book.len()));
                 }
+                self.driver = Some(Driver::new(program).stopping_at(stop));
             }
-            let driver = self
-                .driver
-                .get_or_insert_with(|| Driver::new(program.clone()));
+            let Some(driver) = self.driver.as_mut() else {
+                break;
+            };
             let results = Consuming {
                 results: &self.results,
                 prefetched: &self.prefetched,
@@ -676,98 +815,18 @@ impl Growth {
             };
             let iterations = driver.state().iterations;
             let progress = driver.run(&mut self.book, &results, lookahead);
-            let st = driver.state().clone();
-            if st.iterations != iterations {
+            if driver.state().iterations != iterations {
                 self.negamaxes += 1;
             }
-            // An audit that queues its contradicting lines runs their `book add` next, with
-            // the level the audit was started with.
-            let follow_up = driver.state().follow_up();
             match progress {
                 Progress::Blocked(need) => {
                     self.needed = need;
                     break;
                 }
                 Progress::Done => {
-                    tracing::info!(
-                        program = %self.describe(),
-                        positions = self.book.len(),
-                        added = st.changes.positions,
-                        links = st.changes.links,
-                        searches = st.changes.searches,
-                        iterations = st.iterations,
-                        "growth program done"
-                    );
-                    self.iterations += st.iterations;
-                    self.reports.push(match &program.operation {
-                        Operation::AddGames { games } => format!(
-                            "added {} games: {} new positions, {} links",
-                            games.len(),
-                            st.changes.positions,
-                            st.changes.links
-                        ),
-                        Operation::Upgrade { params } => format!(
-                            "upgrade to level {} (error {}): {} positions raised in {} rounds; \
-                             root value {}",
-                            params.level,
-                            params.error,
-                            st.changes.searches,
-                            st.iterations,
-                            root_value(&self.book)
-                        ),
-                        Operation::Audit { level, .. } => {
-                            self.last_audit = st.audit.clone();
-                            audit_report(*level, &st.audit)
-                        }
-                        _ => format!(
-                            "{}: {} new positions, {} links, {} searches in {} iterations",
-                            program.describe(),
-                            st.changes.positions,
-                            st.changes.links,
-                            st.changes.searches,
-                            st.iterations
-                        ),
-                    });
-                    self.last = self.describe();
-                    if self.silent.1 > 0 {
-                        self.silent.1 -= 1;
-                    } else {
-                        let mut e = event(
-                            EventKind::ProgramDone,
-                            &self.last,
-                            "",
-                            self.reports.last().cloned().unwrap_or_default(),
-                        );
-                        e.cost = Some(CostRecord {
-                            positions: st.changes.positions as u64,
-                            wall_ms: self
-                                .started
-                                .take()
-                                .map_or(0, |(t, _)| e.t_ms.saturating_sub(t)),
-                            ..CostRecord::default()
-                        });
-                        self.events.push(e);
-                    }
-                    if let Some(mut program) = self.queue.pop_front() {
-                        // The log is what a replay runs again. An audit changes no position;
-                        // its follow-up is logged as its own program when it finishes (with the
-                        // exact games), so the audit is logged without queueing one.
-                        if let Operation::Audit { queue, .. } = &mut program.operation
-                            && follow_up.is_some()
-                        {
-                            *queue = false;
-                        }
-                        self.replay.log.push(program);
-                        self.replay.log_dirty = true;
-                    }
-                    if let Some(next) = follow_up {
-                        tracing::info!(program = %next.describe(), "follow-up program queued");
-                        self.queue.push_front(next);
-                    }
-                    self.queue_dirty = true;
+                    let st = driver.state().clone();
                     self.driver = None;
-                    self.finished += 1;
-                    self.negamaxes += 1;
+                    self.finish(st, replaying);
                 }
             }
         }
@@ -777,13 +836,102 @@ impl Growth {
         Ok(self.needed.clone())
     }
 
+    /// The current program `st` is done: report it, log it for replays, and move on (an
+    /// audit that queues its contradicting lines runs their `book add` next, with the level
+    /// the audit was started with).
+    fn finish(&mut self, st: DriverState, replaying: bool) {
+        let program = &st.program;
+        tracing::info!(
+            program = %describe(program),
+            positions = self.book.len(),
+            added = st.changes.positions,
+            links = st.changes.links,
+            searches = st.changes.searches,
+            iterations = st.iterations,
+            replaying,
+            "growth program done"
+        );
+        self.iterations += st.iterations;
+        let report = match &program.operation {
+            Operation::AddGames { games } => format!(
+                "added {} games: {} new positions, {} links",
+                games.len(),
+                st.changes.positions,
+                st.changes.links
+            ),
+            Operation::Upgrade { params } => format!(
+                "upgrade to level {} (error {}): {} positions raised in {} rounds; root value {}",
+                params.level,
+                params.error,
+                st.changes.searches,
+                st.iterations,
+                root_value(&self.book)
+            ),
+            Operation::Audit { level, .. } => {
+                self.last_audit = st.audit.clone();
+                audit_report(*level, &st.audit)
+            }
+            _ => format!(
+                "{}: {} new positions, {} links, {} searches in {} iterations",
+                program.describe(),
+                st.changes.positions,
+                st.changes.links,
+                st.changes.searches,
+                st.iterations
+            ),
+        };
+        self.reports.push(report.clone());
+        self.last = describe(program);
+        self.finished += 1;
+        self.negamaxes += 1;
+        if !replaying {
+            let mut e = event(EventKind::ProgramDone, &self.last, "", report.clone());
+            e.cost = Some(CostRecord {
+                positions: st.changes.positions as u64,
+                wall_ms: self
+                    .started
+                    .take()
+                    .map_or(0, |(t, _)| e.t_ms.saturating_sub(t)),
+                ..CostRecord::default()
+            });
+            self.events.push(e);
+        }
+        if replaying {
+            self.replay.replayed += 1;
+            self.replay.log_dirty = true;
+            return;
+        }
+        let follow_up = st.follow_up();
+        let now = super::now_ms();
+        if let Some(r) = self.programs.end_front(ProgramState::Done, report, now) {
+            // The log is what a replay runs again. An audit changes no position; its
+            // follow-up is logged as its own program when it finishes (with the exact games),
+            // so the audit is logged without queueing one.
+            let mut logged = r.program;
+            if let Operation::Audit { queue, .. } = &mut logged.operation
+                && follow_up.is_some()
+            {
+                *queue = false;
+            }
+            self.replay.push(LoggedProgram {
+                id: r.id,
+                program: logged,
+                stop: None,
+            });
+        }
+        if let Some(next) = follow_up {
+            tracing::info!(program = %next.describe(), "follow-up program queued");
+            self.programs.push(next, now, true);
+        }
+    }
+
     /// Whether the growth run that just ended must write a checkpoint: always when the program
     /// queue or the replay log changed (a program was queued, finished or cleared, or a
     /// replay began), otherwise once `interval` has passed since the last one (zero: after
     /// every run). Skipping one loses nothing: the results are stored, and a restart re-runs
     /// the driver from the last checkpoint.
     fn checkpoint_due(&self, interval: std::time::Duration) -> bool {
-        self.queue_dirty
+        self.programs.is_dirty()
             || self.replay.log_dirty
             || self.reverted
             || self.checkpointed_at.elapsed() >= interval
@@ -832,7 +980,7 @@ impl Growth {
         self.reverted |= written.reverted;
         self.replayed_through = self.replayed_through.max(written.replayed_through);
         self.replay.log_dirty |= written.log;
-        self.queue_dirty |= written.queue;
+        self.programs.unwrite(written.programs);
         if let Some(before) = written.todo_before {
             self.todo_written = before;
         }
@@ -905,9 +1053,7 @@ impl Growth {
         }
         let log_written = self.replay.log_dirty;
         if log_written {
-            batch.put_log(&QueueRecord {
-                queue: self.replay.log.clone(),
-            })?;
+            batch.put_log(&self.replay.record())?;
         }
         batch.put_header(self.book.header())?;
         let todo = match &self.driver {
@@ -917,23 +1063,17 @@ impl Growth {
             }
             _ => None,
         };
-        let queue_written = self.queue_dirty;
-        if queue_written {
-            batch.put_queue(&QueueRecord {
-                queue: self.queue.iter().cloned().collect(),
-            })?;
-        }
+        let programs = self.programs.write(&mut batch)?;
         batch.put_growth(&self.record())?;
         let written = Written {
             boards: std::mem::take(&mut self.unwritten),
             reverted: std::mem::take(&mut self.reverted),
             replayed_through: self.replayed_through.take(),
             log: log_written,
-            queue: queue_written,
+            programs,
             todo_before: todo.map(|t| self.todo_written.replace(t)),
         };
         self.replay.log_dirty &= !log_written;
-        self.queue_dirty &= !queue_written;
         self.checkpointed_at = std::time::Instant::now();
         Ok((batch, written))
     }
@@ -944,5 +1084,65 @@ impl Growth {
             paused: self.paused,
             last: self.last.clone(),
         }
+    }
+}
+
+/// What a program changed so far (its completed iterations and the current one).
+fn changes_so_far(st: &DriverState) -> bookfarm_book::grow::Changes {
+    let mut ch = st.changes;
+    if let Phase::Expanding { iteration, .. } = &st.phase {
+        ch += *iteration;
+    }
+    ch
+}
+
+/// Where a running program stands, in words.
+fn progress(st: &DriverState) -> String {
+    let ch = changes_so_far(st);
+    let added = format!(
+        "{} new positions, {} searches so far",
+        ch.positions, ch.searches
+    );
+    match &st.phase {
+        Phase::Start => "starting".into(),
+        Phase::Expanding {
+            pass, todo, cursor, ..
+        } => format!(
+            "iteration {}, {} pass: {}/{} positions; {added}",
+            st.iterations + 1,
+            pass_name(*pass),
+            cursor,
+            todo.len()
+        ),
+        Phase::Adding { game, .. } => match &st.program.operation {
+            Operation::AddGames { games } => {
+                format!(
+                    "game {}/{}; {added}",
+                    (game + 1).min(games.len()),
+                    games.len()
+                )
+            }
+            _ => added,
+        },
+        Phase::Auditing => "playing the best lines out".into(),
+        Phase::Rooting { cursor } => format!(
+            "adding the root line's missing positions: {cursor}/{}",
+            st.program.root.len() + 1
+        ),
+        Phase::Done => "done".into(),
+    }
+}
+
+/// The name of a marking pass.
+fn pass_name(pass: bookfarm_book::driver::PassKind) -> &'static str {
+    use bookfarm_book::driver::PassKind as P;
+    match pass {
+        P::DeviateRoot => "deviate (root side)",
+        P::DeviateOpponent => "deviate (opponent side)",
+        P::Enhance => "enhance",
+        P::Play => "play",
+        P::Extend => "extend",
+        P::Given => "expand",
+        P::Upgrade => "upgrade",
     }
 }

@@ -7,7 +7,8 @@
 //! * `lease`: leasing (and the waits that keep workers busy), failures, quarantine, expiry;
 //! * `submit`: validating and storing results, handing them to growth;
 //! * [`trust`]: the validation rules and their ledger (standing, credit, open cases);
-//! * `runner`: the growth runner thread, starting and pausing programs, durability;
+//! * `runner`: the growth runner thread, starting, cancelling and pausing programs, durability;
+//! * `programs`: the program queue (numbers, states, what each did);
 //! * `status`: the status report; `book`: a new book, import and the book's reads;
 //!   `book_view` and `history`: the web UI's views;
 //! * `jobs`: the job table (jobs keyed by search request, queue, leases, workers);
@@ -34,6 +35,7 @@ mod growth;
 mod history;
 mod jobs;
 mod lease;
+mod programs;
 mod runner;
 mod status;
 mod submit;
@@ -52,6 +54,8 @@ pub use jobs::{Counters, JobClass};
 pub use lease::{
     IDLE_POLLS_PER_SECOND, LeaseReply, MAX_RETRY_AFTER, lease_cap, max_lease_duration,
 };
+pub use programs::{KEEP_FINISHED, MAX_QUEUED, ProgramView};
+pub use runner::Queued;
 pub use status::{
     CreditReport, QuarantineReport, STATUS_REPORTS, State, StatusReport, WorkerReport,
     credit_report,
@@ -195,7 +199,7 @@ impl Coordinator {
         let mut growth = Growth::load(
             loaded.book,
             loaded.growth,
-            loaded.queue,
+            programs::Programs::load(loaded.programs, &loaded.program_queue),
             loaded.todo,
             results,
             Replay::load(loaded.log),

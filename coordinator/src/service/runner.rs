@@ -6,15 +6,29 @@
 #[cfg(doc)]
 use super::ShallowSearch;
 use super::growth::{Growth, Landed};
+use super::programs::{MAX_QUEUED, ProgramView};
 use super::{Coordinator, Predictor};
 use crate::error::{CoordinatorError, Result};
 use crate::events::{EventKind, event};
-use crate::store::Batch;
-use bookfarm_book::program::{Operation, Program};
+use crate::store::{Batch, ProgramRecord};
+use bookfarm_book::program::{Operation, Program, check_root, resolve_root};
 use bookfarm_engine::Move;
 use bookfarm_engine::search::LeafRequest;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
+
+/// A program just queued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Queued {
+    /// Its number.
+    pub program: u64,
+    /// Its place in the queue (1: it is the current program).
+    pub position: usize,
+    /// Searches queued for the workers now.
+    pub jobs: u64,
+    /// The programs `--replace` cancelled first.
+    pub cancelled: Vec<u64>,
+}
 
 /// The most speculative searches planned at once (a plan runs the programs on a copy of the
 /// book, so its cost grows with it).
@@ -297,9 +311,34 @@ impl Coordinator {
         Ok(self.0.store.flush()?)
     }
 
-    /// Queue a growth program (run after the programs already queued) and start it. Returns
-    /// the number of searches queued.
-    pub fn start(&self, program: Program) -> Result<u64> {
+    /// Queue a growth program (run after the programs already queued; the first starts at
+    /// once). Durable on return: a restart runs it.
+    pub fn start(&self, program: Program) -> Result<Queued> {
+        self.queue_program(program, false)
+    }
+
+    /// Cancel every queued program and the running one, then queue `program` (`expand
+    /// --replace`). Durable on return.
+    pub fn replace(&self, program: Program) -> Result<Queued> {
+        self.queue_program(program, true)
+    }
+
+    fn queue_program(&self, program: Program, replace: bool) -> Result<Queued> {
+        let mut growth = self.growth();
+        if program.operation.has_root() && !program.root.is_empty() {
+            check_root(&program.root, &growth.book)
+                .map_err(|e| CoordinatorError::InvalidArgument(e.to_string()))?;
+        }
+        let cancelled = if replace {
+            growth.cancel_all()?
+        } else {
+            Vec::new()
+        };
+        if growth.programs.len() >= MAX_QUEUED {
+            return Err(CoordinatorError::FailedPrecondition(format!(
+                "the queue holds {MAX_QUEUED} programs already (cancel some: `expand cancel ID`)"
+            )));
+        }
         tracing::info!(program = %program.describe(), level = ?program.level, "growth program queued");
         self.0.events.record(event(
             EventKind::ProgramQueued,
@@ -307,14 +346,46 @@ impl Coordinator {
             "",
             String::new(),
         ));
-        self.growth().push(program);
+        let id = growth.push(program);
+        let position = growth.programs.len();
+        drop(growth);
         self.run_growth()?;
+        self.growth().persist(&self.0.store)?;
         self.0.store.flush()?;
-        Ok(self.jobs().queued() as u64)
+        Ok(Queued {
+            program: id,
+            position,
+            jobs: self.jobs().queued() as u64,
+            cancelled,
+        })
+    }
+
+    /// The root line `text` names (`--from`): a move list, or an OBF board in the book (then
+    /// the shortest book line to it); checked against the book (legal, within its depth).
+    pub fn resolve_root(&self, text: &str) -> Result<Vec<Move>> {
+        resolve_root(text, &self.growth().book)
+            .map_err(|e| CoordinatorError::InvalidArgument(e.to_string()))
+    }
+
+    /// Cancel program `id` (`expand cancel`): a queued one never runs; the running one stops
+    /// before its next step, and what it added stays in the book. Durable on return; returns
+    /// the program as it was cancelled.
+    pub fn cancel(&self, id: u64) -> Result<ProgramRecord> {
+        let record = self.growth().cancel(id)?;
+        self.run_growth()?;
+        self.growth().persist(&self.0.store)?;
+        self.0.store.flush()?;
+        Ok(record)
+    }
+
+    /// The programs of the queue in run order (the running one first), then, with
+    /// `finished`, the last finished and cancelled ones, most recent first.
+    pub fn programs(&self, finished: bool) -> Vec<ProgramView> {
+        self.growth().list(finished)
     }
 
     /// Queue `book add` of games (move lists from the start position).
-    pub fn add_games(&self, games: &[Vec<Move>]) -> Result<u64> {
+    pub fn add_games(&self, games: &[Vec<Move>]) -> Result<Queued> {
         self.start(Program::new(Operation::AddGames {
             games: games.to_vec(),
         }))

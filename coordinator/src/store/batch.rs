@@ -12,11 +12,11 @@
 //! included), and a checkpoint of 100k positions as 100k keys held it for about a second.
 
 use super::keys::{
-    K, U, X, chunk_key, done_key, encode, group_key, meta_key, request_key, trust_key,
+    K, U, X, chunk_key, done_key, encode, group_key, meta_key, program_key, request_key, trust_key,
 };
 use super::{
-    CaseRecord, Entry, GrowthRecord, HeaderRecord, HistoryRecord, PositionRecordRef, QueueRecord,
-    ResultGroupRecord, ResultRecord, Store, StoreError, TodoRecord, TrustRecord,
+    CaseRecord, Entry, GrowthRecord, HeaderRecord, HistoryRecord, LogRecord, PositionRecordRef,
+    ProgramRecord, ResultGroupRecord, ResultRecord, Store, StoreError, TodoRecord, TrustRecord,
 };
 use bookfarm_book::MemBook;
 use bookfarm_book::model::{BookHeader, Position};
@@ -179,9 +179,9 @@ impl Batch {
         self.result_writes += 1;
     }
 
-    /// Write the programs finished since the base book.
-    pub fn put_log(&mut self, q: &QueueRecord) -> Result<(), StoreError> {
-        self.put_meta("growth-log", q)
+    /// Write the replay log (the programs that changed the book since the base book).
+    pub fn put_log(&mut self, log: &LogRecord) -> Result<(), StoreError> {
+        self.put_meta("growth-log", log)
     }
 
     /// Store a leaf result under its request (in this batch's result group).
@@ -197,9 +197,22 @@ impl Batch {
         self.put_meta("growth", g)
     }
 
-    /// Write the queue of growth programs.
-    pub fn put_queue(&mut self, q: &QueueRecord) -> Result<(), StoreError> {
-        self.put_meta("growth-queue", q)
+    /// Write a program of the queue.
+    pub fn put_program(&mut self, p: &ProgramRecord) -> Result<(), StoreError> {
+        self.batch.insert(&program_key(p.id), encode(p)?);
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Remove a program's record (one of the oldest finished, no longer listed).
+    pub fn remove_program(&mut self, id: u64) {
+        self.batch.remove(&program_key(id));
+        self.len += 1;
+    }
+
+    /// Write the ids of the programs still to run, in run order.
+    pub fn put_program_queue(&mut self, ids: &[u64]) -> Result<(), StoreError> {
+        self.put_meta("program-queue", &ids)
     }
 
     /// Write the current pass's marked boards.

@@ -35,8 +35,11 @@ pub(super) type Step = fn(&sled::Db) -> Result<Writes, StoreError>;
 
 /// The migration steps: `MIGRATIONS[i]` migrates a store of version `i + 1` to `i + 2`.
 /// - 1 → 2 ([`super::to_v2`]): growth programs stored as `bookfarm_book::program::Program`;
-/// - 2 → 3 ([`super::to_v3`]): the event log's tree.
-pub(super) const MIGRATIONS: &[Step] = &[super::to_v2::step, super::to_v3::step];
+/// - 2 → 3 ([`super::to_v3`]): the event log's tree;
+/// - 3 → 4 ([`super::to_v4`]): the programs of the queue numbered, one record each with its
+///   state; the replay log records where a cancelled program was cut.
+pub(super) const MIGRATIONS: &[Step] =
+    &[super::to_v2::step, super::to_v3::step, super::to_v4::step];
 
 /// The store format this build writes (version 1 was the first versioned layout; the current
 /// one is described in `keys.rs`).

@@ -168,7 +168,8 @@ fn a_version_1_store_opens_with_its_data() {
     let s = Store::open_book(dir.path()).unwrap();
     assert_eq!(stored_version(&s.db).unwrap(), Some(FORMAT_VERSION));
     // The step to version 2 rewrote the growth records, the step to version 3 began the
-    // event log, and nothing else changed.
+    // event log, the step to version 4 made the queue numbered program records, and nothing
+    // else changed.
     drop(s);
     let changed = changed_keys(&records(V1), &dump::dump(dir.path()).unwrap());
     let book_tree = keys::book_tree_name(1).into_bytes();
@@ -181,6 +182,8 @@ fn a_version_1_store_opens_with_its_data() {
             meta("growth-queue"),
             meta("growth-log"),
             (b"events".to_vec(), 1u64.to_be_bytes().to_vec()),
+            meta("program-queue"),
+            (book_tree.clone(), keys::program_key(1).to_vec()),
         ])
     );
     let s = Store::open_book(dir.path()).unwrap();
@@ -353,13 +356,12 @@ fn a_version_1_store_opens_with_its_data() {
     // The growth programs: `book new`'s finished, the deviate program running, mid-pass.
     // Version 1 stored them as its own records; the step to version 2 made them programs,
     // from the start position, serial, at the expanded positions' level.
-    let log = l.log.expect("the growth log");
-    assert_eq!(log.queue, [Program::new(Operation::New)]);
-    let queue = l.queue.expect("the growth queue");
+    // The step to version 3 numbered the queue's programs: the deviate program is #1,
+    // running (the growth record holds its state); the log's program has no number.
     let deviate = Program::new(Operation::Deviate {
         params: Deviate::new(2, 4),
     });
-    assert_eq!(queue.queue, std::slice::from_ref(&deviate));
+    assert_migrated_programs(&l.programs, &l.program_queue, &l.log, &deviate);
     let growth = l.growth.expect("the growth state");
     assert!(!growth.paused);
     assert_eq!(growth.last, "new");
@@ -395,6 +397,41 @@ fn a_version_1_store_opens_with_its_data() {
     assert_eq!(status.positions, 56);
 }
 
+/// What the step to version 3 made of a version-1 or version-2 fixture's programs: the
+/// running `deviate` is program #1 (times unknown), the only one queued; the log holds `book
+/// new`, run to its end, unnumbered, and no replay runs.
+fn assert_migrated_programs(
+    programs: &[ProgramRecord],
+    order: &[u64],
+    log: &Option<LogRecord>,
+    deviate: &Program,
+) {
+    assert_eq!(
+        programs,
+        [ProgramRecord {
+            id: 1,
+            program: deviate.clone(),
+            state: ProgramState::Running,
+            submitted_ms: 0,
+            started_ms: None,
+            finished_ms: None,
+            report: String::new(),
+        }]
+    );
+    assert_eq!(order, [1]);
+    assert_eq!(
+        *log,
+        Some(LogRecord {
+            programs: vec![LoggedProgram {
+                id: 0,
+                program: Program::new(Operation::New),
+                stop: None,
+            }],
+            replayed: 1,
+        })
+    );
+}
+
 /// The version-2 fixture opens with this build (every migration step after version 2 run),
 /// and its data is what the version-2 build wrote (the expected values were read from the
 /// store by that build): the book, the results with their provenance, the open cases, the
@@ -408,15 +445,22 @@ fn a_version_2_store_opens_with_its_data() {
 
     let s = Store::open_book(dir.path()).unwrap();
     assert_eq!(stored_version(&s.db).unwrap(), Some(FORMAT_VERSION));
-    // The step to version 3 began the event log with the migration's event and changed
-    // nothing else.
+    // The step to version 3 began the event log with the migration's event, the step to
+    // version 4 turned the queue into numbered program records and rewrote the log; nothing
+    // else changed.
     drop(s);
     let changed = changed_keys(&records(V2), &dump::dump(dir.path()).unwrap());
+    let book_tree = keys::book_tree_name(1).into_bytes();
+    let meta = |name: &str| (book_tree.clone(), keys::meta_key(name));
     assert_eq!(
         changed,
         BTreeSet::from([
             (b"__sled__default".to_vec(), FORMAT_KEY.to_vec()),
             (b"events".to_vec(), 1u64.to_be_bytes().to_vec()),
+            meta("growth-queue"),
+            meta("growth-log"),
+            meta("program-queue"),
+            (book_tree.clone(), keys::program_key(1).to_vec()),
         ])
     );
     let s = Store::open_book(dir.path()).unwrap();
@@ -538,18 +582,11 @@ fn a_version_2_store_opens_with_its_data() {
 
     // The growth programs, stored as programs: `book new`'s finished, the deviate program
     // running at level 5, mid-pass.
-    assert_eq!(
-        l.log.expect("the growth log").queue,
-        [Program::new(Operation::New)]
-    );
     let deviate = Program::new(Operation::Deviate {
         params: Deviate::new(2, 4),
     })
     .at_level(Some(5));
-    assert_eq!(
-        l.queue.expect("the growth queue").queue,
-        std::slice::from_ref(&deviate)
-    );
+    assert_migrated_programs(&l.programs, &l.program_queue, &l.log, &deviate);
     let growth = l.growth.expect("the growth state");
     assert_eq!((growth.paused, growth.last.as_str()), (false, "new"));
     let todo = l.todo.expect("the marked boards");
@@ -655,10 +692,8 @@ fn a_version_3_store_opens_with_its_data() {
         params: Deviate::new(2, 4),
     })
     .at_level(Some(5));
-    assert_eq!(
-        l.queue.expect("the growth queue").queue,
-        std::slice::from_ref(&deviate)
-    );
+    // The step to version 4 numbered the queue's programs: the deviate program is #1.
+    assert_migrated_programs(&l.programs, &l.program_queue, &l.log, &deviate);
     drop(s);
 
     // The service resumes the running program on it, and the log goes on.

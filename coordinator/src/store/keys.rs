@@ -24,9 +24,10 @@
 //! | `t` + contributor name | [`TrustRecord`] (standing and credit) |
 //! | `m` + `history` | [`HistoryRecord`] (web UI charts and contributors) |
 //! | `m` + `growth` | [`GrowthRecord`]: the running program's state |
-//! | `m` + `growth-queue` | [`QueueRecord`]: the programs still to run, the current one first |
+//! | `q` + 8-byte program id (BE) | [`ProgramRecord`]: a program of the queue (queued, running, or one of the last finished) |
+//! | `m` + `program-queue` | `Vec<u64>`: the ids of the programs still to run, in run order, the current one first |
 //! | `m` + `growth-todo` | [`TodoRecord`]: the running program's marked boards |
-//! | `m` + `growth-log` | [`QueueRecord`]: the programs finished since the base book |
+//! | `m` + `growth-log` | [`LogRecord`]: the programs that changed the book since the base book (a replay runs them again) |
 //! | `m` + `signature` | String: the search signature the book is pinned to |
 //! | `m` + `rollback-requested` | u64: rollbacks by replay requested so far (written with the tombstones of the results a caught worker loses) |
 //! | `m` + `rollback-replayed` | u64: the last of those requests a replay covered (written by the checkpoint of the replayed book); a start with fewer replayed than requested replays first |
@@ -47,7 +48,8 @@
 //! [`TrustRecord`]: super::TrustRecord
 //! [`HistoryRecord`]: super::HistoryRecord
 //! [`GrowthRecord`]: super::GrowthRecord
-//! [`QueueRecord`]: super::QueueRecord
+//! [`ProgramRecord`]: super::ProgramRecord
+//! [`LogRecord`]: super::LogRecord
 //! [`TodoRecord`]: super::TodoRecord
 //! [`EventRecord`]: super::EventRecord
 
@@ -70,6 +72,8 @@ pub(super) const G: u8 = b'g';
 pub(super) const X: u8 = b'x';
 /// Prefix of the position chunks.
 pub(super) const K: u8 = b'k';
+/// Prefix of the programs of the queue.
+pub(super) const Q: u8 = b'q';
 
 /// Key, in sled's default tree, of the store's format version.
 pub(super) const FORMAT_KEY: &[u8] = b"format-version";
@@ -104,6 +108,14 @@ pub(super) fn chunk_key(seq: u64, index: u32) -> [u8; 13] {
     k[0] = K;
     k[1..9].copy_from_slice(&seq.to_be_bytes());
     k[9..].copy_from_slice(&index.to_be_bytes());
+    k
+}
+
+/// The key of program `id`'s record.
+pub(super) fn program_key(id: u64) -> [u8; 9] {
+    let mut k = [0u8; 9];
+    k[0] = Q;
+    k[1..].copy_from_slice(&id.to_be_bytes());
     k
 }
 

@@ -7,10 +7,10 @@
 //! replacing an earlier one) without those a later `x` tombstone removed.
 
 use super::generations::{base_file, base_io};
-use super::keys::{D, G, K, T, U, X, be_u64, decode, hex, request_of};
+use super::keys::{D, G, K, Q, T, U, X, be_u64, decode, hex, request_of};
 use super::{
-    BaseRecord, CaseRecord, GrowthRecord, HeaderRecord, HistoryRecord, PositionRecord, QueueRecord,
-    ResultGroupRecord, ResultRecord, Store, StoreError, TodoRecord, TrustRecord,
+    BaseRecord, CaseRecord, GrowthRecord, HeaderRecord, HistoryRecord, LogRecord, PositionRecord,
+    ProgramRecord, ResultGroupRecord, ResultRecord, Store, StoreError, TodoRecord, TrustRecord,
 };
 use bookfarm_book::MemBook;
 use bookfarm_book::edax::{self, ReadError};
@@ -33,8 +33,10 @@ pub struct Loaded {
     pub growth: Option<GrowthRecord>,
     /// The running program's marked boards.
     pub todo: Option<TodoRecord>,
-    /// The queue of growth programs.
-    pub queue: Option<QueueRecord>,
+    /// The programs of the queue (queued, running, and the last finished), by id.
+    pub programs: Vec<ProgramRecord>,
+    /// The ids of the programs still to run, in run order.
+    pub program_queue: Vec<u64>,
     /// Every stored leaf result, by request.
     pub results: Vec<(LeafRequest, ResultRecord)>,
     /// The search signature the book is pinned to.
@@ -45,8 +47,8 @@ pub struct Loaded {
     pub cases: Vec<(LeafRequest, CaseRecord)>,
     /// Contributors' standing and credit, by name.
     pub trust: Vec<(String, TrustRecord)>,
-    /// The programs finished since the base book.
-    pub log: Option<QueueRecord>,
+    /// The replay log: the programs that changed the book since the base book.
+    pub log: Option<LogRecord>,
     /// Rollbacks by replay requested, and the last one a stored checkpoint covers.
     pub rollbacks: (u64, u64),
 }
@@ -117,7 +119,12 @@ impl Store {
             }
         }
         let growth = self.meta::<GrowthRecord>("growth")?;
-        let queue = self.meta::<QueueRecord>("growth-queue")?;
+        let mut programs = Vec::new();
+        for kv in self.tree().scan_prefix([Q]) {
+            let (k, v) = kv?;
+            programs.push(decode::<ProgramRecord>(&k, &v)?);
+        }
+        let program_queue = self.meta::<Vec<u64>>("program-queue")?.unwrap_or_default();
         let todo = self.meta::<TodoRecord>("growth-todo")?;
         let signature = self.meta::<String>("signature")?;
         // The history only feeds charts: an unreadable one is dropped rather than refusing to
@@ -143,7 +150,7 @@ impl Store {
             }
         }
         let trust = self.trust_records()?;
-        let log = self.meta::<QueueRecord>("growth-log")?;
+        let log = self.meta::<LogRecord>("growth-log")?;
         let rollbacks = (
             self.meta::<u64>("rollback-requested")?.unwrap_or(0),
             self.meta::<u64>("rollback-replayed")?.unwrap_or(0),
@@ -154,7 +161,8 @@ impl Store {
             done,
             growth,
             todo,
-            queue,
+            programs,
+            program_queue,
             results,
             signature,
             history,

@@ -23,7 +23,7 @@
 //! - [`dump`]: a store directory as text (the format fixtures of the migration tests).
 //!
 //! Growth state is **checkpointed**: the position records, the header and the growth records
-//! (`growth`, `growth-queue`, `growth-todo`, `growth-log`) are written together in one batch
+//! (`growth`, the programs and `program-queue`, `growth-todo`, `growth-log`) are written together in one batch
 //! at most every `ServiceConfig::checkpoint_interval` (and whenever a program starts or
 //! finishes, at pause, replay and clean shutdown), so between checkpoints they describe an
 //! earlier moment of the programs than the in-memory book. The book is a function of the
@@ -58,6 +58,7 @@ mod record;
 mod sled_repair;
 mod to_v2;
 mod to_v3;
+mod to_v4;
 
 pub use batch::{Batch, CHUNK_POSITIONS};
 pub use credentials::{CredentialRecord, CredentialState, CredentialStore};
@@ -67,8 +68,9 @@ pub use generations::FOLD_MIN_BYTES;
 pub use load::Loaded;
 pub use record::{
     BaseRecord, CaseRecord, ContributorRecord, CostRecord, DriverRecord, EventKind, EventRecord,
-    GrowthRecord, HeaderRecord, HistoryRecord, PositionRecord, PositionRecordRef, QueueRecord,
-    ReplicaRecord, ResultGroupRecord, ResultRecord, Sample, TodoRecord, TrustRecord,
+    GrowthRecord, HeaderRecord, HistoryRecord, LogRecord, LoggedProgram, PositionRecord,
+    PositionRecordRef, ProgramRecord, ProgramState, ReplicaRecord, ResultGroupRecord, ResultRecord,
+    Sample, TodoRecord, TrustRecord,
 };
 
 use bookfarm_book::edax::ReadError;

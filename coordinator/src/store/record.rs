@@ -1,7 +1,7 @@
 //! On-disk records (postcard). Engine and book types do not derive serde; these mirrors do.
 
 use crate::store::Entry;
-use bookfarm_book::driver::{DriverState, PassKind, Phase};
+use bookfarm_book::driver::{DriverState, PassKind, Phase, StepPoint};
 use bookfarm_book::grow::{Changes, IllegalGameMove};
 use bookfarm_book::model::{BAD_LINK, BookDate, BookHeader, Link, Position};
 use bookfarm_book::program::Program;
@@ -232,8 +232,8 @@ const PASSES: [PassKind; 7] = [
     PassKind::Upgrade,
 ];
 
-/// A persisted [`DriverState`] (its program is stored apart: the first of the
-/// [`QueueRecord`]).
+/// A persisted [`DriverState`] (its program is stored apart: the program the replay log is
+/// replaying, else the first of the queue, see [`ProgramRecord`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DriverRecord {
     /// 0 start, 1 expanding, 2 adding, 3 done, 4 auditing, 5 adding the root line.
@@ -384,8 +384,8 @@ impl TodoRecord {
     }
 }
 
-/// The persisted growth state: the running program's state (its program is the first of the
-/// [`QueueRecord`]) and whether an operator paused it.
+/// The persisted growth state: the running program's state (its program is the one the replay
+/// log is replaying, else the first of the queue) and whether an operator paused it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct GrowthRecord {
     /// The current program's state (`None`: not started).
@@ -396,12 +396,79 @@ pub struct GrowthRecord {
     pub last: String,
 }
 
-/// The growth programs still to run, the current one first (or those finished, oldest first);
-/// written only when the queue changes (a `book add` program carries its games).
+/// Where a program of the queue stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProgramState {
+    /// Waiting for the programs before it.
+    Queued,
+    /// Started (the first of the queue, once its driver ran).
+    Running,
+    /// Finished.
+    Done,
+    /// Cancelled by an operator (`expand cancel`, `expand --replace`), or by a book
+    /// replacement.
+    Cancelled,
+}
+
+impl ProgramState {
+    /// The state's name (`queued`, `running`, `done`, `cancelled`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ProgramState::Queued => "queued",
+            ProgramState::Running => "running",
+            ProgramState::Done => "done",
+            ProgramState::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the program will not run (any more).
+    pub fn is_final(self) -> bool {
+        matches!(self, ProgramState::Done | ProgramState::Cancelled)
+    }
+}
+
+/// A program of the queue (`q` + id): what it is, where it stands, when it was queued, started
+/// and ended (milliseconds since the Unix epoch), and what it did. Written when it changes
+/// state, in the growth checkpoint that changes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgramRecord {
+    /// The program's number (1, 2, …; never reused within a book).
+    pub id: u64,
+    /// The program.
+    pub program: Program,
+    /// Where it stands.
+    pub state: ProgramState,
+    /// When it was queued.
+    pub submitted_ms: u64,
+    /// When it started.
+    pub started_ms: Option<u64>,
+    /// When it ended (done or cancelled).
+    pub finished_ms: Option<u64>,
+    /// What it did, once ended (the report line).
+    pub report: String,
+}
+
+/// A program the replay log holds: one that changed the book since the base book, with the
+/// point it was cut at when an operator cancelled it while it ran (a replay stops there).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoggedProgram {
+    /// Its number in the queue.
+    pub id: u64,
+    /// The program.
+    pub program: Program,
+    /// Where it was cut (`None`: it ran to its end).
+    pub stop: Option<StepPoint>,
+}
+
+/// The replay log (`m growth-log`): the programs that changed the book since the base book,
+/// oldest first; during a replay, the first `replayed` have been run again and the next one is
+/// running.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct QueueRecord {
+pub struct LogRecord {
     /// The programs.
-    pub queue: Vec<Program>,
+    pub programs: Vec<LoggedProgram>,
+    /// How many of them a replay in progress has run again (all of them: no replay).
+    pub replayed: u64,
 }
 
 /// A stored leaf result with its provenance, keyed by its search request.

@@ -2,7 +2,7 @@
 //! [`bookfarm_book::program::Program`] (serde), instead of version 1's hand-rolled union.
 //!
 //! In every book tree:
-//! - `m` + `growth-queue` and `m` + `growth-log` ([`QueueRecord`]): version 1 stored each program
+//! - `m` + `growth-queue` and `m` + `growth-log` ([`QueueV2`]): version 1 stored each program
 //!   as an `OperationRecord` (kind, root board, two parameters, …) paired with the level of the
 //!   positions it creates; version 2 stores the [`Program`] (operation, root line, level,
 //!   schedule). Version 1 programs all started from the start position (the only root any
@@ -14,12 +14,12 @@
 
 use super::format::Writes;
 use super::keys::{decode, encode, is_book_tree, meta_key};
-use super::{DriverRecord, GrowthRecord, QueueRecord, StoreError};
+use super::{DriverRecord, GrowthRecord, StoreError};
 use bookfarm_book::program::{Operation, Program, Schedule};
 use bookfarm_book::research::Upgrade;
 use bookfarm_book::select::Deviate;
 use bookfarm_engine::{Board, Move};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Migrate a version-1 store to version 2 (see the module docs).
 pub(super) fn step(db: &sled::Db) -> Result<Writes, StoreError> {
@@ -38,7 +38,7 @@ pub(super) fn step(db: &sled::Db) -> Result<Writes, StoreError> {
                     .into_iter()
                     .map(|(op, level)| op.program(level))
                     .collect::<Result<Vec<_>, _>>()?;
-                w.to(&tree).insert(key, encode(&QueueRecord { queue })?);
+                w.to(&tree).insert(key, encode(&QueueV2 { queue })?);
             }
         }
         let key = meta_key("growth");
@@ -53,6 +53,15 @@ pub(super) fn step(db: &sled::Db) -> Result<Writes, StoreError> {
         }
     }
     Ok(w)
+}
+
+/// Version 2's `QueueRecord` (`m growth-queue`: the programs still to run, the current one
+/// first; `m growth-log`: those finished since the base book, oldest first), which version 3
+/// replaced (see `to_v3.rs`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub(super) struct QueueV2 {
+    /// The programs.
+    pub(super) queue: Vec<Program>,
 }
 
 /// Version 1's `QueueRecord`.

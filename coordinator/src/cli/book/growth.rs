@@ -3,7 +3,7 @@
 //! in-process workers ([`offline::run_local`]), every result committed as it arrives, so an
 //! interrupt loses at most the searches in flight and running the command again resumes.
 
-use super::{Db, EngineArgs, SelectArgs, open_db, store_context};
+use super::{Db, EngineArgs, RootArgs, SelectArgs, open_db, store_context};
 use crate::cli::io;
 use anyhow::{Context, bail};
 use bookfarm_book::MemBook;
@@ -70,6 +70,8 @@ pub enum GrowthCommand {
         engine: EngineArgs,
         #[command(flatten)]
         select: SelectArgs,
+        #[command(flatten)]
+        root: RootArgs,
     },
     /// Edax `book enhance [MID=2] [END=4]`.
     Enhance {
@@ -85,6 +87,8 @@ pub enum GrowthCommand {
         engine: EngineArgs,
         #[command(flatten)]
         select: SelectArgs,
+        #[command(flatten)]
+        root: RootArgs,
     },
     /// Edax `book play`: expand every reachable position without links.
     Play {
@@ -94,6 +98,8 @@ pub enum GrowthCommand {
         engine: EngineArgs,
         #[command(flatten)]
         select: SelectArgs,
+        #[command(flatten)]
+        root: RootArgs,
     },
     /// Edax `book extend`: expand the leaves that are best moves.
     Extend {
@@ -103,6 +109,8 @@ pub enum GrowthCommand {
         engine: EngineArgs,
         #[command(flatten)]
         select: SelectArgs,
+        #[command(flatten)]
+        root: RootArgs,
     },
     /// Re-search, at LEVEL, the leaves of positions below LEVEL that can still change a value
     /// inside the error window around the root's value, closest to the root first, until none
@@ -119,6 +127,8 @@ pub enum GrowthCommand {
         db: Db,
         #[command(flatten)]
         engine: EngineArgs,
+        #[command(flatten)]
+        root: RootArgs,
     },
     /// Line audit: play the book's best lines to the end with a search at LEVEL and report the
     /// lines whose result contradicts the book's value (win, draw or loss).
@@ -138,6 +148,8 @@ pub enum GrowthCommand {
         db: Db,
         #[command(flatten)]
         engine: EngineArgs,
+        #[command(flatten)]
+        root: RootArgs,
     },
     /// Edax `book deepen`: a no-op in Edax 4.4+ (it re-searches leaves at their own level);
     /// use `book upgrade LEVEL` instead.
@@ -160,9 +172,9 @@ pub fn run(cmd: GrowthCommand) -> anyhow::Result<()> {
         } => book_new(level, depth, &db.db, force, if_missing, &engine),
         GrowthCommand::Add { games, db, engine } => {
             let games = io::read_games(&games)?;
-            searches(&db.db, &engine, None, |c| {
+            searches(&db.db, &engine, |c| {
                 c.add_games(&games)?;
-                Ok(())
+                Ok(None)
             })
         }
         GrowthCommand::Deviate {
@@ -171,9 +183,16 @@ pub fn run(cmd: GrowthCommand) -> anyhow::Result<()> {
             db,
             engine,
             select,
+            root,
         } => {
             let params = Deviate::new(rel, abs);
-            expansion(&db.db, &engine, &select, Operation::Deviate { params })
+            expansion(
+                &db.db,
+                &engine,
+                &select,
+                &root,
+                Operation::Deviate { params },
+            )
         }
         GrowthCommand::Enhance {
             mid,
@@ -181,13 +200,26 @@ pub fn run(cmd: GrowthCommand) -> anyhow::Result<()> {
             db,
             engine,
             select,
-        } => expansion(&db.db, &engine, &select, Operation::enhance(mid, end)),
-        GrowthCommand::Play { db, engine, select } => {
-            expansion(&db.db, &engine, &select, Operation::Play)
-        }
-        GrowthCommand::Extend { db, engine, select } => {
-            expansion(&db.db, &engine, &select, Operation::Extend)
-        }
+            root,
+        } => expansion(
+            &db.db,
+            &engine,
+            &select,
+            &root,
+            Operation::enhance(mid, end),
+        ),
+        GrowthCommand::Play {
+            db,
+            engine,
+            select,
+            root,
+        } => expansion(&db.db, &engine, &select, &root, Operation::Play),
+        GrowthCommand::Extend {
+            db,
+            engine,
+            select,
+            root,
+        } => expansion(&db.db, &engine, &select, &root, Operation::Extend),
         // Upgrade and audit are growth programs: the same ones `expand upgrade` and `expand
         // audit` run on a cluster, here with in-process workers.
         GrowthCommand::Upgrade {
@@ -195,21 +227,26 @@ pub fn run(cmd: GrowthCommand) -> anyhow::Result<()> {
             error,
             db,
             engine,
-        } => searches(
-            &db.db,
-            &engine,
-            Some(Program::new(Operation::Upgrade {
-                params: Upgrade { level, error },
-            })),
-            |_| Ok(()),
-        ),
+            root,
+        } => searches(&db.db, &engine, |c| {
+            let params = Upgrade { level, error };
+            Ok(Some(root.program(c, Operation::Upgrade { params })?))
+        }),
         GrowthCommand::Audit {
             level,
             contradictions,
             queue,
             db,
             engine,
-        } => audit(level, contradictions.as_deref(), queue, &db.db, &engine),
+            root,
+        } => audit(
+            level,
+            contradictions.as_deref(),
+            queue,
+            &db.db,
+            &engine,
+            &root,
+        ),
         GrowthCommand::Deepen { db } => {
             open_db(&db.db, ServiceConfig::default())?;
             println!(
@@ -229,12 +266,13 @@ fn audit(
     queue: bool,
     db: &Path,
     engine: &EngineArgs,
+    root: &RootArgs,
 ) -> anyhow::Result<()> {
     let interrupt = io::interrupt_flag()?;
     let (eval, hash) = bookfarm_runner::load_eval(engine.eval.as_deref())?;
     let n = engine.threads();
     let c = open_db(db, offline::service_config(&eval, &hash))?;
-    let audit = Program::new(Operation::Audit { level, queue });
+    let audit = root.program(&c, Operation::Audit { level, queue })?;
     run_searches(&c, engine, Some(audit), eval, hash, n, interrupt)?;
     if let Some(path) = contradictions {
         let games: String = c
@@ -248,20 +286,19 @@ fn audit(
     Ok(())
 }
 
-/// Open the store with the engine's evaluation fingerprint, let `prepare` queue searches, then
-/// run them (and the `program`) with in-process workers.
+/// Open the store with the engine's evaluation fingerprint, let `prepare` queue searches (and
+/// name the program to run), then run them with in-process workers.
 fn searches(
     db: &Path,
     engine: &EngineArgs,
-    program: Option<Program>,
-    prepare: impl FnOnce(&Coordinator) -> anyhow::Result<()>,
+    prepare: impl FnOnce(&Coordinator) -> anyhow::Result<Option<Program>>,
 ) -> anyhow::Result<()> {
     // Catch Ctrl-C before anything touches the store.
     let interrupt = io::interrupt_flag()?;
     let (eval, hash) = bookfarm_runner::load_eval(engine.eval.as_deref())?;
     let n = engine.threads();
     let c = open_db(db, offline::service_config(&eval, &hash))?;
-    prepare(&c)?;
+    let program = prepare(&c)?;
     run_searches(&c, engine, program, eval, hash, n, interrupt)
 }
 
@@ -369,31 +406,40 @@ fn expansion(
     db: &Path,
     engine: &EngineArgs,
     select: &SelectArgs,
+    root: &RootArgs,
     operation: Operation,
 ) -> anyhow::Result<()> {
-    let program = Program::new(operation);
     if select.dry_run {
         let c = open_db(db, ServiceConfig::default())?;
+        let program = root.program(&c, operation)?;
         let mut book = offline::load_book(&c);
-        let n = first_selection(&mut book, program.clone());
-        println!(
-            "{}: {n} positions would be expanded in the first pass",
-            program.describe()
-        );
+        match first_selection(&mut book, program.clone()) {
+            Some(n) => println!(
+                "{}: {n} positions would be expanded in the first pass",
+                program.describe()
+            ),
+            None => println!(
+                "{}: the root line's missing positions would be added first",
+                program.describe()
+            ),
+        }
         return Ok(());
     }
-    searches(db, engine, Some(program), |_| Ok(()))
+    searches(db, engine, |c| Ok(Some(root.program(c, operation)?)))
 }
 
-/// How many positions the first pass of `program` marks (the growth driver's first marking, run
-/// on a copy with no search result known).
-fn first_selection(book: &mut MemBook, program: Program) -> usize {
+/// How many positions the first pass of `program` marks that is not empty (the growth
+/// driver's marking, run on a copy with no search result known; 0: every pass of the first
+/// iteration marks nothing, the program is done at once); `None` when the program must first
+/// add missing positions of its root line.
+fn first_selection(book: &mut MemBook, program: Program) -> Option<usize> {
     let mut driver = bookfarm_book::driver::Driver::new(program);
     let none: std::collections::HashMap<LeafRequest, LeafResult> = std::collections::HashMap::new();
     let _ = driver.run(book, &none, 0);
     match &driver.state().phase {
-        bookfarm_book::driver::Phase::Expanding { todo, .. } => todo.len(),
-        _ => 0,
+        bookfarm_book::driver::Phase::Expanding { todo, .. } => Some(todo.len()),
+        bookfarm_book::driver::Phase::Rooting { .. } => None,
+        _ => Some(0),
     }
 }
 

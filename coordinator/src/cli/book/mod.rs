@@ -83,6 +83,32 @@ impl EngineArgs {
     }
 }
 
+/// Where a growth program starts.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RootArgs {
+    /// Start from this position instead of the start position, as Edax's book commands start
+    /// from the current board: a move list (f5d6c3) or an OBF board of the book. The line's
+    /// positions missing from the book are added first (as `book store` adds them); the
+    /// program's values and window are the root's.
+    #[arg(long, value_name = "LINE")]
+    from: Option<String>,
+}
+
+impl RootArgs {
+    /// `operation` from this root (resolved against `c`'s book).
+    pub(crate) fn program(
+        &self,
+        c: &Coordinator,
+        operation: bookfarm_book::program::Operation,
+    ) -> anyhow::Result<bookfarm_book::program::Program> {
+        let mut program = bookfarm_book::program::Program::new(operation);
+        if let Some(text) = &self.from {
+            program.root = c.resolve_root(text)?;
+        }
+        Ok(program)
+    }
+}
+
 /// Options of the selector commands.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SelectArgs {

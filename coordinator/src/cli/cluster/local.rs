@@ -42,6 +42,10 @@ pub struct LocalArgs {
     /// Output file (.dat, .csv or .egbk3).
     #[arg(long, value_parser = crate::cli::args::book_output)]
     out: PathBuf,
+    /// Grow from this position instead of the start position: a move list (f5d6c3) or an OBF
+    /// board of the book. The line's missing positions are added first.
+    #[arg(long, value_name = "LINE")]
+    from: Option<String>,
     /// Seed the book with these games (transcripts one per line, or .wtb) before expanding.
     #[arg(long, value_parser = crate::cli::args::existing_file)]
     games: Option<PathBuf>,
@@ -114,7 +118,11 @@ pub fn run(a: LocalArgs) -> anyhow::Result<()> {
     if let Some(g) = &a.games {
         c.add_games(&io::read_games(g)?)?;
     }
-    c.start(Program::new(operation))?;
+    let mut program = Program::new(operation);
+    if let Some(text) = &a.from {
+        program.root = c.resolve_root(text)?;
+    }
+    c.start(program)?;
     let t0 = Instant::now();
     let opts = bookfarm_coordinator::local::LocalOptions {
         workers,

@@ -7,7 +7,7 @@ use anyhow::Context;
 use bookfarm_book::program::{Operation, Program};
 use bookfarm_book::research::Upgrade;
 use bookfarm_book::select::Deviate;
-use bookfarm_coordinator::http::api::StatusV1;
+use bookfarm_coordinator::http::api::{ProgramV1, ProgramsV1, StatusV1};
 use bookfarm_coordinator::progress::{Progress, Snapshot, state_name};
 use bookfarm_proto::pb;
 use clap::Subcommand;
@@ -17,16 +17,28 @@ use std::time::{Duration, Instant};
 /// Commands on a running coordinator (with the admin token).
 #[derive(Debug, Subcommand)]
 pub enum AdminCommand {
-    /// Start (or replace) an expansion on a running coordinator.
+    /// Queue a growth program on a running coordinator (programs run in queue order, one at
+    /// a time), or list and cancel the queued ones.
     Expand {
         #[command(subcommand)]
         selector: ExpandSelector,
         /// Level of new positions (0 = the parent's level).
         #[arg(long, default_value_t = 0, global = true, value_parser = crate::cli::args::level)]
         level: u8,
-        /// Block until the expansion is done, showing progress.
+        /// Block until the program is done (or cancelled), showing progress; then print its
+        /// report.
         #[arg(long, global = true)]
         wait: bool,
+        /// Cancel every queued program and the running one first (what the running one added
+        /// stays in the book).
+        #[arg(long, global = true)]
+        replace: bool,
+        /// Start from this position instead of the start position, as Edax's book commands
+        /// start from the current board: a move list (f5d6c3) or an OBF board of the book. The
+        /// line's positions missing from the book are added first; the program's values and
+        /// window are the root's.
+        #[arg(long, global = true, value_name = "LINE")]
+        from: Option<String>,
         #[command(flatten)]
         remote: Remote,
     },
@@ -105,12 +117,29 @@ pub enum ExpandSelector {
         #[arg(long)]
         queue: bool,
     },
+    /// The program queue: the running program and those waiting, in run order (with --all,
+    /// then the last finished and cancelled ones).
+    List {
+        /// Also list the last finished and cancelled programs.
+        #[arg(long)]
+        all: bool,
+        /// Print one JSON object (the web UI's `/api/v1/programs`).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a program: a queued one never runs; the running one stops before its next step
+    /// (what it added stays in the book).
+    Cancel {
+        /// The program's number (see `expand list`).
+        id: u64,
+    },
 }
 
-impl From<ExpandSelector> for Operation {
-    /// The operation as given (the coordinator clamps the parameters as Edax does).
-    fn from(s: ExpandSelector) -> Operation {
-        match s {
+impl ExpandSelector {
+    /// The operation as given (the coordinator clamps the parameters as Edax does); `None`
+    /// for the queue commands.
+    fn operation(&self) -> Option<Operation> {
+        Some(match *self {
             ExpandSelector::Deviate { rel, abs } => Operation::Deviate {
                 params: Deviate { rel, abs },
             },
@@ -127,7 +156,8 @@ impl From<ExpandSelector> for Operation {
                 level: target,
                 queue,
             },
-        }
+            ExpandSelector::List { .. } | ExpandSelector::Cancel { .. } => return None,
+        })
     }
 }
 
@@ -138,11 +168,27 @@ pub fn run(cmd: AdminCommand) -> anyhow::Result<()> {
             selector,
             level,
             wait,
+            replace,
+            from,
             remote,
-        } => {
-            let program = Program::new(selector.into()).at_level((level > 0).then_some(level));
-            expand(&program, wait, &remote)
-        }
+        } => match (selector.operation(), selector) {
+            (Some(operation), _) => {
+                let program = Program::new(operation).at_level((level > 0).then_some(level));
+                expand(&program, from.as_deref(), wait, replace, &remote)
+            }
+            (None, selector) => {
+                if wait || replace || level > 0 || from.is_some() {
+                    anyhow::bail!(
+                        "--wait, --replace, --from and --level apply to the programs queued"
+                    );
+                }
+                match selector {
+                    ExpandSelector::Cancel { id } => cancel(id, &remote),
+                    ExpandSelector::List { all, json } => list(all, json, &remote),
+                    _ => unreachable!("every other selector is an operation"),
+                }
+            }
+        },
         AdminCommand::Pause { remote } => io::runtime()?.block_on(async {
             admin(&remote)
                 .await?
@@ -186,7 +232,7 @@ pub fn run(cmd: AdminCommand) -> anyhow::Result<()> {
         } => io::runtime()?.block_on(async {
             let mut c = admin(&remote).await?;
             if w {
-                return watch(&mut c, false).await;
+                return watch(&mut c).await;
             }
             let s = c
                 .get_status(pb::GetStatusRequest::default())
@@ -203,42 +249,138 @@ pub fn run(cmd: AdminCommand) -> anyhow::Result<()> {
     }
 }
 
-/// Start `program` on the coordinator; with `wait`, follow it to the end and print what the
-/// programs finished meanwhile reported.
-fn expand(program: &Program, wait: bool, remote: &Remote) -> anyhow::Result<()> {
-    let request = pb::StartExpansionRequest::try_from(program)?;
+/// Queue `program` on the coordinator (after cancelling the queue with `replace`); with
+/// `wait`, follow it to its end and print its report.
+fn expand(
+    program: &Program,
+    from: Option<&str>,
+    wait: bool,
+    replace: bool,
+    remote: &Remote,
+) -> anyhow::Result<()> {
+    let request = pb::StartExpansionRequest {
+        replace,
+        from: from.unwrap_or_default().to_string(),
+        ..pb::StartExpansionRequest::try_from(program)?
+    };
     io::runtime()?.block_on(async {
         let mut c = admin(remote).await?;
-        let before = c
-            .get_status(pb::GetStatusRequest::default())
-            .await
-            .context("getting the status")?
-            .into_inner()
-            .programs_finished;
         let r = c
             .start_expansion(request)
             .await
-            .context("starting the expansion")?
+            .context("queueing the program")?
             .into_inner();
-        println!("{} started: {} jobs queued", program.describe(), r.queued);
+        for id in &r.cancelled {
+            println!("program #{id} cancelled");
+        }
+        let place = match r.position {
+            1 => "runs now".to_string(),
+            n => format!("{} programs before it", n - 1),
+        };
+        let root = from.map_or_else(String::new, |f| format!(" from {}", f.trim()));
+        println!(
+            "program #{} queued ({place}): {}{root}; {} jobs queued",
+            r.program,
+            program.describe(),
+            r.queued
+        );
         if wait {
-            watch(&mut c, true).await?;
-            // What the programs finished since the start did (an audit's
-            // contradictions among them).
-            let s = c
-                .get_status(pb::GetStatusRequest::default())
-                .await
-                .context("getting the status")?
-                .into_inner();
-            let n = usize::try_from(s.programs_finished.saturating_sub(before))
-                .unwrap_or(usize::MAX)
-                .min(s.reports.len());
-            for line in &s.reports[s.reports.len() - n..] {
-                println!("{line}");
-            }
+            let p = wait_for_program(&mut c, r.program).await?;
+            println!("{}", p.report);
         }
         Ok(())
     })
+}
+
+/// `expand cancel ID`.
+fn cancel(id: u64, remote: &Remote) -> anyhow::Result<()> {
+    io::runtime()?.block_on(async {
+        let p = admin(remote)
+            .await?
+            .cancel_program(pb::CancelProgramRequest { id })
+            .await
+            .with_context(|| format!("cancelling program #{id}"))?
+            .into_inner()
+            .program
+            .context("the coordinator sent no program")?;
+        println!("program #{id} ({}) {}", p.description, p.report);
+        Ok(())
+    })
+}
+
+/// `expand list`.
+fn list(all: bool, json: bool, remote: &Remote) -> anyhow::Result<()> {
+    io::runtime()?.block_on(async {
+        let r = admin(remote)
+            .await?
+            .list_programs(pb::ListProgramsRequest { finished: all })
+            .await
+            .context("listing the programs")?
+            .into_inner();
+        let programs: Vec<ProgramV1> = r.programs.iter().map(ProgramV1::from).collect();
+        if json {
+            let v = ProgramsV1 {
+                api: bookfarm_coordinator::http::api::VERSION,
+                programs,
+            };
+            println!(
+                "{}",
+                serde_json::to_string(&v).context("encoding the programs")?
+            );
+            return Ok(());
+        }
+        if programs.is_empty() {
+            println!("no program queued");
+        }
+        for p in &programs {
+            let what = if p.state == "running" || p.state == "queued" {
+                &p.progress
+            } else {
+                &p.report
+            };
+            println!("#{:<5} {:<9} {}  {}", p.id, p.state, p.program, what);
+        }
+        Ok(())
+    })
+}
+
+/// Follow program `id` (a progress line every second) until it is done or cancelled; returns
+/// it as it ended.
+async fn wait_for_program(c: &mut Admin, id: u64) -> anyhow::Result<pb::ProgramInfo> {
+    let bar = spinner();
+    let mut progress = Progress::new();
+    let t0 = Instant::now();
+    loop {
+        let programs = c
+            .list_programs(pb::ListProgramsRequest { finished: true })
+            .await
+            .context("listing the programs")?
+            .into_inner()
+            .programs;
+        let Some(p) = programs.into_iter().find(|p| p.id == id) else {
+            anyhow::bail!("program #{id} is no longer listed");
+        };
+        let ended = p.state == pb::ProgramState::Done as i32
+            || p.state == pb::ProgramState::Cancelled as i32;
+        if ended {
+            bar.finish_and_clear();
+            return Ok(p);
+        }
+        let s = c
+            .get_status(pb::GetStatusRequest::default())
+            .await
+            .context("getting the status")?
+            .into_inner();
+        let snap = Snapshot::from(&s);
+        progress.observe(t0.elapsed(), &snap);
+        let place = if p.state == pb::ProgramState::Running as i32 {
+            p.progress.clone()
+        } else {
+            "queued".to_string()
+        };
+        bar.set_message(format!("#{id} {place} | {}", progress.line(&snap)));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// `status --json`: the web UI's `/api/v1/status` object for the same coordinator.
@@ -291,8 +433,8 @@ fn print_status(s: &pb::GetStatusResponse) {
 }
 
 /// Refresh the one-line progress (state, throughput with its sparkline, queue, workers, round
-/// ETA) every second; with `until_done`, return when the expansion is done.
-async fn watch(c: &mut Admin, until_done: bool) -> anyhow::Result<()> {
+/// ETA) every second.
+async fn watch(c: &mut Admin) -> anyhow::Result<()> {
     let bar = spinner();
     let mut progress = Progress::new();
     let t0 = Instant::now();
@@ -305,11 +447,6 @@ async fn watch(c: &mut Admin, until_done: bool) -> anyhow::Result<()> {
         let snap = Snapshot::from(&s);
         progress.observe(t0.elapsed(), &snap);
         bar.set_message(progress.line(&snap));
-        if until_done && s.state == pb::ExpansionState::Done as i32 {
-            bar.finish();
-            println!("done: {} positions", s.positions);
-            return Ok(());
-        }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }

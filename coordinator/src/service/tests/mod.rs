@@ -21,6 +21,7 @@ use uuid::Uuid;
 mod book;
 mod growth;
 mod lease;
+mod programs;
 mod restart;
 mod speculation;
 mod submit;

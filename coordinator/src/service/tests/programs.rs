@@ -1,0 +1,204 @@
+//! The program queue: numbers and states, cancelling (a queued program, the running one),
+//! `--replace`, restarts, and the replay of a program cancelled while it ran.
+
+use super::*;
+use crate::store::ProgramState;
+
+fn states(c: &Coordinator, finished: bool) -> Vec<(u64, ProgramState)> {
+    c.programs(finished)
+        .iter()
+        .map(|p| (p.record.id, p.record.state))
+        .collect()
+}
+
+fn play() -> Program {
+    Program::new(Operation::Play)
+}
+
+fn extend() -> Program {
+    Program::new(Operation::Extend)
+}
+
+/// Lease and answer `rounds` times (at most `slots` jobs each) with the mock engine, for a
+/// worker registered as `name`.
+fn answer_rounds(c: &Coordinator, name: &str, rounds: usize, slots: u32) {
+    let id = identity();
+    let w = c.register(&id, name, 1).unwrap();
+    for _ in 0..rounds {
+        let jobs = c.lease(&id, &w, slots).unwrap();
+        if jobs.is_empty() {
+            break;
+        }
+        c.submit(&id, &w, &mock_results(&jobs)).unwrap();
+        c.settle().unwrap();
+    }
+}
+
+#[test]
+fn programs_run_in_queue_order_and_a_queued_one_can_be_cancelled() {
+    let f = fixture(2, 10, ServiceConfig::default());
+    // Opening a new book queued its `book new` as program #1.
+    assert_eq!(states(&f.c, true), [(1, ProgramState::Running)]);
+    let q = f.c.start(deviate24()).unwrap();
+    assert_eq!((q.program, q.position), (2, 2));
+    assert!(q.cancelled.is_empty());
+    assert_eq!(f.c.start(play()).unwrap().program, 3);
+    assert_eq!(f.c.start(extend()).unwrap().program, 4);
+    assert_eq!(
+        states(&f.c, false),
+        [
+            (1, ProgramState::Running),
+            (2, ProgramState::Queued),
+            (3, ProgramState::Queued),
+            (4, ProgramState::Queued)
+        ]
+    );
+    let cancelled = f.c.cancel(3).unwrap();
+    assert_eq!(cancelled.state, ProgramState::Cancelled);
+    assert_eq!(cancelled.report, "cancelled before it started");
+    assert!(matches!(
+        f.c.cancel(3),
+        Err(CoordinatorError::FailedPrecondition(_))
+    ));
+    assert!(matches!(
+        f.c.cancel(99),
+        Err(CoordinatorError::UnknownProgram(99))
+    ));
+    drive(&f.c, 4);
+    assert_eq!(f.c.status().state, State::Done);
+    // The queue is empty; the finished programs are listed, the last ended first (#3 was
+    // cancelled before #1 ended).
+    assert!(f.c.programs(false).is_empty());
+    assert_eq!(
+        states(&f.c, true),
+        [
+            (4, ProgramState::Done),
+            (2, ProgramState::Done),
+            (1, ProgramState::Done),
+            (3, ProgramState::Cancelled)
+        ]
+    );
+    let listed = f.c.programs(true);
+    let deviate = listed.iter().find(|p| p.record.id == 2).unwrap();
+    assert!(
+        deviate.record.report.starts_with("deviate 2 4: "),
+        "{deviate:?}"
+    );
+    assert!(deviate.record.started_ms.is_some() && deviate.record.finished_ms.is_some());
+    // The cancelled program never ran: the book is the serial book of the others.
+    assert_same_book(&f.c, &serial_book(2, 10, &[deviate24(), extend()]));
+}
+
+#[test]
+fn replace_cancels_the_queue_and_the_running_program() {
+    let f = fixture(2, 10, ServiceConfig::default());
+    drive(&f.c, 4);
+    f.c.start(deviate24()).unwrap();
+    f.c.start(play()).unwrap();
+    answer_rounds(&f.c, "t", 3, 2);
+    let running = f.c.programs(false);
+    assert_eq!(running[0].record.state, ProgramState::Running);
+    assert!(!running[0].progress.is_empty());
+    let q = f.c.replace(extend()).unwrap();
+    assert_eq!(q.cancelled, [2, 3]);
+    assert_eq!((q.program, q.position), (4, 1));
+    let listed = states(&f.c, true);
+    assert_eq!(
+        &listed[..3],
+        [
+            (4, ProgramState::Running),
+            (3, ProgramState::Cancelled),
+            (2, ProgramState::Cancelled)
+        ]
+    );
+    let deviate =
+        f.c.programs(true)
+            .into_iter()
+            .find(|p| p.record.id == 2)
+            .unwrap();
+    assert!(
+        deviate.record.report.starts_with("cancelled after "),
+        "{:?}",
+        deviate.record.report
+    );
+    drive(&f.c, 4);
+    assert_eq!(f.c.status().state, State::Done);
+}
+
+#[test]
+fn the_queue_survives_a_restart() {
+    let f = fixture(2, 10, ServiceConfig::default());
+    f.c.start(deviate24()).unwrap();
+    f.c.start(play()).unwrap();
+    f.c.start(extend()).unwrap();
+    f.c.cancel(3).unwrap();
+    answer_rounds(&f.c, "t", 2, 2);
+    let before = f.c.programs(true);
+    let f = reopen(f, ServiceConfig::default());
+    let after = f.c.programs(true);
+    let records = |v: &[ProgramView]| v.iter().map(|p| p.record.clone()).collect::<Vec<_>>();
+    assert_eq!(records(&after), records(&before));
+    // Numbers go on after the restart.
+    assert_eq!(f.c.start(play()).unwrap().program, 5);
+    drive(&f.c, 4);
+    assert_same_book(&f.c, &serial_book(2, 10, &[deviate24(), extend(), play()]));
+}
+
+/// A program cancelled while it ran keeps what it added, and a replay (a caught liar's results
+/// dropped) cuts it at the same point: the replayed book equals the book before the replay.
+#[test]
+fn a_program_cancelled_while_it_ran_is_replayed_as_it_was_cut() {
+    let cfg = ServiceConfig::default();
+    let f = fixture(2, 10, cfg.clone());
+    drive(&f.c, 4);
+    let start = f.c.status().positions;
+    f.c.start(deviate24()).unwrap();
+    answer_rounds(&f.c, "t", 12, 3);
+    let cut = f.c.cancel(2).unwrap();
+    assert_eq!(cut.state, ProgramState::Cancelled);
+    let kept = f.c.status().positions;
+    assert!(
+        kept > start,
+        "the cut deviate added nothing ({start} positions)"
+    );
+    f.c.start(play()).unwrap();
+    drive(&f.c, 4);
+    assert_eq!(f.c.status().state, State::Done);
+    let (_, want) = f.c.snapshot();
+    assert!(want.len() as u64 > kept);
+    // A rollback requested (as catching a liar stores it) and a restart: the start replays
+    // every logged program from the base book.
+    let Fixture { dir, clock, c } = f;
+    close(c);
+    {
+        let store = Store::open(dir.path()).unwrap();
+        let mut b = Batch::default();
+        b.put_rollback_requested(1).unwrap();
+        store.apply(b).unwrap();
+        store.flush().unwrap();
+    }
+    let store = Store::open(dir.path()).unwrap();
+    let c = Coordinator::open(store, dir.path(), cfg, clock).unwrap();
+    drive(&c, 4);
+    assert_eq!(c.status().state, State::Done);
+    let (_, replayed) = c.snapshot();
+    assert!(crate::sim::same_positions(replayed, &positions_book(&want)));
+    // The programs' records are untouched by the replay.
+    assert_eq!(
+        states(&c, true),
+        [
+            (3, ProgramState::Done),
+            (2, ProgramState::Cancelled),
+            (1, ProgramState::Done)
+        ]
+    );
+}
+
+/// A book holding `positions`.
+fn positions_book(positions: &[Position]) -> bookfarm_book::MemBook {
+    let mut book = bookfarm_book::MemBook::new(bookfarm_book::BookHeader::new(2, 10));
+    for p in positions {
+        book.put_position(p);
+    }
+    book
+}
