@@ -289,6 +289,21 @@ impl TryFrom<pb::StartExpansionRequest> for Program {
                 level: search_level(a.level),
                 queue: a.queue,
             },
+            S::Add(a) => Operation::AddGames {
+                games: a
+                    .games
+                    .iter()
+                    .map(|g| {
+                        g.iter()
+                            .map(|&c| {
+                                Move::from_code(c)
+                                    .filter(|m| *m != Move::None)
+                                    .ok_or(ConvertError::MoveCode(u32::from(c)))
+                            })
+                            .collect::<Result<Vec<Move>, ConvertError>>()
+                    })
+                    .collect::<Result<_, _>>()?,
+            },
         };
         Ok(Program::new(operation).at_level((level > 0).then_some(level)))
     }
@@ -328,10 +343,15 @@ impl TryFrom<&Program> for pb::StartExpansionRequest {
                 level: u32::from(*level),
                 queue: *queue,
             }),
-            Operation::New
-            | Operation::Enhance { .. }
-            | Operation::Expand { .. }
-            | Operation::AddGames { .. } => return Err(unsupported()),
+            Operation::AddGames { games } => S::Add(pb::AddGames {
+                games: games
+                    .iter()
+                    .map(|g| g.iter().map(|m| m.code()).collect())
+                    .collect(),
+            }),
+            Operation::New | Operation::Enhance { .. } | Operation::Expand { .. } => {
+                return Err(unsupported());
+            }
         };
         Ok(pb::StartExpansionRequest {
             selector: Some(selector),
@@ -541,6 +561,24 @@ mod tests {
         let r = pb::StartExpansionRequest::try_from(&rooted).unwrap();
         assert_eq!(r.from, "f5d6c3");
         assert_eq!(Program::try_from(r), Ok(Program::new(Operation::Play)));
+        // Games travel as move codes, a pass included; a code that is no move is refused.
+        let sq = |m: &str| Move::Square(Square::parse(m).unwrap());
+        let add = Program::new(Operation::AddGames {
+            games: vec![vec![sq("f5"), sq("d6")], vec![], vec![sq("f5"), Move::Pass]],
+        })
+        .at_level(Some(4));
+        let r = pb::StartExpansionRequest::try_from(&add).unwrap();
+        assert_eq!(Program::try_from(r.clone()), Ok(add));
+        for bad in [65u8, 66, 255] {
+            let mut r = r.clone();
+            if let Some(S::Add(a)) = &mut r.selector {
+                a.games[0].push(bad);
+            }
+            assert_eq!(
+                Program::try_from(r),
+                Err(ConvertError::MoveCode(u32::from(bad)))
+            );
+        }
         // What a start request cannot carry is refused, not dropped.
         for p in [
             Program::new(Operation::New),
@@ -549,7 +587,6 @@ mod tests {
                 endcut_error: 4,
                 until_stable: false,
             }),
-            Program::new(Operation::AddGames { games: vec![] }),
             Program {
                 schedule: Schedule::Async,
                 ..Program::new(Operation::Play)

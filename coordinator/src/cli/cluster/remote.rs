@@ -117,6 +117,13 @@ pub enum ExpandSelector {
         #[arg(long)]
         queue: bool,
     },
+    /// Edax `book add` / `book store` as a cluster program: add every position of the games
+    /// within the book depth (new positions at --level).
+    Add {
+        /// Games: transcripts one per line (f5d6c3…), or a .wtb file.
+        #[arg(value_parser = crate::cli::args::existing_file)]
+        games: std::path::PathBuf,
+    },
     /// The program queue: the running program and those waiting, in run order (with --all,
     /// then the last finished and cancelled ones).
     List {
@@ -138,8 +145,8 @@ pub enum ExpandSelector {
 impl ExpandSelector {
     /// The operation as given (the coordinator clamps the parameters as Edax does); `None`
     /// for the queue commands.
-    fn operation(&self) -> Option<Operation> {
-        Some(match *self {
+    fn operation(&self) -> anyhow::Result<Option<Operation>> {
+        Ok(Some(match *self {
             ExpandSelector::Deviate { rel, abs } => Operation::Deviate {
                 params: Deviate { rel, abs },
             },
@@ -156,8 +163,11 @@ impl ExpandSelector {
                 level: target,
                 queue,
             },
-            ExpandSelector::List { .. } | ExpandSelector::Cancel { .. } => return None,
-        })
+            ExpandSelector::Add { ref games } => Operation::AddGames {
+                games: io::read_games(games)?,
+            },
+            ExpandSelector::List { .. } | ExpandSelector::Cancel { .. } => return Ok(None),
+        }))
     }
 }
 
@@ -171,7 +181,7 @@ pub fn run(cmd: AdminCommand) -> anyhow::Result<()> {
             replace,
             from,
             remote,
-        } => match (selector.operation(), selector) {
+        } => match (selector.operation()?, selector) {
             (Some(operation), _) => {
                 let program = Program::new(operation).at_level((level > 0).then_some(level));
                 expand(&program, from.as_deref(), wait, replace, &remote)
