@@ -325,7 +325,13 @@ impl Coordinator {
 
     fn queue_program(&self, program: Program, replace: bool) -> Result<Queued> {
         let mut growth = self.growth();
-        if program.operation.has_root() && !program.root.is_empty() {
+        if !program.root.is_empty() && !program.operation.has_root() {
+            return Err(CoordinatorError::InvalidArgument(format!(
+                "--from applies to deviate, enhance, play, extend and upgrade, not to {}",
+                program.describe()
+            )));
+        }
+        if !program.root.is_empty() {
             check_root(&program.root, &growth.book)
                 .map_err(|e| CoordinatorError::InvalidArgument(e.to_string()))?;
         }

@@ -148,8 +148,6 @@ pub enum GrowthCommand {
         db: Db,
         #[command(flatten)]
         engine: EngineArgs,
-        #[command(flatten)]
-        root: RootArgs,
     },
     /// Edax `book deepen`: a no-op in Edax 4.4+ (it re-searches leaves at their own level);
     /// use `book upgrade LEVEL` instead.
@@ -238,15 +236,7 @@ pub fn run(cmd: GrowthCommand) -> anyhow::Result<()> {
             queue,
             db,
             engine,
-            root,
-        } => audit(
-            level,
-            contradictions.as_deref(),
-            queue,
-            &db.db,
-            &engine,
-            &root,
-        ),
+        } => audit(level, contradictions.as_deref(), queue, &db.db, &engine),
         GrowthCommand::Deepen { db } => {
             open_db(&db.db, ServiceConfig::default())?;
             println!(
@@ -266,13 +256,12 @@ fn audit(
     queue: bool,
     db: &Path,
     engine: &EngineArgs,
-    root: &RootArgs,
 ) -> anyhow::Result<()> {
     let interrupt = io::interrupt_flag()?;
     let (eval, hash) = bookfarm_runner::load_eval(engine.eval.as_deref())?;
     let n = engine.threads();
     let c = open_db(db, offline::service_config(&eval, &hash))?;
-    let audit = root.program(&c, Operation::Audit { level, queue })?;
+    let audit = Program::new(Operation::Audit { level, queue });
     run_searches(&c, engine, Some(audit), eval, hash, n, interrupt)?;
     if let Some(path) = contradictions {
         let games: String = c
