@@ -7,7 +7,7 @@
 
 pub mod deploy;
 
-use bookfarm_book::{MemBook, edax, negamax};
+use bookfarm_book::{MemBook, Position, edax, negamax};
 use bookfarm_coordinator::identity::{Identities, IdentityConfig};
 use bookfarm_coordinator::service::new_book;
 use bookfarm_coordinator::store::Store;
@@ -45,6 +45,19 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .expect("bind 127.0.0.1:0")
         .port()
+}
+
+/// Arguments of a `bft-coordinator` process serving the store `db` on 127.0.0.1:`port`,
+/// followed by `extra`.
+pub fn serve_args(db: &Path, port: u16, extra: &[&str]) -> Vec<String> {
+    let mut args = vec![
+        "--db".to_string(),
+        db.display().to_string(),
+        "--listen".to_string(),
+        format!("127.0.0.1:{port}"),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args
 }
 
 /// Arguments of a `bft-worker` process named `name` against the coordinator on `port`.
@@ -186,6 +199,18 @@ pub async fn status(c: &mut Admin) -> pb::GetStatusResponse {
         .await
         .expect("status")
         .into_inner()
+}
+
+/// Whether the status reports the expansion done.
+pub fn done(s: &pb::GetStatusResponse) -> bool {
+    s.state == pb::ExpansionState::Done as i32
+}
+
+/// A book's positions sorted by board, for comparing books.
+pub fn sorted(book: &MemBook) -> Vec<Position> {
+    let mut v: Vec<Position> = book.positions().collect();
+    v.sort_by_key(|p| p.board);
+    v
 }
 
 /// Poll the status until `pred` holds (panics after `limit`: a hang is a failure, not a skip).

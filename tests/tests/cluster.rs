@@ -27,17 +27,17 @@ fn coordinator_with(
     eval: &std::path::Path,
     extra: &[&str],
 ) -> Proc {
-    let mut args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-    args.extend([
-        "--db".into(),
-        db.display().to_string(),
-        "--listen".into(),
-        format!("127.0.0.1:{port}"),
-        "--lease-timeout".into(),
-        lease_timeout.to_string(),
-        "--eval-hash".into(),
-        eval_hash(eval),
-    ]);
+    let mut args = serve_args(
+        db,
+        port,
+        &[
+            "--lease-timeout",
+            &lease_timeout.to_string(),
+            "--eval-hash",
+            &eval_hash(eval),
+        ],
+    );
+    args.extend(extra.iter().map(|s| s.to_string()));
     if let Some(h) = http {
         args.push("--http".into());
         args.push(format!("127.0.0.1:{h}"));
@@ -57,10 +57,6 @@ fn worker(
         args.push(p.display().to_string());
     }
     Proc::spawn(WORKER, &args)
-}
-
-fn done(s: &pb::GetStatusResponse) -> bool {
-    s.state == pb::ExpansionState::Done as i32
 }
 
 async fn http_get(port: u16, path: &str) -> String {

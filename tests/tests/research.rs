@@ -21,10 +21,6 @@ const UPGRADE: u32 = 6;
 const ERROR: i32 = 2;
 const AUDIT: u32 = 7;
 
-fn done(s: &pb::GetStatusResponse) -> bool {
-    s.state == pb::ExpansionState::Done as i32
-}
-
 async fn start(a: &mut Admin, selector: pb::start_expansion_request::Selector) {
     a.start_expansion(pb::StartExpansionRequest {
         selector: Some(selector),
@@ -33,13 +29,6 @@ async fn start(a: &mut Admin, selector: pb::start_expansion_request::Selector) {
     })
     .await
     .expect("start expansion");
-}
-
-/// Positions sorted by board, for comparing books.
-fn sorted(book: &MemBook) -> Vec<bookfarm_book::Position> {
-    let mut v: Vec<_> = book.positions().collect();
-    v.sort_by_key(|p| p.board);
-    v
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,18 +43,10 @@ async fn upgrade_and_audit_with_worker_processes_equal_the_serial_programs() {
         store.create(book.header(), &entries).expect("create");
     }
     let port = free_port();
-    let args: Vec<String> = [
-        "--db",
-        &dir.path().display().to_string(),
-        "--listen",
-        &format!("127.0.0.1:{port}"),
-        "--eval-hash",
-        &eval_hash(&eval),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let _c = Proc::spawn(COORD, &args);
+    let _c = Proc::spawn(
+        COORD,
+        &serve_args(dir.path(), port, &["--eval-hash", &eval_hash(&eval)]),
+    );
     let mut a = admin(port).await;
     let _w1 = Proc::spawn(WORKER, &worker_args(port, &eval, "w1"));
     let _w2 = Proc::spawn(WORKER, &worker_args(port, &eval, "w2"));

@@ -2,7 +2,6 @@
 //! 127.0.0.1, some of them lying, and a book identical to an honest build.
 
 use bookfarm_book::MemBook;
-use bookfarm_book::model::Position;
 use bookfarm_proto::pb;
 use bookfarm_tests::*;
 use std::path::Path;
@@ -18,25 +17,22 @@ const TRUST_AFTER: u64 = 5;
 
 /// A coordinator with a one-thread verifier and `extra` arguments.
 fn coordinator(db: &Path, port: u16, eval: &Path, extra: &[&str]) -> Proc {
-    let mut args: Vec<String> = [
-        "--db",
-        &db.display().to_string(),
-        "--listen",
-        &format!("127.0.0.1:{port}"),
-        "--admin-token",
-        ADMIN,
-        "--eval-hash",
-        &eval_hash(eval),
-        "--eval",
-        &eval.display().to_string(),
-        "--verify-threads",
-        "1",
-        "--trust-after",
-        &TRUST_AFTER.to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut args = serve_args(
+        db,
+        port,
+        &[
+            "--admin-token",
+            ADMIN,
+            "--eval-hash",
+            &eval_hash(eval),
+            "--eval",
+            &eval.display().to_string(),
+            "--verify-threads",
+            "1",
+            "--trust-after",
+            &TRUST_AFTER.to_string(),
+        ],
+    );
     args.extend(extra.iter().map(|s| s.to_string()));
     Proc::spawn(COORD, &args)
 }
@@ -55,16 +51,6 @@ fn worker(port: u16, eval: &Path, name: &str, token: &str, lie: Option<(&str, &P
         ]);
     }
     Proc::spawn(WORKER, &args)
-}
-
-fn done(s: &pb::GetStatusResponse) -> bool {
-    s.state == pb::ExpansionState::Done as i32
-}
-
-fn sorted(book: &MemBook) -> Vec<Position> {
-    let mut v: Vec<Position> = book.positions().collect();
-    v.sort_by_key(|p| p.board);
-    v
 }
 
 fn credit<'a>(s: &'a pb::GetStatusResponse, name: &str) -> &'a pb::Credit {

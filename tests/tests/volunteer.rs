@@ -27,14 +27,7 @@ struct Worker {
 }
 
 fn coordinator(db: &Path, port: u16, eval: Option<&Path>, extra: &[&str]) -> Proc {
-    let mut args: Vec<String> = vec![
-        "--db".into(),
-        db.display().to_string(),
-        "--listen".into(),
-        format!("127.0.0.1:{port}"),
-        "--admin-token".into(),
-        ADMIN.into(),
-    ];
+    let mut args = serve_args(db, port, &["--admin-token", ADMIN]);
     if let Some(e) = eval {
         args.extend(["--eval-hash".into(), eval_hash(e)]);
     }
@@ -173,10 +166,6 @@ async fn fail(w: &mut Worker, id: &str, job: &str, reason: &str) -> Result<bool,
     })
     .await
     .map(|r| r.into_inner().quarantined)
-}
-
-fn done(s: &pb::GetStatusResponse) -> bool {
-    s.state == pb::ExpansionState::Done as i32
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -625,17 +614,7 @@ async fn worker_strings_cannot_forge_log_lines() {
     new_store(dir.path(), 2, 10);
     let port = free_port();
     let log = dir.path().join("coordinator.log");
-    let args: Vec<String> = [
-        "--db",
-        &dir.path().display().to_string(),
-        "--listen",
-        &format!("127.0.0.1:{port}"),
-        "--admin-token",
-        ADMIN,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let args = serve_args(dir.path(), port, &["--admin-token", ADMIN]);
     let env = [("RUST_LOG", "info"), ("NO_COLOR", "1")];
     let _c = Proc::spawn_logged(COORD, &args, &env, &log);
     let forged = "2030-01-01T00:00:00Z  INFO forged: admin granted";

@@ -268,16 +268,16 @@ async fn web_ui_in_headless_chromium() {
     let (port, http) = (free_port(), free_port());
     let _c = Proc::spawn(
         COORD,
-        &[
-            "--db".into(),
-            dir.path().display().to_string(),
-            "--listen".into(),
-            format!("127.0.0.1:{port}"),
-            "--http".into(),
-            format!("127.0.0.1:{http}"),
-            "--eval-hash".into(),
-            eval_hash(&eval),
-        ],
+        &serve_args(
+            dir.path(),
+            port,
+            &[
+                "--http",
+                &format!("127.0.0.1:{http}"),
+                "--eval-hash",
+                &eval_hash(&eval),
+            ],
+        ),
     );
     let mut a = admin(port).await;
     let base = format!("http://127.0.0.1:{http}");
