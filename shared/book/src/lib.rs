@@ -56,6 +56,7 @@
 pub mod accuracy;
 pub mod csv;
 pub mod decisive;
+pub mod diff;
 pub mod driver;
 pub mod dump;
 pub mod edax;

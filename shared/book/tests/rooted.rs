@@ -163,3 +163,72 @@ fn a_root_past_the_book_depth_changes_nothing() {
     let after: Vec<Position> = book.positions().collect();
     assert_eq!(after, before);
 }
+
+/// `book diff` on two known books: a book against itself is empty; against the same book after
+/// a rooted deviate, every new or changed position is on the root line, in the root's subtree,
+/// or a parent that gained a link; a leaf and a level changed by hand are reported as such.
+#[test]
+fn book_diff_reports_what_a_rooted_program_changed() {
+    use bookfarm_book::diff::diff;
+    let mut before = new_book(2, 12);
+    run_serial(&mut before, Program::new(deviate(1, 1)), &mut mock);
+    assert!(diff(&before, &before).is_empty());
+    assert_eq!(diff(&before, &before).same, before.len());
+    let mut after = before.clone();
+    let program = rooted(deviate(2, 4), "f5d6c3");
+    let on_line: HashSet<Board> = program
+        .root_boards()
+        .expect("legal line")
+        .iter()
+        .map(|b| canonical(b).0)
+        .collect();
+    let root = program.root_board().expect("legal line");
+    let st = run_serial(&mut after, program, &mut mock);
+    let d = diff(&before, &after);
+    assert!(d.only_a.is_empty(), "a program removes nothing");
+    assert_eq!(d.only_b.len(), st.changes.positions);
+    assert_eq!(d.same + d.changed.len(), before.len());
+    let inside = subtree(&after, &root);
+    for p in &d.only_b {
+        assert!(inside.contains(&p.board) || on_line.contains(&p.board));
+    }
+    for c in &d.changed {
+        let gained = c.b.links.len() > c.a.links.len();
+        assert!(
+            inside.contains(&c.a.board) || on_line.contains(&c.a.board) || gained || !c.leaf(),
+            "{c:?}"
+        );
+    }
+    let text = d.report(&before, &after, 3);
+    assert!(text.starts_with(&d.summary()), "{text}");
+    assert!(text.contains("only in B  "), "{text}");
+    // One leaf and one level changed by hand.
+    let mut edited = before.clone();
+    let id = edited.probe(&board_after("f5")).expect("f5 is in the book");
+    let leaf = edited.leaf(id);
+    let score = if leaf.score < 0 {
+        leaf.score + 2
+    } else {
+        leaf.score - 2
+    };
+    edited.set_leaf(id, bookfarm_book::Link { score, ..leaf });
+    let level = edited.level(id);
+    edited.set_level(id, level + 1);
+    let d = diff(&before, &edited);
+    assert_eq!((d.only_a.len(), d.only_b.len(), d.changed.len()), (0, 0, 1));
+    assert!(d.changed[0].leaf() && d.changed[0].level() && !d.changed[0].value());
+    assert!(
+        d.summary()
+            .contains("different: 1 (value 0, level 1, leaf 1)"),
+        "{}",
+        d.summary()
+    );
+    // Named by its shortest book line: one of the four first moves (they reach one position).
+    let text = d.report(&before, &edited, 10).to_lowercase();
+    assert!(
+        ["c4", "d3", "e6", "f5"]
+            .iter()
+            .any(|m| text.contains(&format!("different  {m}: "))),
+        "{text}"
+    );
+}

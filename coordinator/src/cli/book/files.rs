@@ -40,6 +40,20 @@ pub enum FileCommand {
         #[arg(value_parser = crate::cli::args::book_output)]
         output: PathBuf,
     },
+    /// Compare two books position by position: the positions only in A, only in B, and in
+    /// both with a different value, level or leaf; a summary line, then the positions, each
+    /// named by its shortest book line.
+    Diff {
+        /// Book A (.dat, .csv or .egbk3).
+        #[arg(value_parser = crate::cli::args::book_input)]
+        a: PathBuf,
+        /// Book B (.dat, .csv or .egbk3).
+        #[arg(value_parser = crate::cli::args::book_input)]
+        b: PathBuf,
+        /// Positions listed of each kind (0: the summary only).
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
     /// Print Edax's `book info` facts: positions, links, leaves, levels, depth.
     Info {
         /// The book file (.dat, .csv or .egbk3); or use --db.
@@ -111,6 +125,10 @@ pub fn run(cmd: FileCommand) -> anyhow::Result<()> {
                 output.display()
             );
             Ok(())
+        }
+        FileCommand::Diff { a, b, limit } => {
+            let (a, b) = (io::read_book(&a)?, io::read_book(&b)?);
+            io::print(&bookfarm_book::diff::diff(&a, &b).report(&a, &b, limit))
         }
         FileCommand::Info { file, db } => {
             let book = load_file_or_db(file.as_deref(), db.as_deref())?;
