@@ -73,6 +73,19 @@ pub const PREFETCH_UNUSED: &str = "bookfarm_prefetch_unused";
 /// Events recorded since start, per kind (see `crate::events`).
 pub const EVENTS: &str = "bookfarm_events_total";
 
+/// Replication overhead: share of the search time spent on replicas beyond the first answer.
+pub const REPLICATION_OVERHEAD: &str = "bookfarm_replication_overhead";
+/// Check jobs queued or leased now.
+pub const PENDING_CHECKS: &str = "bookfarm_pending_checks";
+/// How long the oldest check job has waited.
+pub const OLDEST_CHECK_AGE: &str = "bookfarm_oldest_check_age_seconds";
+/// Invalid results caught since start.
+pub const INVALID_RESULTS: &str = "bookfarm_invalid_results_total";
+/// Replays (rollbacks) since start.
+pub const REPLAYS: &str = "bookfarm_replays_total";
+/// Contributors blocked now.
+pub const BLOCKED_CONTRIBUTORS: &str = "bookfarm_blocked_contributors";
+
 const WORKER: &[&str] = &["worker"];
 
 /// Every metric the coordinator exports.
@@ -195,6 +208,42 @@ pub const METRICS: &[Metric] = &[
         name: PREFETCH_UNUSED,
         kind: Kind::Gauge,
         help: "Prefetched results not used (yet) since start.",
+        labels: &[],
+    },
+    Metric {
+        name: REPLICATION_OVERHEAD,
+        kind: Kind::Gauge,
+        help: "Share of the workers' search time since start spent on replicas beyond a request's first answer (validation, spot and core checks).",
+        labels: &[],
+    },
+    Metric {
+        name: PENDING_CHECKS,
+        kind: Kind::Gauge,
+        help: "Check jobs (validation, spot, core, settlement) queued or leased now.",
+        labels: &[],
+    },
+    Metric {
+        name: OLDEST_CHECK_AGE,
+        kind: Kind::Gauge,
+        help: "How long the oldest check job has waited, seconds (0: none).",
+        labels: &[],
+    },
+    Metric {
+        name: INVALID_RESULTS,
+        kind: Kind::Counter,
+        help: "Replicas that disagreed with the settled result since start (lies caught, or broken machines).",
+        labels: &[],
+    },
+    Metric {
+        name: REPLAYS,
+        kind: Kind::Counter,
+        help: "Replays of the growth programs without a caught contributor's results since start.",
+        labels: &[],
+    },
+    Metric {
+        name: BLOCKED_CONTRIBUTORS,
+        kind: Kind::Gauge,
+        help: "Contributors blocked now (too many invalid results, or by the operator).",
         labels: &[],
     },
     Metric {

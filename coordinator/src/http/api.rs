@@ -107,6 +107,19 @@ pub struct ValidationV1 {
     pub core_size: u64,
     /// Provisional results in it (none once the build is done).
     pub core_unconfirmed: u64,
+    /// Replication overhead: the share of the workers' search time spent on replicas beyond a
+    /// request's first answer (validation, spot and core checks), since start.
+    pub replication_overhead: f64,
+    /// Search time of every accepted search since start, CPU seconds.
+    pub search_cpu_seconds: f64,
+    /// Check jobs queued or leased now.
+    pub pending_checks: u64,
+    /// How long the oldest of them has waited, seconds.
+    pub oldest_check_seconds: f64,
+    /// Contributors blocked now.
+    pub blocked_contributors: u64,
+    /// Coordinator CPU the replays took, seconds.
+    pub replay_cpu_seconds: f64,
 }
 
 /// One contributor's row of [`StatusV1::credit`].
@@ -192,6 +205,16 @@ impl From<&pb::GetStatusResponse> for StatusV1 {
                     provisional: v.provisional,
                     core_size: v.core_size,
                     core_unconfirmed: v.core_unconfirmed,
+                    replication_overhead: if v.search_cpu_us == 0 {
+                        0.0
+                    } else {
+                        v.replica_cpu_us as f64 / v.search_cpu_us as f64
+                    },
+                    search_cpu_seconds: v.search_cpu_us as f64 / 1e6,
+                    pending_checks: v.pending_checks,
+                    oldest_check_seconds: v.oldest_check_seconds,
+                    blocked_contributors: v.blocked_contributors,
+                    replay_cpu_seconds: v.replay_cpu_us as f64 / 1e6,
                 }
             },
             credit: s

@@ -64,6 +64,13 @@ async fn metrics(State(c): State<Coordinator>) -> (StatusCode, String) {
     metrics::gauge!(crate::telemetry::POSITIONS).set(s.positions as f64);
     metrics::gauge!(crate::telemetry::BOOK_BYTES).set(c.book_heap_bytes() as f64);
     metrics::gauge!(crate::telemetry::WORKERS).set(s.workers.len() as f64);
+    metrics::gauge!(crate::telemetry::REPLICATION_OVERHEAD).set(s.health.overhead());
+    metrics::gauge!(crate::telemetry::PENDING_CHECKS).set(s.health.pending_checks as f64);
+    metrics::gauge!(crate::telemetry::OLDEST_CHECK_AGE).set(s.health.oldest_check.as_secs_f64());
+    metrics::gauge!(crate::telemetry::BLOCKED_CONTRIBUTORS)
+        .set(s.health.blocked_contributors as f64);
+    metrics::counter!(crate::telemetry::INVALID_RESULTS).absolute(s.validation.invalid);
+    metrics::counter!(crate::telemetry::REPLAYS).absolute(s.validation.rollbacks);
     s.workers.sort_by_key(|w| w.id);
     for w in s.workers.iter().take(MAX_WORKER_SERIES) {
         metrics::gauge!(crate::telemetry::WORKER_RESULTS_PER_SECOND, "worker" => w.name.clone())

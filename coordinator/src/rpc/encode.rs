@@ -2,7 +2,7 @@
 //! credit. The
 //! web UI's JSON API and `status --json` are built from these same messages.
 
-use crate::service::{CreditReport, ProgramView, State, StatusReport, TrustCounters};
+use crate::service::{CreditReport, ProgramView, State, StatusReport, TrustCounters, TrustHealth};
 use crate::store::{CredentialRecord, CredentialState, ProgramState};
 use bookfarm_proto::pb;
 
@@ -57,7 +57,7 @@ pub fn credit_pb(c: &CreditReport) -> pb::Credit {
     }
 }
 
-fn validation_pb(v: &TrustCounters) -> pb::Validation {
+fn validation_pb(v: &TrustCounters, h: &TrustHealth) -> pb::Validation {
     pb::Validation {
         held: v.held,
         validated: v.validated,
@@ -76,6 +76,11 @@ fn validation_pb(v: &TrustCounters) -> pb::Validation {
         core_size: v.core_size,
         core_unconfirmed: v.core_unconfirmed,
         replay_cpu_us: v.replay_cpu_us,
+        search_cpu_us: h.search_cpu_us,
+        replica_cpu_us: h.replica_cpu_us,
+        pending_checks: h.pending_checks,
+        oldest_check_seconds: h.oldest_check.as_secs_f64(),
+        blocked_contributors: h.blocked_contributors,
     }
 }
 
@@ -164,7 +169,7 @@ pub fn status_response(s: StatusReport, offset: usize, limit: usize) -> pb::GetS
         nodes_per_second: s.nodes_per_second,
         threads: s.threads,
         busy_threads: s.busy_threads,
-        validation: Some(validation_pb(&s.validation)),
+        validation: Some(validation_pb(&s.validation, &s.health)),
         credit: s.credit.iter().map(credit_pb).collect(),
         mean_search_us: s.mean_search.map_or(0, |d| {
             u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)

@@ -204,6 +204,8 @@ pub(crate) struct Jobs {
     /// Contributors whose block is in the event log (blocked when the store was opened, or
     /// since): a contributor caught again after its block is not reported blocked again.
     pub(crate) blocks_recorded: HashSet<String>,
+    /// When each check job's request became a check (see [`Jobs::oldest_check`]).
+    pub(crate) check_since: HashMap<LeafRequest, Duration>,
 }
 
 /// Search time and searches accepted, in all and per program.

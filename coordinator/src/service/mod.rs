@@ -57,7 +57,7 @@ pub use lease::{
 pub use programs::{KEEP_FINISHED, MAX_QUEUED, ProgramView};
 pub use runner::Queued;
 pub use status::{
-    CreditReport, QuarantineReport, STATUS_REPORTS, State, StatusReport, WorkerReport,
+    CreditReport, QuarantineReport, STATUS_REPORTS, State, StatusReport, TrustHealth, WorkerReport,
     credit_report,
 };
 pub use trust::{Standing, TrustCounters, TrustRules};

@@ -125,8 +125,38 @@ pub struct StatusReport {
     pub programs_finished: u64,
     /// What validation did since start.
     pub validation: TrustCounters,
+    /// What trust costs and what it waits for now (see [`TrustHealth`]).
+    pub health: TrustHealth,
     /// Standing and credit of every contributor seen.
     pub credit: Vec<CreditReport>,
+}
+
+/// Trust made visible: what validation costs and what it waits for (status, `/metrics`, the
+/// workers page).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TrustHealth {
+    /// Search time of every accepted search since start, as the workers reported it (µs).
+    pub search_cpu_us: u64,
+    /// ...of which replicas beyond a request's first answer: validation, spot and core checks.
+    pub replica_cpu_us: u64,
+    /// Check jobs (validation, spot, core, settlement) queued or leased now.
+    pub pending_checks: u64,
+    /// How long the oldest of them has waited (zero: none).
+    pub oldest_check: Duration,
+    /// Contributors blocked now.
+    pub blocked_contributors: u64,
+}
+
+impl TrustHealth {
+    /// Replication overhead: the share of the search time spent on replicas beyond a request's
+    /// first answer (0 before any search).
+    pub fn overhead(&self) -> f64 {
+        if self.search_cpu_us == 0 {
+            0.0
+        } else {
+            self.replica_cpu_us as f64 / self.search_cpu_us as f64
+        }
+    }
 }
 
 /// One contributor's standing and credit (a credential, the coordinator's own searches, the
@@ -264,6 +294,13 @@ impl Coordinator {
             .map(|(name, t)| credit_report(name, t, &rules, &g.trust.catches))
             .collect();
         credit.sort_by(|a, b| a.name.cmp(&b.name));
+        let health = TrustHealth {
+            search_cpu_us: g.cost.total.cpu_us,
+            replica_cpu_us: g.cost.total.replica_cpu_us,
+            pending_checks: g.check_jobs() as u64,
+            oldest_check: g.oldest_check(now),
+            blocked_contributors: credit.iter().filter(|c| c.blocked).count() as u64,
+        };
         let searched: u64 = g.recent.iter().map(|l| l.search_us).sum();
         let mean_search =
             (!g.recent.is_empty()).then(|| Duration::from_micros(searched / g.recent.len() as u64));
@@ -289,6 +326,7 @@ impl Coordinator {
             speculative_leased: g.counters.speculative_leased,
             backup_leased: g.counters.backup_leased,
             validation: g.trust.figures(),
+            health,
             credit,
             reports,
             programs_finished,

@@ -416,6 +416,9 @@ fn print_status(s: &pb::GetStatusResponse) {
             s.speculative_leased, s.prefetch_used, s.prefetch_unused, s.backup_leased
         );
     }
+    if let Some(v) = &s.validation {
+        println!("{}", trust_line(v));
+    }
     for w in &s.workers {
         println!(
             "  {:<20} {:>3} threads  {:>3} in flight  {:>8} done  {:>7.1}/s  seen {:.1}s ago",
@@ -442,6 +445,20 @@ fn print_status(s: &pb::GetStatusResponse) {
     }
 }
 
+/// The status's trust line: replication overhead, checks pending and the oldest one's age,
+/// invalid results, blocked contributors, replays.
+fn trust_line(v: &pb::Validation) -> String {
+    let overhead = if v.search_cpu_us == 0 {
+        0.0
+    } else {
+        100.0 * v.replica_cpu_us as f64 / v.search_cpu_us as f64
+    };
+    format!(
+        "trust: overhead {overhead:.1} % of search time  checks pending {} (oldest {:.0} s)  invalid {}  blocked {}  replays {}",
+        v.pending_checks, v.oldest_check_seconds, v.invalid, v.blocked_contributors, v.rollbacks
+    )
+}
+
 /// Refresh the one-line progress (state, throughput with its sparkline, queue, workers, round
 /// ETA) every second.
 async fn watch(c: &mut Admin) -> anyhow::Result<()> {
@@ -458,5 +475,29 @@ async fn watch(c: &mut Admin) -> anyhow::Result<()> {
         progress.observe(t0.elapsed(), &snap);
         bar.set_message(progress.line(&snap));
         tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_trust_line_shows_overhead_checks_and_catches() {
+        let v = pb::Validation {
+            search_cpu_us: 4_000_000,
+            replica_cpu_us: 1_000_000,
+            pending_checks: 3,
+            oldest_check_seconds: 42.4,
+            invalid: 5,
+            blocked_contributors: 1,
+            rollbacks: 2,
+            ..pb::Validation::default()
+        };
+        assert_eq!(
+            trust_line(&v),
+            "trust: overhead 25.0 % of search time  checks pending 3 (oldest 42 s)  invalid 5  blocked 1  replays 2"
+        );
+        assert!(trust_line(&pb::Validation::default()).starts_with("trust: overhead 0.0 %"));
     }
 }

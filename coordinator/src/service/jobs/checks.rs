@@ -21,6 +21,7 @@
 use super::{JobClass, JobEntry, Jobs, QueueKey, dequeue, enqueue};
 use crate::service::trust::{CheckKind, Need, Standing, TrustRules};
 use bookfarm_engine::search::LeafRequest;
+use std::collections::HashSet;
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -107,6 +108,31 @@ impl Jobs {
             .max(RELAX_MIN)
     }
 
+    /// Check jobs queued or leased now.
+    pub(crate) fn check_jobs(&self) -> usize {
+        self.jobs
+            .values()
+            .filter(|j| j.class == JobClass::Check)
+            .count()
+    }
+
+    /// How long the oldest check job now has waited since it became one (zero: none); forgets
+    /// the start of checks that are gone.
+    pub(crate) fn oldest_check(&mut self, now: Duration) -> Duration {
+        let open: HashSet<LeafRequest> = self
+            .jobs
+            .values()
+            .filter(|j| j.class == JobClass::Check)
+            .map(|j| j.key)
+            .collect();
+        self.check_since.retain(|k, _| open.contains(k));
+        self.check_since
+            .values()
+            .map(|&t| now.saturating_sub(t))
+            .max()
+            .unwrap_or_default()
+    }
+
     /// Give job `id` the check `need` at `now`: its lane, and when a spot check opens to
     /// earned workers. The caller unindexed it; it is queued again when nobody holds it.
     fn set_check(&mut self, id: Uuid, need: Need, now: Duration) {
@@ -120,6 +146,7 @@ impl Jobs {
             self.relax.remove(&(t, id));
         }
         j.class = JobClass::Check;
+        self.check_since.entry(j.key).or_insert(now);
         j.prio = lane(&need, false);
         j.need = Some(need);
         j.relax_at = relax;

@@ -437,6 +437,7 @@ fn a_trusted_liar_is_caught_by_spot_checks_and_the_book_is_replayed() {
     );
     let op = s.credit.iter().find(|c| c.name == "op").unwrap();
     assert!(op.blocked && op.invalid >= 3 && op.results == 0, "{op:?}");
+    assert_eq!(s.health.blocked_contributors, 1, "{:?}", s.health);
     // The event log tells the story: the workers joined, the liar was caught (each catch) and
     // blocked once, the book was replayed, and the program finished with its cost.
     let events = f.c.events().query(&Default::default()).unwrap().events;
@@ -474,4 +475,50 @@ fn a_trusted_liar_is_caught_by_spot_checks_and_the_book_is_replayed() {
     // The replayed book survives a restart.
     let f = reopen(f, ServiceConfig::default());
     assert_same_book(&f.c, &serial_book(2, 10, &[deviate24()]));
+}
+
+/// Trust made visible: an untrusted worker's results wait for a trust root as check jobs,
+/// whose number and age the status reports; once the verifier settled them none is pending,
+/// and the replicas' search time is the replication overhead.
+#[test]
+fn pending_checks_their_age_and_the_overhead_are_reported() {
+    let (f, id, verifier) = trust_fixture(TrustRules::default());
+    let untrusted = f.c.register_with(&id, "u", 1, Some("u"), false).unwrap();
+    f.c.start(deviate24()).unwrap();
+    let jobs = f.c.lease(&id, &untrusted, 2).unwrap();
+    assert!(!jobs.is_empty());
+    let results: Vec<JobResult> = jobs.iter().map(|j| answer(j, Answer::Honest)).collect();
+    f.c.submit(&id, &untrusted, &results).unwrap();
+    f.c.settle().unwrap();
+    let before = f.c.status().health;
+    assert!(
+        before.pending_checks > 0,
+        "held results wait as checks: {before:?}"
+    );
+    assert_eq!(before.replica_cpu_us, 0, "{before:?}");
+    f.clock.advance(Duration::from_secs(120));
+    let waited = f.c.status().health;
+    assert_eq!(waited.pending_checks, before.pending_checks);
+    assert!(
+        waited.oldest_check >= Duration::from_secs(120),
+        "{waited:?}"
+    );
+    drive_mixed(
+        &f.c,
+        &[(verifier, Answer::Honest), (untrusted, Answer::Honest)],
+    );
+    let done = f.c.status().health;
+    assert_eq!(
+        (
+            done.pending_checks,
+            done.oldest_check,
+            done.blocked_contributors
+        ),
+        (0, Duration::ZERO, 0),
+        "{done:?}"
+    );
+    assert!(
+        done.replica_cpu_us > 0 && done.overhead() > 0.0 && done.overhead() < 1.0,
+        "{done:?}"
+    );
 }
