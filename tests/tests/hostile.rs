@@ -1,9 +1,10 @@
 //! Malformed and hostile worker RPCs against a real gRPC server on 127.0.0.1: each is refused
-//! with the right status code and leaves the book unchanged.
+//! with the right status code and leaves the book unchanged. Every table runs all its cases
+//! and reports each failed case on its own line.
 
 use bookfarm_coordinator::identity::IdentityConfig;
 use bookfarm_coordinator::server;
-use bookfarm_coordinator::service::ServiceConfig;
+use bookfarm_coordinator::service::{Coordinator, ServiceConfig};
 use bookfarm_proto::auth::Bearer;
 use bookfarm_proto::pb;
 use bookfarm_proto::pb::worker_service_client::WorkerServiceClient;
@@ -35,6 +36,14 @@ fn signature(eval: &str) -> String {
     .to_string()
 }
 
+fn register_request(identity: Option<pb::WorkerIdentity>) -> pb::RegisterWorkerRequest {
+    pb::RegisterWorkerRequest {
+        identity,
+        name: "h".into(),
+        threads: 1,
+    }
+}
+
 fn result(job: &pb::Job, mv: u32, score: i32) -> pb::LeafResult {
     pb::LeafResult {
         job_id: job.job_id.clone(),
@@ -54,6 +63,114 @@ fn lowest_open(job: &pb::Job) -> u32 {
     (b.moves() & !job.excluded).trailing_zeros()
 }
 
+/// The failed cases of a table, each with what went wrong.
+#[derive(Default)]
+struct Failures(Vec<String>);
+
+impl Failures {
+    /// Record `case` as failed with `why` unless `ok`.
+    fn check(&mut self, case: &str, ok: bool, why: impl FnOnce() -> String) {
+        if !ok {
+            self.0.push(format!("{case}: {}", why()));
+        }
+    }
+
+    /// Fail the test if any case failed, listing every one.
+    fn assert_none(self, cases: usize) {
+        assert!(
+            self.0.is_empty(),
+            "{} of {cases} cases failed:\n  {}",
+            self.0.len(),
+            self.0.join("\n  ")
+        );
+    }
+}
+
+/// A coordinator serving gRPC on 127.0.0.1 with an admin token and one trusted worker
+/// credential, a deviate program started.
+struct Farm {
+    c: Coordinator,
+    port: u16,
+    token: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    srv: tokio::task::JoinHandle<bookfarm_coordinator::error::Result<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Farm {
+    async fn start() -> Farm {
+        let dir = tempfile::tempdir().unwrap();
+        new_store(dir.path(), 2, 10);
+        let cfg = ServiceConfig {
+            eval_hash: Some("e".into()),
+            engine_version: Some(ENGINE_VERSION.into()),
+            ..ServiceConfig::default()
+        };
+        let ids = IdentityConfig {
+            admin_token: Some(ADMIN.into()),
+            ..IdentityConfig::local()
+        };
+        let (c, ids) = server::open_with_identities(dir.path(), cfg, ids).unwrap();
+        let (token, _) = ids.add("h", None, true).unwrap();
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let srv = tokio::spawn(server::serve(
+            c.clone(),
+            ids,
+            l,
+            None,
+            server::ServeOptions::default(),
+            async {
+                let _ = stop_rx.await;
+            },
+        ));
+        let mut admin = admin_as(port, ADMIN).await;
+        admin
+            .start_expansion(pb::StartExpansionRequest {
+                selector: Some(pb::start_expansion_request::Selector::Deviate(
+                    pb::Deviate {
+                        relative_error: 2,
+                        absolute_error: 4,
+                    },
+                )),
+                level: 0,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        Farm {
+            c,
+            port,
+            token,
+            stop,
+            srv,
+            _dir: dir,
+        }
+    }
+
+    /// A worker client sending `token`.
+    async fn worker(&self, token: &str) -> Worker {
+        WorkerServiceClient::with_interceptor(channel(self.port).await, Bearer::new(token).unwrap())
+            .max_encoding_message_size(64 << 20)
+    }
+
+    /// Register a worker with the honest identity; returns its id.
+    async fn register(&self, w: &mut Worker) -> String {
+        w.register_worker(register_request(Some(ident())))
+            .await
+            .unwrap()
+            .into_inner()
+            .worker_id
+    }
+
+    /// Stop the server and wait for it.
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.srv.await.unwrap().unwrap();
+    }
+}
+
 async fn submit(
     c: &mut Worker,
     worker: &str,
@@ -69,123 +186,83 @@ async fn submit(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hostile_rpcs_are_rejected_and_change_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    new_store(dir.path(), 2, 10);
-    let cfg = ServiceConfig {
-        eval_hash: Some("e".into()),
-        engine_version: Some(ENGINE_VERSION.into()),
-        ..ServiceConfig::default()
-    };
-    let ids = IdentityConfig {
-        admin_token: Some(ADMIN.into()),
-        ..IdentityConfig::local()
-    };
-    let (c, ids) = server::open_with_identities(dir.path(), cfg, ids).unwrap();
-    let (token, _) = ids.add("h", None, true).unwrap();
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = l.local_addr().unwrap().port();
-    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let srv = tokio::spawn(server::serve(
-        c.clone(),
-        ids,
-        l,
-        None,
-        server::ServeOptions::default(),
-        async {
-            let _ = stop_rx.await;
-        },
-    ));
-    let mut admin = admin_as(port, ADMIN).await;
-    admin
-        .start_expansion(pb::StartExpansionRequest {
-            selector: Some(pb::start_expansion_request::Selector::Deviate(
-                pb::Deviate {
-                    relative_error: 2,
-                    absolute_error: 4,
-                },
-            )),
-            level: 0,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    // Admin calls need the admin token.
-    let e = bookfarm_tests::admin(port)
+async fn admin_calls_need_the_admin_token() {
+    let f = Farm::start().await;
+    let e = admin(f.port)
         .await
         .get_status(pb::GetStatusRequest::default())
         .await
         .unwrap_err();
-    assert_eq!(e.code(), Code::Unauthenticated);
+    assert_eq!(e.code(), Code::Unauthenticated, "{e}");
+    f.stop().await;
+}
 
-    let ch = channel(port).await;
-    let mut w = WorkerServiceClient::with_interceptor(ch.clone(), Bearer::new(&token).unwrap())
-        .max_encoding_message_size(64 << 20);
-    let mut bad = WorkerServiceClient::with_interceptor(ch, Bearer::new("bad").unwrap());
-    let reg = |identity: Option<pb::WorkerIdentity>| pb::RegisterWorkerRequest {
-        identity,
-        name: "h".into(),
-        threads: 1,
-    };
-    // Identity problems.
-    let cases = [
-        (
-            Some(pb::WorkerIdentity {
-                protocol_version: 0,
-                ..ident()
-            }),
-            Code::FailedPrecondition,
-        ),
-        (
-            Some(pb::WorkerIdentity {
-                protocol_version: PROTOCOL_VERSION + 1,
-                ..ident()
-            }),
-            Code::FailedPrecondition,
-        ),
-        (
-            Some(pb::WorkerIdentity {
-                engine_version: "x".into(),
-                ..ident()
-            }),
-            Code::FailedPrecondition,
-        ),
-        (
-            Some(pb::WorkerIdentity {
-                eval_hash: "other".into(),
-                ..ident()
-            }),
-            Code::FailedPrecondition,
-        ),
-        (
-            Some(pb::WorkerIdentity {
-                search_signature: signature("other"),
-                ..ident()
-            }),
-            Code::FailedPrecondition,
-        ),
-        (
-            Some(pb::WorkerIdentity {
-                search_signature: String::new(),
-                ..ident()
-            }),
-            Code::FailedPrecondition,
-        ),
-        (None, Code::InvalidArgument),
-    ];
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_registrations_are_refused() {
+    let f = Farm::start().await;
+    let mut w = f.worker(&f.token).await;
     // An honest worker first: it pins the book's search signature.
-    w.register_worker(reg(Some(ident()))).await.unwrap();
-    for (id, code) in cases {
-        let e = w.register_worker(reg(id.clone())).await.unwrap_err();
-        assert_eq!(e.code(), code, "{id:?}: {e}");
+    f.register(&mut w).await;
+    let changed = |change: fn(&mut pb::WorkerIdentity)| {
+        let mut id = ident();
+        change(&mut id);
+        Some(id)
+    };
+    let cases: Vec<(&str, Option<pb::WorkerIdentity>, Code)> = vec![
+        (
+            "protocol version 0",
+            changed(|i| i.protocol_version = 0),
+            Code::FailedPrecondition,
+        ),
+        (
+            "next protocol version",
+            changed(|i| i.protocol_version = PROTOCOL_VERSION + 1),
+            Code::FailedPrecondition,
+        ),
+        (
+            "other engine",
+            changed(|i| i.engine_version = "x".into()),
+            Code::FailedPrecondition,
+        ),
+        (
+            "other evaluation",
+            changed(|i| i.eval_hash = "other".into()),
+            Code::FailedPrecondition,
+        ),
+        (
+            "other search signature",
+            changed(|i| i.search_signature = signature("other")),
+            Code::FailedPrecondition,
+        ),
+        (
+            "no search signature",
+            changed(|i| i.search_signature = String::new()),
+            Code::FailedPrecondition,
+        ),
+        ("no identity", None, Code::InvalidArgument),
+    ];
+    let n = cases.len() + 1;
+    let mut failures = Failures::default();
+    for (what, id, code) in cases {
+        match w.register_worker(register_request(id)).await {
+            Ok(_) => failures.check(what, false, || "accepted".into()),
+            Err(e) => failures.check(what, e.code() == code, || format!("{e} (want {code:?})")),
+        }
     }
-    let e = bad.register_worker(reg(Some(ident()))).await.unwrap_err();
-    assert_eq!(e.code(), Code::Unauthenticated, "bad token: {e}");
+    let r = f
+        .worker("bad")
+        .await
+        .register_worker(register_request(Some(ident())))
+        .await;
+    failures.check(
+        "bad token",
+        matches!(&r, Err(e) if e.code() == Code::Unauthenticated),
+        || format!("{r:?}"),
+    );
+    failures.assert_none(n);
+    // A refusal says why.
     let e = w
-        .register_worker(reg(Some(pb::WorkerIdentity {
-            protocol_version: 0,
-            ..ident()
-        })))
+        .register_worker(register_request(changed(|i| i.protocol_version = 0)))
         .await
         .unwrap_err();
     assert!(
@@ -193,30 +270,30 @@ async fn hostile_rpcs_are_rejected_and_change_nothing() {
         "explains: {}",
         e.message()
     );
+    f.stop().await;
+}
 
-    let me = w
-        .register_worker(reg(Some(ident())))
-        .await
-        .unwrap()
-        .into_inner()
-        .worker_id;
-    let other = w
-        .register_worker(reg(Some(ident())))
-        .await
-        .unwrap()
-        .into_inner()
-        .worker_id;
-    let lease = |n: u32| pb::LeaseJobsRequest {
-        identity: Some(ident()),
-        worker_id: me.clone(),
-        free_slots: n,
-        results: vec![],
-    };
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_results_are_refused_and_change_nothing() {
+    let f = Farm::start().await;
+    let mut w = f.worker(&f.token).await;
+    let me = f.register(&mut w).await;
+    let other = f.register(&mut w).await;
     // Jobs answered honestly until one is a re-search with an excluded move (the root's
     // expansion is a single search: its four symmetric moves are linked at once).
     let mut found = None;
     for _ in 0..8 {
-        let jobs = w.lease_jobs(lease(8)).await.unwrap().into_inner().jobs;
+        let jobs = w
+            .lease_jobs(pb::LeaseJobsRequest {
+                identity: Some(ident()),
+                worker_id: me.clone(),
+                free_slots: 8,
+                results: vec![],
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .jobs;
         if let Some(j) = jobs.iter().find(|j| j.excluded != 0) {
             found = Some(j.clone());
             break;
@@ -229,11 +306,17 @@ async fn hostile_rpcs_are_rejected_and_change_nothing() {
 
     // The honest results are applied by the growth runner in the background: wait for it, so
     // that the reference state is taken after them (a race seen on a loaded machine).
-    c.settle().unwrap();
-    let status0 = admin_status(&mut admin).await;
-    let book0 = c.snapshot();
+    f.c.settle().unwrap();
+    let mut admin = admin_as(f.port, ADMIN).await;
+    let status0 = status(&mut admin).await;
+    let book0 = f.c.snapshot();
 
     let excluded = job.excluded.trailing_zeros();
+    let with = |change: fn(&mut pb::LeafResult)| {
+        let mut r = good.clone();
+        change(&mut r);
+        vec![r]
+    };
     let cases: Vec<(&str, Vec<pb::LeafResult>, &str, Code)> = vec![
         (
             "unknown job",
@@ -246,10 +329,7 @@ async fn hostile_rpcs_are_rejected_and_change_nothing() {
         ),
         (
             "malformed job id",
-            vec![pb::LeafResult {
-                job_id: "x".into(),
-                ..good.clone()
-            }],
+            with(|r| r.job_id = "x".into()),
             &me,
             Code::InvalidArgument,
         ),
@@ -291,38 +371,28 @@ async fn hostile_rpcs_are_rejected_and_change_nothing() {
         ),
         (
             "score 65",
-            vec![pb::LeafResult {
-                score: 65,
-                ..good.clone()
-            }],
+            with(|r| r.score = 65),
             &me,
             Code::InvalidArgument,
         ),
         (
             "score -65",
-            vec![pb::LeafResult {
-                score: -65,
-                ..good.clone()
-            }],
+            with(|r| r.score = -65),
             &me,
             Code::InvalidArgument,
         ),
         (
             "odd exact score",
-            vec![pb::LeafResult {
-                score: 3,
-                exact: true,
-                ..good.clone()
-            }],
+            with(|r| {
+                r.score = 3;
+                r.exact = true;
+            }),
             &me,
             Code::InvalidArgument,
         ),
         (
             "selectivity 9",
-            vec![pb::LeafResult {
-                selectivity: 9,
-                ..good.clone()
-            }],
+            with(|r| r.selectivity = 9),
             &me,
             Code::InvalidArgument,
         ),
@@ -339,13 +409,22 @@ async fn hostile_rpcs_are_rejected_and_change_nothing() {
             Code::ResourceExhausted,
         ),
     ];
+    let n = cases.len() + 1;
+    let mut failures = Failures::default();
     for (what, rs, who, code) in cases {
-        let e = submit(&mut w, who, rs).await.unwrap_err();
-        assert_eq!(e.code(), code, "{what}: {e}");
-        // Only the unknown worker carries the signal a worker re-registers on (an unknown
-        // job is NOT_FOUND too).
-        let unknown = ErrorCode::of(&e) == Some(ErrorCode::UnknownWorker);
-        assert_eq!(unknown, what == "unknown worker", "{what}: {e:?}");
+        match submit(&mut w, who, rs).await {
+            Ok(r) => failures.check(what, false, || format!("accepted: {r:?}")),
+            Err(e) => {
+                failures.check(what, e.code() == code, || format!("{e} (want {code:?})"));
+                // Only the unknown worker carries the signal a worker re-registers on (an
+                // unknown job is NOT_FOUND too).
+                let unknown = ErrorCode::of(&e) == Some(ErrorCode::UnknownWorker);
+                failures.check(what, unknown == (what == "unknown worker"), || {
+                    format!("unknown-worker signal {unknown}: {e:?}")
+                });
+            }
+        }
+        failures.check(what, f.c.snapshot() == book0, || "the book changed".into());
     }
     // Oversize message: refused by the transport limit before any handler runs.
     let huge = pb::ReportFailureRequest {
@@ -355,18 +434,21 @@ async fn hostile_rpcs_are_rejected_and_change_nothing() {
         reason: "x".repeat(bookfarm_proto::MAX_MESSAGE_BYTES + 1),
         retryable: true,
     };
-    let e = w.report_failure(huge).await.unwrap_err();
-    assert!(
-        matches!(e.code(), Code::OutOfRange | Code::ResourceExhausted),
-        "oversize: {e}"
+    let r = w.report_failure(huge).await;
+    failures.check(
+        "oversize failure report",
+        matches!(&r, Err(e) if matches!(e.code(), Code::OutOfRange | Code::ResourceExhausted)),
+        || format!("{r:?}"),
     );
-
-    // Nothing changed.
-    assert_eq!(c.snapshot(), book0);
-    let s = admin_status(&mut admin).await;
+    failures.check("oversize failure report", f.c.snapshot() == book0, || {
+        "the book changed".into()
+    });
+    failures.assert_none(n);
+    let s = status(&mut admin).await;
     assert_eq!(
         (s.positions, s.completed),
-        (status0.positions, status0.completed)
+        (status0.positions, status0.completed),
+        "nothing changed"
     );
 
     // The honest result goes through once; a resubmission is a harmless duplicate.
@@ -374,18 +456,6 @@ async fn hostile_rpcs_are_rejected_and_change_nothing() {
     assert_eq!(a[0].status, pb::AckStatus::Accepted as i32);
     let a = submit(&mut w, &me, vec![good.clone()]).await.unwrap().acks;
     assert_eq!(a[0].status, pb::AckStatus::Duplicate as i32);
-    assert_eq!(
-        admin_status(&mut admin).await.completed,
-        status0.completed + 1
-    );
-
-    let _ = stop.send(());
-    srv.await.unwrap().unwrap();
-}
-
-async fn admin_status(a: &mut Admin) -> pb::GetStatusResponse {
-    a.get_status(pb::GetStatusRequest::default())
-        .await
-        .unwrap()
-        .into_inner()
+    assert_eq!(status(&mut admin).await.completed, status0.completed + 1);
+    f.stop().await;
 }
