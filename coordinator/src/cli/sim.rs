@@ -85,6 +85,18 @@ pub struct RunArgs {
     /// How long a crashed worker stays away, in virtual seconds.
     #[arg(long, default_value_t = 120.0)]
     restart_after: f64,
+    /// What simulated searches answer: `hash` (a hash of the request: cheap, values
+    /// uncorrelated along lines) or `engine:L` (the engine with the embedded weights at level
+    /// L, reported at the book's level; results cached for the process).
+    #[arg(long, default_value = "hash", value_parser = truth)]
+    truth: sim::Truth,
+    /// Cores the simulated coordinator serves RPCs with (its growth runner has one more);
+    /// each service call's thread CPU time occupies one in virtual time.
+    #[arg(long, default_value_t = 4, value_parser = args::count)]
+    coordinator_cores: usize,
+    /// Charge no coordinator CPU to virtual time (the simulator's figures before it did).
+    #[arg(long)]
+    free_coordinator: bool,
     /// Only with prefetch (default: each worker count with and without).
     #[arg(long)]
     prefetch_only: bool,
@@ -94,6 +106,18 @@ pub struct RunArgs {
     /// Directory for the simulated stores (default: a temporary directory).
     #[arg(long)]
     dir: Option<PathBuf>,
+}
+
+fn truth(s: &str) -> Result<sim::Truth, String> {
+    match s.trim() {
+        "hash" => Ok(sim::Truth::Hash),
+        t => t
+            .strip_prefix("engine:")
+            .and_then(|l| l.parse::<u8>().ok())
+            .filter(|l| *l <= 60)
+            .map(|level| sim::Truth::Engine { level })
+            .ok_or_else(|| "expected `hash` or `engine:LEVEL` (level 0 to 60)".into()),
+    }
 }
 
 fn workers(s: &str) -> Result<usize, String> {
@@ -188,11 +212,12 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
         params: Deviate::new(a.relative, a.absolute),
     })];
     println!(
-        "# sim: deviate {} {} from a new book (level {}, depth {}), level-{} search times (mean {:.4} s), speeds spread {}, guesses {}% wrong moves, scores ± {}, crashes {}% (lease timeout {} s, restart after {} s)",
+        "# sim: deviate {} {} from a new book (level {}, depth {}), {} results, level-{} search times (mean {:.4} s), speeds spread {}, guesses {}% wrong moves, scores ± {}, crashes {}% (lease timeout {} s, restart after {} s), coordinator: {}",
         a.relative,
         a.absolute,
         a.level,
         a.depth,
+        a.truth.describe(),
         a.times,
         times.mean(),
         a.spread,
@@ -200,11 +225,19 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
         a.score_noise,
         a.crash_percent,
         a.lease_timeout,
-        a.restart_after
+        a.restart_after,
+        if a.free_coordinator {
+            "free (no CPU charged)".to_string()
+        } else {
+            format!(
+                "{} RPC cores + 1 growth core, thread CPU charged",
+                a.coordinator_cores
+            )
+        }
     );
     if a.serial_only {
         let started = std::time::Instant::now();
-        let (book, asked) = sim::serial_build(a.level, a.depth, &ops);
+        let (book, asked) = sim::serial_build_with(a.truth, a.level, a.depth, &ops);
         let cpu: f64 = asked.iter().map(|r| times.seconds(r)).sum();
         println!("positions\tserial_searches\tserial_cpu_s\treal_s");
         println!(
@@ -242,6 +275,16 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
                     score_noise: a.score_noise,
                 },
                 faults,
+                coordinator: if a.free_coordinator {
+                    sim::CoordinatorModel::free()
+                } else {
+                    sim::CoordinatorModel {
+                        rpc_cores: a.coordinator_cores,
+                        charge: sim::Charge::Measured,
+                    }
+                },
+                models: sim::WorkerModels::honest(),
+                truth: a.truth,
             };
             let r = sim::simulate(&cfg, &dir)
                 .with_context(|| format!("simulation with {w} workers ({name})"))?;

@@ -109,9 +109,8 @@ pub struct ServiceConfig {
     /// level). Deeper guesses are right more often, so less speculative work is wasted, but the
     /// growth thread pays them: `sim guesses` measures both (docs/benchmarks.md).
     pub predictor_level: u8,
-    /// Apply results on the submitting thread instead of the growth runner thread (the
-    /// simulator: one thread, no hand-offs; a server keeps RPCs off growth's path).
-    pub inline_growth: bool,
+    /// Where landed results are applied (a server: on the growth runner thread).
+    pub growth: GrowthMode,
     /// Longest time between two checkpoints of the growth state (the changed positions, the
     /// driver state and the program queue, written in one batch) while results land; zero:
     /// after every growth run. Queueing, finishing or clearing a program, a replay, a pause
@@ -143,6 +142,20 @@ pub struct ServiceConfig {
     pub explorer: Limits,
 }
 
+/// Where growth runs apply the results that landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GrowthMode {
+    /// On the growth runner thread, started by each submission that lands results (a server:
+    /// RPCs stay off growth's path).
+    #[default]
+    Thread,
+    /// On the submitting thread, inside [`Coordinator::submit`] (one thread, no hand-offs).
+    Inline,
+    /// Only when the caller asks ([`Coordinator::settle`]): the simulator runs growth when its
+    /// virtual growth core is free and charges the run to it.
+    Deferred,
+}
+
 impl Default for ServiceConfig {
     fn default() -> Self {
         ServiceConfig {
@@ -163,7 +176,7 @@ impl Default for ServiceConfig {
             backup_after: 4,
             speculation_share: 0.25,
             predictor_level: 2,
-            inline_growth: false,
+            growth: GrowthMode::Thread,
             checkpoint_interval: Duration::from_secs(5),
             trust: TrustRules::default(),
             verify_threads: 0,

@@ -47,7 +47,7 @@ pub use book_view::{
     BookEntryView, BookStats, EXPORT_MAX_LINES, EXPORT_MAX_POSITIONS, ExportError, PositionView,
     Searching, SubtreeExport,
 };
-pub use config::{Clock, ManualClock, ServiceConfig, SystemClock};
+pub use config::{Clock, GrowthMode, ManualClock, ServiceConfig, SystemClock};
 pub use growth::{Predictor, PrefetchReport, ShallowSearch};
 pub use history::{ContributorReport, HistoryView};
 pub use jobs::{Counters, JobClass};

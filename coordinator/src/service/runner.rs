@@ -7,7 +7,7 @@
 use super::ShallowSearch;
 use super::growth::{Growth, Landed};
 use super::programs::{MAX_QUEUED, ProgramView};
-use super::{Coordinator, Predictor};
+use super::{Coordinator, GrowthMode, Predictor};
 use crate::error::{CoordinatorError, Result};
 use crate::events::{EventKind, event};
 use crate::store::{Batch, ProgramRecord};
@@ -51,7 +51,8 @@ impl Coordinator {
     }
 
     /// Hand the results a submission let through (and a rollback it requested) to the growth
-    /// runner, or apply them on this thread ([`super::ServiceConfig::inline_growth`]).
+    /// runner, apply them on this thread, or keep them for [`Coordinator::settle`]
+    /// ([`super::ServiceConfig::growth`]).
     pub(super) fn hand_to_growth(&self, landed: Vec<Landed>, replay: bool) {
         if landed.is_empty() && !replay {
             return;
@@ -62,12 +63,14 @@ impl Coordinator {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .extend(landed);
-        if self.0.cfg.inline_growth {
-            if let Err(e) = self.run_growth() {
-                tracing::error!(error = %e, "growth run failed");
+        match self.0.cfg.growth {
+            GrowthMode::Inline => {
+                if let Err(e) = self.run_growth() {
+                    tracing::error!(error = %e, "growth run failed");
+                }
             }
-        } else {
-            self.kick();
+            GrowthMode::Thread => self.kick(),
+            GrowthMode::Deferred => {}
         }
     }
 
@@ -260,16 +263,21 @@ impl Coordinator {
         while self.growth_busy() {
             std::thread::sleep(Duration::from_micros(20));
         }
-        let pending = !self
+        let rollback = self
             .0
-            .inbox
+            .rollback
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .is_empty();
-        if pending {
+            .is_some();
+        if rollback || self.landed_pending() > 0 {
             self.run_growth()?;
         }
         Ok(())
+    }
+
+    /// Results handed to growth and not applied yet.
+    pub fn landed_pending(&self) -> usize {
+        self.0.inbox.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// Wait until every store write applied before this call is durable (group commit: one

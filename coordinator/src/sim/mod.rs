@@ -1,107 +1,54 @@
 //! A farm in virtual time: the real coordinator service (selection, leases, growth, negamax,
 //! the sled result store) driven by W simulated workers whose searches are a pure function of
-//! their request ([`fake_search`]) and whose durations come from times recorded from real
-//! searches ([`times`]). It measures what a 2-core machine cannot run: how busy a farm of
-//! 1 … 10,000 workers stays, how much work speculation wastes, and whether the book still
-//! equals the serial build.
+//! their request ([`Truth`]: a hash, or the engine at a low level) and whose durations come
+//! from times recorded from real searches ([`times`]). It measures what a 2-core machine cannot
+//! run: how busy a farm of 1 … 10,000 workers stays, how much work speculation wastes, what the
+//! coordinator's CPU costs, and whether the book still equals the serial build.
+//!
+//! The coordinator's CPU is charged to virtual time ([`cores`]): each service call occupies a
+//! virtual core (growth runs the growth core, RPCs the RPC cores) for its thread CPU time, and
+//! its effect happens when that core is done. Each worker answers through a [`WorkerModel`]
+//! (honest by default), where liars plug in.
 //!
 //! Invariants:
 //! * nothing here changes what the service does: the simulation only calls its public API
-//!   (register, lease, submit, settle) with the service's clock moved by hand;
+//!   (register, lease, submit, heartbeat, settle) with the service's clock moved by hand;
 //! * a search's result and its duration at speed 1 depend on its request only, so the serial
-//!   build and its CPU cost are well defined and every run can be compared with them.
+//!   build and its CPU cost are well defined and every run can be compared with them;
+//! * with [`Charge::Fixed`] costs, every figure is a function of the configuration.
 
+pub mod cores;
 pub mod guesses;
 pub mod times;
+pub mod truth;
 
 use crate::error::{CoordinatorError, Result};
 use crate::service::{
-    Coordinator, ManualClock, Predictor, PrefetchReport, ServiceConfig, State, new_book,
+    Coordinator, GrowthMode, ManualClock, Predictor, PrefetchReport, ServiceConfig, State, new_book,
 };
 use crate::store::Store;
 use bookfarm_book::MemBook;
 use bookfarm_book::driver::run_serial;
 use bookfarm_book::model::Position;
 use bookfarm_book::program::{Operation, Program};
+use bookfarm_engine::Move;
 use bookfarm_engine::board::BitIter;
-use bookfarm_engine::level::level_params;
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchSignature};
-use bookfarm_engine::symmetry::canonical;
-use bookfarm_engine::{Board, Move};
 use bookfarm_proto::domain::{Ack, Identity, Job, JobResult};
 use bookfarm_proto::{ENGINE_VERSION, PROTOCOL_VERSION};
+pub use cores::{Charge, CoordinatorModel};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 pub use times::TimeTable;
-
-/// A 64-bit mix (splitmix64's finaliser): the simulation's only source of randomness, so
-/// that every figure is a function of the configuration.
-pub fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
-/// A hash of a request (board as searched, excluded moves, level).
-pub fn request_hash(req: &LeafRequest) -> u64 {
-    mix(req.board.player ^ mix(req.board.opponent ^ mix(req.excluded ^ u64::from(req.level))))
-}
-
-fn board_hash(b: &Board) -> u64 {
-    let c = canonical(b).0;
-    mix(c.player ^ mix(c.opponent))
-}
-
-/// The depth and selectivity a search of `req` reports (the level table's; a finished game
-/// is searched to its end).
-pub fn reported_depth(req: &LeafRequest) -> (u32, u8) {
-    if req.board.is_game_over() {
-        (req.board.empties(), 5)
-    } else {
-        level_params(req.level, req.board.empties())
-    }
-}
-
-/// A stand-in for a leaf search, a pure function of the request: the open move whose
-/// resulting position hashes highest, scored by that position's hash (even, −20 … 20), so
-/// that transpositions agree and books grow in every direction; a pass when the side to move
-/// must pass, the final score when the game is over. Depth and selectivity are the level
-/// table's, as the coordinator requires.
-pub fn fake_search(req: &LeafRequest) -> LeafResult {
-    let b = req.board;
-    let open = b.moves() & !req.excluded;
-    let (mv, score) = if b.is_game_over() {
-        (Move::None, b.final_score())
-    } else if b.must_pass() {
-        (Move::Pass, (board_hash(&b.pass()) % 21) as i32 * 2 - 20)
-    } else {
-        let best = BitIter(open)
-            .filter_map(|sq| b.play(sq).ok().map(|child| (board_hash(&child), sq)))
-            .max();
-        match best {
-            Some((h, sq)) => (Move::Square(sq), ((h % 21) as i32 - 10) * 2),
-            None => (Move::None, -127),
-        }
-    };
-    let (depth, selectivity) = reported_depth(req);
-    LeafResult {
-        mv,
-        score,
-        depth,
-        selectivity,
-        exact: false,
-        nodes: 1,
-        elapsed: Duration::from_micros(1),
-    }
-}
+pub use truth::{Truth, fake_search, mix, reported_depth, request_hash};
 
 /// How the simulated coordinator guesses results when it plans speculative searches.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Guess {
-    /// The true result ([`fake_search`]): an upper bound on what speculation can do.
+    /// The true result: an upper bound on what speculation can do.
     Perfect,
     /// The true result with its move replaced by another open move in `move_error_percent` %
     /// of the requests and its score moved by up to ± `score_noise` (a shallow search's
@@ -114,13 +61,23 @@ pub enum Guess {
     },
 }
 
-/// [`Guess`] as the service's [`Predictor`].
+/// [`Guess`] of [`fake_search`] as the service's [`Predictor`].
 #[derive(Debug, Clone, Copy)]
 pub struct SimPredictor(pub Guess);
 
 impl Predictor for SimPredictor {
     fn predict(&mut self, req: &LeafRequest) -> LeafResult {
-        let mut r = fake_search(req);
+        TruthPredictor(self.0, Truth::Hash).predict(req)
+    }
+}
+
+/// [`Guess`] of a [`Truth`] as the service's [`Predictor`].
+#[derive(Debug, Clone, Copy)]
+pub struct TruthPredictor(pub Guess, pub Truth);
+
+impl Predictor for TruthPredictor {
+    fn predict(&mut self, req: &LeafRequest) -> LeafResult {
+        let mut r = self.1.search(req);
         let Guess::Noisy {
             move_error_percent,
             score_noise,
@@ -142,6 +99,59 @@ impl Predictor for SimPredictor {
     }
 }
 
+/// What a simulated worker knows when it answers a request.
+#[derive(Debug)]
+pub struct AnswerCtx<'a> {
+    /// The worker's index in the simulation.
+    pub worker: usize,
+    /// Its registration.
+    pub worker_id: uuid::Uuid,
+    /// Virtual time.
+    pub now: Duration,
+    /// The service (a model may look at what a worker could learn from it: its status, the
+    /// book).
+    pub coordinator: &'a Coordinator,
+}
+
+/// How a simulated worker answers a request, given the true result (its search's).
+pub trait WorkerModel: Send {
+    /// The result the worker submits for `req`.
+    fn answer(&mut self, req: &LeafRequest, truth: LeafResult, ctx: &AnswerCtx) -> LeafResult;
+}
+
+/// An honest worker: submits the true result.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Honest;
+
+impl WorkerModel for Honest {
+    fn answer(&mut self, _req: &LeafRequest, truth: LeafResult, _ctx: &AnswerCtx) -> LeafResult {
+        truth
+    }
+}
+
+/// The model of each simulated worker, by index (shared by the simulations of one table).
+#[derive(Clone)]
+pub struct WorkerModels(pub Arc<dyn Fn(usize) -> Box<dyn WorkerModel> + Send + Sync>);
+
+impl WorkerModels {
+    /// Every worker honest.
+    pub fn honest() -> WorkerModels {
+        WorkerModels(Arc::new(|_| Box::new(Honest)))
+    }
+}
+
+impl Default for WorkerModels {
+    fn default() -> WorkerModels {
+        WorkerModels::honest()
+    }
+}
+
+impl std::fmt::Debug for WorkerModels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WorkerModels")
+    }
+}
+
 /// One simulation's settings.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
@@ -155,6 +165,8 @@ pub struct SimConfig {
     pub seed: u64,
     /// Search durations at speed 1.
     pub times: TimeTable,
+    /// What searches answer.
+    pub truth: Truth,
     /// Level and depth of the new book.
     pub level: u8,
     /// Book depth (positions down to 61 − depth empties).
@@ -169,6 +181,10 @@ pub struct SimConfig {
     pub guess: Guess,
     /// Worker crashes (none: every worker lives through the build).
     pub faults: Option<Faults>,
+    /// The coordinator's cores and how its calls are charged to virtual time.
+    pub coordinator: CoordinatorModel,
+    /// How each worker answers (honest by default).
+    pub models: WorkerModels,
 }
 
 /// Worker crashes: a crashed worker's searches are lost, it stops heartbeating, and the
@@ -195,6 +211,8 @@ pub struct SimReport {
     pub threads: usize,
     /// Positions of the finished book.
     pub positions: usize,
+    /// Positions of the serial build's book.
+    pub serial_positions: usize,
     /// Searches the serial build does, and their CPU seconds at speed 1.
     pub serial_searches: usize,
     /// CPU seconds of the serial build's searches at speed 1.
@@ -211,9 +229,23 @@ pub struct SimReport {
     pub capacity_seconds: f64,
     /// `serial_seconds` ÷ `capacity_seconds`.
     pub efficiency: f64,
-    /// The coordinator's CPU time (this process, simulation bookkeeping included) per
-    /// accepted result.
+    /// The root's value in the finished book and in the serial build's.
+    pub root_value: Option<i32>,
+    /// The serial build's root value.
+    pub serial_root_value: Option<i32>,
+    /// Coordinator CPU charged to virtual time (growth runs and RPC calls) per accepted result.
     pub coordinator_cpu_per_result: Duration,
+    /// Of it, growth runs.
+    pub growth_cpu_per_result: Duration,
+    /// Busy share of the growth core over the build.
+    pub growth_utilisation: f64,
+    /// Busy share of the RPC cores over the build.
+    pub rpc_utilisation: f64,
+    /// Growth runs.
+    pub growth_runs: u64,
+    /// This process's CPU (simulation bookkeeping, the serial build and the store's own
+    /// threads included) per accepted result.
+    pub process_cpu_per_result: Duration,
     /// Real time the simulation took.
     pub real_seconds: f64,
     /// Whether the book equals the serial build's.
@@ -233,11 +265,14 @@ pub struct SimReport {
 impl SimReport {
     /// One table row (see [`SimReport::HEADER`]).
     pub fn row(&self) -> String {
+        let opt = |v: Option<i32>| v.map_or_else(|| "-".into(), |v| v.to_string());
         format!(
-            "{}\t{}\t{}\t{}\t{:.1}\t{:.1}\t{:.3}\t{:.3}\t{}\t{}\t{}\t{}\t{}\t{:.1}\t{}",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{:.1}\t{:.1}\t{:.3}\t{:.3}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.1}\t{:.1}\t{:.3}\t{:.3}\t{:.1}\t{}",
             self.workers,
             self.threads,
             self.positions,
+            self.serial_positions,
+            self.searches,
             self.serial_searches,
             self.serial_seconds,
             self.wall_seconds,
@@ -248,13 +283,19 @@ impl SimReport {
             self.backup_leases,
             self.crashes,
             self.expired,
+            opt(self.root_value),
+            opt(self.serial_root_value),
             self.coordinator_cpu_per_result.as_secs_f64() * 1e6,
+            self.growth_cpu_per_result.as_secs_f64() * 1e6,
+            self.growth_utilisation,
+            self.rpc_utilisation,
+            self.process_cpu_per_result.as_secs_f64() * 1e6,
             if self.same_as_serial { "yes" } else { "NO" },
         )
     }
 
     /// The header of [`SimReport::row`].
-    pub const HEADER: &'static str = "workers\tthreads\tpositions\tserial_searches\tserial_cpu_s\twall_s\tefficiency\twasted_share\tspeculative_leases\tprefetch_used\tbackup_leases\tcrashes\texpired\tcoord_cpu_us_per_result\tsame_book";
+    pub const HEADER: &'static str = "workers\tthreads\tpositions\tserial_positions\tsearches\tserial_searches\tserial_cpu_s\twall_s\tefficiency\twasted_share\tspeculative_leases\tprefetch_used\tbackup_leases\tcrashes\texpired\troot\tserial_root\tcoord_cpu_us_per_result\tgrowth_cpu_us_per_result\tgrowth_util\trpc_util\tprocess_cpu_us_per_result\tsame_book";
 }
 
 /// How often (real time) long builds log their progress.
@@ -263,6 +304,16 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 /// The serial build: the book crate's driver answering every request with [`fake_search`];
 /// returns the book and the requests it searched.
 pub fn serial_build(level: u8, depth: u8, ops: &[Program]) -> (MemBook, HashSet<LeafRequest>) {
+    serial_build_with(Truth::Hash, level, depth, ops)
+}
+
+/// [`serial_build`] with searches answered by `truth`.
+pub fn serial_build_with(
+    truth: Truth,
+    level: u8,
+    depth: u8,
+    ops: &[Program],
+) -> (MemBook, HashSet<LeafRequest>) {
     let (h, entries) = new_book(level, depth);
     let mut book = MemBook::new(h);
     for e in entries {
@@ -277,7 +328,7 @@ pub fn serial_build(level: u8, depth: u8, ops: &[Program]) -> (MemBook, HashSet<
             next_report += PROGRESS_EVERY;
             tracing::info!(searches = asked.len(), "serial build under way");
         }
-        fake_search(r)
+        truth.search(r)
     };
     run_serial(&mut book, Operation::New, &mut search);
     for op in ops {
@@ -314,6 +365,10 @@ enum Event {
     Crash { worker: usize, life: u32 },
     /// A crashed `worker` registers again.
     Restart { worker: usize },
+    /// The growth core starts a run over the results that landed.
+    Growth,
+    /// A growth run ended: what it planned can be leased.
+    Grown,
 }
 
 /// An event and when it happens (ties in scheduling order).
@@ -331,6 +386,220 @@ struct Leased {
     secs: f64,
 }
 
+/// The simulated farm and the coordinator's virtual cores (one simulation's mutable state).
+struct Farm<'a> {
+    cfg: &'a SimConfig,
+    c: Coordinator,
+    id: Identity,
+    ids: Vec<uuid::Uuid>,
+    speeds: Vec<f64>,
+    models: Vec<Box<dyn WorkerModel>>,
+    /// Threads waiting for work (a worker index per thread).
+    idle: VecDeque<usize>,
+    events: BinaryHeap<Reverse<Scheduled>>,
+    seq: u64,
+    leased: Vec<Option<Leased>>,
+    free_slots: Vec<usize>,
+    /// Per worker: its life (bumped by a crash), whether it is up, its leased slots.
+    lives: Vec<u32>,
+    up: Vec<bool>,
+    held: Vec<Vec<usize>>,
+    rpc: cores::Cores,
+    growth: cores::Cores,
+    /// A growth run is scheduled or under way (in virtual time).
+    growth_due: bool,
+    searches: usize,
+    spent: f64,
+    wasted: f64,
+    crashes: u64,
+    expired: u64,
+    accepted_keys: HashSet<LeafRequest>,
+}
+
+impl Farm<'_> {
+    fn schedule(&mut self, at: Duration, event: Event) {
+        self.seq += 1;
+        self.events.push(Reverse(Scheduled {
+            at,
+            seq: self.seq,
+            event,
+        }));
+    }
+
+    /// An RPC call made at `at`: runs it on an RPC core; returns its result and end.
+    fn rpc<R>(&mut self, at: Duration, f: impl FnOnce(&Coordinator) -> R) -> (R, Duration) {
+        let (r, cpu) = self.cfg.coordinator.rpc(|| f(&self.c));
+        let end = self.rpc.run(at, cpu);
+        (r, end)
+    }
+
+    /// Results landed: have the growth core run when it is free.
+    fn growth_needed(&mut self, at: Duration) {
+        if !self.growth_due {
+            self.growth_due = true;
+            let start = at.max(self.growth.next_free());
+            self.schedule(start, Event::Growth);
+        }
+    }
+
+    /// Idle threads lease at `now`, one call each, until the service has no job.
+    fn lease_idle(&mut self, now: Duration) -> Result<()> {
+        let mut tries = self.idle.len();
+        while tries > 0 {
+            tries -= 1;
+            let Some(w) = self.idle.pop_front() else {
+                break;
+            };
+            let (id, wid) = (self.id.clone(), self.ids[w]);
+            let (got, start) = self.rpc(now, |c| c.lease(&id, &wid, 1));
+            let Some(job) = got?.into_iter().next() else {
+                self.idle.push_front(w);
+                break;
+            };
+            self.start_search(w, job, start);
+        }
+        Ok(())
+    }
+
+    fn start_search(&mut self, w: usize, job: Job, now: Duration) {
+        let req = job_request(&job);
+        let secs = self.cfg.times.seconds(&req) / self.speeds[w];
+        let slot = match self.free_slots.pop() {
+            Some(s) => s,
+            None => {
+                self.leased.push(None);
+                self.leased.len() - 1
+            }
+        };
+        self.leased[slot] = Some(Leased {
+            job,
+            started: now,
+            secs,
+        });
+        self.held[w].push(slot);
+        let seq = self.seq + 1;
+        let draw =
+            |salt: u64| (mix(self.cfg.seed ^ mix(seq ^ salt)) >> 11) as f64 / (1u64 << 53) as f64;
+        let crash = self
+            .cfg
+            .faults
+            .is_some_and(|f| draw(0xc4a5) * 100.0 < f.crash_percent);
+        if crash {
+            let at = now + Duration::from_secs_f64(secs * draw(0x7e11));
+            let life = self.lives[w];
+            self.schedule(at, Event::Crash { worker: w, life });
+        } else {
+            let at = now + Duration::from_secs_f64(secs);
+            let life = self.lives[w];
+            self.schedule(
+                at,
+                Event::Done {
+                    worker: w,
+                    job: slot,
+                    life,
+                },
+            );
+        }
+    }
+
+    /// A search ended: the worker submits its answer, then leases again.
+    fn done(
+        &mut self,
+        now: Duration,
+        worker: usize,
+        job: usize,
+        asked: &HashSet<LeafRequest>,
+    ) -> Result<()> {
+        let Some(l) = self.leased[job].take() else {
+            return Ok(());
+        };
+        self.free_slots.push(job);
+        self.held[worker].retain(|&s| s != job);
+        let req = job_request(&l.job);
+        self.searches += 1;
+        self.spent += l.secs * self.speeds[worker];
+        let truth = self.cfg.truth.search(&req);
+        let ctx = AnswerCtx {
+            worker,
+            worker_id: self.ids[worker],
+            now,
+            coordinator: &self.c,
+        };
+        let leaf = self.models[worker].answer(&req, truth, &ctx);
+        let result = JobResult {
+            job_id: l.job.id,
+            leaf,
+        };
+        let (id, wid) = (self.id.clone(), self.ids[worker]);
+        let (acks, end) = self.rpc(now, |c| c.submit(&id, &wid, &[result]));
+        let acks = acks?;
+        let fresh = acks.first() == Some(&Ack::Accepted) && self.accepted_keys.insert(req);
+        if !fresh || !asked.contains(&req) {
+            self.wasted += l.secs * self.speeds[worker];
+        }
+        if self.c.landed_pending() > 0 {
+            self.growth_needed(end);
+        }
+        self.idle.push_back(worker);
+        self.lease_idle(end)
+    }
+
+    /// The growth core applies what landed.
+    fn grow(&mut self, now: Duration) -> Result<()> {
+        let pending = self.c.landed_pending();
+        let (r, cpu) = self.cfg.coordinator.growth(pending, || self.c.settle());
+        r?;
+        let end = self.growth.run(now, cpu);
+        self.schedule(end, Event::Grown);
+        Ok(())
+    }
+
+    fn crash(&mut self, now: Duration, worker: usize) {
+        // Every search the worker had under way is lost, partly done.
+        self.crashes += 1;
+        self.lives[worker] += 1;
+        self.up[worker] = false;
+        for slot in std::mem::take(&mut self.held[worker]) {
+            if let Some(l) = self.leased[slot].take() {
+                let done = now.saturating_sub(l.started).as_secs_f64().min(l.secs);
+                self.spent += done * self.speeds[worker];
+                self.wasted += done * self.speeds[worker];
+                self.free_slots.push(slot);
+            }
+        }
+        self.idle.retain(|&w| w != worker);
+        let back = self.cfg.faults.map_or(Duration::ZERO, |f| f.restart_after);
+        self.schedule(now + back, Event::Restart { worker });
+    }
+
+    /// Live workers heartbeat and the service takes back silent workers' leases, as the
+    /// server's periodic expiry does.
+    fn heartbeat(&mut self, now: Duration) -> Result<()> {
+        let live: Vec<usize> = (0..self.cfg.workers).filter(|&w| self.up[w]).collect();
+        for w in live {
+            let jobs: Vec<uuid::Uuid> = self.held[w]
+                .iter()
+                .filter_map(|&s| self.leased[s].as_ref().map(|l| l.job.id))
+                .collect();
+            let (id, wid) = (self.id.clone(), self.ids[w]);
+            let (r, _) = self.rpc(now, |c| c.heartbeat(&id, &wid, &jobs));
+            r?;
+        }
+        let (n, _) = self.rpc(now, |c| c.expire_leases());
+        self.expired += n as u64;
+        if n > 0 {
+            self.lease_idle(now)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the build is over: every program finished and nothing queued.
+    fn finished(&self) -> bool {
+        let s = self.c.status();
+        s.queued == 0 && matches!(s.state, State::Done | State::Idle)
+    }
+}
+
 /// Run one simulated build in store directory `dir` (which must be empty).
 pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
     if cfg.workers == 0 || cfg.threads == 0 {
@@ -340,7 +609,7 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
     }
     let real = Instant::now();
     let cpu0 = cpu_time::ProcessTime::now();
-    let (serial, asked) = serial_build(cfg.level, cfg.depth, &cfg.ops);
+    let (serial, asked) = serial_build_with(cfg.truth, cfg.level, cfg.depth, &cfg.ops);
     let serial_seconds: f64 = asked.iter().map(|r| cfg.times.seconds(r)).sum();
 
     let store = Store::open(dir)?;
@@ -350,7 +619,7 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
     let service = ServiceConfig {
         speculation: cfg.speculation,
         backup_after: cfg.backup_after,
-        // Virtual time does not count the coordinator's CPU (reported apart): no throttle.
+        // Planning's CPU is charged to the growth core: no throttle by real time.
         speculation_share: 1.0,
         max_worker_threads: cfg.threads.max(1),
         // Virtual time runs as long as the build needs: no lease may expire.
@@ -367,11 +636,11 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
                 (f.lease_timeout / 6).max(Duration::from_millis(1))
             }),
         signature: Some(identity().search_signature),
-        inline_growth: true,
+        growth: GrowthMode::Deferred,
         ..ServiceConfig::default()
     };
     let c = Coordinator::open(store, dir, service, clock.clone())?;
-    c.set_predictor(Box::new(SimPredictor(cfg.guess)));
+    c.set_predictor(Box::new(TruthPredictor(cfg.guess, cfg.truth)));
     for op in &cfg.ops {
         c.start(op.clone())?;
     }
@@ -379,129 +648,78 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
     let ln_spread = cfg.speed_spread.max(1.0).ln();
     let mut speeds = Vec::with_capacity(cfg.workers);
     let mut ids = Vec::with_capacity(cfg.workers);
+    let mut models = Vec::with_capacity(cfg.workers);
     for w in 0..cfg.workers {
         ids.push(c.register(&id, &format!("sim-{w}"), cfg.threads)?);
         let u = (mix(cfg.seed ^ mix(w as u64)) >> 11) as f64 / (1u64 << 53) as f64;
         speeds.push((ln_spread * (2.0 * u - 1.0)).exp());
+        models.push((cfg.models.0)(w));
     }
-    let mut idle: VecDeque<usize> = (0..cfg.threads)
-        .flat_map(|_| 0..cfg.workers)
-        .collect::<Vec<_>>()
-        .into();
-    let mut events: BinaryHeap<Reverse<Scheduled>> = BinaryHeap::new();
-    let mut leased: Vec<Option<Leased>> = Vec::new();
-    let mut free_slots: Vec<usize> = Vec::new();
-    // Per worker: its life (bumped by a crash), whether it is up, its leased slots.
-    let mut lives = vec![0u32; cfg.workers];
-    let mut up = vec![true; cfg.workers];
-    let mut held: Vec<Vec<usize>> = vec![Vec::new(); cfg.workers];
-    let (mut seq, mut searches, mut spent, mut wasted) = (0u64, 0usize, 0f64, 0f64);
-    let (mut crashes, mut expired) = (0u64, 0u64);
+    let mut farm = Farm {
+        cfg,
+        c,
+        id,
+        ids,
+        speeds,
+        models,
+        idle: (0..cfg.threads)
+            .flat_map(|_| 0..cfg.workers)
+            .collect::<Vec<_>>()
+            .into(),
+        events: BinaryHeap::new(),
+        seq: 0,
+        leased: Vec::new(),
+        free_slots: Vec::new(),
+        lives: vec![0; cfg.workers],
+        up: vec![true; cfg.workers],
+        held: vec![Vec::new(); cfg.workers],
+        rpc: cores::Cores::new(cfg.coordinator.rpc_cores),
+        growth: cores::Cores::new(1),
+        growth_due: false,
+        searches: 0,
+        spent: 0.0,
+        wasted: 0.0,
+        crashes: 0,
+        expired: 0,
+        accepted_keys: HashSet::new(),
+    };
     let heartbeat = cfg
         .faults
         .map(|f| (f.lease_timeout / 6).max(Duration::from_millis(1)));
     let mut next_heartbeat = heartbeat;
-    let mut accepted_keys: HashSet<LeafRequest> = HashSet::new();
     let mut next_report = real.elapsed() + PROGRESS_EVERY;
+    farm.lease_idle(Duration::ZERO)?;
     loop {
-        let now = clock_now(&clock);
         if real.elapsed() >= next_report {
             next_report += PROGRESS_EVERY;
             tracing::info!(
                 workers = cfg.workers,
-                searches,
+                searches = farm.searches,
                 serial_searches = asked.len(),
-                virtual_seconds = now.as_secs_f64(),
-                crashes,
+                virtual_seconds = clock_now(&clock).as_secs_f64(),
+                crashes = farm.crashes,
                 "simulation under way"
             );
         }
-        // Hand work to idle threads until the service has none.
-        let mut tries = idle.len();
-        while tries > 0 {
-            tries -= 1;
-            let Some(w) = idle.pop_front() else { break };
-            let got = c.lease(&id, &ids[w], 1)?;
-            let Some(job) = got.into_iter().next() else {
-                idle.push_front(w);
-                break;
-            };
-            let req = job_request(&job);
-            let secs = cfg.times.seconds(&req) / speeds[w];
-            seq += 1;
-            let slot = match free_slots.pop() {
-                Some(s) => s,
-                None => {
-                    leased.push(None);
-                    leased.len() - 1
-                }
-            };
-            leased[slot] = Some(Leased {
-                job,
-                started: now,
-                secs,
-            });
-            held[w].push(slot);
-            let draw =
-                |salt: u64| (mix(cfg.seed ^ mix(seq ^ salt)) >> 11) as f64 / (1u64 << 53) as f64;
-            let crash = cfg
-                .faults
-                .is_some_and(|f| draw(0xc4a5) * 100.0 < f.crash_percent);
-            let (at, event) = if crash {
-                (
-                    now + Duration::from_secs_f64(secs * draw(0x7e11)),
-                    Event::Crash {
-                        worker: w,
-                        life: lives[w],
-                    },
-                )
-            } else {
-                (
-                    now + Duration::from_secs_f64(secs),
-                    Event::Done {
-                        worker: w,
-                        job: slot,
-                        life: lives[w],
-                    },
-                )
-            };
-            events.push(Reverse(Scheduled { at, seq, event }));
-        }
-        let next_event = events.peek().map(|Reverse(e)| e.at);
-        // Live workers heartbeat and the service takes back silent workers' leases, as the
-        // server's periodic expiry does (only with faults: otherwise no lease may expire).
+        let next_event = farm.events.peek().map(|Reverse(e)| e.at);
         if let (Some(period), Some(t)) = (heartbeat, next_heartbeat)
             && next_event.is_none_or(|e| t <= e)
         {
-            c.settle()?;
-            let s = c.status();
-            let done = s.queued == 0 && matches!(s.state, State::Done | State::Idle);
-            // A finished build waits for no expiry (the searches still under way end it), and
-            // one with nothing scheduled, queued or in flight is stalled (below).
-            if !done && (next_event.is_some() || s.queued > 0 || s.in_flight > 0) {
+            // A finished build waits for no expiry (the searches still under way end it),
+            // and one with nothing scheduled, queued or in flight is stalled (below).
+            let s = farm.c.status();
+            if !farm.finished() && (next_event.is_some() || s.queued > 0 || s.in_flight > 0) {
                 clock.advance_to(t);
-                for w in (0..cfg.workers).filter(|&w| up[w]) {
-                    let jobs: Vec<uuid::Uuid> = held[w]
-                        .iter()
-                        .filter_map(|&s| leased[s].as_ref().map(|l| l.job.id))
-                        .collect();
-                    c.heartbeat(&id, &ids[w], &jobs)?;
-                }
-                expired += c.expire_leases() as u64;
-                c.settle()?;
+                farm.heartbeat(t)?;
                 next_heartbeat = Some(t + period);
                 continue;
             }
         }
-        let Some(Reverse(next)) = events.pop() else {
-            c.settle()?;
-            let s = c.status();
-            if s.queued > 0 {
-                continue;
-            }
-            if matches!(s.state, State::Done | State::Idle) {
+        let Some(Reverse(next)) = farm.events.pop() else {
+            if farm.finished() {
                 break;
             }
+            let s = farm.c.status();
             return Err(CoordinatorError::Internal(format!(
                 "simulation stalled: state {}, {} queued, {} in flight",
                 s.state.as_str(),
@@ -509,105 +727,86 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
                 s.in_flight
             )));
         };
-        if matches!(next.event, Event::Restart { .. }) {
+        if matches!(next.event, Event::Restart { .. }) && farm.finished() {
             // A worker coming back after the build ended does not make it longer.
-            c.settle()?;
-            let s = c.status();
-            if s.queued == 0 && matches!(s.state, State::Done | State::Idle) {
-                continue;
-            }
+            continue;
         }
         clock.advance_to(next.at);
         let now = next.at;
         match next.event {
             Event::Done { worker, job, life } => {
-                if life != lives[worker] {
-                    continue;
+                if life == farm.lives[worker] {
+                    farm.done(now, worker, job, &asked)?;
                 }
-                let Some(l) = leased[job].take() else {
-                    continue;
-                };
-                free_slots.push(job);
-                held[worker].retain(|&s| s != job);
-                let req = job_request(&l.job);
-                searches += 1;
-                spent += l.secs * speeds[worker];
-                let result = JobResult {
-                    job_id: l.job.id,
-                    leaf: fake_search(&req),
-                };
-                let acks = c.submit(&id, &ids[worker], &[result])?;
-                let fresh = acks.first() == Some(&Ack::Accepted) && accepted_keys.insert(req);
-                if !fresh || !asked.contains(&req) {
-                    wasted += l.secs * speeds[worker];
-                }
-                c.settle()?;
-                idle.push_back(worker);
             }
             Event::Crash { worker, life } => {
-                if life != lives[worker] {
-                    continue;
+                if life == farm.lives[worker] {
+                    farm.crash(now, worker);
                 }
-                // Every search the worker had under way is lost, partly done.
-                crashes += 1;
-                lives[worker] += 1;
-                up[worker] = false;
-                for slot in std::mem::take(&mut held[worker]) {
-                    if let Some(l) = leased[slot].take() {
-                        let done = now.saturating_sub(l.started).as_secs_f64().min(l.secs);
-                        spent += done * speeds[worker];
-                        wasted += done * speeds[worker];
-                        free_slots.push(slot);
-                    }
-                }
-                idle.retain(|&w| w != worker);
-                let back = cfg.faults.map_or(Duration::ZERO, |f| f.restart_after);
-                seq += 1;
-                events.push(Reverse(Scheduled {
-                    at: now + back,
-                    seq,
-                    event: Event::Restart { worker },
-                }));
             }
             Event::Restart { worker } => {
-                ids[worker] = c.register(&id, &format!("sim-{worker}"), cfg.threads)?;
-                up[worker] = true;
-                idle.extend(std::iter::repeat_n(worker, cfg.threads as usize));
+                let (id, threads) = (farm.id.clone(), cfg.threads);
+                let (wid, end) =
+                    farm.rpc(now, |c| c.register(&id, &format!("sim-{worker}"), threads));
+                farm.ids[worker] = wid?;
+                farm.up[worker] = true;
+                farm.idle
+                    .extend(std::iter::repeat_n(worker, cfg.threads as usize));
+                farm.lease_idle(end)?;
+            }
+            Event::Growth => farm.grow(now)?,
+            Event::Grown => {
+                farm.growth_due = false;
+                if farm.c.landed_pending() > 0 {
+                    farm.growth_needed(now);
+                }
+                farm.lease_idle(now)?;
             }
         }
     }
-    c.flush()?;
-    let wall = clock_now(&clock).as_secs_f64();
-    let capacity: f64 = speeds.iter().sum::<f64>() * f64::from(cfg.threads) * wall;
-    let (_, positions) = c.snapshot();
-    let same = same_positions(positions.clone(), &serial);
-    let status = c.status();
-    let counters = c.counters();
-    let cpu = cpu0.elapsed();
+    farm.c.flush()?;
+    let wall = clock_now(&clock);
+    let capacity: f64 =
+        farm.speeds.iter().sum::<f64>() * f64::from(cfg.threads) * wall.as_secs_f64();
+    let book = farm.c.book_snapshot();
+    let positions: Vec<Position> = book.positions().collect();
+    let same = same_positions(positions, &serial);
+    let status = farm.c.status();
+    let counters = farm.c.counters();
+    let results = u32::try_from(farm.searches.max(1)).unwrap_or(u32::MAX);
+    let root = |b: &MemBook| bookfarm_book::extract::root_value(b);
     Ok(SimReport {
         workers: cfg.workers,
         threads: cfg.workers * cfg.threads as usize,
-        positions: positions.len(),
+        positions: book.len(),
+        serial_positions: serial.len(),
         serial_searches: asked.len(),
         serial_seconds,
-        searches,
-        wasted_seconds: wasted,
-        spent_seconds: spent,
-        wall_seconds: wall,
+        searches: farm.searches,
+        wasted_seconds: farm.wasted,
+        spent_seconds: farm.spent,
+        wall_seconds: wall.as_secs_f64(),
         capacity_seconds: capacity,
         efficiency: if capacity > 0.0 {
             serial_seconds / capacity
         } else {
             0.0
         },
-        coordinator_cpu_per_result: cpu / u32::try_from(searches.max(1)).unwrap_or(u32::MAX),
+        root_value: root(&book),
+        serial_root_value: root(&serial),
+        coordinator_cpu_per_result: (farm.growth.busy + farm.rpc.busy) / results,
+        growth_cpu_per_result: farm.growth.busy / results,
+        growth_utilisation: farm.growth.utilisation(wall),
+        rpc_utilisation: farm.rpc.utilisation(wall),
+        growth_runs: farm.growth.calls,
+        process_cpu_per_result: cpu0.elapsed() / results,
         real_seconds: real.elapsed().as_secs_f64(),
         same_as_serial: same,
         prefetch: status.prefetch,
         speculative_leases: counters.speculative_leased,
         backup_leases: counters.backup_leased,
-        crashes,
-        expired,
+        crashes: farm.crashes,
+        expired: farm.expired,
     })
 }
 
@@ -634,6 +833,8 @@ pub fn same_positions(mut positions: Vec<Position>, book: &MemBook) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bookfarm_engine::Board;
+    use bookfarm_engine::level::level_params;
 
     fn config(workers: usize, prefetch: bool) -> SimConfig {
         SimConfig {
@@ -654,6 +855,16 @@ mod tests {
                 score_noise: 4,
             },
             faults: None,
+            coordinator: CoordinatorModel {
+                rpc_cores: 2,
+                charge: Charge::Fixed {
+                    per_call: Duration::from_micros(50),
+                    per_run: Duration::from_micros(200),
+                    per_result: Duration::from_micros(100),
+                },
+            },
+            models: WorkerModels::honest(),
+            truth: Truth::Hash,
         }
     }
 
@@ -771,6 +982,105 @@ mod tests {
         assert!(same_positions(c.snapshot().1, &serial));
         // Every search the serial build needs was done, plus what prefetch wasted.
         assert!(c.stored_results() >= asked.len());
+    }
+
+    /// Coordinator CPU occupies virtual cores: a growth core busy for most of the build stretches
+    /// the wall time and reports its utilisation; the book does not change.
+    #[test]
+    fn coordinator_cpu_is_charged_to_virtual_time() {
+        let free = SimConfig {
+            coordinator: CoordinatorModel::free(),
+            ..config(8, false)
+        };
+        let heavy = SimConfig {
+            coordinator: CoordinatorModel {
+                rpc_cores: 1,
+                charge: Charge::Fixed {
+                    per_call: Duration::from_millis(1),
+                    per_run: Duration::from_millis(20),
+                    per_result: Duration::from_millis(40),
+                },
+            },
+            ..config(8, false)
+        };
+        let dir = || tempfile::tempdir().unwrap();
+        let f = simulate(&free, dir().path()).unwrap();
+        let h = simulate(&heavy, dir().path()).unwrap();
+        assert!(
+            f.same_as_serial && h.same_as_serial,
+            "{}\n{}",
+            f.row(),
+            h.row()
+        );
+        assert_eq!(f.coordinator_cpu_per_result, Duration::ZERO);
+        assert_eq!((f.growth_utilisation, f.rpc_utilisation), (0.0, 0.0));
+        assert!(
+            h.wall_seconds > f.wall_seconds * 1.1,
+            "{}\n{}",
+            f.row(),
+            h.row()
+        );
+        assert!(h.efficiency < f.efficiency);
+        // Each result costs its share of a run plus 40 ms, and two RPC calls of 1 ms.
+        let per = h.coordinator_cpu_per_result.as_secs_f64();
+        assert!((0.042..0.070).contains(&per), "{per}");
+        assert!(h.growth_utilisation > 0.2 && h.growth_utilisation <= 1.0 + 1e-9);
+        assert!(h.growth_runs > 0 && h.growth_runs as usize <= h.searches);
+    }
+
+    /// Counts the answers it gives (honestly).
+    struct Counting(Arc<std::sync::atomic::AtomicUsize>, usize);
+
+    impl WorkerModel for Counting {
+        fn answer(&mut self, req: &LeafRequest, truth: LeafResult, ctx: &AnswerCtx) -> LeafResult {
+            assert_eq!(ctx.worker, self.1);
+            assert_eq!(truth, fake_search(req));
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            truth
+        }
+    }
+
+    /// Every submitted result is the worker model's answer.
+    #[test]
+    fn every_answer_is_the_worker_models() {
+        let n = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let m = n.clone();
+        let cfg = SimConfig {
+            models: WorkerModels(Arc::new(move |w| Box::new(Counting(m.clone(), w)))),
+            ..config(3, true)
+        };
+        let r = simulate(&cfg, tempfile::tempdir().unwrap().path()).unwrap();
+        assert!(r.same_as_serial);
+        assert_eq!(n.load(std::sync::atomic::Ordering::SeqCst), r.searches);
+    }
+
+    /// The engine as the truth: a pure function of the request, reported at the request's
+    /// level (what the coordinator validates), searched at most at the truth's level.
+    #[test]
+    fn engine_truth_is_pure_and_reports_the_requests_level() {
+        let t = Truth::Engine { level: 2 };
+        let req = LeafRequest {
+            board: Board::start(),
+            level: 12,
+            excluded: 0,
+        };
+        let r = t.search(&req);
+        assert_eq!(r, t.search(&req));
+        assert_eq!((r.depth, r.selectivity), level_params(12, 60));
+        assert!(matches!(r.mv, Move::Square(_)) && !r.exact);
+        // The same result as a level-2 search of the request.
+        let eval = bookfarm_engine::eval::default_eval();
+        let opts = bookfarm_engine::search::SearchOptions {
+            tt_bits: 16,
+            endgame_tt_bits: 14,
+            ..bookfarm_engine::search::SearchOptions::for_eval(&eval)
+        };
+        let mut s = bookfarm_engine::search::Searcher::with_options(eval, opts);
+        let direct = s.leaf_search(
+            &LeafRequest { level: 2, ..req },
+            &std::sync::atomic::AtomicBool::new(false),
+        );
+        assert_eq!((r.mv, r.score), (direct.mv, direct.score));
     }
 
     #[test]
