@@ -79,6 +79,7 @@ pub mod program;
 pub mod query;
 pub mod research;
 pub mod results;
+pub mod schedule;
 pub mod select;
 pub mod synth;
 pub mod umigame;

@@ -293,6 +293,13 @@ pub struct MemBook {
     parents: Option<ParentIndex>,
     /// Positions changed since the last [`MemBook::take_changed`], when tracking is on.
     changed: Option<ChangeLog>,
+    /// Positions changed since the last [`MemBook::take_selection_changes`], when tracking is
+    /// on (a second journal: the asynchronous schedule's incremental selection reads it while
+    /// checkpoints read the first).
+    selection: Option<ChangeLog>,
+    /// Bumped whenever node ids may have changed meaning (a removal or a compaction), so that
+    /// caches keyed by id know to rebuild.
+    epoch: u64,
     /// What [`crate::negamax::renegamax`] kept from its last run, while still valid.
     negamax_memo: Option<NegamaxMemo>,
     /// Bumped by every change (see [`Revision`]).
@@ -365,6 +372,8 @@ impl MemBook {
             dead_links: 0,
             parents: None,
             changed: None,
+            selection: None,
+            epoch: 0,
             negamax_memo: None,
             revision: RevisionCounter::fresh(),
         }
@@ -394,10 +403,38 @@ impl MemBook {
         }
     }
 
+    /// Start the second change journal (see [`MemBook::take_selection_changes`]).
+    pub fn track_selection(&mut self) {
+        self.selection.get_or_insert_with(ChangeLog::default);
+    }
+
+    /// The positions added or modified since [`MemBook::track_selection`] or since the last
+    /// call, in first-change order (each once): [`MemBook::take_changed`]'s journal, kept
+    /// apart so that its two readers (checkpoints and incremental selection) do not take each
+    /// other's entries. Empty when tracking is off.
+    pub fn take_selection_changes(&mut self) -> Vec<NodeId> {
+        match &mut self.selection {
+            Some(log) => {
+                log.seen.iter_mut().for_each(|w| *w = 0);
+                std::mem::take(&mut log.ids)
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// A number that changes whenever a node id may stop naming the position it named (a
+    /// removal, a compaction): caches keyed by [`NodeId`] rebuild when it moves.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
     /// Record a change of `id` in the journal (no-op when tracking is off).
     fn touch(&mut self, id: NodeId) {
         self.revision.bump();
         if let Some(log) = &mut self.changed {
+            log.mark(id);
+        }
+        if let Some(log) = &mut self.selection {
             log.mark(id);
         }
         if let Some(memo) = &mut self.negamax_memo {
@@ -675,6 +712,7 @@ impl MemBook {
         // The parents' results change without being touched.
         self.negamax_memo = None;
         self.revision.bump();
+        self.epoch += 1;
         self.unindex_links(id);
         if let Some(pi) = self.parents.as_mut() {
             for p in pi.take_parents(id.0) {
@@ -704,6 +742,7 @@ impl MemBook {
         // Ids change.
         self.negamax_memo = None;
         self.revision.bump();
+        self.epoch += 1;
         let had_parents = self.parents.is_some();
         let mut nodes = Vec::with_capacity(self.live);
         let mut links = Vec::with_capacity(self.n_links());
