@@ -185,6 +185,7 @@ fn main() {
                         identity: Some(ident()),
                         name: format!("sim-{i}"),
                         threads: slots,
+                        ..Default::default()
                     })
                     .await
                     .expect("register")
@@ -200,6 +201,7 @@ fn main() {
                             worker_id: id.clone(),
                             free_slots: slots,
                             results: std::mem::take(&mut results),
+                            ..Default::default()
                         })
                         .await
                         .expect("lease")

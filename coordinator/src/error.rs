@@ -13,21 +13,25 @@ pub enum CoordinatorError {
     Unauthenticated,
     /// The worker speaks another protocol version.
     #[error(
-        "protocol version {got} is not supported: this coordinator speaks version {want} (upgrade the worker)"
+        "protocol version {got} is not supported: this coordinator speaks version {want}; {install}"
     )]
     ProtocolVersion {
         /// Version sent by the worker (0 = unset).
         got: u32,
         /// Version of this coordinator.
         want: u32,
+        /// What to install (the release the coordinator expects, and where from).
+        install: String,
     },
     /// The worker runs another engine version.
-    #[error("engine version {got:?} does not match the coordinator's {want:?}")]
+    #[error("engine version {got:?} does not match the coordinator's {want:?}; {install}")]
     EngineVersion {
         /// Worker's engine version.
         got: String,
         /// Expected engine version.
         want: String,
+        /// What to install (the release the coordinator expects, and where from).
+        install: String,
     },
     /// The worker loaded other evaluation weights.
     #[error(

@@ -14,7 +14,9 @@ use bookfarm_proto::domain::{Ack, Failure, Identity, JobResult};
 use bookfarm_proto::status::{ErrorCode, ServiceError};
 use bookfarm_proto::{ENGINE_VERSION, MAX_RESULTS_PER_CALL, PROTOCOL_VERSION};
 use bookfarm_runner::exec::SearcherFactory;
-use bookfarm_runner::transport::{CallError, CallErrorKind, Leased, Registration, Transport};
+use bookfarm_runner::transport::{
+    Beat, CallError, CallErrorKind, LeaseAsk, Leased, Registration, Transport, WorkerInfo,
+};
 use bookfarm_runner::{Runner, RunnerConfig, WorkerStats};
 use std::future::Future;
 use std::time::Duration;
@@ -97,11 +99,11 @@ impl Transport for InProcess {
         MAX_RESULTS_PER_CALL
     }
 
-    fn register(&mut self, name: &str, threads: u32) -> Result<Registration, CallError> {
+    fn register(&mut self, who: &WorkerInfo) -> Result<Registration, CallError> {
         let worker_id = if self.verifier {
-            self.c.register_verifier(&self.identity, threads)
+            self.c.register_verifier(&self.identity, who.threads)
         } else {
-            self.c.register(&self.identity, name, threads)
+            self.c.register(&self.identity, &who.name, who.threads)
         }
         .map_err(|e| call_error(&e))?;
         let cfg = self.c.config();
@@ -115,23 +117,24 @@ impl Transport for InProcess {
     fn lease(
         &mut self,
         worker: Uuid,
-        free: u32,
+        ask: LeaseAsk,
         results: &[JobResult],
     ) -> Result<Leased, CallError> {
         let acks = self.acks(worker, results)?;
-        let jobs = self
+        let offer = self
             .c
-            .lease_blocking(&self.identity, &worker, free, GROWTH_WAIT)
+            .offer_blocking(&self.identity, &worker, ask, GROWTH_WAIT)
             .map_err(|e| call_error(&e))?;
-        let retry_after = if jobs.is_empty() {
+        let retry_after = if offer.jobs.is_empty() {
             self.c.retry_after()
         } else {
             Duration::ZERO
         };
         Ok(Leased {
-            jobs,
+            jobs: offer.jobs,
             acks,
             retry_after,
+            idle: offer.idle,
         })
     }
 
@@ -143,10 +146,15 @@ impl Transport for InProcess {
         self.acks(worker, results)
     }
 
-    fn heartbeat(&mut self, worker: Uuid, held: &[Uuid]) -> Result<Vec<Uuid>, CallError> {
-        self.c
-            .heartbeat(&self.identity, &worker, held)
-            .map_err(|e| call_error(&e))
+    fn heartbeat(&mut self, worker: Uuid, held: &[Uuid]) -> Result<Beat, CallError> {
+        let (cancelled, credit) = self
+            .c
+            .heartbeat_credit(&self.identity, &worker, held)
+            .map_err(|e| call_error(&e))?;
+        Ok(Beat {
+            cancelled,
+            credit: Some(credit),
+        })
     }
 
     fn fail(

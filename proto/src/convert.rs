@@ -4,7 +4,7 @@
 //! malformed job ids and out-of-range levels are refused with a [`ConvertError`], which maps to
 //! `InvalidArgument`.
 
-use crate::domain::{Ack, Failure, Identity, Job, JobResult};
+use crate::domain::{Ack, CreditNote, Failure, Identity, IdleReason, Job, JobResult};
 use crate::pb;
 use crate::status::{ErrorCode, ServiceError};
 use bookfarm_book::BookFormat;
@@ -254,6 +254,57 @@ impl TryFrom<pb::AckStatus> for Ack {
     }
 }
 
+impl From<IdleReason> for pb::IdleReason {
+    fn from(r: IdleReason) -> pb::IdleReason {
+        match r {
+            IdleReason::BuildDone => pb::IdleReason::BuildDone,
+            IdleReason::Paused => pb::IdleReason::Paused,
+            IdleReason::QueueEmpty => pb::IdleReason::QueueEmpty,
+            IdleReason::WaitingForValidation => pb::IdleReason::WaitingForValidation,
+            IdleReason::NotEligible => pb::IdleReason::NotEligible,
+            IdleReason::RateLimited => pb::IdleReason::RateLimited,
+            IdleReason::NoFit => pb::IdleReason::NoFit,
+            IdleReason::Reserved => pb::IdleReason::Reserved,
+        }
+    }
+}
+
+/// The idle reason of a lease reply's field: `None` for a reason this build does not know
+/// (a newer coordinator) or none given.
+pub fn idle_reason(value: i32) -> Option<IdleReason> {
+    match pb::IdleReason::try_from(value).ok()? {
+        pb::IdleReason::Unspecified => None,
+        pb::IdleReason::BuildDone => Some(IdleReason::BuildDone),
+        pb::IdleReason::Paused => Some(IdleReason::Paused),
+        pb::IdleReason::QueueEmpty => Some(IdleReason::QueueEmpty),
+        pb::IdleReason::WaitingForValidation => Some(IdleReason::WaitingForValidation),
+        pb::IdleReason::NotEligible => Some(IdleReason::NotEligible),
+        pb::IdleReason::RateLimited => Some(IdleReason::RateLimited),
+        pb::IdleReason::NoFit => Some(IdleReason::NoFit),
+        pb::IdleReason::Reserved => Some(IdleReason::Reserved),
+    }
+}
+
+impl From<&CreditNote> for pb::WorkerCredit {
+    fn from(c: &CreditNote) -> pb::WorkerCredit {
+        pb::WorkerCredit {
+            standing: c.standing.clone(),
+            results: c.results,
+            invalid: c.invalid,
+        }
+    }
+}
+
+impl From<pb::WorkerCredit> for CreditNote {
+    fn from(c: pb::WorkerCredit) -> CreditNote {
+        CreditNote {
+            standing: c.standing.chars().take(32).collect(),
+            results: c.results,
+            invalid: c.invalid,
+        }
+    }
+}
+
 /// A start request's program: its selector's operation, serial, its new positions at `level`
 /// (0: the expanded position's level), from the start position: the request's `from` (a move
 /// list or an OBF board of the book) is the service's to resolve against its book. Edax clamps the parameters
@@ -376,6 +427,15 @@ fn search_level(level: u32) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn idle_reasons_round_trip_and_unknown_ones_are_none() {
+        for r in IdleReason::ALL {
+            assert_eq!(idle_reason(pb::IdleReason::from(r) as i32), Some(r));
+        }
+        assert_eq!(idle_reason(0), None);
+        assert_eq!(idle_reason(99), None, "a newer coordinator's reason");
+    }
     use bookfarm_engine::Square;
 
     #[test]

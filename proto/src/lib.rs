@@ -51,6 +51,10 @@ pub const MAX_LEASE_SLOTS: u32 = 256;
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/bookfarm_descriptor.bin"));
 
+/// The bookfarm release this build is (the workspace's version): what a coordinator tells
+/// workers to run, and what a worker compares with it.
+pub const RELEASE: &str = env!("CARGO_PKG_VERSION");
+
 /// The engine version string workers and coordinators compare (the engine crate's version).
 pub const ENGINE_VERSION: &str = concat!("bookfarm-engine/", env!("CARGO_PKG_VERSION"));
 

@@ -41,6 +41,7 @@ fn register_request(identity: Option<pb::WorkerIdentity>) -> pb::RegisterWorkerR
         identity,
         name: "h".into(),
         threads: 1,
+        ..Default::default()
     }
 }
 
@@ -289,6 +290,7 @@ async fn hostile_results_are_refused_and_change_nothing() {
                 worker_id: me.clone(),
                 free_slots: 8,
                 results: vec![],
+                ..Default::default()
             })
             .await
             .unwrap()

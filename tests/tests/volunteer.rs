@@ -130,6 +130,7 @@ async fn register(w: &mut Worker, name: &str, threads: u32) -> Result<String, to
         identity: Some(w.ident.clone()),
         name: name.into(),
         threads,
+        ..Default::default()
     })
     .await
     .map(|r| r.into_inner().worker_id)
@@ -141,6 +142,7 @@ async fn lease(w: &mut Worker, id: &str, slots: u32) -> Result<Vec<pb::Job>, ton
         worker_id: id.into(),
         free_slots: slots,
         results: vec![],
+        ..Default::default()
     })
     .await
     .map(|r| r.into_inner().jobs)

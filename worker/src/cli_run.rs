@@ -3,6 +3,7 @@
 use anyhow::Context;
 use bookfarm_worker::WorkerConfig;
 use bookfarm_worker::config::WorkerFile;
+use bookfarm_worker::polite::{ActiveHours, PoliteSettings, Priority};
 use clap::Subcommand;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -46,7 +47,84 @@ pub enum RunCommand {
         /// Configuration file (worker.toml).
         #[arg(long, env = "BOOKFARM_WORKER_CONFIG")]
         config: Option<PathBuf>,
+        #[command(flatten)]
+        polite: PoliteArgs,
     },
+}
+
+/// The polite settings on the command line (over `worker.toml`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct PoliteArgs {
+    /// Scheduling priority of the search threads: idle (SCHED_IDLE: only when nothing else
+    /// wants the CPU), low (nice 19) or normal [default: idle].
+    #[arg(long, env = "BOOKFARM_PRIORITY")]
+    priority: Option<Priority>,
+    /// Share of each search thread's core the searches may use, 0.01..=1 [default: 1].
+    #[arg(long, env = "BOOKFARM_CPU_SHARE", value_parser = cpu_share)]
+    cpu_share: Option<f64>,
+    /// Local hours when the worker may search, e.g. 19:00-07:30 or 00:00-08:00,12:00-13:00
+    /// [default: always].
+    #[arg(long, env = "BOOKFARM_ACTIVE_HOURS")]
+    active_hours: Option<ActiveHours>,
+    /// Pause while the machine runs on its battery [default: true].
+    #[arg(long, env = "BOOKFARM_PAUSE_ON_BATTERY")]
+    pause_on_battery: Option<bool>,
+    /// A paused worker finishes or hands back its jobs within this many seconds [default: 30].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pause_grace: Option<u64>,
+    /// Seconds between two progress lines (0: none) [default: 60].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    progress_secs: Option<u64>,
+    /// The power-supply class directory watched for the battery.
+    #[arg(long, env = "BOOKFARM_POWER_SUPPLY_DIR", hide = true)]
+    power_supply_dir: Option<PathBuf>,
+}
+
+fn cpu_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if (0.01..=1.0).contains(&x) => Ok(x),
+        _ => Err(format!("{s:?}: expected a share between 0.01 and 1")),
+    }
+}
+
+impl PoliteArgs {
+    /// The settings: these flags over the file's over the volunteer defaults.
+    fn settings(self, file: &WorkerFile) -> anyhow::Result<PoliteSettings> {
+        let d = PoliteSettings::volunteer();
+        let priority = match (self.priority, &file.priority) {
+            (Some(p), _) => p,
+            (None, Some(p)) => p.parse().context("priority in the config file")?,
+            (None, None) => d.priority,
+        };
+        let active_hours = match (self.active_hours, &file.active_hours) {
+            (Some(h), _) => Some(h),
+            (None, Some(h)) => Some(h.parse().context("active_hours in the config file")?),
+            (None, None) => None,
+        };
+        let cpu_share = match self.cpu_share.or(file.cpu_share) {
+            Some(x) => cpu_share(&x.to_string())
+                .map_err(anyhow::Error::msg)
+                .context("cpu_share")?,
+            None => d.cpu_share,
+        };
+        let secs = |s: Option<u64>| s.map(Duration::from_secs);
+        Ok(PoliteSettings {
+            priority,
+            cpu_share,
+            active_hours,
+            pause_on_battery: self
+                .pause_on_battery
+                .or(file.pause_on_battery)
+                .unwrap_or(d.pause_on_battery),
+            pause_grace: secs(self.pause_grace.or(file.pause_grace_secs)).unwrap_or(d.pause_grace),
+            power_supply: self.power_supply_dir.unwrap_or(d.power_supply),
+            progress_every: match self.progress_secs.or(file.progress_secs) {
+                Some(0) => None,
+                Some(s) => Some(Duration::from_secs(s)),
+                None => d.progress_every,
+            },
+        })
+    }
 }
 
 fn host_name() -> String {
@@ -103,6 +181,7 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         tls_ca,
         tls_domain,
         config,
+        polite,
     } = cmd;
     let file = match &config {
         Some(p) => WorkerFile::parse(
@@ -111,6 +190,7 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         .with_context(|| format!("parsing {}", p.display()))?,
         None => WorkerFile::default(),
     };
+    let polite = polite.settings(&file)?;
     let eval_path = eval.or(file.eval.clone());
     let (weights, eval_hash) = bookfarm_runner::load_eval(eval_path.as_deref())?;
     let tls_ca = match tls_ca.or(file.tls_ca.clone()) {
@@ -151,6 +231,7 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
             .map_or(d.max_backoff, Duration::from_secs),
         tls_ca,
         tls_domain: tls_domain.or(file.tls_domain.clone()),
+        polite,
         ..d
     };
     let make = bookfarm_runner::exec::engine_factory(weights);

@@ -4,11 +4,13 @@
 use bookfarm_proto::MAX_MESSAGE_BYTES;
 use bookfarm_proto::auth::Bearer;
 use bookfarm_proto::convert::parse_job_id;
-use bookfarm_proto::domain::{Ack, Identity, Job, JobResult};
+use bookfarm_proto::domain::{Ack, CreditNote, Identity, Job, JobResult, LeaseAsk};
 use bookfarm_proto::pb;
 use bookfarm_proto::pb::worker_service_client::WorkerServiceClient;
 use bookfarm_proto::status::ErrorCode;
-use bookfarm_runner::transport::{CallError, CallErrorKind, Leased, Registration, Transport};
+use bookfarm_runner::transport::{
+    Beat, CallError, CallErrorKind, Leased, Registration, Transport, WorkerInfo,
+};
 use std::time::Duration;
 use tonic::Status;
 use tonic::service::interceptor::InterceptedService;
@@ -21,6 +23,24 @@ pub struct Client {
     inner: WorkerServiceClient<InterceptedService<Channel, Bearer>>,
     identity: pb::WorkerIdentity,
     url: String,
+    /// The release the coordinator expects, once a registration told it (logged once).
+    expected: Option<String>,
+}
+
+/// What a worker of `ours` should be told when the coordinator expects `expected`, installed
+/// from `hint` (None: the releases match, or the coordinator did not say).
+pub fn release_advice(ours: &str, expected: &str, hint: &str) -> Option<String> {
+    if expected.is_empty() || expected == ours {
+        return None;
+    }
+    let from = if hint.is_empty() {
+        String::new()
+    } else {
+        format!(" ({hint})")
+    };
+    Some(format!(
+        "this worker is bookfarm {ours}; the coordinator expects {expected}: install bookfarm-worker {expected}{from}"
+    ))
 }
 
 fn acks(a: Vec<pb::ResultAck>) -> Vec<(Uuid, Ack)> {
@@ -79,20 +99,32 @@ impl Client {
             inner,
             identity: identity.into(),
             url: url.to_string(),
+            expected: None,
         })
     }
 
-    /// `RegisterWorker`.
-    pub async fn register(&mut self, name: &str, threads: u32) -> Result<Registration, Status> {
+    /// `RegisterWorker`. A coordinator that expects another release is logged (once), with
+    /// what to install.
+    pub async fn register(&mut self, who: &WorkerInfo) -> Result<Registration, Status> {
         let r = self
             .inner
             .register_worker(pb::RegisterWorkerRequest {
                 identity: Some(self.identity.clone()),
-                name: name.to_string(),
-                threads,
+                name: who.name.clone(),
+                threads: who.threads,
+                part_time: who.part_time,
+                worker_version: bookfarm_proto::RELEASE.into(),
             })
             .await?
             .into_inner();
+        if self.expected.as_deref() != Some(r.worker_version.as_str()) {
+            if let Some(advice) =
+                release_advice(bookfarm_proto::RELEASE, &r.worker_version, &r.install_hint)
+            {
+                tracing::warn!("{advice}");
+            }
+            self.expected = Some(r.worker_version.clone());
+        }
         let worker_id = Uuid::parse_str(&r.worker_id).map_err(|_| {
             Status::internal(format!(
                 "coordinator sent a bad worker id {:?}",
@@ -111,7 +143,7 @@ impl Client {
     pub async fn lease(
         &mut self,
         worker: Uuid,
-        free: u32,
+        ask: LeaseAsk,
         results: &[JobResult],
     ) -> Result<Leased, Status> {
         let r = self
@@ -119,8 +151,11 @@ impl Client {
             .lease_jobs(pb::LeaseJobsRequest {
                 identity: Some(self.identity.clone()),
                 worker_id: worker.to_string(),
-                free_slots: free,
+                free_slots: ask.free,
                 results: results.iter().map(pb::LeafResult::from).collect(),
+                available_ms: ask
+                    .available
+                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             })
             .await?
             .into_inner();
@@ -139,6 +174,7 @@ impl Client {
             jobs,
             acks: acks(r.acks),
             retry_after: Duration::from_millis(u64::from(r.retry_after_ms)),
+            idle: bookfarm_proto::convert::idle_reason(r.idle_reason),
         })
     }
 
@@ -160,8 +196,8 @@ impl Client {
         Ok(acks(r.acks))
     }
 
-    /// `Heartbeat`; returns the jobs to abandon.
-    pub async fn heartbeat(&mut self, worker: Uuid, held: &[Uuid]) -> Result<Vec<Uuid>, Status> {
+    /// `Heartbeat`; returns the jobs to abandon and the worker's credit.
+    pub async fn heartbeat(&mut self, worker: Uuid, held: &[Uuid]) -> Result<Beat, Status> {
         let r = self
             .inner
             .heartbeat(pb::HeartbeatRequest {
@@ -171,10 +207,14 @@ impl Client {
             })
             .await?
             .into_inner();
-        Ok(r.cancelled_job_ids
-            .iter()
-            .filter_map(|s| Uuid::parse_str(s).ok())
-            .collect())
+        Ok(Beat {
+            cancelled: r
+                .cancelled_job_ids
+                .iter()
+                .filter_map(|s| Uuid::parse_str(s).ok())
+                .collect(),
+            credit: r.credit.map(CreditNote::from),
+        })
     }
 
     /// `ReportFailure`; returns whether the job was quarantined.
@@ -253,22 +293,22 @@ impl Transport for GrpcTransport {
         bookfarm_proto::MAX_RESULTS_PER_CALL
     }
 
-    fn register(&mut self, name: &str, threads: u32) -> Result<Registration, CallError> {
+    fn register(&mut self, who: &WorkerInfo) -> Result<Registration, CallError> {
         let c = &mut self.client;
         self.rt
-            .block_on(c.register(name, threads))
+            .block_on(c.register(who))
             .map_err(|s| call_error(&s))
     }
 
     fn lease(
         &mut self,
         worker: Uuid,
-        free: u32,
+        ask: LeaseAsk,
         results: &[JobResult],
     ) -> Result<Leased, CallError> {
         let c = &mut self.client;
         self.rt
-            .block_on(c.lease(worker, free, results))
+            .block_on(c.lease(worker, ask, results))
             .map_err(|s| call_error(&s))
     }
 
@@ -283,7 +323,7 @@ impl Transport for GrpcTransport {
             .map_err(|s| call_error(&s))
     }
 
-    fn heartbeat(&mut self, worker: Uuid, held: &[Uuid]) -> Result<Vec<Uuid>, CallError> {
+    fn heartbeat(&mut self, worker: Uuid, held: &[Uuid]) -> Result<Beat, CallError> {
         let c = &mut self.client;
         self.rt
             .block_on(c.heartbeat(worker, held))
@@ -324,6 +364,24 @@ mod tests {
         fn code(&self) -> ErrorCode {
             self.1
         }
+    }
+
+    #[test]
+    fn a_worker_of_another_release_is_told_what_to_install() {
+        assert_eq!(release_advice("0.1.0", "0.1.0", "x"), None);
+        assert_eq!(
+            release_advice("0.1.0", "", ""),
+            None,
+            "an older coordinator says nothing"
+        );
+        assert_eq!(
+            release_advice("0.1.0", "0.2.0", "https://example.org/bookfarm").as_deref(),
+            Some(
+                "this worker is bookfarm 0.1.0; the coordinator expects 0.2.0: install \
+                 bookfarm-worker 0.2.0 (https://example.org/bookfarm)"
+            )
+        );
+        assert!(release_advice("0.3.0", "0.2.0", "").is_some_and(|a| a.ends_with("0.2.0")));
     }
 
     /// The loop re-registers on the coordinator's unknown-worker signal, not on a message.

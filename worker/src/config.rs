@@ -1,6 +1,7 @@
 //! Worker configuration: the validated library [`WorkerConfig`] and the optional `worker.toml`.
 //! Precedence: flag > environment (`BOOKFARM_*`, read by clap in `main`) > file > default.
 
+use crate::polite::PoliteSettings;
 pub use bookfarm_runner::AckHook;
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -38,6 +39,8 @@ pub struct WorkerConfig {
     pub tls_ca: Option<Vec<u8>>,
     /// Server name to verify (default: the URL's host).
     pub tls_domain: Option<String>,
+    /// Priority, CPU share, active hours, battery, progress line.
+    pub polite: PoliteSettings,
 }
 
 impl Default for WorkerConfig {
@@ -56,6 +59,7 @@ impl Default for WorkerConfig {
             on_ack: None,
             tls_ca: None,
             tls_domain: None,
+            polite: PoliteSettings::default(),
         }
     }
 }
@@ -82,6 +86,19 @@ pub struct WorkerFile {
     pub tls_ca: Option<PathBuf>,
     /// Server name to verify instead of the URL's host.
     pub tls_domain: Option<String>,
+    /// Scheduling priority of the search threads: idle (default), low or normal.
+    pub priority: Option<String>,
+    /// Share of each search thread's core the searches may use, 0.01..=1 (default 1).
+    pub cpu_share: Option<f64>,
+    /// Hours of the day (local time) when the worker may search, e.g. "19:00-07:30"
+    /// (default: always).
+    pub active_hours: Option<String>,
+    /// Pause while the machine runs on its battery (default true).
+    pub pause_on_battery: Option<bool>,
+    /// A paused worker finishes or hands back its jobs within this many seconds (default 30).
+    pub pause_grace_secs: Option<u64>,
+    /// Seconds between two progress lines (default 60; 0: none).
+    pub progress_secs: Option<u64>,
 }
 
 impl WorkerFile {
@@ -101,6 +118,14 @@ mod tests {
             .expect("deploy/worker.toml parses");
         assert!(f.coordinator.unwrap().starts_with("http"));
         assert!(f.eval.is_some());
+        let p = f
+            .priority
+            .unwrap()
+            .parse::<crate::polite::Priority>()
+            .unwrap();
+        assert_eq!(p, crate::polite::Priority::Idle);
+        assert_eq!(f.active_hours, None, "the example searches at all hours");
+        assert_eq!(f.pause_on_battery, Some(true));
     }
 
     #[test]

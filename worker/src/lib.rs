@@ -10,10 +10,12 @@
 //! * [`client`]: the gRPC client wrapper (identity, message limits, timeouts) and
 //!   [`client::GrpcTransport`], the runner's transport over it;
 //! * [`pull_loop`]: [`pull_loop::run`], the worker itself;
-//! * [`config`]: [`config::WorkerConfig`] and the `worker.toml` file.
+//! * [`config`]: [`config::WorkerConfig`] and the `worker.toml` file;
+//! * [`polite`]: a volunteer's settings: search-thread priority, active hours, pause on battery.
 
 pub mod client;
 pub mod config;
+pub mod polite;
 pub mod pull_loop;
 
 pub use bookfarm_runner::WorkerStats;

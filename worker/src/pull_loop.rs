@@ -3,11 +3,18 @@
 
 use crate::client::{Client, GrpcTransport};
 use crate::config::WorkerConfig;
+use crate::polite::Priority;
 use bookfarm_proto::domain::Identity;
 use bookfarm_proto::{ENGINE_VERSION, PROTOCOL_VERSION};
 use bookfarm_runner::exec::SearcherFactory;
+use bookfarm_runner::exec::ThreadInit;
 use bookfarm_runner::{Runner, RunnerConfig, RunnerError, WorkerStats};
 use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often the worker checks its active hours and the battery.
+const GATE_POLL: Duration = Duration::from_secs(5);
 
 /// Why a worker stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -47,8 +54,27 @@ pub async fn run(
     )
     .map_err(WorkerError::Config)?;
     let transport = GrpcTransport::new(client, tokio::runtime::Handle::current());
-    let runner = Runner::new();
+    let polite = &cfg.polite;
+    let mut runner = Runner::new();
+    if let Some(gate) = polite.gate() {
+        runner = runner.with_gate(Box::new(gate));
+    }
     let stopper = runner.stopper();
+    let priority = polite.priority;
+    let thread_init = (priority != Priority::Normal).then(|| {
+        ThreadInit(Arc::new(move || {
+            if let Err(e) = priority.apply_to_current_thread() {
+                tracing::warn!(priority = priority.as_str(), error = %e, "could not lower the search thread's priority");
+            }
+        }))
+    });
+    tracing::info!(
+        priority = priority.as_str(),
+        cpu_share = polite.cpu_share,
+        active_hours = %polite.active_hours.as_ref().map(ToString::to_string).unwrap_or_else(|| "always".into()),
+        pause_on_battery = polite.pause_on_battery,
+        "polite settings"
+    );
     let rcfg = RunnerConfig {
         threads: cfg.threads.max(1),
         lookahead: cfg.lookahead,
@@ -56,6 +82,12 @@ pub async fn run(
         max_backoff: cfg.max_backoff,
         give_up_after: cfg.give_up_after,
         on_ack: cfg.on_ack.clone(),
+        cpu_share: polite.cpu_share,
+        pause_grace: polite.pause_grace,
+        gate_poll: GATE_POLL,
+        progress_every: polite.progress_every,
+        thread_init,
+        part_time: polite.part_time(),
     };
     let mut task = tokio::task::spawn_blocking(move || runner.run(rcfg, transport, &make));
     tokio::pin!(shutdown);

@@ -4,9 +4,10 @@
 use super::{acks, cv, identity, idst, results, st, worker_id};
 use crate::error::CoordinatorError;
 use crate::identity::{Identities, Principal, SessionError};
-use crate::service::Coordinator;
+use crate::service::{Coordinator, RemoteWorker};
 use crate::text::{MAX_NAME_CHARS, MAX_REASON_CHARS, clean};
 use bookfarm_proto::domain::Failure;
+use bookfarm_proto::domain::LeaseAsk;
 use bookfarm_proto::pb;
 use std::time::{Duration, Instant};
 use tonic::{Request, Response, Status};
@@ -14,6 +15,14 @@ use uuid::Uuid;
 
 /// How long a lease that found no job waits for a growth run under way to queue some.
 const GROWTH_WAIT: Duration = Duration::from_millis(500);
+
+/// What a lease call asks for.
+fn lease_ask(r: &pb::LeaseJobsRequest) -> LeaseAsk {
+    LeaseAsk {
+        free: r.free_slots,
+        available: r.available_ms.map(Duration::from_millis),
+    }
+}
 
 /// The worker-facing service.
 #[derive(Debug, Clone)]
@@ -49,17 +58,18 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         let r = req.into_inner();
         let id = identity(r.identity)?;
         let name = clean(&r.name, MAX_NAME_CHARS);
+        let release = clean(&r.worker_version, 32);
+        let who = RemoteWorker {
+            name: &name,
+            threads: r.threads,
+            credential: p.credential().zip(p.owner()),
+            trusted: p.trusted(),
+            part_time: r.part_time,
+            release: &release,
+        };
         let wid = self
             .ids
-            .open_session(&p, peer, || {
-                self.c.register_as(
-                    &id,
-                    &name,
-                    r.threads,
-                    p.credential().zip(p.owner()),
-                    p.trusted(),
-                )
-            })
+            .open_session(&p, peer, || self.c.register_remote(&id, &who))
             .map_err(|e| match e {
                 SessionError::Identity(e) => idst(e),
                 SessionError::Register(e) => st(e),
@@ -70,6 +80,8 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
             heartbeat_interval_ms: u32::try_from(cfg.heartbeat_interval.as_millis())
                 .unwrap_or(u32::MAX),
             lease_timeout_ms: u32::try_from(cfg.lease_timeout.as_millis()).unwrap_or(u32::MAX),
+            worker_version: bookfarm_proto::RELEASE.into(),
+            install_hint: cfg.worker_install_hint.clone(),
         }))
     }
 
@@ -85,9 +97,10 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
             .iter()
             .filter_map(|j| Uuid::parse_str(j).ok())
             .collect();
-        let cancelled = self.c.heartbeat(&id, &w, &held).map_err(st)?;
+        let (cancelled, credit) = self.c.heartbeat_credit(&id, &w, &held).map_err(st)?;
         Ok(Response::new(pb::HeartbeatResponse {
             cancelled_job_ids: cancelled.iter().map(Uuid::to_string).collect(),
+            credit: Some(pb::WorkerCredit::from(&credit)),
         }))
     }
 
@@ -98,11 +111,12 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         let t0 = Instant::now();
         let w = self.session(&req, &req.get_ref().worker_id)?;
         let r = req.into_inner();
+        let ask = lease_ask(&r);
         let id = identity(r.identity)?;
         let rs = results(r.results)?;
         let reply = self
             .c
-            .submit_and_lease(&id, &w, &rs, r.free_slots, GROWTH_WAIT)
+            .submit_and_lease(&id, &w, &rs, ask, GROWTH_WAIT)
             .await
             .map_err(st)?;
         metrics::histogram!(crate::telemetry::LEASE_SECONDS).record(t0.elapsed().as_secs_f64());
@@ -110,6 +124,7 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
             jobs: reply.jobs.iter().map(pb::Job::from).collect(),
             acks: acks(reply.acks, &rs),
             retry_after_ms: u32::try_from(reply.retry_after.as_millis()).unwrap_or(u32::MAX),
+            idle_reason: reply.idle.map_or(0, |r| pb::IdleReason::from(r) as i32),
         }))
     }
 

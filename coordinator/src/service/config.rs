@@ -140,6 +140,10 @@ pub struct ServiceConfig {
     pub openings: Arc<Openings>,
     /// The explorer's work per request: grades and umigame expansions, memo size.
     pub explorer: Limits,
+    /// Where volunteers get the worker release this coordinator expects
+    /// ([`bookfarm_proto::RELEASE`]): told to every worker that registers, and logged by one of
+    /// another release (empty: nothing said).
+    pub worker_install_hint: String,
 }
 
 /// Where growth runs apply the results that landed.
@@ -184,6 +188,7 @@ impl Default for ServiceConfig {
             event_log_max: crate::events::DEFAULT_MAX_EVENTS,
             openings: Arc::new(Openings::builtin()),
             explorer: Limits::default(),
+            worker_install_hint: String::new(),
         }
     }
 }

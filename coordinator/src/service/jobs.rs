@@ -24,7 +24,7 @@ use super::trust::{Need, Standing, TrustState};
 use super::{QuarantineReport, ServiceConfig, max_lease_duration};
 use crate::events::CostRecord;
 use bookfarm_engine::search::LeafRequest;
-use bookfarm_proto::domain::Job;
+use bookfarm_proto::domain::{IdleReason, Job};
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::Duration;
 use uuid::Uuid;
@@ -164,6 +164,13 @@ pub(crate) struct WorkerEntry {
     /// Core and spot checks among them (bounded by `TrustRules::check_share` while round
     /// work waits).
     pub(crate) checks: u64,
+    /// It searches only part of the time (active hours, a battery it pauses on).
+    pub(crate) part_time: bool,
+    /// The bookfarm release it runs (empty: not told, an in-process worker).
+    pub(crate) release: String,
+    /// When its active hours end, on the service's clock (from its last lease call; None:
+    /// no limit).
+    pub(crate) available_until: Option<Duration>,
 }
 
 #[derive(Debug, Default)]
@@ -560,6 +567,33 @@ impl Jobs {
         metrics::counter!(crate::telemetry::JOBS_LEASED).increment(out.len() as u64);
         self.update_gauges();
         out
+    }
+
+    /// Why [`Jobs::lease`] gave `worker` nothing, as far as the job table tells: `None` when
+    /// nothing is queued, leased or held for validation anywhere (then only the growth
+    /// programs know whether the build is done).
+    pub(crate) fn idle_reason(&self, worker: &Uuid, cfg: &ServiceConfig) -> Option<IdleReason> {
+        let held_for_validation = || self.trust.cases.values().any(|c| !c.applied);
+        match self.queue.first() {
+            None if self.in_flight == 0 && !held_for_validation() => None,
+            None if held_for_validation() => Some(IdleReason::WaitingForValidation),
+            None => Some(IdleReason::QueueEmpty),
+            // Only replicas of answered searches are queued (check jobs sort last).
+            Some(k) if k.0 == JobClass::Check => {
+                let who = self
+                    .workers
+                    .get(worker)
+                    .map(|w| w.contributor.as_str())
+                    .unwrap_or_default();
+                if self.trust.standing_of(who, &cfg.trust) < Standing::Earned {
+                    Some(IdleReason::NotEligible)
+                } else {
+                    Some(IdleReason::WaitingForValidation)
+                }
+            }
+            // Work is queued that this worker may not take (the verifier serves checks only).
+            Some(_) => Some(IdleReason::NotEligible),
+        }
     }
 
     /// The job of a request, if any.

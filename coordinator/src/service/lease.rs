@@ -22,7 +22,7 @@ use bookfarm_engine::Board;
 use bookfarm_engine::search::LeafRequest;
 use bookfarm_engine::symmetry::canonical;
 use bookfarm_proto::MAX_LEASE_SLOTS;
-use bookfarm_proto::domain::{Ack, Failure, Identity, Job, JobResult};
+use bookfarm_proto::domain::{Ack, Failure, Identity, IdleReason, Job, JobResult, LeaseAsk};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -82,7 +82,7 @@ impl Drop for FlightWaiter<'_> {
 
 /// A remote worker's lease call answered: the acknowledgements of the results it carried,
 /// the jobs leased, and how long to wait before the next call when it got none (zero
-/// otherwise).
+/// otherwise), and why it got none.
 #[derive(Debug, Clone)]
 pub struct LeaseReply {
     /// One per result carried, in order.
@@ -91,6 +91,19 @@ pub struct LeaseReply {
     pub jobs: Vec<Job>,
     /// [`Coordinator::retry_after`] when no job was leased, else zero.
     pub retry_after: Duration,
+    /// Why no job was leased for the free slots asked for (None: jobs were leased, or none
+    /// was asked for).
+    pub idle: Option<IdleReason>,
+}
+
+/// What one lease gave a worker: jobs, or why none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Offer {
+    /// The jobs leased.
+    pub jobs: Vec<Job>,
+    /// Why none was leased for the slots asked for (None: jobs were leased, or no slot was
+    /// asked for).
+    pub idle: Option<IdleReason>,
 }
 
 impl Coordinator {
@@ -102,7 +115,7 @@ impl Coordinator {
         id: &Identity,
         worker: &Uuid,
         results: &[JobResult],
-        slots: u32,
+        ask: LeaseAsk,
         wait: Duration,
     ) -> Result<LeaseReply> {
         let acks = if results.is_empty() {
@@ -110,20 +123,21 @@ impl Coordinator {
         } else {
             self.submit(id, worker, results)?
         };
-        let jobs = self.lease_waiting(id, worker, slots, wait).await?;
+        let offer = self.offer_waiting(id, worker, ask, wait).await?;
         if !results.is_empty() {
             // Acknowledge only what is durable.
             self.wait_durable().await?;
         }
-        let retry_after = if jobs.is_empty() {
+        let retry_after = if offer.jobs.is_empty() {
             self.retry_after()
         } else {
             Duration::ZERO
         };
         Ok(LeaseReply {
             acks,
-            jobs,
+            jobs: offer.jobs,
             retry_after,
+            idle: offer.idle,
         })
     }
 
@@ -137,20 +151,61 @@ impl Coordinator {
 
     /// Lease up to `slots` jobs to a worker (none while paused).
     pub fn lease(&self, id: &Identity, worker: &Uuid, slots: u32) -> Result<Vec<Job>> {
+        let ask = LeaseAsk {
+            free: slots,
+            available: None,
+        };
+        Ok(self.offer(id, worker, ask)?.jobs)
+    }
+
+    /// Lease up to `ask.free` jobs to a worker (none while paused), and say why there are none
+    /// when there are none.
+    pub fn offer(&self, id: &Identity, worker: &Uuid, ask: LeaseAsk) -> Result<Offer> {
         self.check_identity(id)?;
         let paused = self.0.paused.load(Ordering::SeqCst);
         let now = self.now();
         let mut g = self.jobs();
         Self::touch(&mut g, worker, now)?;
         Self::check_blocked(&g, worker)?;
+        let asked = ask.free > 0;
+        let idle = |r: IdleReason| Offer {
+            jobs: Vec::new(),
+            idle: asked.then_some(r),
+        };
+        let room = match g.workers.get_mut(worker) {
+            Some(w) => {
+                w.available_until = ask.available.map(|a| now.saturating_add(a));
+                lease_cap(w.threads, &self.0.cfg).saturating_sub(w.jobs.len())
+            }
+            None => 0,
+        };
         if paused {
-            return Ok(Vec::new());
+            return Ok(idle(IdleReason::Paused));
         }
-        let room = g.workers.get(worker).map_or(0, |w| {
-            lease_cap(w.threads, &self.0.cfg).saturating_sub(w.jobs.len())
-        });
-        let slots = (slots.min(MAX_LEASE_SLOTS) as usize).min(room);
-        Ok(g.lease(worker, slots, now, &self.0.cfg))
+        if room == 0 {
+            return Ok(idle(IdleReason::RateLimited));
+        }
+        let slots = (ask.free.min(MAX_LEASE_SLOTS) as usize).min(room);
+        let jobs = g.lease(worker, slots, now, &self.0.cfg);
+        if !jobs.is_empty() || !asked {
+            return Ok(Offer { jobs, idle: None });
+        }
+        let known = g.idle_reason(worker, &self.0.cfg);
+        drop(g);
+        Ok(idle(known.unwrap_or_else(|| self.idle_without_work())))
+    }
+
+    /// Why a worker is idle when no job is queued, leased or held anywhere: the build is done
+    /// unless a growth program runs (then its next searches are on their way). Never waits
+    /// for the growth lock: a run under way means more work is coming.
+    fn idle_without_work(&self) -> IdleReason {
+        if self.growth_busy() {
+            return IdleReason::QueueEmpty;
+        }
+        match self.0.growth.try_lock() {
+            Ok(g) if !g.is_running() => IdleReason::BuildDone,
+            _ => IdleReason::QueueEmpty,
+        }
     }
 
     /// [`Coordinator::lease`]; when it finds no job while a growth run is under way (results
@@ -164,17 +219,33 @@ impl Coordinator {
         slots: u32,
         wait: Duration,
     ) -> Result<Vec<Job>> {
+        let ask = LeaseAsk {
+            free: slots,
+            available: None,
+        };
+        Ok(self.offer_waiting(id, worker, ask, wait).await?.jobs)
+    }
+
+    /// [`Coordinator::lease_waiting`] for an [`Offer`].
+    pub async fn offer_waiting(
+        &self,
+        id: &Identity,
+        worker: &Uuid,
+        ask: LeaseAsk,
+        wait: Duration,
+    ) -> Result<Offer> {
+        let slots = ask.free;
         let deadline = tokio::time::Instant::now() + wait;
         let mut waiter = None;
         loop {
             let mut runs = self.growth_runs();
-            let jobs = self.lease(id, worker, slots)?;
+            let offer = self.offer(id, worker, ask)?;
             // A worker still holding jobs never waits: its threads are busy, and the call would
             // hold back the results and leases it makes next. Otherwise it waits while growth
             // runs are under way, leasing again after each (a run that applied results may
             // queue nothing; the next one queues the next pass), up to `wait` in all.
-            if !jobs.is_empty() || slots == 0 {
-                return Ok(jobs);
+            if !offer.jobs.is_empty() || slots == 0 {
+                return Ok(offer);
             }
             let (holds, in_flight) = {
                 let g = self.jobs();
@@ -182,7 +253,7 @@ impl Coordinator {
                 (holds, g.in_flight)
             };
             if holds {
-                return Ok(jobs);
+                return Ok(offer);
             }
             if !(self.growth_busy() || runs.has_changed().unwrap_or(false)) {
                 // Growth is idle, blocked on searches other workers hold: their results start
@@ -190,12 +261,12 @@ impl Coordinator {
                 // a time) instead of sleeping `retry_after` (200 ms and more) keeps the farm's
                 // threads busy across the tail of every pass.
                 if in_flight == 0 {
-                    return Ok(jobs);
+                    return Ok(offer);
                 }
                 if waiter.is_none() {
                     waiter = FlightWaiter::enter(&self.0.flight_waiters);
                     if waiter.is_none() {
-                        return Ok(jobs);
+                        return Ok(offer);
                     }
                 }
             }
@@ -203,7 +274,7 @@ impl Coordinator {
                 .await
                 .is_err()
             {
-                return self.lease(id, worker, slots);
+                return self.offer(id, worker, ask);
             }
         }
     }
@@ -220,21 +291,36 @@ impl Coordinator {
         slots: u32,
         wait: Duration,
     ) -> Result<Vec<Job>> {
+        let ask = LeaseAsk {
+            free: slots,
+            available: None,
+        };
+        Ok(self.offer_blocking(id, worker, ask, wait)?.jobs)
+    }
+
+    /// [`Coordinator::lease_blocking`] for an [`Offer`].
+    pub fn offer_blocking(
+        &self,
+        id: &Identity,
+        worker: &Uuid,
+        ask: LeaseAsk,
+        wait: Duration,
+    ) -> Result<Offer> {
         let deadline = Instant::now() + wait;
         loop {
             let seen = self.growth_run_count();
-            let jobs = self.lease(id, worker, slots)?;
-            if !jobs.is_empty() || slots == 0 {
-                return Ok(jobs);
+            let offer = self.offer(id, worker, ask)?;
+            if !offer.jobs.is_empty() || ask.free == 0 {
+                return Ok(offer);
             }
             if self.holds_jobs(worker) || !(self.growth_busy() || self.growth_run_count() != seen) {
-                return Ok(jobs);
+                return Ok(offer);
             }
             let (count, cv) = &self.0.runs_done;
             let mut n = count.lock().unwrap_or_else(|p| p.into_inner());
             while *n == seen {
                 let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-                    return Ok(jobs);
+                    return Ok(offer);
                 };
                 n = cv
                     .wait_timeout(n, left)

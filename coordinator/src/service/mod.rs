@@ -52,7 +52,7 @@ pub use growth::{Predictor, PrefetchReport, ShallowSearch};
 pub use history::{ContributorReport, HistoryView};
 pub use jobs::{Counters, JobClass};
 pub use lease::{
-    IDLE_POLLS_PER_SECOND, LeaseReply, MAX_RETRY_AFTER, lease_cap, max_lease_duration,
+    IDLE_POLLS_PER_SECOND, LeaseReply, MAX_RETRY_AFTER, Offer, lease_cap, max_lease_duration,
 };
 pub use programs::{KEEP_FINISHED, MAX_QUEUED, ProgramView};
 pub use runner::Queued;
@@ -61,7 +61,7 @@ pub use status::{
     credit_report,
 };
 pub use trust::{Standing, TrustCounters, TrustRules};
-pub use workers::BlockHook;
+pub use workers::{BlockHook, RemoteWorker};
 
 use crate::error::{CoordinatorError, Result};
 use crate::events::EventLog;

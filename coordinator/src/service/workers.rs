@@ -9,7 +9,7 @@ use crate::events::{EventKind, event};
 use crate::store::Batch;
 use bookfarm_engine::search::SearchSignature;
 use bookfarm_proto::PROTOCOL_VERSION;
-use bookfarm_proto::domain::Identity;
+use bookfarm_proto::domain::{CreditNote, Identity};
 use std::collections::{HashSet, VecDeque};
 use std::time::Duration;
 use uuid::Uuid;
@@ -33,6 +33,23 @@ impl std::fmt::Debug for HookSlot {
     }
 }
 
+/// A remote worker as it registers (see [`Coordinator::register_remote`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RemoteWorker<'a> {
+    /// Its name (cut to 128 characters).
+    pub name: &'a str,
+    /// Its search threads.
+    pub threads: u32,
+    /// Its credential's (name, owner); `None`: anonymous.
+    pub credential: Option<(&'a str, &'a str)>,
+    /// The operator trusts the credential.
+    pub trusted: bool,
+    /// It searches only part of the time.
+    pub part_time: bool,
+    /// The bookfarm release it runs (empty: not told).
+    pub release: &'a str,
+}
+
 impl Coordinator {
     /// Check a worker's software: protocol, engine, evaluation and search signature.
     /// Credentials are checked before a request reaches the service (`crate::identity`).
@@ -42,6 +59,7 @@ impl Coordinator {
             return Err(CoordinatorError::ProtocolVersion {
                 got: id.protocol_version,
                 want: PROTOCOL_VERSION,
+                install: self.install_advice(),
             });
         }
         if let Some(v) = &cfg.engine_version
@@ -50,6 +68,7 @@ impl Coordinator {
             return Err(CoordinatorError::EngineVersion {
                 got: id.engine_version.clone(),
                 want: v.clone(),
+                install: self.install_advice(),
             });
         }
         if let Some(h) = &cfg.eval_hash
@@ -61,6 +80,20 @@ impl Coordinator {
             });
         }
         self.check_signature(&id.search_signature)
+    }
+
+    /// What a worker of another release should install: the release this coordinator expects,
+    /// and where from (the operator's `worker_install_hint`).
+    pub fn install_advice(&self) -> String {
+        let hint = &self.0.cfg.worker_install_hint;
+        if hint.is_empty() {
+            format!("install bookfarm-worker {}", bookfarm_proto::RELEASE)
+        } else {
+            format!(
+                "install bookfarm-worker {} ({hint})",
+                bookfarm_proto::RELEASE
+            )
+        }
     }
 
     /// A worker's search signature must be the book's; the first one seen pins the book when
@@ -136,6 +169,28 @@ impl Coordinator {
         credential: Option<(&str, &str)>,
         trusted: bool,
     ) -> Result<Uuid> {
+        let w = RemoteWorker {
+            name,
+            threads,
+            credential,
+            trusted,
+            part_time: false,
+            release: "",
+        };
+        self.register_remote(id, &w)
+    }
+
+    /// [`Coordinator::register_as`] with what the worker tells of itself: whether it searches
+    /// part-time, and its release.
+    pub fn register_remote(&self, id: &Identity, w: &RemoteWorker<'_>) -> Result<Uuid> {
+        let RemoteWorker {
+            name,
+            threads,
+            credential,
+            trusted,
+            part_time,
+            release,
+        } = *w;
         let name: String = name.chars().take(128).collect();
         let (contributor, owner, given) = match credential {
             Some((c, o)) => (c.to_string(), o.to_string(), trusted),
@@ -145,14 +200,22 @@ impl Coordinator {
                 true,
             ),
         };
-        self.enroll(
+        let wid = self.enroll(
             id,
             &name,
             threads,
             credential.map(|(_, o)| o),
             (contributor, owner, given, false),
             false,
-        )
+        )?;
+        if let Some(e) = self.jobs().workers.get_mut(&wid) {
+            e.part_time = part_time;
+            e.release = release.chars().take(32).collect();
+        }
+        if !release.is_empty() && release != bookfarm_proto::RELEASE {
+            tracing::info!(worker_id = %wid, name, release, expected = bookfarm_proto::RELEASE, "worker of another release registered");
+        }
+        Ok(wid)
     }
 
     /// Register the coordinator's verifier (its own searches: the trust root).
@@ -210,6 +273,9 @@ impl Coordinator {
                 verifier,
                 leased: 0,
                 checks: 0,
+                part_time: false,
+                release: String::new(),
+                available_until: None,
             },
         );
         g.update_gauges();
@@ -249,15 +315,38 @@ impl Coordinator {
 
     /// Heartbeat: extends the worker's leases; returns the listed jobs it no longer holds.
     pub fn heartbeat(&self, id: &Identity, worker: &Uuid, held: &[Uuid]) -> Result<Vec<Uuid>> {
+        Ok(self.heartbeat_credit(id, worker, held)?.0)
+    }
+
+    /// [`Coordinator::heartbeat`], with what the worker's contributor is credited with (told
+    /// to the worker, which shows it in its progress line).
+    pub fn heartbeat_credit(
+        &self,
+        id: &Identity,
+        worker: &Uuid,
+        held: &[Uuid],
+    ) -> Result<(Vec<Uuid>, CreditNote)> {
         self.check_identity(id)?;
         let now = self.now();
         let mut g = self.jobs();
         Self::touch(&mut g, worker, now)?;
-        Ok(held
+        let cancelled = held
             .iter()
             .filter(|j| g.jobs.get(j).is_none_or(|e| !e.leased_to(worker)))
             .copied()
-            .collect())
+            .collect();
+        let who = g
+            .workers
+            .get(worker)
+            .map(|w| w.contributor.clone())
+            .unwrap_or_default();
+        let record = g.trust.records.get(&who);
+        let credit = CreditNote {
+            standing: g.trust.standing_of(&who, &self.0.cfg.trust).as_str().into(),
+            results: record.map_or(0, |r| r.results),
+            invalid: record.map_or(0, |r| r.invalid),
+        };
+        Ok((cancelled, credit))
     }
 
     /// Forget workers at once (their credential was revoked or blocked): their leases go back

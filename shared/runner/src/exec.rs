@@ -104,6 +104,17 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "search panicked".into())
 }
 
+/// Run by each search thread as it starts, before its first search (the worker process lowers
+/// the scheduling priority of its search threads there, and only theirs).
+#[derive(Clone)]
+pub struct ThreadInit(pub Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for ThreadInit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ThreadInit")
+    }
+}
+
 /// A fixed pool of search threads fed through a channel.
 #[derive(Debug)]
 pub struct Pool {
@@ -118,6 +129,19 @@ impl Pool {
     where
         M: From<Outcome> + Send + 'static,
     {
+        Pool::with_init(n, make, out, None)
+    }
+
+    /// [`Pool::new`], each thread running `init` first.
+    pub fn with_init<M>(
+        n: usize,
+        make: &SearcherFactory,
+        out: mpsc::Sender<M>,
+        init: Option<&ThreadInit>,
+    ) -> std::io::Result<Pool>
+    where
+        M: From<Outcome> + Send + 'static,
+    {
         let (tx, rx) = mpsc::channel::<Task>();
         let rx = Arc::new(Mutex::new(rx));
         let mut threads = Vec::with_capacity(n);
@@ -125,10 +149,14 @@ impl Pool {
             let rx = rx.clone();
             let out = out.clone();
             let mut s = make();
+            let init = init.cloned();
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("search-{i}"))
                     .spawn(move || {
+                        if let Some(init) = init {
+                            (init.0)();
+                        }
                         loop {
                             let task = {
                                 let guard = rx.lock().unwrap_or_else(|p| p.into_inner());

@@ -7,6 +7,8 @@
 //!   and [`exec::search_all`] (a list of searches on every thread);
 //! * [`transport`]: the [`transport::Transport`] trait the loop talks through;
 //! * [`run_loop`]: [`run_loop::Runner`], the worker loop itself;
+//! * [`polite`]: what a volunteer's worker adds to it: the [`polite::Gate`] that pauses it, the
+//!   CPU share cap ([`polite::Throttle`]) and the progress line;
 //! * [`logging`]: how the binaries log (plain text or JSON lines on stderr).
 //!
 //! Like the other `shared/` crates it has no async runtime, no tonic/prost and no store: the
@@ -18,6 +20,7 @@ pub mod domain;
 pub mod eval;
 pub mod exec;
 pub mod logging;
+pub mod polite;
 pub mod run_loop;
 pub mod transport;
 

@@ -5,7 +5,8 @@
 //! Calls block the loop's thread; an implementation over an async client drives its futures to
 //! completion on its own runtime.
 
-use crate::domain::{Ack, Job, JobResult};
+pub use crate::domain::LeaseAsk;
+use crate::domain::{Ack, CreditNote, IdleReason, Job, JobResult};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -73,6 +74,18 @@ pub struct Registration {
     pub lease_timeout: Duration,
 }
 
+/// Who registers: what the coordinator needs to know of a worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerInfo {
+    /// Name shown in the coordinator's status.
+    pub name: String,
+    /// Search threads.
+    pub threads: u32,
+    /// The worker searches only part of the time (active hours, or a battery it pauses on):
+    /// long jobs go to always-on machines first.
+    pub part_time: bool,
+}
+
 /// What a lease call returns.
 #[derive(Debug, Clone, Default)]
 pub struct Leased {
@@ -82,6 +95,17 @@ pub struct Leased {
     pub acks: Vec<(Uuid, Ack)>,
     /// Suggested wait when no job was given.
     pub retry_after: Duration,
+    /// Why no job was given (None: jobs were given, or the coordinator did not say).
+    pub idle: Option<IdleReason>,
+}
+
+/// What a heartbeat returns.
+#[derive(Debug, Clone, Default)]
+pub struct Beat {
+    /// Jobs to abandon (their lease was lost).
+    pub cancelled: Vec<Uuid>,
+    /// The worker's credit and standing, when the coordinator tells them.
+    pub credit: Option<CreditNote>,
 }
 
 /// The worker side of the protocol, one method per call (see the `bookfarm.v1` worker service).
@@ -92,15 +116,15 @@ pub trait Transport: Send {
     /// Most results one call may carry.
     fn max_results(&self) -> usize;
 
-    /// Register a worker with `threads` search threads.
-    fn register(&mut self, name: &str, threads: u32) -> Result<Registration, CallError>;
+    /// Register a worker.
+    fn register(&mut self, who: &WorkerInfo) -> Result<Registration, CallError>;
 
-    /// Deliver finished results and lease up to `free` jobs. A result is acknowledged only
+    /// Deliver finished results and lease up to `ask.free` jobs. A result is acknowledged only
     /// once the coordinator will not lose it (for a remote coordinator: durable on disk).
     fn lease(
         &mut self,
         worker: Uuid,
-        free: u32,
+        ask: LeaseAsk,
         results: &[JobResult],
     ) -> Result<Leased, CallError>;
 
@@ -111,8 +135,8 @@ pub trait Transport: Send {
         results: &[JobResult],
     ) -> Result<Vec<(Uuid, Ack)>, CallError>;
 
-    /// Extend the leases of `held`; returns the jobs to abandon.
-    fn heartbeat(&mut self, worker: Uuid, held: &[Uuid]) -> Result<Vec<Uuid>, CallError>;
+    /// Extend the leases of `held`; returns the jobs to abandon (and the worker's credit).
+    fn heartbeat(&mut self, worker: Uuid, held: &[Uuid]) -> Result<Beat, CallError>;
 
     /// Report a failed job; returns whether it was quarantined.
     fn fail(

@@ -20,6 +20,7 @@ use uuid::Uuid;
 
 mod book;
 mod growth;
+mod idle;
 mod lease;
 mod programs;
 mod restart;

@@ -5,11 +5,21 @@
 //! started, finishes the started ones, delivers their results and returns.
 //!
 //! The loop runs on the caller's thread and waits on one channel that carries search outcomes
-//! and the stop request, with timeouts for heartbeats, idle retries and backoff.
+//! and the stop request, with timeouts for heartbeats, idle retries, backoff, the gate and the
+//! progress line.
+//!
+//! A polite worker (the volunteer's `bookfarm-worker`) adds a [`Gate`] that pauses the loop
+//! (active hours, battery): a pause hands back the jobs no thread has started at once, lets the
+//! started searches finish within [`RunnerConfig::pause_grace`], and then abandons and hands back
+//! whatever still runs, so that a paused worker never holds up a program. A CPU share below 1
+//! rests each search slot after each search ([`Throttle`]); the loop leases only for slots that
+//! are not resting. Every [`RunnerConfig::progress_every`] it logs a progress line, and it logs
+//! why it is idle (the coordinator's [`IdleReason`]) once idleness lasts.
 
-use crate::domain::{Ack, JobResult};
-use crate::exec::{Claim, Outcome, Pool, SearcherFactory, Task};
-use crate::transport::{CallError, CallErrorKind, Transport};
+use crate::domain::{Ack, CreditNote, IdleReason, JobResult};
+use crate::exec::{Claim, Outcome, Pool, SearcherFactory, Task, ThreadInit};
+use crate::polite::{Gate, GateState, Progress, Throttle, short_duration};
+use crate::transport::{CallError, CallErrorKind, LeaseAsk, Transport, WorkerInfo};
 use rand::Rng;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,6 +34,8 @@ const INITIAL_BACKOFF: Duration = Duration::from_millis(100);
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
 /// Shortest wait before leasing again after a lease found no job.
 const MIN_IDLE: Duration = Duration::from_millis(10);
+/// Idleness shorter than this (the end of a pass) is logged at debug level only.
+const IDLE_LOG_AFTER: Duration = Duration::from_secs(5);
 
 /// Why a worker loop stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +77,20 @@ pub struct RunnerConfig {
     pub give_up_after: Option<Duration>,
     /// Called for every acknowledgement the coordinator sends (tests log acknowledged job ids).
     pub on_ack: Option<AckHook>,
+    /// Share of each search thread's core the searches may use, 0.01..=1 (1: no cap; see
+    /// [`Throttle`]). Below 1 no job is leased ahead of the free threads.
+    pub cpu_share: f64,
+    /// When the gate pauses the loop, started searches may go on for this long; then they are
+    /// abandoned and handed back. A paused worker holds no lease longer than this.
+    pub pause_grace: Duration,
+    /// How often the gate is asked.
+    pub gate_poll: Duration,
+    /// Period of the progress line (None: none).
+    pub progress_every: Option<Duration>,
+    /// Run by each search thread as it starts.
+    pub thread_init: Option<ThreadInit>,
+    /// The worker searches only part of the time (told at registration).
+    pub part_time: bool,
 }
 
 impl Default for RunnerConfig {
@@ -76,6 +102,12 @@ impl Default for RunnerConfig {
             max_backoff: Duration::from_secs(30),
             give_up_after: None,
             on_ack: None,
+            cpu_share: 1.0,
+            pause_grace: Duration::from_secs(30),
+            gate_poll: Duration::from_secs(5),
+            progress_every: None,
+            thread_init: None,
+            part_time: false,
         }
     }
 }
@@ -91,6 +123,10 @@ pub struct WorkerStats {
     pub duplicates: u64,
     /// Results it refused (dropped).
     pub refused: u64,
+    /// Searches finished (delivered or not).
+    pub searched: u64,
+    /// Jobs handed back unsearched or abandoned (drain, pause).
+    pub released: u64,
     /// Nodes searched.
     pub nodes: u64,
     /// Time spent searching (sum over threads).
@@ -138,12 +174,13 @@ impl Stopper {
 pub struct Runner {
     tx: mpsc::Sender<Event>,
     rx: mpsc::Receiver<Event>,
+    gate: Option<Box<dyn Gate>>,
 }
 
 impl Default for Runner {
     fn default() -> Self {
         let (tx, rx) = mpsc::channel();
-        Runner { tx, rx }
+        Runner { tx, rx, gate: None }
     }
 }
 
@@ -194,12 +231,49 @@ impl Drop for AbortAll {
     }
 }
 
+/// A job the loop holds: its abort flag and claim, what it is, and since when it is held.
+#[derive(Debug)]
+struct Held {
+    abort: Arc<AtomicBool>,
+    claim: Arc<Claim>,
+    level: u8,
+    empties: u32,
+    since: Instant,
+}
+
+/// A pause of the gate.
+#[derive(Debug)]
+struct Pause {
+    reason: String,
+    /// Started searches are abandoned at this moment.
+    deadline: Instant,
+}
+
+/// The gate's last answer.
+#[derive(Debug)]
+struct GateView {
+    gate: Box<dyn Gate>,
+    /// When it answers next.
+    next: Instant,
+    /// When it last answered, and what search time it allowed then.
+    at: Instant,
+    available: Option<Duration>,
+}
+
+/// The figures at the last progress line.
+#[derive(Debug, Clone, Copy)]
+struct Mark {
+    at: Instant,
+    searched: u64,
+    nodes: u64,
+}
+
 struct Loop<T> {
     cfg: RunnerConfig,
     transport: T,
     worker: Option<Uuid>,
     heartbeat: Duration,
-    outstanding: HashMap<Uuid, (Arc<AtomicBool>, Arc<Claim>)>,
+    outstanding: HashMap<Uuid, Held>,
     finished: Vec<JobResult>,
     failures: Vec<(Uuid, String)>,
     stats: WorkerStats,
@@ -210,6 +284,15 @@ struct Loop<T> {
     mark: Instant,
     /// Since when leases found no job, and how many jobs were held then.
     waiting: Option<(Instant, usize)>,
+    gate: Option<GateView>,
+    pause: Option<Pause>,
+    throttle: Throttle,
+    /// Why the last lease found no job (while the worker holds none), since when, and whether
+    /// that was logged at info level.
+    idle: Option<(Option<IdleReason>, Instant, bool)>,
+    /// The coordinator's last word on this worker's credit.
+    credit: Option<CreditNote>,
+    progress: Mark,
 }
 
 impl<T: Transport> Loop<T> {
@@ -232,6 +315,8 @@ impl<T: Transport> Loop<T> {
                 if self.outstanding.remove(&r.job_id).is_some() {
                     self.stats.nodes += r.leaf.nodes;
                     self.stats.search_time += r.leaf.elapsed;
+                    self.stats.searched += 1;
+                    self.throttle.finished(Instant::now(), r.leaf.elapsed);
                     tracing::debug!(job_id = %r.job_id, mv = %r.leaf.mv, score = r.leaf.score, nodes = r.leaf.nodes, "search done");
                     self.finished.push(r);
                 }
@@ -321,21 +406,201 @@ impl<T: Transport> Loop<T> {
         let withdrawn: Vec<Uuid> = self
             .outstanding
             .iter()
-            .filter(|(_, (_, claim))| claim.withdraw())
+            .filter(|(_, h)| h.claim.withdraw())
             .map(|(id, _)| *id)
             .collect();
-        if withdrawn.is_empty() {
+        self.hand_back(worker, withdrawn, "unstarted");
+    }
+
+    /// Hand jobs back to the coordinator (they are no longer this loop's).
+    fn hand_back(&mut self, worker: Uuid, jobs: Vec<Uuid>, what: &str) {
+        if jobs.is_empty() {
             return;
         }
-        for id in &withdrawn {
+        for id in &jobs {
             self.outstanding.remove(id);
         }
-        match self.call(|t| t.release(worker, &withdrawn)) {
-            Ok(n) => tracing::info!(released = n, "handed unstarted jobs back"),
+        self.stats.released += jobs.len() as u64;
+        match self.call(|t| t.release(worker, &jobs)) {
+            Ok(n) => tracing::info!(released = n, "handed {what} jobs back"),
             Err(e) => {
                 tracing::warn!(error = %e, "could not hand jobs back; they return after the lease timeout")
             }
         }
+    }
+
+    /// Ask the gate (when it is due) and enter or leave a pause.
+    fn poll_gate(&mut self, now: Instant) {
+        let Some(g) = self.gate.as_mut().filter(|g| now >= g.next) else {
+            return;
+        };
+        g.next = now + self.cfg.gate_poll;
+        g.at = now;
+        let state = g.gate.state();
+        match state {
+            GateState::Run { available } => {
+                g.available = available;
+                if let Some(p) = self.pause.take() {
+                    tracing::info!(was = %p.reason, "resuming: searching again");
+                }
+            }
+            GateState::Pause(reason) => {
+                g.available = Some(Duration::ZERO);
+                match &mut self.pause {
+                    Some(p) if p.reason == reason => {}
+                    Some(p) => {
+                        tracing::info!(%reason, "still paused");
+                        p.reason = reason;
+                    }
+                    None => {
+                        tracing::info!(
+                            %reason,
+                            in_flight = self.outstanding.len(),
+                            grace_s = self.cfg.pause_grace.as_secs_f64(),
+                            "paused: unstarted jobs go back now, started searches may finish within the grace"
+                        );
+                        self.pause = Some(Pause {
+                            reason,
+                            deadline: now + self.cfg.pause_grace,
+                        });
+                        if let Some(w) = self.worker {
+                            self.release_unstarted(w);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Paused past the grace: abandon the searches still running and hand them back.
+    fn enforce_pause(&mut self, worker: Uuid, now: Instant) {
+        if self.outstanding.is_empty() || self.pause.as_ref().is_none_or(|p| now < p.deadline) {
+            return;
+        }
+        self.tick();
+        let jobs: Vec<Uuid> = self.outstanding.keys().copied().collect();
+        for h in self.outstanding.values() {
+            h.abort.store(true, Ordering::Relaxed);
+        }
+        tracing::info!(
+            jobs = jobs.len(),
+            "paused past the grace: abandoning the running searches"
+        );
+        self.hand_back(worker, jobs, "abandoned");
+    }
+
+    /// How long the gate still allows searching, now (None: no limit).
+    fn available(&self, now: Instant) -> Option<Duration> {
+        let g = self.gate.as_ref()?;
+        g.available
+            .map(|a| a.saturating_sub(now.saturating_duration_since(g.at)))
+    }
+
+    /// Jobs to ask for now: free threads that are not resting, plus the lookahead (none under
+    /// a CPU cap), minus the jobs held; none while draining or paused.
+    fn free_slots(&mut self, now: Instant) -> usize {
+        if self.draining || self.pause.is_some() {
+            return 0;
+        }
+        let threads = self.cfg.threads.saturating_sub(self.throttle.resting(now));
+        let ahead = if self.throttle.capped() {
+            0
+        } else {
+            self.cfg.lookahead
+        };
+        (threads + ahead).saturating_sub(self.outstanding.len())
+    }
+
+    /// A lease found no job for free threads: note why, and log it once idleness lasts.
+    fn note_idle(&mut self, reason: Option<IdleReason>, now: Instant) {
+        if !self.outstanding.is_empty() {
+            return;
+        }
+        let sentence = reason.map_or("the coordinator gave no reason", IdleReason::explain);
+        match &mut self.idle {
+            Some((r, since, logged)) if *r == reason => {
+                if !*logged && now.duration_since(*since) >= IDLE_LOG_AFTER {
+                    *logged = true;
+                    tracing::info!("idle: {sentence}");
+                }
+            }
+            _ => {
+                tracing::debug!("idle: {sentence}");
+                let logged = self.idle.as_ref().is_some_and(|i| i.2);
+                if logged {
+                    // Already idle for long: a new reason is news.
+                    tracing::info!("idle: {sentence}");
+                }
+                self.idle = Some((reason, now, logged));
+            }
+        }
+    }
+
+    /// Jobs arrived: idleness ends.
+    fn note_busy(&mut self, now: Instant) {
+        if let Some((_, since, true)) = self.idle.take() {
+            tracing::info!(
+                "working again after {} idle",
+                short_duration(now.duration_since(since))
+            );
+        }
+    }
+
+    /// The progress line, when due.
+    fn progress(&mut self, now: Instant) {
+        let Some(every) = self.cfg.progress_every else {
+            return;
+        };
+        if now.duration_since(self.progress.at) < every {
+            return;
+        }
+        let current = self
+            .outstanding
+            .values()
+            .filter(|h| !h.abort.load(Ordering::Relaxed))
+            .min_by_key(|h| h.since)
+            .map(|h| (h.level, h.empties, now.duration_since(h.since)));
+        let p = Progress {
+            period: now.duration_since(self.progress.at),
+            searches: self.stats.searched - self.progress.searched,
+            searches_total: self.stats.searched,
+            nodes: self.stats.nodes - self.progress.nodes,
+            accepted: self.stats.accepted,
+            credit: self
+                .credit
+                .as_ref()
+                .map(|c| (c.standing.clone(), c.results)),
+            current,
+            idle: self.idle.as_ref().map(|i| {
+                i.0.map_or("the coordinator gave no reason", IdleReason::explain)
+                    .to_string()
+            }),
+            paused: self.pause.as_ref().map(|p| p.reason.clone()),
+        };
+        tracing::info!("progress: {}", p.render());
+        self.progress = Mark {
+            at: now,
+            searched: self.stats.searched,
+            nodes: self.stats.nodes,
+        };
+    }
+
+    /// When the loop must wake next regardless of outcomes: the gate, a resting slot, the
+    /// pause's grace, the progress line.
+    fn next_wake(&self) -> Option<Instant> {
+        let gate = self.gate.as_ref().map(|g| g.next);
+        let rest = if self.pause.is_some() || self.draining {
+            None
+        } else {
+            self.throttle.next_wake()
+        };
+        let grace = self
+            .pause
+            .as_ref()
+            .filter(|_| !self.outstanding.is_empty())
+            .map(|p| p.deadline);
+        let progress = self.cfg.progress_every.map(|e| self.progress.at + e);
+        [gate, rest, grace, progress].into_iter().flatten().min()
     }
 
     /// The coordinator refused a batch: submit the results one by one and drop the refused ones.
@@ -366,6 +631,12 @@ impl Runner {
         Stopper(self.tx.clone())
     }
 
+    /// Pause and resume the loop as `gate` says (asked every [`RunnerConfig::gate_poll`]).
+    pub fn with_gate(mut self, gate: Box<dyn Gate>) -> Runner {
+        self.gate = Some(gate);
+        self
+    }
+
     /// Run the loop on this thread over `transport` with searchers from `make`, until stopped
     /// (then drain: finish the started jobs, deliver their results) or refused.
     pub fn run<T: Transport>(
@@ -374,10 +645,10 @@ impl Runner {
         transport: T,
         make: &SearcherFactory,
     ) -> Result<WorkerStats, RunnerError> {
-        let Runner { tx, rx } = self;
+        let Runner { tx, rx, gate } = self;
         let started = Instant::now();
         let threads = cfg.threads.max(1);
-        let pool = Pool::new(threads, make, tx)?;
+        let pool = Pool::with_init(threads, make, tx, cfg.thread_init.as_ref())?;
         let capacity = threads + cfg.lookahead;
         // Declared after the pool, so dropped before it: abandons running searches on any exit
         // path before the pool joins its threads.
@@ -396,6 +667,21 @@ impl Runner {
             draining: false,
             mark: started,
             waiting: None,
+            gate: gate.map(|gate| GateView {
+                gate,
+                next: started,
+                at: started,
+                available: None,
+            }),
+            pause: None,
+            throttle: Throttle::new(cfg.cpu_share),
+            idle: None,
+            credit: None,
+            progress: Mark {
+                at: started,
+                searched: 0,
+                nodes: 0,
+            },
         };
         let mut next_heartbeat = Instant::now() + l.heartbeat;
         loop {
@@ -409,10 +695,15 @@ impl Runner {
             {
                 break;
             }
+            let now = Instant::now();
+            l.poll_gate(now);
             let Some(worker) = l.worker else {
-                let name = l.cfg.name.clone();
-                let n = u32::try_from(threads).unwrap_or(u32::MAX);
-                match l.call(|t| t.register(&name, n)) {
+                let who = WorkerInfo {
+                    name: l.cfg.name.clone(),
+                    threads: u32::try_from(threads).unwrap_or(u32::MAX),
+                    part_time: l.cfg.part_time,
+                };
+                match l.call(|t| t.register(&who)) {
                     Ok(reg) => {
                         l.ok();
                         l.worker = Some(reg.worker_id);
@@ -440,17 +731,17 @@ impl Runner {
                     tracing::warn!(job_id = %job, error = %e, "could not report failure");
                 }
             }
-            let free = if l.draining {
-                0
-            } else {
-                capacity.saturating_sub(l.outstanding.len())
-            };
+            l.enforce_pause(worker, now);
+            let free = l.free_slots(now).min(capacity);
             let mut idle: Option<Duration> = None;
             if free > 0 || !l.finished.is_empty() {
                 let n = l.finished.len().min(l.transport.max_results());
                 let batch: Vec<JobResult> = l.finished[..n].to_vec();
-                let slots = u32::try_from(free).unwrap_or(u32::MAX);
-                match l.call(|t| t.lease(worker, slots, &batch)) {
+                let ask = LeaseAsk {
+                    free: u32::try_from(free).unwrap_or(u32::MAX),
+                    available: l.available(now),
+                };
+                match l.call(|t| t.lease(worker, ask, &batch)) {
                     Ok(leased) => {
                         l.ok();
                         l.record_acks(&leased.acks);
@@ -459,6 +750,10 @@ impl Runner {
                             idle = Some(leased.retry_after.max(MIN_IDLE));
                             l.waiting
                                 .get_or_insert((Instant::now(), l.outstanding.len()));
+                            l.note_idle(leased.idle, Instant::now());
+                        }
+                        if !leased.jobs.is_empty() {
+                            l.note_busy(Instant::now());
                         }
                         if !leased.jobs.is_empty()
                             && let Some((since, held)) = l.waiting.take()
@@ -473,11 +768,19 @@ impl Runner {
                             );
                         }
                         l.tick();
+                        let at = Instant::now();
                         for job in leased.jobs {
                             let abort = Arc::new(AtomicBool::new(false));
                             let claim = Arc::new(Claim::default());
                             aborts.push(abort.clone());
-                            l.outstanding.insert(job.id, (abort.clone(), claim.clone()));
+                            let held = Held {
+                                abort: abort.clone(),
+                                claim: claim.clone(),
+                                level: job.level,
+                                empties: job.board.empties(),
+                                since: at,
+                            };
+                            l.outstanding.insert(job.id, held);
                             pool.submit(Task { job, abort, claim });
                         }
                     }
@@ -502,7 +805,11 @@ impl Runner {
                 continue;
             }
             let now = Instant::now();
-            let wake = idle.map_or(next_heartbeat, |d| (now + d).min(next_heartbeat));
+            l.progress(now);
+            let mut wake = idle.map_or(next_heartbeat, |d| (now + d).min(next_heartbeat));
+            if let Some(t) = l.next_wake() {
+                wake = wake.min(t);
+            }
             match rx.recv_timeout(wake.saturating_duration_since(now)) {
                 Ok(e) => l.event(e),
                 Err(RecvTimeoutError::Disconnected) => break,
@@ -510,12 +817,15 @@ impl Runner {
                     next_heartbeat = Instant::now() + l.heartbeat;
                     let held: Vec<Uuid> = l.outstanding.keys().copied().collect();
                     match l.call(|t| t.heartbeat(worker, &held)) {
-                        Ok(cancel) => {
+                        Ok(beat) => {
                             l.ok();
-                            for id in cancel {
-                                if let Some((a, _)) = l.outstanding.get(&id) {
-                                    a.store(true, Ordering::Relaxed);
+                            for id in beat.cancelled {
+                                if let Some(h) = l.outstanding.get(&id) {
+                                    h.abort.store(true, Ordering::Relaxed);
                                 }
+                            }
+                            if beat.credit.is_some() {
+                                l.credit = beat.credit;
                             }
                         }
                         Err(e) if e.kind == CallErrorKind::UnknownWorker => l.worker = None,
@@ -542,174 +852,4 @@ impl Runner {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::domain::Job;
-    use crate::exec::LeafSearcher;
-    use crate::transport::{Leased, Registration};
-    use bookfarm_engine::search::{LeafRequest, LeafResult};
-    use bookfarm_engine::{Board, Move};
-    use std::sync::Mutex;
-
-    /// Answers every search with the request's first legal move.
-    struct FirstMove;
-
-    impl LeafSearcher for FirstMove {
-        fn search(&mut self, req: &LeafRequest, _abort: &AtomicBool) -> LeafResult {
-            let mv = bookfarm_engine::board::BitIter(req.board.moves())
-                .next()
-                .map_or(Move::None, Move::Square);
-            LeafResult {
-                mv,
-                score: 0,
-                depth: 1,
-                selectivity: 5,
-                exact: false,
-                nodes: 1,
-                elapsed: Duration::from_micros(1),
-            }
-        }
-    }
-
-    /// A coordinator with a fixed list of jobs that forgets the worker once.
-    #[derive(Default)]
-    struct Fake {
-        queue: Mutex<Vec<Job>>,
-        results: Mutex<Vec<JobResult>>,
-        registrations: Mutex<u32>,
-        forget_once: AtomicBool,
-        refuse: bool,
-    }
-
-    struct FakeTransport(Arc<Fake>);
-
-    impl Transport for FakeTransport {
-        fn endpoint(&self) -> String {
-            "fake".into()
-        }
-        fn max_results(&self) -> usize {
-            3
-        }
-        fn register(&mut self, _name: &str, _threads: u32) -> Result<Registration, CallError> {
-            if self.0.refuse {
-                return Err(CallError::new(CallErrorKind::Unauthorized, "bad token"));
-            }
-            *self.0.registrations.lock().unwrap() += 1;
-            Ok(Registration {
-                worker_id: Uuid::new_v4(),
-                heartbeat: Duration::from_millis(5),
-                lease_timeout: Duration::from_secs(1),
-            })
-        }
-        fn lease(
-            &mut self,
-            _worker: Uuid,
-            free: u32,
-            results: &[JobResult],
-        ) -> Result<Leased, CallError> {
-            if self.0.forget_once.swap(false, Ordering::SeqCst) {
-                return Err(CallError::new(
-                    CallErrorKind::UnknownWorker,
-                    "unknown worker",
-                ));
-            }
-            assert!(results.len() <= 3, "at most max_results per call");
-            self.0.results.lock().unwrap().extend_from_slice(results);
-            let mut q = self.0.queue.lock().unwrap();
-            let n = (free as usize).min(q.len());
-            Ok(Leased {
-                jobs: q.drain(..n).collect(),
-                acks: results.iter().map(|r| (r.job_id, Ack::Accepted)).collect(),
-                retry_after: Duration::from_millis(1),
-            })
-        }
-        fn submit(
-            &mut self,
-            worker: Uuid,
-            results: &[JobResult],
-        ) -> Result<Vec<(Uuid, Ack)>, CallError> {
-            Ok(self.lease(worker, 0, results)?.acks)
-        }
-        fn heartbeat(&mut self, _worker: Uuid, _held: &[Uuid]) -> Result<Vec<Uuid>, CallError> {
-            Ok(Vec::new())
-        }
-        fn fail(&mut self, _: Uuid, _: Uuid, _: &str, _: bool) -> Result<bool, CallError> {
-            Ok(false)
-        }
-        fn release(&mut self, _worker: Uuid, jobs: &[Uuid]) -> Result<u32, CallError> {
-            Ok(jobs.len() as u32)
-        }
-    }
-
-    fn jobs(n: usize) -> Vec<Job> {
-        (0..n)
-            .map(|i| Job {
-                id: Uuid::new_v4(),
-                board: Board::start(),
-                excluded: 0,
-                level: 1,
-                attempt: u32::try_from(i).unwrap(),
-            })
-            .collect()
-    }
-
-    fn factory() -> SearcherFactory {
-        Arc::new(|| -> Box<dyn LeafSearcher> { Box::new(FirstMove) })
-    }
-
-    #[test]
-    fn every_job_is_searched_and_acknowledged_then_the_loop_drains() {
-        let fake = Arc::new(Fake {
-            queue: Mutex::new(jobs(20)),
-            forget_once: AtomicBool::new(true),
-            ..Fake::default()
-        });
-        let runner = Runner::new();
-        let stop = runner.stopper();
-        let t = FakeTransport(fake.clone());
-        let cfg = RunnerConfig {
-            threads: 2,
-            ..RunnerConfig::default()
-        };
-        let h = std::thread::spawn(move || runner.run(cfg, t, &factory()));
-        let t0 = Instant::now();
-        while fake.results.lock().unwrap().len() < 20 {
-            assert!(t0.elapsed() < Duration::from_secs(10), "jobs not delivered");
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        stop.stop();
-        let stats = h.join().unwrap().unwrap();
-        assert_eq!((stats.jobs, stats.accepted, stats.nodes), (20, 20, 20));
-        assert_eq!(
-            *fake.registrations.lock().unwrap(),
-            2,
-            "registered again once"
-        );
-        let mut ids: Vec<_> = fake
-            .results
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|r| r.job_id)
-            .collect();
-        ids.sort();
-        ids.dedup();
-        assert_eq!(ids.len(), 20, "each result delivered once");
-        assert!(stats.idle_time >= stats.starved_time);
-    }
-
-    #[test]
-    fn a_refused_worker_stops_with_the_reason() {
-        let fake = Arc::new(Fake {
-            refuse: true,
-            ..Fake::default()
-        });
-        let e = Runner::new()
-            .run(RunnerConfig::default(), FakeTransport(fake), &factory())
-            .unwrap_err();
-        assert!(
-            matches!(&e, RunnerError::Refused(m) if m == "bad token"),
-            "{e}"
-        );
-    }
-}
+mod tests;
