@@ -182,13 +182,13 @@ impl Coordinator {
         if paused {
             return Ok(idle(IdleReason::Paused));
         }
-        if room == 0 {
-            return Ok(idle(IdleReason::RateLimited));
-        }
         let slots = (ask.free.min(MAX_LEASE_SLOTS) as usize).min(room);
         let jobs = g.lease(worker, slots, now, &self.0.cfg);
         if !jobs.is_empty() || !asked {
             return Ok(Offer { jobs, idle: None });
+        }
+        if room == 0 {
+            return Ok(idle(IdleReason::RateLimited));
         }
         let known = g.idle_reason(worker, &self.0.cfg);
         drop(g);
