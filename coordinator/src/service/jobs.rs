@@ -103,6 +103,26 @@ pub(crate) struct JobEntry {
 }
 
 impl JobEntry {
+    /// A job never leased, failed or checked yet; `queued` says whether it enters the lease queue
+    /// now.
+    fn fresh(key: LeafRequest, class: JobClass, prio: u32, seq: u64, queued: bool) -> Self {
+        JobEntry {
+            key,
+            class,
+            prio,
+            seq,
+            attempt: 0,
+            failures: 0,
+            failed_owners: Vec::new(),
+            leases: Vec::new(),
+            lessees: Vec::new(),
+            prefetched: false,
+            need: None,
+            relax_at: None,
+            queued,
+        }
+    }
+
     fn queue_key(&self, id: Uuid) -> QueueKey {
         (self.class, self.prio, self.seq, id)
     }
@@ -379,24 +399,8 @@ impl Jobs {
             if let Some((id, _, _, true)) = new.last().copied() {
                 self.by_key.insert(key, id);
                 self.seq += 1;
-                self.jobs.insert(
-                    id,
-                    JobEntry {
-                        key,
-                        class,
-                        prio,
-                        seq: self.seq,
-                        attempt: 0,
-                        failures: 0,
-                        failed_owners: Vec::new(),
-                        leases: Vec::new(),
-                        lessees: Vec::new(),
-                        prefetched: false,
-                        need: None,
-                        relax_at: None,
-                        queued: true,
-                    },
-                );
+                self.jobs
+                    .insert(id, JobEntry::fresh(key, class, prio, self.seq, true));
             }
         }
         for (id, class, prio, created) in new {

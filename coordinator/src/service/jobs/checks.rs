@@ -192,21 +192,7 @@ impl Jobs {
                 self.seq += 1;
                 self.jobs.insert(
                     id,
-                    JobEntry {
-                        key,
-                        class: JobClass::Check,
-                        prio: 0,
-                        seq: self.seq,
-                        attempt: 0,
-                        failures: 0,
-                        failed_owners: Vec::new(),
-                        leases: Vec::new(),
-                        lessees: Vec::new(),
-                        prefetched: false,
-                        need: None,
-                        relax_at: None,
-                        queued: false,
-                    },
+                    JobEntry::fresh(key, JobClass::Check, 0, self.seq, false),
                 );
                 id
             }
