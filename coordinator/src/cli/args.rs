@@ -66,6 +66,16 @@ pub fn empties(s: &str) -> Result<u32, String> {
     ranged(s, 0, 60, "a number of empty squares")
 }
 
+/// A program schedule: `serial` or `async`.
+pub fn schedule(s: &str) -> Result<bookfarm_book::program::Schedule, String> {
+    use bookfarm_book::program::Schedule;
+    match s.trim() {
+        "serial" => Ok(Schedule::Serial),
+        "async" => Ok(Schedule::Async),
+        _ => Err("expected `serial` or `async`".into()),
+    }
+}
+
 /// Jobs leased ahead of the free threads, 0..=64.
 pub fn lookahead(s: &str) -> Result<usize, String> {
     let n: u8 = ranged(s, 0, 64, "a number of jobs leased ahead")?;

@@ -3,7 +3,7 @@
 
 use crate::cli::args;
 use anyhow::{Context, bail};
-use bookfarm_book::program::{Operation, Program};
+use bookfarm_book::program::{Operation, Program, Schedule};
 use bookfarm_book::select::Deviate;
 use bookfarm_coordinator::sim::{self, Guess, SimConfig, TimeTable};
 use bookfarm_engine::Board;
@@ -100,6 +100,10 @@ pub struct RunArgs {
     /// Only with prefetch (default: each worker count with and without).
     #[arg(long)]
     prefetch_only: bool,
+    /// Schedules to simulate, comma-separated: `serial` (round and prefetch modes) and
+    /// `async` (the asynchronous schedule, no speculation, backup leases as `--backup-after`).
+    #[arg(long, value_delimiter = ',', default_value = "serial", value_parser = args::schedule)]
+    schedules: Vec<Schedule>,
     /// Only the serial build: its size and search CPU (to size a simulation before running it).
     #[arg(long)]
     serial_only: bool,
@@ -250,13 +254,18 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("mode\t{}", sim::SimReport::HEADER);
-    let modes: &[(&str, u32, u32)] = if a.prefetch_only {
-        &[("prefetch", 1, 1)]
-    } else {
-        &[("round", 0, 0), ("prefetch", 1, 1)]
-    };
+    let mut modes: Vec<(&str, u32, u32, Schedule)> = Vec::new();
+    if a.schedules.contains(&Schedule::Serial) {
+        if !a.prefetch_only {
+            modes.push(("round", 0, 0, Schedule::Serial));
+        }
+        modes.push(("prefetch", 1, 1, Schedule::Serial));
+    }
+    if a.schedules.contains(&Schedule::Async) {
+        modes.push(("async", 0, 1, Schedule::Async));
+    }
     for (i, w) in a.workers.iter().enumerate() {
-        for (name, spec, backup) in modes {
+        for (name, spec, backup, schedule) in &modes {
             let dir = base.join(format!("w{w}-{name}-{i}"));
             std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
             let cfg = SimConfig {
@@ -267,7 +276,13 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
                 times: times.clone(),
                 level: a.level,
                 depth: a.depth,
-                ops: ops.clone(),
+                ops: ops
+                    .iter()
+                    .map(|p| Program {
+                        schedule: *schedule,
+                        ..p.clone()
+                    })
+                    .collect(),
                 speculation: a.speculation * spec,
                 backup_after: a.backup_after * backup,
                 guess: Guess::Noisy {

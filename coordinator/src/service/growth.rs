@@ -31,7 +31,8 @@ use bookfarm_book::driver::{
     Driver, DriverState, Phase, Progress, RequestMap, RequestSet, Results,
 };
 use bookfarm_book::extract::AuditLine;
-use bookfarm_book::program::{Operation, Program};
+use bookfarm_book::program::{Operation, Program, Schedule};
+use bookfarm_book::schedule::{AsyncGrowth, AsyncProgress};
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
@@ -206,6 +207,12 @@ pub(crate) struct Growth {
     /// The current program (the one the replay log is replaying, else the queue's first),
     /// once started.
     driver: Option<Driver>,
+    /// The current program, once started, on the asynchronous schedule (then `driver` is
+    /// `None`). Not persisted: a restart plans it again from the book and the stored results.
+    asynchronous: Option<AsyncGrowth>,
+    /// Results landed since the asynchronous program last ran (it looks at their positions
+    /// first).
+    landed_keys: Vec<LeafRequest>,
     /// Paused by an operator (no leases; results still land).
     pub(crate) paused: bool,
     /// The last finished program.
@@ -435,6 +442,8 @@ impl Growth {
             results,
             programs,
             driver,
+            asynchronous: None,
+            landed_keys: Vec::new(),
             paused: record.paused,
             last: record.last,
             needed: Vec::new(),
@@ -501,6 +510,8 @@ impl Growth {
         self.replay.replayed = 0;
         self.replay.log_dirty = true;
         self.driver = None;
+        self.asynchronous = None;
+        self.landed_keys.clear();
         self.todo_written = None;
         self.needed.clear();
         self.planned_from = None;
@@ -508,9 +519,41 @@ impl Growth {
         Ok(self.replay.log.len() + self.programs.len())
     }
 
+    /// Recovery when results are dropped (a caught liar's that nobody vouches for), by the
+    /// running program's schedule: an asynchronous program retracts and repairs (every leaf
+    /// that came from a dropped result is cleared and searched again first, the positions
+    /// stay, selection goes on; no replay); otherwise, or when the dropped requests are not
+    /// known (a rollback requested before a restart), rollback by replay ([`Growth::replay`]),
+    /// and then the number of programs replayed.
+    pub(crate) fn retract(
+        &mut self,
+        store: &Store,
+        dropped: &[LeafRequest],
+        through: u64,
+    ) -> Result<Option<usize>> {
+        let Some(g) = self.asynchronous.as_mut().filter(|_| !dropped.is_empty()) else {
+            return self.replay(store, dropped, through).map(Some);
+        };
+        let pairs: Vec<(LeafRequest, LeafResult)> = dropped
+            .iter()
+            .filter_map(|k| self.results.remove(k).map(|r| (*k, r)))
+            .collect();
+        let cleared = g.retract(&mut self.book, &pairs);
+        tracing::warn!(
+            dropped = dropped.len(),
+            cleared = cleared.len(),
+            "retract-and-repair: leaves from dropped results are searched again"
+        );
+        self.replayed_through = Some(through);
+        Ok(None)
+    }
+
     /// Take accepted results in (they are stored already).
     pub(crate) fn land(&mut self, landed: Vec<Landed>) {
         self.landed_since_plan += landed.len();
+        if self.asynchronous.is_some() {
+            self.landed_keys.extend(landed.iter().map(|l| l.key));
+        }
         for l in landed {
             if l.prefetched && !self.results.contains_key(&l.key) {
                 self.prefetched.get_mut().insert(l.key);
@@ -646,6 +689,17 @@ impl Growth {
                 self.needed.clear();
                 self.planned_from = None;
             }
+            // An asynchronous program has no point to cut a replay at: what it added stays in
+            // the book, and a replay does not run it.
+            if !replaying && let Some(g) = self.asynchronous.take() {
+                let ch = g.changes();
+                report = format!(
+                    "cancelled after {} new positions, {} links, {} searches (asynchronous)",
+                    ch.positions, ch.links, ch.searches
+                );
+                self.landed_keys.clear();
+                self.needed.clear();
+            }
             tracing::info!(program = id, %report, "growth program cancelled");
             if let Some(r) = self.programs.front() {
                 self.events.push(event(
@@ -723,6 +777,12 @@ impl Growth {
         !self.programs.is_empty() || self.replay.replaying().is_some()
     }
 
+    /// Whether the running program is on the asynchronous schedule (it makes no guesses:
+    /// nothing to speculate on).
+    pub(crate) fn is_asynchronous(&self) -> bool {
+        self.asynchronous.is_some()
+    }
+
     /// The current program: the one a replay runs again, else the queue's first.
     fn current(&self) -> Option<&Program> {
         match self.replay.replaying() {
@@ -786,7 +846,7 @@ impl Growth {
         self.needed.clear();
         loop {
             let replaying = self.replay.replaying().is_some();
-            if self.driver.is_none() {
+            if self.driver.is_none() && self.asynchronous.is_none() {
                 let (program, stop) = match (self.replay.replaying(), self.programs.front()) {
                     (Some(l), _) => (l.program.clone(), l.stop),
                     (None, Some(r)) => (r.program.clone(), None),
@@ -803,7 +863,53 @@ impl Growth {
                     ));
                     self.started = Some((unix_ms(), self.book.len()));
                 }
-                self.driver = Some(Driver::new(program).stopping_at(stop));
+                // Programs without passes (new, add, expand, audit) have no asynchronous form
+                // and run serially, as does a replay's program stopped part way.
+                self.asynchronous = (program.schedule == Schedule::Async && stop.is_none())
+                    .then(|| AsyncGrowth::new(program.clone()))
+                    .flatten();
+                self.landed_keys.clear();
+                if self.asynchronous.is_none() {
+                    self.driver = Some(Driver::new(program).stopping_at(stop));
+                }
+            }
+            if let Some(g) = self.asynchronous.as_mut() {
+                let results = Consuming {
+                    results: &self.results,
+                    prefetched: &self.prefetched,
+                    used: &self.prefetch_used,
+                };
+                let landed = std::mem::take(&mut self.landed_keys);
+                match g.run(&mut self.book, &results, &landed) {
+                    AsyncProgress::Waiting => {
+                        // First needed, first searched (the job table's priority is the
+                        // list's order); the deltas are not used: the list is synced whole.
+                        self.needed = g.needed().into_iter().map(|(r, _)| r).collect();
+                        g.take_delta();
+                        break;
+                    }
+                    AsyncProgress::Done => {
+                        let (changes, stats) = (g.changes(), g.stats());
+                        tracing::info!(
+                            applied = stats.applied,
+                            dropped = stats.dropped,
+                            runs = stats.runs,
+                            "asynchronous program done"
+                        );
+                        let st = DriverState {
+                            program: g.program().clone(),
+                            phase: Phase::Done,
+                            iterations: 0,
+                            passes: 0,
+                            changes,
+                            illegal: Vec::new(),
+                            audit: Vec::new(),
+                        };
+                        self.asynchronous = None;
+                        self.finish(st, replaying);
+                        continue;
+                    }
+                }
             }
             let Some(driver) = self.driver.as_mut() else {
                 break;
@@ -871,6 +977,14 @@ impl Growth {
                 self.last_audit = st.audit.clone();
                 audit_report(*level, &st.audit)
             }
+            _ if program.schedule == Schedule::Async && st.iterations == 0 => format!(
+                "{} (asynchronous): {} new positions, {} links, {} searches; root value {}",
+                program.describe(),
+                st.changes.positions,
+                st.changes.links,
+                st.changes.searches,
+                root_value(&self.book)
+            ),
             _ => format!(
                 "{}: {} new positions, {} links, {} searches in {} iterations",
                 program.describe(),
@@ -934,6 +1048,7 @@ impl Growth {
         self.programs.is_dirty()
             || self.replay.log_dirty
             || self.reverted
+            || self.replayed_through.is_some()
             || self.checkpointed_at.elapsed() >= interval
     }
 

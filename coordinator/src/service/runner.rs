@@ -124,8 +124,9 @@ impl Coordinator {
         // A replay's cost (putting the base book back and running every program again over
         // the stored results) is this growth run's CPU.
         let replay_cpu = rollback.is_some().then(cpu_time::ThreadTime::now);
-        if let Some((through, dropped)) = rollback {
-            let programs = growth.replay(&self.0.store, &dropped, through)?;
+        if let Some((through, dropped)) = rollback
+            && let Some(programs) = growth.retract(&self.0.store, &dropped, through)?
+        {
             self.0.events.record(event(
                 EventKind::Replay,
                 "book",
@@ -167,7 +168,12 @@ impl Coordinator {
                 .then(|| (threads, jobs.searching()))
         };
         let speculative = match tail_threads {
-            _ if self.0.cfg.speculation == 0 || !growth.is_running() => Some(Vec::new()),
+            _ if self.0.cfg.speculation == 0
+                || !growth.is_running()
+                || growth.is_asynchronous() =>
+            {
+                Some(Vec::new())
+            }
             Some(_) if growth.next_plan_at.is_some_and(|t| Instant::now() < t) => None,
             Some((threads, searching)) => {
                 let budget = threads.saturating_mul(self.0.cfg.speculation as usize);

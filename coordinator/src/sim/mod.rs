@@ -30,7 +30,7 @@ use crate::store::Store;
 use bookfarm_book::MemBook;
 use bookfarm_book::driver::run_serial;
 use bookfarm_book::model::Position;
-use bookfarm_book::program::{Operation, Program};
+use bookfarm_book::program::{Operation, Program, Schedule};
 use bookfarm_engine::Move;
 use bookfarm_engine::board::BitIter;
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchSignature};
@@ -250,6 +250,13 @@ pub struct SimReport {
     pub real_seconds: f64,
     /// Whether the book equals the serial build's.
     pub same_as_serial: bool,
+    /// Whether the serial selection of the last program, run on the finished book, finds
+    /// nothing to expand (an asynchronous book's property 1; always true of the serial book).
+    pub finished: bool,
+    /// The schedule the programs ran on.
+    pub schedule: Schedule,
+    /// Growth programs' reports (one line each).
+    pub reports: Vec<String>,
     /// Prefetch figures of the service.
     pub prefetch: PrefetchReport,
     /// Speculative and backup leases granted.
@@ -267,7 +274,7 @@ impl SimReport {
     pub fn row(&self) -> String {
         let opt = |v: Option<i32>| v.map_or_else(|| "-".into(), |v| v.to_string());
         format!(
-            "{}\t{}\t{}\t{}\t{}\t{}\t{:.1}\t{:.1}\t{:.3}\t{:.3}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.1}\t{:.1}\t{:.3}\t{:.3}\t{:.1}\t{}",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{:.1}\t{:.1}\t{:.3}\t{:.3}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.1}\t{:.1}\t{:.3}\t{:.3}\t{:.1}\t{}\t{}\t{}",
             self.workers,
             self.threads,
             self.positions,
@@ -291,11 +298,16 @@ impl SimReport {
             self.rpc_utilisation,
             self.process_cpu_per_result.as_secs_f64() * 1e6,
             if self.same_as_serial { "yes" } else { "NO" },
+            if self.finished { "yes" } else { "NO" },
+            match self.schedule {
+                Schedule::Serial => "serial",
+                Schedule::Async => "async",
+            },
         )
     }
 
     /// The header of [`SimReport::row`].
-    pub const HEADER: &'static str = "workers\tthreads\tpositions\tserial_positions\tsearches\tserial_searches\tserial_cpu_s\twall_s\tefficiency\twasted_share\tspeculative_leases\tprefetch_used\tbackup_leases\tcrashes\texpired\troot\tserial_root\tcoord_cpu_us_per_result\tgrowth_cpu_us_per_result\tgrowth_util\trpc_util\tprocess_cpu_us_per_result\tsame_book";
+    pub const HEADER: &'static str = "workers\tthreads\tpositions\tserial_positions\tsearches\tserial_searches\tserial_cpu_s\twall_s\tefficiency\twasted_share\tspeculative_leases\tprefetch_used\tbackup_leases\tcrashes\texpired\troot\tserial_root\tcoord_cpu_us_per_result\tgrowth_cpu_us_per_result\tgrowth_util\trpc_util\tprocess_cpu_us_per_result\tsame_book\tfinished\tschedule";
 }
 
 /// How often (real time) long builds log their progress.
@@ -771,6 +783,12 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
     let book = farm.c.book_snapshot();
     let positions: Vec<Position> = book.positions().collect();
     let same = same_positions(positions, &serial);
+    let mut finished_book = book.clone();
+    // A later program may open what an earlier one finished: the last one is checked.
+    let finished = cfg
+        .ops
+        .last()
+        .is_none_or(|op| bookfarm_book::schedule::unfinished(&mut finished_book, op).is_empty());
     let status = farm.c.status();
     let counters = farm.c.counters();
     let results = u32::try_from(farm.searches.max(1)).unwrap_or(u32::MAX);
@@ -802,6 +820,9 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
         process_cpu_per_result: cpu0.elapsed() / results,
         real_seconds: real.elapsed().as_secs_f64(),
         same_as_serial: same,
+        finished,
+        schedule: cfg.ops.first().map_or(Schedule::Serial, |p| p.schedule),
+        reports: status.reports.clone(),
         prefetch: status.prefetch,
         speculative_leases: counters.speculative_leased,
         backup_leases: counters.backup_leased,
@@ -1026,6 +1047,52 @@ mod tests {
         assert!((0.042..0.070).contains(&per), "{per}");
         assert!(h.growth_utilisation > 0.2 && h.growth_utilisation <= 1.0 + 1e-9);
         assert!(h.growth_runs > 0 && h.growth_runs as usize <= h.searches);
+    }
+
+    /// `config` with its programs on the asynchronous schedule (no speculation: it has no
+    /// guesses to make).
+    fn asynchronous(workers: usize) -> SimConfig {
+        let c = config(workers, false);
+        SimConfig {
+            ops: c
+                .ops
+                .iter()
+                .map(|p| Program {
+                    schedule: Schedule::Async,
+                    ..p.clone()
+                })
+                .collect(),
+            ..c
+        }
+    }
+
+    /// The asynchronous schedule over the real service: whatever the farm, the book it
+    /// finishes is finished by Edax's rules (the serial selection finds nothing on it), and
+    /// without pass barriers a farm of 16 stays busier than the serial program keeps it.
+    #[test]
+    fn the_asynchronous_schedule_finishes_its_book_and_keeps_a_farm_busier() {
+        let dir = || tempfile::tempdir().unwrap();
+        for workers in [1, 3, 16] {
+            let r = simulate(&asynchronous(workers), dir().path()).unwrap();
+            assert_eq!(r.schedule, Schedule::Async);
+            assert!(r.finished, "{}", r.row());
+            assert!(r.positions > 100, "{}", r.row());
+            assert!(
+                r.reports.iter().any(|l| l.contains("(asynchronous)")),
+                "{:?}",
+                r.reports
+            );
+            if workers == 16 {
+                let serial = simulate(&config(16, false), dir().path()).unwrap();
+                assert!(serial.finished && serial.same_as_serial, "{}", serial.row());
+                assert!(
+                    r.efficiency > serial.efficiency,
+                    "async {}\nserial {}",
+                    r.row(),
+                    serial.row()
+                );
+            }
+        }
     }
 
     /// Counts the answers it gives (honestly).

@@ -43,8 +43,10 @@ pub enum Schedule {
     /// book depends only on the program and the search results.
     #[default]
     Serial,
-    /// Reserved for a schedule that plans steps before the previous ones are applied; the
-    /// driver runs it as [`Schedule::Serial`] (no command creates it yet).
+    /// No pass barriers ([`crate::schedule::AsyncGrowth`]): a marked position is expanded as
+    /// soon as the results its step needs are known. The book is a finished book by Edax's
+    /// rules, not the serial one position for position. Programs without passes (new, add,
+    /// expand, audit) run serially; [`crate::driver`] runs every program serially.
     Async,
 }
 

@@ -6,7 +6,7 @@ use crate::cli::book::open_db;
 use crate::cli::io;
 use anyhow::Context;
 use bookfarm_book::BookDate;
-use bookfarm_book::program::{Operation, Program};
+use bookfarm_book::program::{Operation, Program, Schedule};
 use bookfarm_book::select::Deviate;
 use bookfarm_coordinator::progress::{Progress, Snapshot};
 use bookfarm_coordinator::service::{ServiceConfig, StatusReport, new_book};
@@ -58,6 +58,11 @@ pub struct LocalArgs {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    /// How the program's searches are scheduled: `serial` (Edax's program: the same book
+    /// for the same searches, whatever the threads) or `async` (no pass barriers: a finished
+    /// book by Edax's rules, not the serial one position for position; for big farms).
+    #[arg(long, default_value = "serial", value_parser = crate::cli::args::schedule)]
+    schedule: Schedule,
     /// Jobs leased beyond the free threads (0..=64; more hoards the last jobs of a pass).
     #[arg(long, default_value_t = 1, value_parser = crate::cli::args::lookahead)]
     lookahead: usize,
@@ -118,7 +123,10 @@ pub fn run(a: LocalArgs) -> anyhow::Result<()> {
     if let Some(g) = &a.games {
         c.add_games(&io::read_games(g)?)?;
     }
-    let mut program = Program::new(operation);
+    let mut program = Program {
+        schedule: a.schedule,
+        ..Program::new(operation)
+    };
     if let Some(text) = &a.from {
         program.root = c.resolve_root(text)?;
     }

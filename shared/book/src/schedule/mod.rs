@@ -10,4 +10,4 @@ pub mod frontier;
 pub mod run;
 
 pub use frontier::{Frontier, Selector};
-pub use run::{AsyncGrowth, AsyncProgress, AsyncStats, NeededDelta};
+pub use run::{AsyncGrowth, AsyncProgress, AsyncStats, NeededDelta, unfinished};

@@ -50,6 +50,27 @@ pub fn async_selector(program: &Program) -> Option<(Selector, Board)> {
     Some((selector, program.root_board()?))
 }
 
+/// The positions the serial (Edax-literal) selection of `program` would still expand on
+/// `book`, negamaxed from the program's root first: empty for a finished book (property 1 of
+/// an asynchronous book). Programs without a selection (new, add, expand, audit) have none.
+pub fn unfinished(book: &mut MemBook, program: &Program) -> Vec<NodeId> {
+    let Some((selector, root)) = async_selector(program) else {
+        return Vec::new();
+    };
+    let Some(root) = book.probe(&root) else {
+        return Vec::new();
+    };
+    renegamax(book, root);
+    selector
+        .serial_marks(book, root)
+        .into_iter()
+        .filter(|&id| {
+            matches!(selector, Selector::Upgrade(_))
+                || book.leaf(id).mv != bookfarm_engine::Move::None
+        })
+        .collect()
+}
+
 /// The order in which marked positions are searched when more are marked than the farm has
 /// threads (the queue's priority; with fewer, every marked position is searched at once and
 /// the order does not matter). The finished book depends on it: both orders end in a finished
