@@ -15,7 +15,7 @@
 //! [`SearchOptions::midgame_to_endgame`] empties otherwise.
 //!
 //! Compatibility with Edax (edax-spec §8.4–8.7): at depths ≤ 8 with no selectivity the scores
-//! equal Edax's on every line of the golden fixed-depth files (`tests/fixed_depth.rs`). Included
+//! equal Edax's on every line of the golden fixed-depth files (`tests/engine/fixed_depth.rs`). Included
 //! from Edax: the `eval_1` wipe-out rule, passes that do not consume depth, exact game-over
 //! scores, the root stability clamp, stability cutoffs in null-window nodes (Edax's threshold
 //! table), the multi-PV root for depths ≤ 10, PV extension above depth 9, and multi-probcut

@@ -1,7 +1,7 @@
 //! The rest of Edax's book commands on the golden books: `book correct`, `book upgrade`,
 //! `book analyze`, `book extract` and the book's random move choice.
 
-mod common;
+use crate::common;
 use bookfarm_book::driver::run_serial;
 use bookfarm_book::model::BookHeader;
 use bookfarm_book::program::Operation;

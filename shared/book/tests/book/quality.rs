@@ -1,7 +1,7 @@
 //! Book quality tools on Edax's golden books: accuracy grades (computed by hand on book-tiny),
 //! `book line`, `.egbk3` round trips, merging by level, better leaves.
 
-mod common;
+use crate::common;
 use bookfarm_book::accuracy::{Grade, Grader};
 use bookfarm_book::driver::run_serial;
 use bookfarm_book::merge::{Newer, merge_by_level};

@@ -2,7 +2,7 @@
 //! recursion over the unfolded tree, no change of leaves outside the core moves the root's
 //! value, and every core leaf of a grown book is the key of a result the program used.
 
-mod common;
+use crate::common;
 
 use bookfarm_book::decisive::{CoreKey, decisive_core};
 use bookfarm_book::driver::run_serial;

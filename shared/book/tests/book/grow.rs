@@ -2,7 +2,7 @@
 //! fix, fill, `book show` against Edax's console transcripts, `book check`, `book problem`,
 //! and the golden tiny book rebuilt with the real engine.
 
-mod common;
+use crate::common;
 use bookfarm_book::driver::run_serial;
 use bookfarm_book::grow::{
     self, Changes, PositionProblem, add_game, apply_leaf, check_position, expand, finish_expand,
