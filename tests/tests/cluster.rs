@@ -269,3 +269,171 @@ async fn local_mode_and_worker_processes_build_the_same_book() {
     assert_eq!(a.len(), b.len());
     assert!(a == b, "same book");
 }
+
+/// Every program with its number, state and description (finished ones included).
+async fn programs(a: &mut Admin) -> Vec<(u64, i32, String)> {
+    a.list_programs(pb::ListProgramsRequest { finished: true })
+        .await
+        .expect("list programs")
+        .into_inner()
+        .programs
+        .into_iter()
+        .map(|p| (p.id, p.state, p.description))
+        .collect()
+}
+
+/// Queue `selector` from the root line `from`; returns the program's number.
+async fn queue(a: &mut Admin, selector: pb::start_expansion_request::Selector, from: &str) -> u64 {
+    a.start_expansion(pb::StartExpansionRequest {
+        selector: Some(selector),
+        from: from.into(),
+        ..Default::default()
+    })
+    .await
+    .expect("queue a program")
+    .into_inner()
+    .program
+}
+
+/// The program queue is acknowledged durably: programs queued and cancelled just before a
+/// kill -9 are listed the same after the restart, and then run in queue order to their end
+/// (the cancelled one never runs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_program_queue_survives_a_coordinator_kill9() {
+    use pb::start_expansion_request::Selector as S;
+    let Some(eval) = eval_path() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    new_store(&db, 2, 12);
+    let port = free_port();
+    // No worker yet: every program waits.
+    let mut c = coordinator(&db, port, None, 60, &eval);
+    let mut a = admin(port).await;
+    let deviate = S::Deviate(pb::Deviate {
+        relative_error: 2,
+        absolute_error: 4,
+    });
+    assert_eq!(queue(&mut a, deviate, "f5d6").await, 2);
+    assert_eq!(queue(&mut a, S::Play(pb::Play {}), "").await, 3);
+    assert_eq!(queue(&mut a, S::Extend(pb::Extend {}), "f5f6").await, 4);
+    // A root the book cannot hold is refused and queues nothing.
+    let e = a
+        .start_expansion(pb::StartExpansionRequest {
+            selector: Some(S::Play(pb::Play {})),
+            from: "f5f5".into(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("an illegal root line");
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
+    a.cancel_program(pb::CancelProgramRequest { id: 3 })
+        .await
+        .expect("cancel #3");
+    let before = programs(&mut a).await;
+    let (queued, running, ended, cancelled) = (
+        pb::ProgramState::Queued as i32,
+        pb::ProgramState::Running as i32,
+        pb::ProgramState::Done as i32,
+        pb::ProgramState::Cancelled as i32,
+    );
+    let states: Vec<(u64, i32)> = before.iter().map(|p| (p.0, p.1)).collect();
+    assert_eq!(
+        states,
+        [(1, running), (2, queued), (4, queued), (3, cancelled)],
+        "{before:?}"
+    );
+    assert!(before[1].2.contains("from f5d6"), "{before:?}");
+    c.kill9();
+    let _c2 = coordinator(&db, port, None, 60, &eval);
+    let mut a = admin(port).await;
+    assert_eq!(programs(&mut a).await, before);
+    let _w = worker(port, "w1", &eval, None);
+    wait_for(&mut a, LIMIT, done).await;
+    let after: Vec<(u64, i32)> = programs(&mut a).await.iter().map(|p| (p.0, p.1)).collect();
+    assert_eq!(after, [(4, ended), (2, ended), (1, ended), (3, cancelled)]);
+    let book = check_book(&export(&mut a).await);
+    for line in ["f5d6", "f5f6"] {
+        let board = bookfarm_engine::formats::transcript::board_after(line).unwrap();
+        assert!(book.probe(&board).is_some(), "{line} is in the book");
+    }
+}
+
+/// `expand add` runs Edax's `book add` as a cluster program: the book it grows on a farm of
+/// worker processes is the book the offline `book add` of the same games grows on a copy of the
+/// store (the same library path: the games queued, then searched by in-process workers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expand_add_grows_the_book_offline_book_add_grows() {
+    use bookfarm_book::program::{Operation, Program};
+    let Some(eval) = eval_path() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (db, copy) = (dir.path().join("db"), dir.path().join("copy"));
+    new_store(&db, 2, 14);
+    new_store(&copy, 2, 14);
+    // The third game's fourth move is illegal (f5 is taken): its game ends there.
+    let lines = ["f5d6c3d3c4f4f6f3e6e7", "f5f6e6f4e3c5c4", "f5d6c3f5"];
+    let games: Vec<_> = lines
+        .iter()
+        .map(|l| bookfarm_engine::formats::transcript::parse_moves(l).unwrap())
+        .collect();
+    let port = free_port();
+    let _c = coordinator(&db, port, None, 60, &eval);
+    let mut a = admin(port).await;
+    let _w = worker(port, "w1", &eval, None);
+    // The request `expand add GAMES` sends.
+    let request = pb::StartExpansionRequest::try_from(&Program::new(Operation::AddGames {
+        games: games.clone(),
+    }))
+    .unwrap();
+    let queued = a
+        .start_expansion(request)
+        .await
+        .expect("expand add")
+        .into_inner();
+    assert_eq!(queued.program, 2, "{queued:?}");
+    let s = wait_for(&mut a, LIMIT, done).await;
+    let listed = a
+        .list_programs(pb::ListProgramsRequest { finished: true })
+        .await
+        .expect("list programs")
+        .into_inner()
+        .programs;
+    let add = listed
+        .iter()
+        .find(|p| p.id == 2)
+        .expect("program #2 listed");
+    assert_eq!(add.state, pb::ProgramState::Done as i32, "{listed:?}");
+    assert!(add.report.contains("added 3 games"), "{listed:?}");
+    // Edax's `book add` does not negamax: the book is compared as stored, not checked as a
+    // negamaxed book.
+    let farm = bookfarm_book::edax::read_book(&export(&mut a).await).unwrap();
+    assert_eq!(farm.len() as u64, s.positions);
+    // Offline `book add` on the copy: the games queued, then the searches drained.
+    let (weights, hash) = bookfarm_runner::load_eval(Some(&eval)).unwrap();
+    let c = bookfarm_coordinator::server::open(
+        &copy,
+        bookfarm_coordinator::offline::service_config(&weights, &hash),
+    )
+    .unwrap();
+    c.add_games(&games).unwrap();
+    let out = bookfarm_coordinator::offline::run_local(
+        &c,
+        None,
+        2,
+        weights,
+        hash,
+        std::future::pending(),
+        |_| {},
+    )
+    .await
+    .unwrap();
+    assert!(!out.interrupted);
+    let offline = c.book_snapshot();
+    assert_eq!(sorted(&farm), sorted(&offline), "same book");
+    // Every position of the games within the depth, up to the illegal move, is in the book.
+    for line in ["f5d6c3d3c4f4f6f3e6e7", "f5f6e6f4e3c5c4", "f5d6c3"] {
+        for n in 1..=line.len() / 2 {
+            let board = bookfarm_engine::formats::transcript::board_after(&line[..2 * n]).unwrap();
+            assert!(farm.probe(&board).is_some(), "{}", &line[..2 * n]);
+        }
+    }
+}
