@@ -400,7 +400,11 @@ impl TryFrom<&Program> for pb::StartExpansionRequest {
                     .map(|g| g.iter().map(|m| m.code()).collect())
                     .collect(),
             }),
-            Operation::New | Operation::Enhance { .. } | Operation::Expand { .. } => {
+            Operation::New
+            | Operation::Enhance { .. }
+            | Operation::Expand { .. }
+            | Operation::Search { .. }
+            | Operation::Analyze { .. } => {
                 return Err(unsupported());
             }
         };

@@ -12,6 +12,7 @@
 use crate::events::{CostRecord, EventKind, EventPage, Group, KINDS};
 use crate::identity::CredentialInfo;
 use crate::progress::Snapshot;
+use crate::service::search::Analysis;
 use crate::service::{
     BookStats, ContributorReport, CreditReport, HistoryView, PositionView, ProgramView, Standing,
     StatusReport, WorkerReport,
@@ -586,6 +587,47 @@ pub struct PositionV1 {
     pub pv: Vec<String>,
     /// A growth program is running: the book changes while you look.
     pub growing: bool,
+    /// Its full-width searches (every move: `expand analyze`, `expand search`) whose results
+    /// are confirmed, lowest level first; also when the position is not in the book.
+    #[serde(default)]
+    pub analysis: Vec<AnalysisV1>,
+}
+
+/// One full-width search of a position.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnalysisV1 {
+    /// The level searched.
+    pub level: u8,
+    /// The best move (`pass` when the side to move must pass, `none` in a finished game).
+    #[serde(rename = "move")]
+    pub mv: String,
+    /// Its score for the side to move.
+    pub score: i32,
+    /// Depth searched.
+    pub depth: u32,
+    /// Probcut confidence in percent (100: none).
+    pub selectivity: u8,
+    /// The score is the exact game value.
+    pub exact: bool,
+    /// Nodes searched.
+    pub nodes: u64,
+}
+
+impl From<&Analysis> for AnalysisV1 {
+    fn from(a: &Analysis) -> AnalysisV1 {
+        AnalysisV1 {
+            level: a.level,
+            mv: match a.mv {
+                Move::None => "none".into(),
+                m => mv_name(m),
+            },
+            score: a.score,
+            depth: a.depth,
+            selectivity: bookfarm_engine::level::selectivity_percent(a.selectivity),
+            exact: a.exact,
+            nodes: a.nodes,
+        }
+    }
 }
 
 /// The deepest named opening of a line.
@@ -784,6 +826,7 @@ impl PositionV1 {
             umigame_options: explored.options.into(),
             pv: explored.info.pv.iter().map(|&m| mv_name(m)).collect(),
             growing: explored.growing,
+            analysis: view.analysis.iter().map(AnalysisV1::from).collect(),
         }
     }
 }

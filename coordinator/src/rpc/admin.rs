@@ -187,12 +187,31 @@ impl pb::admin_service_server::AdminService for AdminApi {
     ) -> Result<Response<pb::ShowPositionResponse>, Status> {
         let r = req.into_inner();
         let p = self.c.show(&r.moves).map_err(st)?;
+        // `show` accepted the move list.
+        let analysis = bookfarm_engine::formats::transcript::board_after(&r.moves)
+            .map(|b| self.c.analysis(&b))
+            .unwrap_or_default()
+            .iter()
+            .map(|a| pb::Analysis {
+                level: u32::from(a.level),
+                r#move: u32::from(a.mv.code()),
+                score: a.score,
+                depth: a.depth,
+                selectivity: u32::from(a.selectivity),
+                exact: a.exact,
+                nodes: a.nodes,
+                elapsed_us: u64::try_from(a.elapsed.as_micros()).unwrap_or(u64::MAX),
+            })
+            .collect();
         let link = |l: &bookfarm_book::Link| pb::BookLink {
             r#move: u32::from(l.mv.code()),
             score: i32::from(l.score),
         };
         Ok(Response::new(match p {
-            None => pb::ShowPositionResponse::default(),
+            None => pb::ShowPositionResponse {
+                analysis,
+                ..pb::ShowPositionResponse::default()
+            },
             Some(p) => pb::ShowPositionResponse {
                 found: true,
                 position: Some((&p.board).into()),
@@ -206,6 +225,7 @@ impl pb::admin_service_server::AdminService for AdminApi {
                 draws: p.n_draws,
                 losses: p.n_losses,
                 lines: p.n_lines,
+                analysis,
             },
         }))
     }

@@ -60,6 +60,9 @@ pub struct PositionView {
     pub entry: Option<BookEntryView>,
     /// A search of it queued or leased now.
     pub searching: Option<Searching>,
+    /// Its full-width searches whose results are confirmed, lowest level first (see
+    /// [`super::search`]).
+    pub analysis: Vec<super::search::Analysis>,
 }
 
 /// Whole-book statistics.
@@ -214,7 +217,11 @@ impl Coordinator {
                 }
             })
             .max_by_key(|s| *s == Searching::Leased);
-        PositionView { entry, searching }
+        PositionView {
+            entry,
+            searching,
+            analysis: self.analysis(board),
+        }
     }
 
     /// Positions per level and ply, the best-score distribution and the counts (one pass over

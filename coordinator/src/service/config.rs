@@ -75,6 +75,8 @@ pub struct ServiceConfig {
     pub lookahead: u32,
     /// The most search threads a registration is credited with (see [`lease_cap`]).
     pub max_worker_threads: u32,
+    /// The most positions a search program may hold (`expand search`, `book search`).
+    pub search_max_positions: usize,
     /// Longest lease of a level-0 job (see [`max_lease_duration`]).
     pub max_lease_base: Duration,
     /// The longest lease doubles every this many levels.
@@ -168,6 +170,7 @@ impl Default for ServiceConfig {
             max_failures: 2,
             lookahead: 2,
             max_worker_threads: 64,
+            search_max_positions: bookfarm_book::searches::DEFAULT_MAX_POSITIONS,
             max_lease_base: Duration::from_secs(60),
             max_lease_doubling_levels: 4,
             max_lease_cap: Duration::from_secs(6 * 3600),

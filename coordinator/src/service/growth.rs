@@ -904,6 +904,7 @@ impl Growth {
                             changes,
                             illegal: Vec::new(),
                             audit: Vec::new(),
+                            searched: (0, 0),
                         };
                         self.asynchronous = None;
                         self.finish(st, replaying);
@@ -977,6 +978,19 @@ impl Growth {
                 self.last_audit = st.audit.clone();
                 audit_report(*level, &st.audit)
             }
+            Operation::Search { positions, level } => format!(
+                "searched {} positions at level {level}: {} distinct searches",
+                positions.len(),
+                st.searched.1
+            ),
+            Operation::Analyze { board, from, up_to } => {
+                let levels: Vec<String> =
+                    bookfarm_book::searches::analysis_levels(board, *from, *up_to)
+                        .iter()
+                        .map(u8::to_string)
+                        .collect();
+                format!("analysed at levels {}", levels.join(", "))
+            }
             _ if program.schedule == Schedule::Async && st.iterations == 0 => format!(
                 "{} (asynchronous): {} new positions, {} links, {} searches; root value {}",
                 program.describe(),
@@ -1017,7 +1031,10 @@ impl Growth {
         }
         let follow_up = st.follow_up();
         let now = super::now_ms();
-        if let Some(r) = self.programs.end_front(ProgramState::Done, report, now) {
+        if let Some(r) = self.programs.end_front(ProgramState::Done, report, now)
+            && !r.program.operation.is_book_neutral()
+        {
+            // A book-neutral program changed nothing a replay would have to do again.
             // The log is what a replay runs again. An audit changes no position; its
             // follow-up is logged as its own program when it finishes (with the exact games),
             // so the audit is logged without queueing one.
@@ -1240,6 +1257,7 @@ fn progress(st: &DriverState) -> String {
             _ => added,
         },
         Phase::Auditing => "playing the best lines out".into(),
+        Phase::Searching => format!("{}/{} searches", st.searched.0, st.searched.1),
         Phase::Rooting { cursor } => format!(
             "adding the root line's missing positions: {cursor}/{}",
             st.program.root.len() + 1

@@ -12,7 +12,8 @@
 //! * `status`: the status report; `book`: a new book, import and the book's reads;
 //!   `book_view` and `history`: the web UI's views;
 //! * `jobs`: the job table (jobs keyed by search request, queue, leases, workers);
-//! * `growth`: the book, the growth programs (the book crate's driver) and known results.
+//! * `growth`: the book, the growth programs (the book crate's driver) and known results;
+//! * [`search`]: the book-neutral programs (a batch of searches, the analysis of a position).
 //!
 //! Concurrency: RPC handlers lock only the job table, briefly. Accepted results are stored
 //! (with their provenance) and handed to the **growth runner**, one background thread at a time
@@ -37,6 +38,7 @@ mod jobs;
 mod lease;
 mod programs;
 mod runner;
+pub mod search;
 mod status;
 mod submit;
 pub mod trust;

@@ -28,6 +28,9 @@ pub struct Queued {
     pub jobs: u64,
     /// The programs `--replace` cancelled first.
     pub cancelled: Vec<u64>,
+    /// An identical book-neutral program was queued or running already: this is it (the same
+    /// command given again attaches to it).
+    pub existing: bool,
 }
 
 /// The most speculative searches planned at once (a plan runs the programs on a copy of the
@@ -349,6 +352,23 @@ impl Coordinator {
             check_root(&program.root, &growth.book)
                 .map_err(|e| CoordinatorError::InvalidArgument(e.to_string()))?;
         }
+        check_neutral(&program, &self.0.cfg)?;
+        if !replace
+            && program.operation.is_book_neutral()
+            && let Some((at, r)) = growth
+                .programs
+                .queued()
+                .enumerate()
+                .find(|(_, r)| r.program == program)
+        {
+            return Ok(Queued {
+                program: r.id,
+                position: at + 1,
+                jobs: self.jobs().queued() as u64,
+                cancelled: Vec::new(),
+                existing: true,
+            });
+        }
         let cancelled = if replace {
             growth.cancel_all()?
         } else {
@@ -377,6 +397,7 @@ impl Coordinator {
             position,
             jobs: self.jobs().queued() as u64,
             cancelled,
+            existing: false,
         })
     }
 
@@ -432,4 +453,37 @@ impl Coordinator {
     pub fn set_predictor(&self, predictor: Box<dyn Predictor>) {
         self.growth().set_predictor(predictor);
     }
+}
+
+/// The bounds of a book-neutral program: a search program holds 1..=`search_max_positions`
+/// positions searched at a level in 1..=60; an analysis's levels are in 1..=60, `up_to` not
+/// below `from`.
+fn check_neutral(program: &Program, cfg: &super::ServiceConfig) -> Result<()> {
+    let bad = |m: String| Err(CoordinatorError::InvalidArgument(m));
+    match &program.operation {
+        Operation::Search { positions, level } => {
+            if !(1..=60).contains(level) {
+                return bad(format!("search level {level}: expected 1..=60"));
+            }
+            if positions.is_empty() {
+                return bad("a search program needs at least one position".into());
+            }
+            if positions.len() > cfg.search_max_positions {
+                return bad(format!(
+                    "{} positions, more than the {} a search program may hold: split the file",
+                    positions.len(),
+                    cfg.search_max_positions
+                ));
+            }
+        }
+        Operation::Analyze { from, up_to, .. }
+            if !(1..=60).contains(from) || !(1..=60).contains(up_to) || up_to < from =>
+        {
+            return bad(format!(
+                "analyze levels {from}..{up_to}: expected 1 <= level <= up-to <= 60"
+            ));
+        }
+        _ => {}
+    }
+    Ok(())
 }

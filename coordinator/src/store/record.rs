@@ -236,7 +236,8 @@ const PASSES: [PassKind; 7] = [
 /// replaying, else the first of the queue, see [`ProgramRecord`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DriverRecord {
-    /// 0 start, 1 expanding, 2 adding, 3 done, 4 auditing, 5 adding the root line.
+    /// 0 start, 1 expanding, 2 adding, 3 done, 4 auditing, 5 adding the root line, 6 searching
+    /// (a book-neutral program).
     pub phase: u8,
     /// Expanding: index into the pass kinds.
     pub pass: u8,
@@ -299,6 +300,7 @@ impl DriverRecord {
             }
             Phase::Done => r.phase = 3,
             Phase::Auditing => r.phase = 4,
+            Phase::Searching => r.phase = 6,
             Phase::Rooting { cursor } => {
                 r.phase = 5;
                 r.cursor = *cursor as u64;
@@ -327,6 +329,7 @@ impl DriverRecord {
                 cursor: n(self.cursor),
             },
             4 => Phase::Auditing,
+            6 => Phase::Searching,
             5 => Phase::Rooting {
                 cursor: n(self.cursor),
             },
@@ -352,6 +355,7 @@ impl DriverRecord {
                 })
                 .collect(),
             audit: Vec::new(),
+            searched: (0, 0),
         }
     }
 }

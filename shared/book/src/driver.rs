@@ -37,6 +37,7 @@ use crate::model::MAX_LEVEL;
 use crate::negamax::renegamax;
 use crate::program::{Operation, Program};
 use crate::research::{Upgrade, finish_research, start_research, upgrade_mark};
+use crate::searches::{analysis_levels, analysis_request};
 use crate::select::{Deviate, DeviatePass, deviate_pass, enhance_mark, extend_mark, play_mark};
 use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_engine::symmetry::canonical;
@@ -86,6 +87,10 @@ pub enum Phase {
     /// Playing the best lines out ([`Operation::Audit`]); how far each line is follows from the
     /// known results, so there is nothing to remember.
     Auditing,
+    /// Searching the positions of a book-neutral program ([`Operation::Search`],
+    /// [`Operation::Analyze`]); which are done follows from the known results, so there is
+    /// nothing to remember.
+    Searching,
     /// Adding the positions of the program's root line that are missing, from the root back
     /// to the start position, as `book store` adds a game's positions (each new position with
     /// its leaf search, linked to its book children and parents); `cursor` boards are done.
@@ -124,6 +129,9 @@ pub struct DriverState {
     /// The audited lines, set by the step that finishes an [`Operation::Audit`] (empty
     /// before; not part of the persisted state, since a finished program is not resumed).
     pub audit: Vec<AuditLine>,
+    /// A book-neutral program's distinct searches with a known result and in all, as far as
+    /// its last run looked (not persisted: a resumed program counts again).
+    pub searched: (usize, usize),
 }
 
 impl DriverState {
@@ -179,7 +187,7 @@ impl DriverState {
             Phase::Expanding { cursor, .. } => Some(StepPoint::new(self.passes, *cursor)),
             Phase::Adding { game, cursor } => Some(StepPoint::new(*game, *cursor)),
             Phase::Rooting { cursor } => Some(StepPoint::new(0u32, *cursor)),
-            Phase::Start | Phase::Auditing | Phase::Done => None,
+            Phase::Start | Phase::Auditing | Phase::Searching | Phase::Done => None,
         }
     }
 }
@@ -205,6 +213,11 @@ pub struct Driver {
     predicted: Predicted,
     /// The program ends before taking a step at this point or past it (see [`StepPoint`]).
     stop: Option<StepPoint>,
+    /// A book-neutral program's distinct requests in order, and how many of the first ones
+    /// have a known result. Advisory (rebuilt from the program and the results), so not
+    /// part of the state; a result is never taken back while the driver lives (a rollback
+    /// starts a new one).
+    searching: Option<(Vec<LeafRequest>, usize)>,
 }
 
 /// See [`Driver::predicted`].
@@ -243,9 +256,11 @@ impl Driver {
                 changes: Changes::default(),
                 illegal: Vec::new(),
                 audit: Vec::new(),
+                searched: (0, 0),
             },
             predicted: Predicted::default(),
             stop: None,
+            searching: None,
         }
     }
 
@@ -255,6 +270,7 @@ impl Driver {
             state,
             predicted: Predicted::default(),
             stop: None,
+            searching: None,
         }
     }
 
@@ -361,6 +377,12 @@ impl Driver {
                             self.state.phase = Phase::Auditing;
                             return Progress::Blocked(dedup_missing(need, results));
                         }
+                    }
+                }
+                Phase::Searching => {
+                    if let Some(need) = self.search_step(results, lookahead) {
+                        self.state.phase = Phase::Searching;
+                        return Progress::Blocked(need);
                     }
                 }
                 Phase::Rooting { mut cursor } => {
@@ -478,7 +500,11 @@ impl Driver {
             Operation::Extend => Some(PassKind::Extend),
             Operation::Expand { .. } => Some(PassKind::Given),
             Operation::Upgrade { .. } => Some(PassKind::Upgrade),
-            Operation::New | Operation::AddGames { .. } | Operation::Audit { .. } => None,
+            Operation::New
+            | Operation::AddGames { .. }
+            | Operation::Audit { .. }
+            | Operation::Search { .. }
+            | Operation::Analyze { .. } => None,
         }
     }
 
@@ -526,6 +552,10 @@ impl Driver {
             }
             Operation::Audit { .. } => {
                 self.state.phase = Phase::Auditing;
+                return;
+            }
+            Operation::Search { .. } | Operation::Analyze { .. } => {
+                self.state.phase = Phase::Searching;
                 return;
             }
             Operation::Expand { boards } => {
@@ -718,6 +748,52 @@ impl Driver {
         ch.searches += 1;
         finish_research(book, p, result.as_ref());
         Step::Applied
+    }
+
+    /// The step of a book-neutral program: `None` when every search has its result (the
+    /// program is done), else the missing searches to list. A search program lists its first
+    /// `lookahead` missing requests (at least one) in file order; an analysis lists its
+    /// first level without a result alone (level by level).
+    fn search_step(&mut self, results: &dyn Results, lookahead: usize) -> Option<Vec<LeafRequest>> {
+        let (requests, cursor) = self.searching.get_or_insert_with(|| {
+            let requests = match &self.state.program.operation {
+                Operation::Search { positions, level } => positions.requests(*level),
+                Operation::Analyze { board, from, up_to } => analysis_levels(board, *from, *up_to)
+                    .into_iter()
+                    .map(|level| analysis_request(board, level))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            (requests, 0)
+        });
+        while *cursor < requests.len() && results.result(&requests[*cursor]).is_some() {
+            *cursor += 1;
+        }
+        let total = requests.len();
+        if *cursor == total {
+            self.state.searched = (total, total);
+            self.state.changes.searches = total;
+            self.state.iterations = 1;
+            return None;
+        }
+        let want = match self.state.program.operation {
+            Operation::Analyze { .. } => 1,
+            _ => lookahead.max(1),
+        };
+        let mut need = Vec::with_capacity(want.min(total - *cursor));
+        let mut known = *cursor;
+        for r in &requests[*cursor..] {
+            if need.len() >= want {
+                break;
+            }
+            if results.result(r).is_some() {
+                known += 1;
+            } else {
+                need.push(*r);
+            }
+        }
+        self.state.searched = (known, total);
+        Some(need)
     }
 
     /// Expand `board` if every result it needs is known (Edax's `position_expand`, counted as

@@ -80,6 +80,7 @@ pub mod query;
 pub mod research;
 pub mod results;
 pub mod schedule;
+pub mod searches;
 pub mod select;
 pub mod synth;
 pub mod umigame;

@@ -12,6 +12,7 @@
 use crate::mem::MemBook;
 use crate::query::shortest_line;
 use crate::research::Upgrade;
+use crate::searches::SearchSet;
 use crate::select::Deviate;
 use bookfarm_engine::formats::obf::parse_obf_line;
 use bookfarm_engine::formats::transcript::parse_moves;
@@ -108,6 +109,28 @@ pub enum Operation {
         /// Queue the contradicting games (book line and continuation) for `book add`.
         queue: bool,
     },
+    /// `book search` / `expand search`: the full-width leaf search of every position of a
+    /// file at `level` ([`crate::searches`]). The book is not changed; the output is built
+    /// from the results when it is written.
+    Search {
+        /// The positions, in file order.
+        positions: SearchSet,
+        /// The level of every search (1..=60).
+        level: u8,
+    },
+    /// `expand analyze`: the full-width leaf searches of one position (its canonical board) at
+    /// the levels [`crate::searches::analysis_levels`] gives from `from` to `up_to`, one after
+    /// the other (each level is requested once the one before it has its result). The book is
+    /// not changed.
+    Analyze {
+        /// The position (any orientation; the requests are its canonical board's).
+        #[serde(with = "board")]
+        board: Board,
+        /// The first level.
+        from: u8,
+        /// The last level.
+        up_to: u8,
+    },
 }
 
 impl Operation {
@@ -131,7 +154,21 @@ impl Operation {
             Operation::Audit { level, queue } => {
                 format!("audit {level}{}", if *queue { " --queue" } else { "" })
             }
+            Operation::Search { positions, level } => {
+                format!("search {} positions at level {level}", positions.len())
+            }
+            Operation::Analyze { from, up_to, .. } if from == up_to => {
+                format!("analyze at level {from}")
+            }
+            Operation::Analyze { from, up_to, .. } => format!("analyze levels {from}..{up_to}"),
         }
+    }
+
+    /// Whether the operation leaves the book as it is: it only asks for searches and reads
+    /// their results (a search program, an analysis). A replay of the book's programs skips
+    /// it.
+    pub fn is_book_neutral(&self) -> bool {
+        matches!(self, Operation::Search { .. } | Operation::Analyze { .. })
     }
 
     /// `book enhance MID END` as the coordinator runs it (every command and the admin API):
@@ -346,6 +383,27 @@ mod games {
     }
 }
 
+/// A board as its (player, opponent) bitboards; overlapping discs are refused.
+mod board {
+    use bookfarm_engine::Board;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &Board, s: S) -> Result<S::Ok, S::Error> {
+        (b.player, b.opponent).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Board, D::Error> {
+        let (player, opponent) = <(u64, u64)>::deserialize(d)?;
+        if player & opponent == 0 {
+            Ok(Board { player, opponent })
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "overlapping board {player:#018x}:{opponent:#018x}"
+            )))
+        }
+    }
+}
+
 /// Boards as (player, opponent) bitboards; overlapping discs are refused.
 mod boards {
     use bookfarm_engine::Board;
@@ -409,6 +467,19 @@ mod tests {
             Operation::Audit {
                 level: 10,
                 queue: true,
+            },
+            Operation::Search {
+                positions: crate::searches::SearchSet::parse(
+                    "---------------------------OX------XO--------------------------- X; % a\n",
+                    10,
+                )
+                .expect("obf"),
+                level: 6,
+            },
+            Operation::Analyze {
+                board: Board::start(),
+                from: 4,
+                up_to: 12,
             },
         ]
     }

@@ -291,7 +291,9 @@ fn searches(
     run_searches(&c, engine, program, eval, hash, n, interrupt)
 }
 
-fn run_searches(
+/// Run `program` (or the searches already queued) with `n` in-process workers, with a progress
+/// bar unless `--quiet`, and print the programs' reports.
+pub(super) fn run_searches(
     c: &Coordinator,
     engine: &EngineArgs,
     program: Option<Program>,

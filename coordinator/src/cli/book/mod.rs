@@ -6,7 +6,8 @@
 //!   end (negamax, link, fix, prune, subtree, fill, merge, depth, correct, store);
 //! * [`growth`]: growth programs run by in-process workers, committed as results arrive (new,
 //!   add, deviate, enhance, play, extend, upgrade, audit);
-//! * [`query`]: reading a book (show, check, problem, accuracy, line, analyze, extract, move).
+//! * [`query`]: reading a book (show, check, problem, accuracy, line, analyze, extract, move);
+//! * [`search`]: `book search`, a farm's search program with in-process workers.
 //!
 //! Errors are reported as one line naming the file, the byte offset (book.dat) or line (CSV)
 //! and the problem; `main` prints it and exits with status 1.
@@ -27,6 +28,7 @@ mod files;
 mod growth;
 mod maintain;
 mod query;
+mod search;
 
 /// Offline book commands: on book files (dump, convert, info, stats) and, with `--db DIR`, on
 /// a store directory (Edax's `book …` command set).
@@ -40,6 +42,8 @@ pub enum BookCommand {
     Growth(growth::GrowthCommand),
     #[command(flatten)]
     Query(query::QueryCommand),
+    #[command(flatten)]
+    Search(search::SearchCommand),
 }
 
 /// Run one offline book command.
@@ -49,6 +53,7 @@ pub fn run(cmd: BookCommand) -> anyhow::Result<()> {
         BookCommand::Maintain(cmd) => maintain::run(cmd),
         BookCommand::Growth(cmd) => growth::run(cmd),
         BookCommand::Query(cmd) => query::run(cmd),
+        BookCommand::Search(cmd) => search::run(cmd),
     }
 }
 

@@ -7,6 +7,7 @@ use anyhow::{Context, anyhow, bail};
 use bookfarm_book::{BookDate, MemBook, accuracy, extract, leaves, line, play, query};
 use bookfarm_coordinator::offline;
 use bookfarm_coordinator::service::ServiceConfig;
+use bookfarm_coordinator::service::search::render_analysis;
 use bookfarm_engine::Move;
 use bookfarm_engine::formats::{ggf, transcript, wthor};
 use clap::Subcommand;
@@ -114,15 +115,21 @@ pub enum QueryCommand {
 pub fn run(cmd: QueryCommand) -> anyhow::Result<()> {
     match cmd {
         QueryCommand::Show { db, moves } => {
-            let board = replay(&moves)?;
-            let book = stored_book(&db)?;
+            let (board, black) = replay_side(&moves)?;
+            let c = open_db(&db.db, ServiceConfig::default())?;
+            let book = offline::load_book(&c);
+            // Edax's text and the position's accuracy grade, then the full-width searches of
+            // the position the store holds (`expand analyze`, `expand search`).
+            let searched = render_analysis(&c.analysis(&board), black);
             match query::show(&book, &board) {
                 Some(text) => {
-                    // Edax's text, then the position's accuracy grade.
                     let grade = accuracy::accuracy(&book, &board)
                         .map_or_else(|| "?".to_string(), |a| a.to_string());
-                    io::print(&format!("{text}Accuracy: {grade}\n"))
+                    io::print(&format!("{text}Accuracy: {grade}\n{searched}"))
                 }
+                None if !searched.is_empty() => io::print(&format!(
+                    "The position after {moves:?} is not in the book.\n{searched}"
+                )),
                 None => bail!("the position after {moves:?} is not in the book"),
             }
         }
@@ -144,11 +151,22 @@ pub fn run(cmd: QueryCommand) -> anyhow::Result<()> {
             io::print(&grades(&book, &moves)?)
         }
         QueryCommand::Line { moves, file, db } => {
-            let book = load_file_or_db(file.as_deref(), db.as_deref())?;
             let list =
                 transcript::parse_moves(&moves).with_context(|| format!("moves {moves:?}"))?;
+            // With a store, each position's deepest full-width search follows its line.
+            let (book, store) = match (file.as_deref(), db.as_deref()) {
+                (None, Some(d)) => {
+                    let c = open_db(d, ServiceConfig::default())?;
+                    (offline::load_book(&c), Some(c))
+                }
+                (f, d) => (load_file_or_db(f, d)?, None),
+            };
             let steps = line::inspect(&book, &list).map_err(|e| anyhow!("moves {moves:?}: {e}"))?;
-            io::print(&line::render(&steps))
+            let mut text = line::render(&steps);
+            if let Some(c) = store {
+                text = line_with_searches(&text, &steps, &c);
+            }
+            io::print(&text)
         }
         QueryCommand::Analyze { game, n, db } => {
             let moves = transcript::parse_moves(&game).with_context(|| format!("game {game:?}"))?;
@@ -180,6 +198,38 @@ pub fn run(cmd: QueryCommand) -> anyhow::Result<()> {
             io::print(&format!("{text}\n"))
         }
     }
+}
+
+/// `book line`'s text with, under each position that has full-width searches in the store, its
+/// deepest one (`searched: level 18: C4 +2 (…)`).
+fn line_with_searches(
+    text: &str,
+    steps: &[line::LineStep],
+    c: &bookfarm_coordinator::service::Coordinator,
+) -> String {
+    let mut lines = text.lines();
+    let mut out = String::new();
+    if let Some(head) = lines.next() {
+        out.push_str(head);
+        out.push('\n');
+    }
+    for (l, step) in lines.zip(steps) {
+        out.push_str(l);
+        out.push('\n');
+        if let Some(a) = c.analysis(&step.board).last() {
+            out.push_str("        searched: ");
+            out.push_str(&a.line(step.black));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The board after `moves` from the start position and whether Black is to move there.
+fn replay_side(moves: &str) -> anyhow::Result<(bookfarm_engine::Board, bool)> {
+    let game = transcript::parse_transcript(moves).with_context(|| format!("moves {moves:?}"))?;
+    game.final_position()
+        .map_err(|e| anyhow!("moves {moves:?}: {e}"))
 }
 
 /// The book stored in `db`.

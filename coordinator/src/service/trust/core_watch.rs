@@ -64,6 +64,11 @@ impl CoreWatch {
         self.checking.remove(request);
     }
 
+    /// Whether the result of `request` is provisional.
+    pub(crate) fn is_provisional(&self, request: &LeafRequest) -> bool {
+        self.key_of.contains_key(request)
+    }
+
     /// Provisional results.
     pub(crate) fn provisional(&self) -> usize {
         self.key_of.len()

@@ -244,6 +244,12 @@ impl TrustState {
             })
     }
 
+    /// Whether the applied result of `key` is provisional: applied on the word of earned
+    /// contributors only, no trust root agreeing. Every other applied result is confirmed.
+    pub(crate) fn provisional(&self, key: &LeafRequest) -> bool {
+        self.watch.is_provisional(key)
+    }
+
     /// Whether a contributor is blocked.
     pub(crate) fn blocked(&self, contributor: &str) -> bool {
         self.records.get(contributor).is_some_and(|r| r.blocked)

@@ -45,7 +45,9 @@ pub fn async_selector(program: &Program) -> Option<(Selector, Board)> {
         Operation::New
         | Operation::AddGames { .. }
         | Operation::Expand { .. }
-        | Operation::Audit { .. } => return None,
+        | Operation::Audit { .. }
+        | Operation::Search { .. }
+        | Operation::Analyze { .. } => return None,
     };
     Some((selector, program.root_board()?))
 }
