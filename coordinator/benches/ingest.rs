@@ -148,6 +148,7 @@ fn main() {
                 max_concurrent_streams: 4096,
                 ..ServerLimits::default()
             },
+            eval: None,
         };
         let srv = tokio::spawn(server::serve(c.clone(), ids, l, None, opts, async {
             let _ = rx.await;

@@ -14,10 +14,13 @@
 //! refused on them (PermissionDenied).
 
 use crate::events::{EventKind, EventLog, event};
-use crate::store::{CredentialRecord, CredentialState, CredentialStore, StoreError};
+use crate::store::{
+    CredentialRecord, CredentialState, CredentialStore, InvitationRecord, InvitationStore,
+    StoreError,
+};
 use bookfarm_proto::auth::bearer_token;
 use bookfarm_proto::status::{ErrorCode, ServiceError, to_status};
-use governor::{DefaultKeyedRateLimiter, Quota};
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -93,6 +96,14 @@ pub struct IdentityConfig {
     pub registration_burst: u32,
     /// A session silent for this long no longer counts (the service's lease timeout).
     pub session_timeout: Duration,
+    /// Workers may enrol without an invitation code (`serve --open-enrolment`).
+    pub open_enrolment: bool,
+    /// Enrolments accepted per hour from one network address (sustained rate)...
+    pub enrolments_per_hour: u32,
+    /// ...and at once before the rate applies.
+    pub enrolment_burst: u32,
+    /// Open enrolments accepted per hour on the whole coordinator.
+    pub open_enrolments_per_hour: u32,
 }
 
 impl Default for IdentityConfig {
@@ -105,6 +116,10 @@ impl Default for IdentityConfig {
             registrations_per_minute: 30,
             registration_burst: 30,
             session_timeout: Duration::from_secs(60),
+            open_enrolment: false,
+            enrolments_per_hour: 10,
+            enrolment_burst: 3,
+            open_enrolments_per_hour: 60,
         }
     }
 }
@@ -120,19 +135,6 @@ impl IdentityConfig {
         }
     }
 }
-
-/// Wrong admin tokens one address may send per [`ADMIN_GUESS_WINDOW`] before its admin calls
-/// are refused for the rest of the window.
-pub const ADMIN_GUESSES: u32 = 30;
-
-/// The window of [`ADMIN_GUESSES`].
-pub const ADMIN_GUESS_WINDOW: Duration = Duration::from_secs(60);
-
-/// Addresses remembered for guessing before the expired ones are dropped.
-const MAX_GUESSING_ADDRESSES: usize = 10_000;
-
-/// The sample configuration's admin token, warned about at start.
-pub const SAMPLE_ADMIN_TOKEN: &str = "change-me";
 
 /// An authenticated worker credential.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -208,6 +210,7 @@ struct State {
     records: BTreeMap<String, CredentialRecord>,
     by_hash: HashMap<[u8; 32], String>,
     sessions: HashMap<Uuid, Session>,
+    invitations: BTreeMap<String, InvitationRecord>,
 }
 
 #[derive(Debug)]
@@ -215,10 +218,11 @@ struct Inner {
     cfg: IdentityConfig,
     admin_sha256: Option<[u8; 32]>,
     store: Option<CredentialStore>,
+    invitations: Option<InvitationStore>,
     state: Mutex<State>,
     registrations: DefaultKeyedRateLimiter<IpAddr>,
-    /// Wrong admin tokens per address in the current window (see [`ADMIN_GUESSES`]).
-    admin_guesses: Mutex<HashMap<IpAddr, (Instant, u32)>>,
+    enrolments: DefaultKeyedRateLimiter<IpAddr>,
+    open_enrolments: DefaultDirectRateLimiter,
     /// Where the operator's changes are recorded (see [`Identities::set_events`]).
     events: std::sync::OnceLock<EventLog>,
 }
@@ -266,7 +270,21 @@ fn nz(n: u32) -> NonZeroU32 {
 impl Identities {
     /// The registry over a store's credentials (None: in memory, for local use and tests).
     pub fn open(cfg: IdentityConfig, store: Option<CredentialStore>) -> Result<Identities> {
+        Identities::open_with(cfg, store, None)
+    }
+
+    /// [`Identities::open`] with the store's invitations (enrolment; None: in memory).
+    pub fn open_with(
+        cfg: IdentityConfig,
+        store: Option<CredentialStore>,
+        invitations: Option<InvitationStore>,
+    ) -> Result<Identities> {
         let mut state = State::default();
+        if let Some(s) = &invitations {
+            for i in s.list()? {
+                state.invitations.insert(i.name.clone(), i);
+            }
+        }
         if let Some(s) = &store {
             for r in s.list()? {
                 if r.state != CredentialState::Revoked {
@@ -277,10 +295,20 @@ impl Identities {
         }
         let quota = Quota::per_minute(nz(cfg.registrations_per_minute))
             .allow_burst(nz(cfg.registration_burst));
+        let enrolments =
+            Quota::per_hour(nz(cfg.enrolments_per_hour)).allow_burst(nz(cfg.enrolment_burst));
+        // Farm-wide, open enrolments may come ten minutes' worth at once.
+        let open_enrolments =
+            Quota::per_hour(nz(cfg.open_enrolments_per_hour)).allow_burst(nz(cfg
+                .open_enrolments_per_hour
+                .div_ceil(6)
+                .max(cfg.enrolment_burst)));
         Ok(Identities(Arc::new(Inner {
             admin_sha256: cfg.admin_token.as_deref().map(token_sha256),
             registrations: DefaultKeyedRateLimiter::keyed(quota),
-            admin_guesses: Mutex::new(HashMap::new()),
+            enrolments: DefaultKeyedRateLimiter::keyed(enrolments),
+            open_enrolments: DefaultDirectRateLimiter::direct(open_enrolments),
+            invitations,
             cfg,
             store,
             state: Mutex::new(state),
@@ -352,51 +380,6 @@ impl Identities {
         ))
     }
 
-    /// [`Identities::authenticate_admin`] of a request from `peer`: an address that sent
-    /// [`ADMIN_GUESSES`] wrong admin tokens within [`ADMIN_GUESS_WINDOW`] is refused, right
-    /// token or not, until its window ends (guessing runs at a few tries a minute).
-    pub fn authenticate_admin_from(&self, meta: &MetadataMap, peer: Option<IpAddr>) -> Result<()> {
-        let key = peer.map(crate::rpc::conn::address_key);
-        let now = Instant::now();
-        if let Some(ip) = key {
-            let g = self
-                .0
-                .admin_guesses
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            if let Some((start, n)) = g.get(&ip)
-                && now.duration_since(*start) < ADMIN_GUESS_WINDOW
-                && *n >= ADMIN_GUESSES
-            {
-                let wait = ADMIN_GUESS_WINDOW.saturating_sub(now.duration_since(*start));
-                return Err(IdentityError::ResourceExhausted(format!(
-                    "too many wrong admin tokens from {ip}; try again in {} s",
-                    wait.as_secs() + 1
-                )));
-            }
-        }
-        let r = self.authenticate_admin(meta);
-        if let (Err(IdentityError::Unauthenticated(_)), Some(ip)) = (&r, key) {
-            let mut g = self
-                .0
-                .admin_guesses
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            if g.len() >= MAX_GUESSING_ADDRESSES {
-                g.retain(|_, (start, _)| now.duration_since(*start) < ADMIN_GUESS_WINDOW);
-            }
-            let e = g.entry(ip).or_insert((now, 0));
-            if now.duration_since(e.0) >= ADMIN_GUESS_WINDOW {
-                *e = (now, 0);
-            }
-            e.1 += 1;
-            if e.1 == ADMIN_GUESSES {
-                tracing::warn!(peer = %ip, "admin token guessing: calls from this address refused for a minute");
-            }
-        }
-        r
-    }
-
     /// Check that a request carries the admin credential (before its body is read).
     pub fn authenticate_admin(&self, meta: &MetadataMap) -> Result<()> {
         let token = bearer_token(meta);
@@ -443,12 +426,10 @@ impl Identities {
     {
         let ids = self.clone();
         move |req: Request<()>| {
-            let peer = req.remote_addr().map(|a| a.ip());
-            ids.authenticate_admin_from(req.metadata(), peer)
-                .map_err(|e| {
-                    tracing::debug!(peer = ?req.remote_addr(), error = %e, "admin call refused");
-                    to_status(&e)
-                })?;
+            ids.authenticate_admin(req.metadata()).map_err(|e| {
+                tracing::debug!(peer = ?req.remote_addr(), error = %e, "admin call refused");
+                to_status(&e)
+            })?;
             Ok(req)
         }
     }
@@ -531,6 +512,7 @@ impl Identities {
             .sessions
             .retain(|_, s| now.duration_since(s.last_seen) <= timeout);
         self.0.registrations.retain_recent();
+        self.0.enrolments.retain_recent();
     }
 
     /// Create a worker credential; returns its token (shown once: only its hash is kept).
@@ -667,6 +649,9 @@ pub enum SessionError<E> {
     /// The service refused the registration.
     Register(E),
 }
+
+mod enrol;
+pub use enrol::{Enrolled, new_code};
 
 #[cfg(test)]
 mod tests;

@@ -4,12 +4,12 @@
 
 use crate::error::{CoordinatorError, Result};
 use crate::identity::{Identities, IdentityConfig};
-use crate::rpc::conn::{Admission, ConnLimits, HttpListener};
-use crate::rpc::{AdminApi, WorkerApi};
+use crate::rpc::{AdminApi, EnrolmentApi, MAX_ENROL_MESSAGE_BYTES, WorkerApi};
 use crate::service::{Clock, Coordinator, ServiceConfig, SystemClock};
 use crate::store::Store;
 use bookfarm_proto::MAX_MESSAGE_BYTES;
 use bookfarm_proto::pb::admin_service_server::AdminServiceServer;
+use bookfarm_proto::pb::enrolment_service_server::EnrolmentServiceServer;
 use bookfarm_proto::pb::worker_service_server::WorkerServiceServer;
 use std::future::Future;
 use std::path::Path;
@@ -42,8 +42,9 @@ pub fn open_with_identities(
 ) -> Result<(Coordinator, Identities)> {
     let store = Store::open_book_with_cache(db, cfg.cache_capacity)?;
     let creds = store.credentials()?;
+    let invitations = store.invitations()?;
     let c = Coordinator::open(store, db, cfg, Arc::new(SystemClock::default()))?;
-    let ids = Identities::open(ids, Some(creds))
+    let ids = Identities::open_with(ids, Some(creds), Some(invitations))
         .map_err(|e| CoordinatorError::Internal(format!("reading worker credentials: {e}")))?;
     ids.set_events(c.events().clone());
     // A credential caught with too many invalid results is blocked like an operator would.
@@ -78,17 +79,10 @@ pub fn open_with_clock(
 /// workers on one address raise them.
 #[derive(Debug, Clone)]
 pub struct ServerLimits {
-    /// gRPC connections open at once (at the cap new clients wait in the listen backlog).
+    /// Connections open at once (at the cap new clients wait in the listen backlog).
     pub max_connections: usize,
-    /// HTTP connections open at once.
-    pub max_http_connections: usize,
-    /// Connections open at once from one address (IPv4 address, IPv6 /64), on each port.
-    pub max_connections_per_address: usize,
-    /// A connection must get its first request to the service within this long (TLS and
-    /// HTTP/2 handshakes, a partial HTTP request).
+    /// A connection must send its first bytes within this long.
     pub handshake_timeout: Duration,
-    /// A connection with no request in flight for this long is closed.
-    pub idle_timeout: Duration,
     /// HTTP/2 keep-alive ping period on quiet connections...
     pub keepalive_interval: Duration,
     /// ...and how long the peer has to answer before the connection is closed.
@@ -111,10 +105,7 @@ impl Default for ServerLimits {
     fn default() -> Self {
         ServerLimits {
             max_connections: 4096,
-            max_http_connections: 512,
-            max_connections_per_address: 128,
             handshake_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(120),
             keepalive_interval: Duration::from_secs(20),
             keepalive_timeout: Duration::from_secs(20),
             max_connection_age: Duration::from_secs(3600),
@@ -133,6 +124,8 @@ pub struct ServeOptions {
     pub tls: Option<TlsIdentity>,
     /// Connection limits and timeouts.
     pub limits: ServerLimits,
+    /// The evaluation file served to workers that lack it (None: none served).
+    pub eval: Option<crate::rpc::EvalFile>,
 }
 
 /// Serve until `shutdown` resolves, for local use: anonymous workers and admin calls, default
@@ -163,34 +156,12 @@ pub struct TlsIdentity {
     pub key_pem: Vec<u8>,
 }
 
-impl ServerLimits {
-    /// The admission limits of the gRPC port.
-    pub fn grpc(&self) -> ConnLimits {
-        ConnLimits {
-            max_connections: self.max_connections,
-            max_per_address: self.max_connections_per_address,
-            handshake_timeout: self.handshake_timeout,
-            idle_timeout: self.idle_timeout,
-        }
-    }
-
-    /// The admission limits of the HTTP port.
-    pub fn http(&self) -> ConnLimits {
-        ConnLimits {
-            max_connections: self.max_http_connections,
-            ..self.grpc()
-        }
-    }
-}
-
 /// Counts requests being handled (a tower layer over the gRPC routes), so that shutdown can
-/// wait for them and not for idle connections, and marks each on its connection (which is
-/// then neither in its handshake nor idle).
+/// wait for them and not for idle connections.
 #[derive(Debug, Clone)]
 struct InFlight<S> {
     inner: S,
     count: Arc<AtomicUsize>,
-    admission: Admission,
 }
 
 /// Decrements the in-flight count when a request's future ends (or is dropped).
@@ -202,9 +173,9 @@ impl Drop for Busy {
     }
 }
 
-impl<S, B> tower::Service<axum::http::Request<B>> for InFlight<S>
+impl<S, R> tower::Service<R> for InFlight<S>
 where
-    S: tower::Service<axum::http::Request<B>>,
+    S: tower::Service<R>,
     S::Future: Send + 'static,
 {
     type Response = S::Response;
@@ -215,15 +186,13 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: axum::http::Request<B>) -> Self::Future {
+    fn call(&mut self, req: R) -> Self::Future {
         self.count.fetch_add(1, Ordering::SeqCst);
         let busy = Busy(self.count.clone());
-        let on_conn = crate::rpc::conn::grpc_remote(&req).and_then(|a| self.admission.begin(a));
         let f = self.inner.call(req);
         Box::pin(async move {
             let r = f.await;
             drop(busy);
-            drop(on_conn);
             r
         })
     }
@@ -241,7 +210,7 @@ pub async fn serve(
     opts: ServeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    let limits = opts.limits;
+    let limits = opts.limits.clone();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;
@@ -277,22 +246,14 @@ pub async fn serve(
         })
     };
 
-    let grpc_admission = Admission::new(limits.grpc());
     let http_task = match http {
         Some(l) => {
             let _ = crate::http::metrics_handle();
-            let adm = Admission::new(limits.http());
-            let app =
-                crate::http::router_with(c.clone(), ids.clone(), Some(grpc_admission.clone()));
+            let app = crate::http::router(c.clone(), ids.clone());
             let stop = wait_stop(stop_rx.clone());
             tracing::info!(addr = %l.local_addr().map(|a| a.to_string()).unwrap_or_default(), "http listening");
             Some(tokio::spawn(async move {
-                axum::serve(
-                    HttpListener::new(l, adm),
-                    app.into_make_service_with_connect_info::<crate::rpc::conn::HttpPeer>(),
-                )
-                .with_graceful_shutdown(stop)
-                .await
+                axum::serve(l, app).with_graceful_shutdown(stop).await
             }))
         }
         None => None,
@@ -309,11 +270,15 @@ pub async fn serve(
     // Interceptors see the metadata before the body is decoded: an unauthenticated request is
     // refused without reading it, whatever its size.
     let worker = InterceptedService::new(
-        WorkerServiceServer::new(WorkerApi::new(c.clone(), ids.clone()))
+        WorkerServiceServer::new(WorkerApi::new(c.clone(), ids.clone()).with_eval(opts.eval))
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES),
         ids.worker_interceptor(),
     );
+    // No interceptor: enrolment is how a worker gets its credential.
+    let enrolment = EnrolmentServiceServer::new(EnrolmentApi::new(ids.clone()))
+        .max_decoding_message_size(MAX_ENROL_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_ENROL_MESSAGE_BYTES);
     let admin = InterceptedService::new(
         AdminServiceServer::new(AdminApi::new(c.clone(), ids.clone()))
             .max_decoding_message_size(MAX_ADMIN_MESSAGE_BYTES)
@@ -339,19 +304,16 @@ pub async fn serve(
         .timeout(limits.request_timeout)
         .max_concurrent_streams(limits.max_concurrent_streams)
         .http2_max_header_list_size(limits.max_header_list_bytes)
-        .layer(tower::layer::layer_fn({
-            let admission = grpc_admission.clone();
-            move |inner| InFlight {
-                inner,
-                count: counter.clone(),
-                admission: admission.clone(),
-            }
+        .layer(tower::layer::layer_fn(move |inner| InFlight {
+            inner,
+            count: counter.clone(),
         }))
         .add_service(health_service)
         .add_service(worker)
         .add_service(admin)
+        .add_service(enrolment)
         .serve_with_incoming_shutdown(
-            crate::rpc::conn::incoming(grpc, grpc_admission.clone()),
+            crate::rpc::conn::incoming(grpc, limits.max_connections, limits.handshake_timeout),
             wait_stop(stop_rx.clone()),
         );
     let drained = async {
@@ -369,16 +331,8 @@ pub async fn serve(
         }
     };
     reaper.abort();
-    if let Some(mut t) = http_task {
-        // Requests in flight get the grace period; a connection that holds a partial request
-        // (or will not close) is not waited for beyond it.
-        if tokio::time::timeout(limits.shutdown_grace, &mut t)
-            .await
-            .is_err()
-        {
-            tracing::info!("http connections still open after the grace period; closing them");
-            t.abort();
-        }
+    if let Some(t) = http_task {
+        let _ = t.await;
     }
     if let Err(e) = c.save_history() {
         tracing::warn!(error = %e, "history not stored at shutdown");

@@ -1,16 +1,41 @@
 //! `run`: the cluster worker loop.
 
 use anyhow::Context;
+use bookfarm_engine::eval::Eval;
+use bookfarm_proto::domain::Identity;
 use bookfarm_worker::WorkerConfig;
+use bookfarm_worker::client::Client;
 use bookfarm_worker::config::WorkerFile;
 use bookfarm_worker::polite::{ActiveHours, PoliteSettings, Priority};
+use bookfarm_worker::{enrol, eval_cache};
 use clap::Subcommand;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Worker commands against a coordinator.
+// Parsed once per process: the size of the `run` variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum RunCommand {
+    /// Enrol this machine with a coordinator: an invitation code from its operator (none when
+    /// it allows open enrolment) becomes this machine's own credential, kept in
+    /// ~/.config/bookfarm/credential.toml (mode 0600); `run` then needs no flag.
+    Enroll {
+        /// Coordinator URL (https://… for a public one).
+        url: String,
+        /// Invitation code (`bfi_…`) [default: open enrolment].
+        code: Option<String>,
+        /// Name asked for (the credential adds 4 hex digits) [default: host name].
+        #[arg(long)]
+        name: Option<String>,
+        /// CA certificate (PEM) of a TLS coordinator.
+        #[arg(long, env = "BOOKFARM_TLS_CA")]
+        tls_ca: Option<PathBuf>,
+        /// Replace this machine's enrolment (the credit earned with the old one stays with it).
+        #[arg(long)]
+        force: bool,
+    },
     /// Lease and run leaf-search jobs from a coordinator until stopped (Ctrl-C/SIGTERM drains:
     /// leased jobs are finished and delivered; a second signal exits at once).
     Run {
@@ -168,8 +193,133 @@ async fn wait_signal() {
     }
 }
 
+/// `enroll`: the credential from the coordinator, kept in the configuration directory.
+fn enroll(
+    url: String,
+    code: Option<String>,
+    name: Option<String>,
+    tls_ca: Option<PathBuf>,
+    force: bool,
+) -> anyhow::Result<()> {
+    let dir = enrol::config_dir()?;
+    if !force && let Some(e) = enrol::load(&dir)? {
+        anyhow::bail!(
+            "this machine is enrolled already as {} with {}: {}",
+            e.credential,
+            e.coordinator,
+            enrol::EnrolmentFileError::Exists(dir.join(enrol::CREDENTIAL_FILE))
+        );
+    }
+    let ca = match &tls_ca {
+        Some(p) => Some(std::fs::read(p).with_context(|| format!("reading {}", p.display()))?),
+        None => None,
+    };
+    let name = name.unwrap_or_else(host_name);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let r = rt
+        .block_on(bookfarm_worker::client::enroll(
+            &url,
+            code.as_deref().unwrap_or_default().trim(),
+            &name,
+            ca.as_deref(),
+            None,
+        ))
+        .map_err(|s| anyhow::anyhow!("{}", s.message()))
+        .with_context(|| format!("enrolling with {url}"))?;
+    let e = enrol::Enrolment {
+        coordinator: url,
+        credential: r.credential,
+        owner: r.owner,
+        token: r.token,
+        tls_ca,
+    };
+    let path = enrol::save(&dir, &e, force)?;
+    tracing::info!(credential = e.credential, owner = e.owner, path = %path.display(), "enrolled: start searching with `bookfarm-worker run`");
+    Ok(())
+}
+
+/// The evaluation to search with when none is given: the coordinator's (`GetSetup`), the
+/// embedded default when it pins none or that one, else from the cache or downloaded.
+async fn coordinator_eval(
+    client: &mut Client,
+    cache: Option<&std::path::Path>,
+) -> anyhow::Result<(Arc<Eval>, String)> {
+    let embedded = bookfarm_runner::load_eval(None)?;
+    let mut wait = Duration::from_secs(1);
+    let setup = loop {
+        match client.setup().await {
+            Ok(s) => break s,
+            Err(s) if s.code() == tonic::Code::Unimplemented => {
+                tracing::info!(
+                    "the coordinator does not say which evaluation it uses (an older release): the embedded one"
+                );
+                return Ok(embedded);
+            }
+            Err(s)
+                if matches!(
+                    s.code(),
+                    tonic::Code::Unauthenticated | tonic::Code::PermissionDenied
+                ) =>
+            {
+                anyhow::bail!("the coordinator refuses this worker: {}", s.message());
+            }
+            Err(s) => {
+                tracing::warn!(error = %s.message(), retry_in_s = wait.as_secs(), "asking the coordinator for its setup");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(30));
+            }
+        }
+    };
+    if let Some(advice) = bookfarm_worker::client::release_advice(
+        bookfarm_proto::RELEASE,
+        &setup.worker_version,
+        &setup.install_hint,
+    ) {
+        tracing::warn!("{advice}");
+    }
+    let want = setup.eval_hash;
+    if want.is_empty() || want == embedded.1 {
+        return Ok(embedded);
+    }
+    let cache = cache.context("no cache directory for the coordinator's evaluation: set BOOKFARM_CACHE_DIR or pass --eval")?;
+    if let Some(e) = eval_cache::cached(cache, &want) {
+        tracing::info!(eval = want, "the coordinator's evaluation, from the cache");
+        return Ok((e, want));
+    }
+    if setup.eval_bytes == 0 {
+        anyhow::bail!(
+            "the coordinator searches with evaluation {want} but does not serve it: pass --eval FILE (the coordinator's eval.dat)"
+        );
+    }
+    if setup.eval_bytes > eval_cache::MAX_EVAL_BYTES {
+        anyhow::bail!(eval_cache::EvalFetchError::TooLarge(setup.eval_bytes));
+    }
+    tracing::info!(
+        eval = want,
+        bytes = setup.eval_bytes,
+        "fetching the coordinator's evaluation"
+    );
+    let (bytes, eval) = client.fetch_eval(&want).await?;
+    let path = eval_cache::store(cache, &want, &bytes)?;
+    tracing::info!(eval = want, path = %path.display(), "the coordinator's evaluation fetched and cached");
+    Ok((eval, want))
+}
+
 /// Run the worker command.
 pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
+    if let RunCommand::Enroll {
+        url,
+        code,
+        name,
+        tls_ca,
+        force,
+    } = cmd
+    {
+        return enroll(url, code, name, tls_ca, force);
+    }
     let RunCommand::Run {
         coordinator,
         threads,
@@ -182,7 +332,15 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         tls_domain,
         config,
         polite,
-    } = cmd;
+    } = cmd
+    else {
+        unreachable!("enroll returned above");
+    };
+    // The enrolment (`enroll`), under the flags, the environment and the file.
+    let enrolled = match enrol::config_dir() {
+        Ok(d) => enrol::load(&d)?,
+        Err(_) => None,
+    };
     let file = match &config {
         Some(p) => WorkerFile::parse(
             &std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
@@ -192,8 +350,10 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
     };
     let polite = polite.settings(&file)?;
     let eval_path = eval.or(file.eval.clone());
-    let (weights, eval_hash) = bookfarm_runner::load_eval(eval_path.as_deref())?;
-    let tls_ca = match tls_ca.or(file.tls_ca.clone()) {
+    let tls_ca = match tls_ca
+        .or(file.tls_ca.clone())
+        .or(enrolled.as_ref().and_then(|e| e.tls_ca.clone()))
+    {
         Some(p) => Some(std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?),
         None => None,
     };
@@ -211,8 +371,14 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
     };
     let d = WorkerConfig::default();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let coordinator = coordinator
+        .or(file.coordinator)
+        .or(enrolled.as_ref().map(|e| e.coordinator.clone()))
+        .unwrap_or(d.coordinator);
+    // The enrolled token is for its own coordinator only: never sent to another.
+    let enrolled = enrolled.filter(|e| e.coordinator == coordinator);
     let cfg = WorkerConfig {
-        coordinator: coordinator.or(file.coordinator).unwrap_or(d.coordinator),
+        coordinator,
         threads: threads
             .map(usize::from)
             .or(file.threads)
@@ -223,9 +389,10 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
             .or(file.lookahead)
             .unwrap_or(d.lookahead),
         name: name.or(file.name).unwrap_or_else(host_name),
-        token: token.or(file.token).unwrap_or_default(),
-        search_signature: bookfarm_runner::signature(&weights, &eval_hash),
-        eval_hash,
+        token: token
+            .or(file.token)
+            .or(enrolled.as_ref().map(|e| e.token.clone()))
+            .unwrap_or_default(),
         max_backoff: file
             .max_backoff_secs
             .map_or(d.max_backoff, Duration::from_secs),
@@ -234,12 +401,34 @@ pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
         polite,
         ..d
     };
-    let make = bookfarm_runner::exec::engine_factory(weights);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    let (weights, eval_hash) = match &eval_path {
+        Some(p) => bookfarm_runner::load_eval(Some(p))?,
+        None => rt.block_on(async {
+            // A long timeout: the download of a large evaluation is one call.
+            let mut client = Client::with_tls(
+                &cfg.coordinator,
+                &Identity::default(),
+                &cfg.token,
+                Duration::from_secs(600),
+                cfg.tls_ca.as_deref(),
+                cfg.tls_domain.as_deref(),
+            )
+            .map_err(anyhow::Error::msg)?;
+            let cache = enrol::cache_dir().ok();
+            coordinator_eval(&mut client, cache.as_deref()).await
+        })?,
+    };
+    let cfg = WorkerConfig {
+        search_signature: bookfarm_runner::signature(&weights, &eval_hash),
+        eval_hash,
+        ..cfg
+    };
+    let make = bookfarm_runner::exec::engine_factory(weights);
     let stats = rt.block_on(bookfarm_worker::run(cfg, make, shutdown_signal()))?;
     tracing::info!(
         accepted = stats.accepted,

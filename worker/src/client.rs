@@ -1,11 +1,13 @@
 //! The gRPC client: identity on every call, the worker's credential in the metadata of every
 //! call, explicit message limits and timeouts.
 
+use crate::eval_cache::{Assembler, EvalFetchError};
 use bookfarm_proto::MAX_MESSAGE_BYTES;
 use bookfarm_proto::auth::Bearer;
 use bookfarm_proto::convert::parse_job_id;
 use bookfarm_proto::domain::{Ack, CreditNote, Identity, Job, JobResult, LeaseAsk};
 use bookfarm_proto::pb;
+use bookfarm_proto::pb::enrolment_service_client::EnrolmentServiceClient;
 use bookfarm_proto::pb::worker_service_client::WorkerServiceClient;
 use bookfarm_proto::status::ErrorCode;
 use bookfarm_runner::transport::{
@@ -73,24 +75,7 @@ impl Client {
         ca_pem: Option<&[u8]>,
         domain: Option<&str>,
     ) -> Result<Client, String> {
-        let mut ep = Endpoint::from_shared(url.to_string())
-            .map_err(|e| format!("invalid coordinator url {url:?}: {e}"))?;
-        if let Some(ca) = ca_pem {
-            let mut tls = tonic::transport::ClientTlsConfig::new()
-                .ca_certificate(tonic::transport::Certificate::from_pem(ca));
-            if let Some(d) = domain {
-                tls = tls.domain_name(d);
-            }
-            ep = ep
-                .tls_config(tls)
-                .map_err(|e| format!("tls configuration for {url:?}: {e}"))?;
-        }
-        let ep = ep
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(rpc_timeout)
-            .tcp_nodelay(true)
-            .http2_keep_alive_interval(Duration::from_secs(20))
-            .keep_alive_while_idle(true);
+        let ep = endpoint(url, rpc_timeout, ca_pem, domain)?;
         let bearer = Bearer::new(token).map_err(|e| format!("worker token: {e}"))?;
         let inner = WorkerServiceClient::with_interceptor(ep.connect_lazy(), bearer)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
@@ -103,6 +88,93 @@ impl Client {
         })
     }
 
+    /// `GetSetup`: the versions and evaluation the coordinator expects (an older coordinator
+    /// answers `Unimplemented`).
+    pub async fn setup(&mut self) -> Result<pb::GetSetupResponse, Status> {
+        Ok(self
+            .inner
+            .get_setup(pb::GetSetupRequest {})
+            .await?
+            .into_inner())
+    }
+
+    /// `FetchEvaluation`: the coordinator's evaluation of fingerprint `hash`, checked (size
+    /// bound before anything is kept, announced size, fingerprint, parse).
+    pub async fn fetch_eval(
+        &mut self,
+        hash: &str,
+    ) -> Result<(Vec<u8>, std::sync::Arc<bookfarm_engine::eval::Eval>), EvalFetchError> {
+        let call = |s: Status| EvalFetchError::Call(s.message().to_string());
+        let mut stream = self
+            .inner
+            .fetch_evaluation(pb::FetchEvaluationRequest {
+                eval_hash: hash.to_string(),
+            })
+            .await
+            .map_err(call)?
+            .into_inner();
+        let mut a = Assembler::new(hash);
+        while let Some(chunk) = stream.message().await.map_err(call)? {
+            a.push(chunk.total_bytes, &chunk.data)?;
+        }
+        a.finish()
+    }
+}
+
+/// Enrol with the coordinator at `url`: an invitation `code` (empty: open enrolment) becomes
+/// this machine's credential, named after `name`.
+pub async fn enroll(
+    url: &str,
+    code: &str,
+    name: &str,
+    ca_pem: Option<&[u8]>,
+    domain: Option<&str>,
+) -> Result<pb::EnrollResponse, Status> {
+    let ep =
+        endpoint(url, Duration::from_secs(30), ca_pem, domain).map_err(Status::invalid_argument)?;
+    let ch = ep
+        .connect()
+        .await
+        .map_err(|e| Status::unavailable(format!("connecting to {url}: {e}")))?;
+    Ok(EnrolmentServiceClient::new(ch)
+        .enroll(pb::EnrollRequest {
+            code: code.to_string(),
+            name: name.to_string(),
+        })
+        .await?
+        .into_inner())
+}
+
+/// The coordinator's endpoint (TLS when `ca_pem` is given).
+fn endpoint(
+    url: &str,
+    rpc_timeout: Duration,
+    ca_pem: Option<&[u8]>,
+    domain: Option<&str>,
+) -> Result<Endpoint, String> {
+    {
+        let mut ep = Endpoint::from_shared(url.to_string())
+            .map_err(|e| format!("invalid coordinator url {url:?}: {e}"))?;
+        if let Some(ca) = ca_pem {
+            let mut tls = tonic::transport::ClientTlsConfig::new()
+                .ca_certificate(tonic::transport::Certificate::from_pem(ca));
+            if let Some(d) = domain {
+                tls = tls.domain_name(d);
+            }
+            ep = ep
+                .tls_config(tls)
+                .map_err(|e| format!("tls configuration for {url:?}: {e}"))?;
+        }
+        Ok(ep
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(rpc_timeout)
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(Duration::from_secs(20))
+            .keep_alive_while_idle(true))
+    }
+}
+
+impl Client {
     /// `RegisterWorker`. A coordinator that expects another release is logged (once), with
     /// what to install.
     pub async fn register(&mut self, who: &WorkerInfo) -> Result<Registration, Status> {

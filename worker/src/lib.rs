@@ -15,6 +15,8 @@
 
 pub mod client;
 pub mod config;
+pub mod enrol;
+pub mod eval_cache;
 pub mod polite;
 pub mod pull_loop;
 

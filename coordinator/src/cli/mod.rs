@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 pub mod args;
 pub mod book;
 pub mod cluster;
+pub mod invite;
 pub mod io;
 pub mod probe;
 pub mod sim;
@@ -44,6 +45,10 @@ enum Command {
     /// running coordinator with the admin token).
     #[command(subcommand)]
     Workers(workers::WorkersCommand),
+    /// Invitations volunteers enrol with (`bookfarm-worker enroll URL CODE`), on a stopped
+    /// coordinator's store.
+    #[command(subcommand)]
+    Invite(invite::InviteCommand),
     /// Quarantined positions on a running coordinator.
     #[command(subcommand)]
     Quarantine(workers::QuarantineCommand),
@@ -62,6 +67,7 @@ impl Cli {
             Command::Cluster(cmd) => cluster::run(cmd),
             Command::Workers(cmd) => workers::run(cmd),
             Command::Quarantine(cmd) => workers::quarantine(cmd),
+            Command::Invite(cmd) => invite::run(cmd),
             Command::Sim(cmd) => sim::run(cmd),
             Command::Probe(args) => probe::run(args),
         }

@@ -89,9 +89,9 @@ pub enum QuarantineCommand {
 pub struct Target {
     /// Store directory of a stopped coordinator (instead of --coordinator).
     #[arg(long)]
-    db: Option<PathBuf>,
+    pub(crate) db: Option<PathBuf>,
     #[command(flatten)]
-    remote: Remote,
+    pub(crate) remote: Remote,
 }
 
 fn state_name(s: i32) -> &'static str {

@@ -18,6 +18,10 @@ fn code(e: IdentityError) -> ErrorCode {
     e.code()
 }
 
+fn code_of(e: &IdentityError) -> ErrorCode {
+    e.code()
+}
+
 #[test]
 fn credentials_are_checked_and_kept_hashed() {
     let cfg = IdentityConfig {
@@ -189,39 +193,114 @@ fn anonymous_mode_ends_with_the_first_credential() {
     );
 }
 
-/// Wrong admin tokens from one address are throttled: after [`ADMIN_GUESSES`] in a window, its
-/// admin calls are refused (the right token too) while other addresses are not affected.
+/// The registry over a store's credentials and invitations, and the store's directory.
+fn ids_inv(cfg: IdentityConfig) -> (tempfile::TempDir, Identities) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::store::Store::open(dir.path()).unwrap();
+    let i = Identities::open_with(
+        cfg,
+        Some(store.credentials().unwrap()),
+        Some(store.invitations().unwrap()),
+    )
+    .unwrap();
+    (dir, i)
+}
+
+fn reopen_inv(dir: &tempfile::TempDir, cfg: IdentityConfig) -> Identities {
+    let store = crate::store::Store::open(dir.path()).unwrap();
+    Identities::open_with(
+        cfg,
+        Some(store.credentials().unwrap()),
+        Some(store.invitations().unwrap()),
+    )
+    .unwrap()
+}
+
+const DAY: Duration = Duration::from_secs(86_400);
+
 #[test]
-fn admin_token_guesses_are_throttled_per_address() {
-    let cfg = IdentityConfig {
-        admin_token: Some("adm".into()),
+fn an_invitation_becomes_an_untrusted_credential_once() {
+    let (dir, i) = ids_inv(IdentityConfig::default());
+    let (code, inv) = i.invite(Some("alice-laptop"), 1, DAY, None).unwrap();
+    assert!(code.starts_with("bfi_") && code.len() == 36, "{code}");
+    assert_eq!(
+        inv.code_sha256,
+        token_sha256(&code),
+        "only the hash is kept"
+    );
+    let e = i.enroll(&code, "my laptop!", None).unwrap();
+    assert!(e.record.name.starts_with("my-laptop-"), "{}", e.record.name);
+    assert!(!e.record.trusted, "a new credential starts untrusted");
+    assert_eq!(e.record.owner, e.record.name, "single use: its own owner");
+    assert_eq!(e.invitation.as_deref(), Some("alice-laptop"));
+    let p = i.authenticate_worker(&meta(&e.token)).unwrap();
+    assert_eq!(p.credential(), Some(e.record.name.as_str()));
+    // Spent: refused, and nothing changes.
+    let again = i.enroll(&code, "other", None).unwrap_err();
+    assert_eq!(code_of(&again), ErrorCode::PermissionDenied, "{again}");
+    assert!(again.to_string().contains("used up"), "{again}");
+    assert_eq!(i.list().len(), 1);
+    // A wrong code.
+    let wrong = i.enroll("bfi_00", "x", None).unwrap_err();
+    assert_eq!(code_of(&wrong), ErrorCode::Unauthenticated, "{wrong}");
+    // Durable: the credential and the spent use survive a restart.
+    drop(i);
+    let i = reopen_inv(&dir, IdentityConfig::default());
+    assert!(i.authenticate_worker(&meta(&e.token)).is_ok());
+    assert_eq!(i.invitations()[0].used, 1);
+    assert!(i.enroll(&code, "x", None).is_err());
+}
+
+#[test]
+fn capped_expired_and_revoked_invitations() {
+    let (_dir, i) = ids_inv(IdentityConfig::default());
+    // Three uses: three credentials, one owner for them all.
+    let (class, _) = i.invite(Some("class"), 3, DAY, None).unwrap();
+    let owners: Vec<String> = (0..3)
+        .map(|_| i.enroll(&class, "pc", None).unwrap().record.owner)
+        .collect();
+    assert!(owners.iter().all(|o| o == "class@invitation"), "{owners:?}");
+    assert!(i.enroll(&class, "pc", None).is_err(), "capped at 3");
+    // An owner named by the operator.
+    let (named, _) = i.invite(Some("bob"), 2, DAY, Some("bob")).unwrap();
+    assert_eq!(i.enroll(&named, "pc", None).unwrap().record.owner, "bob");
+    // Expired: refused at its expiry time.
+    let (old, rec) = i.invite(Some("old"), 1, DAY, None).unwrap();
+    let e = i.enroll_at(&old, "pc", None, rec.expires_unix).unwrap_err();
+    assert!(e.to_string().contains("expired"), "{e}");
+    assert!(i.enroll_at(&old, "pc", None, rec.expires_unix - 1).is_ok());
+    // Revoked.
+    let (gone, _) = i.invite(Some("gone"), 5, DAY, None).unwrap();
+    i.revoke_invitation("gone").unwrap();
+    let e = i.enroll(&gone, "pc", None).unwrap_err();
+    assert!(e.to_string().contains("revoked"), "{e}");
+    // Bad invitations.
+    assert!(i.invite(Some("class"), 1, DAY, None).is_err(), "name taken");
+    assert!(i.invite(Some("a b"), 1, DAY, None).is_err());
+    assert!(i.invite(None, 0, DAY, None).is_err());
+}
+
+#[test]
+fn open_enrolment_is_off_unless_allowed_and_enrolments_are_rate_limited() {
+    let (_dir, i) = ids_inv(IdentityConfig::default());
+    let e = i.enroll("", "pc", None).unwrap_err();
+    assert_eq!(code_of(&e), ErrorCode::PermissionDenied, "{e}");
+    assert!(i.list().is_empty());
+    let (_dir2, open) = ids_inv(IdentityConfig {
+        open_enrolment: true,
+        enrolments_per_hour: 2,
+        enrolment_burst: 2,
         ..IdentityConfig::default()
-    };
-    let (_dir, i) = ids(cfg);
-    let guesser: IpAddr = "192.0.2.7".parse().unwrap();
-    let other: IpAddr = "192.0.2.8".parse().unwrap();
-    for n in 0..ADMIN_GUESSES {
-        assert_eq!(
-            code(
-                i.authenticate_admin_from(&meta(&format!("guess{n}")), Some(guesser))
-                    .unwrap_err()
-            ),
-            ErrorCode::Unauthenticated
-        );
-    }
-    assert_eq!(
-        code(
-            i.authenticate_admin_from(&meta("guess-more"), Some(guesser))
-                .unwrap_err()
-        ),
-        ErrorCode::ResourceExhausted
-    );
-    assert_eq!(
-        code(
-            i.authenticate_admin_from(&meta("adm"), Some(guesser))
-                .unwrap_err()
-        ),
-        ErrorCode::ResourceExhausted
-    );
-    assert!(i.authenticate_admin_from(&meta("adm"), Some(other)).is_ok());
+    });
+    let ip: IpAddr = "192.0.2.7".parse().unwrap();
+    let a = open.enroll("", "pc", Some(ip)).unwrap();
+    assert_eq!(a.record.owner, a.record.name);
+    assert!(a.invitation.is_none());
+    open.enroll("", "pc", Some(ip)).unwrap();
+    // The third from the same address within the hour is refused; another address may.
+    let e = open.enroll("", "pc", Some(ip)).unwrap_err();
+    assert_eq!(code_of(&e), ErrorCode::ResourceExhausted, "{e}");
+    open.enroll("", "pc", Some("192.0.2.8".parse().unwrap()))
+        .unwrap();
+    assert_eq!(open.list().len(), 3);
 }

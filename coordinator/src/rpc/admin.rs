@@ -1,7 +1,7 @@
 //! The operator-facing service: status, growth programs, export and import, book queries,
 //! credentials and quarantine.
 
-use super::encode::{credential, program_info, status_response};
+use super::encode::{credential, invitation, program_info, status_response};
 use super::{cv, idst, st};
 use crate::error::CoordinatorError;
 use crate::identity::Identities;
@@ -317,5 +317,56 @@ impl pb::admin_service_server::AdminService for AdminApi {
                 .map_err(|e| Status::internal(e.to_string()))?
                 .map_err(st)?;
         Ok(Response::new(pb::ReleaseQuarantineResponse { released }))
+    }
+
+    async fn create_invitation(
+        &self,
+        req: Request<pb::CreateInvitationRequest>,
+    ) -> Result<Response<pb::CreateInvitationResponse>, Status> {
+        let r = req.into_inner();
+        let name = Some(r.name).filter(|n| !n.is_empty());
+        let owner = Some(r.owner).filter(|o| !o.is_empty());
+        let uses = if r.uses == 0 { 1 } else { r.uses };
+        let days = if r.valid_days == 0 { 7 } else { r.valid_days };
+        let ids = self.ids.clone();
+        let (code, rec) = tokio::task::spawn_blocking(move || {
+            ids.invite(
+                name.as_deref(),
+                uses,
+                std::time::Duration::from_secs(u64::from(days) * 86_400),
+                owner.as_deref(),
+            )
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(idst)?;
+        Ok(Response::new(pb::CreateInvitationResponse {
+            code,
+            invitation: Some(invitation(&rec)),
+        }))
+    }
+
+    async fn list_invitations(
+        &self,
+        _req: Request<pb::ListInvitationsRequest>,
+    ) -> Result<Response<pb::ListInvitationsResponse>, Status> {
+        Ok(Response::new(pb::ListInvitationsResponse {
+            invitations: self.ids.invitations().iter().map(invitation).collect(),
+        }))
+    }
+
+    async fn revoke_invitation(
+        &self,
+        req: Request<pb::RevokeInvitationRequest>,
+    ) -> Result<Response<pb::RevokeInvitationResponse>, Status> {
+        let name = req.into_inner().name;
+        let ids = self.ids.clone();
+        let rec = tokio::task::spawn_blocking(move || ids.revoke_invitation(&name))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?
+            .map_err(idst)?;
+        Ok(Response::new(pb::RevokeInvitationResponse {
+            invitation: Some(invitation(&rec)),
+        }))
     }
 }

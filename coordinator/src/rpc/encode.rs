@@ -3,7 +3,7 @@
 //! web UI's JSON API and `status --json` are built from these same messages.
 
 use crate::service::{CreditReport, ProgramView, State, StatusReport, TrustCounters, TrustHealth};
-use crate::store::{CredentialRecord, CredentialState, ProgramState};
+use crate::store::{CredentialRecord, CredentialState, InvitationRecord, ProgramState};
 use bookfarm_proto::pb;
 
 /// Workers listed in one status reply unless the caller asks for fewer.
@@ -18,6 +18,19 @@ fn credential_state(s: CredentialState) -> pb::CredentialState {
         CredentialState::Active => pb::CredentialState::Active,
         CredentialState::Blocked => pb::CredentialState::Blocked,
         CredentialState::Revoked => pb::CredentialState::Revoked,
+    }
+}
+
+/// The wire form of an invitation (never its code).
+pub fn invitation(r: &InvitationRecord) -> pb::Invitation {
+    pb::Invitation {
+        name: r.name.clone(),
+        owner: r.owner.clone().unwrap_or_default(),
+        uses: r.uses,
+        used: r.used,
+        expires_unix: r.expires_unix,
+        created_unix: r.created_unix,
+        revoked: r.revoked,
     }
 }
 

@@ -15,14 +15,16 @@
 mod admin;
 pub mod conn;
 mod encode;
+mod enrol;
 mod worker;
 
 pub use admin::AdminApi;
 pub use encode::{
-    STATUS_PAGE, STATUS_PAGE_MAX, STATUS_QUARANTINED_MAX, credential, credit_pb, program_info,
-    status_response,
+    STATUS_PAGE, STATUS_PAGE_MAX, STATUS_QUARANTINED_MAX, credential, credit_pb, invitation,
+    program_info, status_response,
 };
-pub use worker::WorkerApi;
+pub use enrol::{EnrolmentApi, MAX_ENROL_MESSAGE_BYTES};
+pub use worker::{EvalFile, WorkerApi};
 
 use crate::error::CoordinatorError;
 use crate::identity::IdentityError;

@@ -9,7 +9,12 @@ use crate::text::{MAX_NAME_CHARS, MAX_REASON_CHARS, clean};
 use bookfarm_proto::domain::Failure;
 use bookfarm_proto::domain::LeaseAsk;
 use bookfarm_proto::pb;
+use governor::{DefaultKeyedRateLimiter, Quota};
+use std::num::NonZeroU32;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 use uuid::Uuid;
 
@@ -24,17 +29,50 @@ fn lease_ask(r: &pb::LeaseJobsRequest) -> LeaseAsk {
     }
 }
 
+/// Chunks of the evaluation stream.
+const EVAL_CHUNK: usize = 1 << 20;
+/// Evaluation downloads one credential (or address) may make per hour, and at once.
+const EVAL_FETCHES_PER_HOUR: u32 = 6;
+const EVAL_FETCH_BURST: u32 = 3;
+
+type EvalStream = Pin<Box<dyn Stream<Item = Result<pb::EvaluationChunk, Status>> + Send>>;
+
+/// The coordinator's evaluation file (`serve --eval`), served to workers that lack it.
+#[derive(Clone)]
+pub struct EvalFile(pub Arc<[u8]>);
+
+impl std::fmt::Debug for EvalFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "EvalFile({} bytes)", self.0.len())
+    }
+}
+
 /// The worker-facing service.
 #[derive(Debug, Clone)]
 pub struct WorkerApi {
     c: Coordinator,
     ids: Identities,
+    eval: Option<EvalFile>,
+    fetches: Arc<DefaultKeyedRateLimiter<String>>,
 }
 
 impl WorkerApi {
     /// Handlers over the service and the credential registry.
     pub fn new(c: Coordinator, ids: Identities) -> WorkerApi {
-        WorkerApi { c, ids }
+        let quota = Quota::per_hour(NonZeroU32::new(EVAL_FETCHES_PER_HOUR).expect("not 0"))
+            .allow_burst(NonZeroU32::new(EVAL_FETCH_BURST).expect("not 0"));
+        WorkerApi {
+            c,
+            ids,
+            eval: None,
+            fetches: Arc::new(DefaultKeyedRateLimiter::keyed(quota)),
+        }
+    }
+
+    /// Serve `eval` (the file whose fingerprint the service requires) to workers that lack it.
+    pub fn with_eval(mut self, eval: Option<EvalFile>) -> WorkerApi {
+        self.eval = eval;
+        self
     }
 
     /// The worker id of a call, which must have been opened with the caller's credential.
@@ -177,5 +215,62 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
             .collect();
         let released = self.c.release_leases(&id, &w, &jobs).map_err(st)?;
         Ok(Response::new(pb::ReleaseResponse { released }))
+    }
+
+    async fn get_setup(
+        &self,
+        _req: Request<pb::GetSetupRequest>,
+    ) -> Result<Response<pb::GetSetupResponse>, Status> {
+        let cfg = self.c.config();
+        Ok(Response::new(pb::GetSetupResponse {
+            protocol_version: bookfarm_proto::PROTOCOL_VERSION,
+            engine_version: cfg.engine_version.clone().unwrap_or_default(),
+            worker_version: bookfarm_proto::RELEASE.into(),
+            install_hint: cfg.worker_install_hint.clone(),
+            eval_hash: cfg.eval_hash.clone().unwrap_or_default(),
+            eval_bytes: self.eval.as_ref().map_or(0, |e| e.0.len() as u64),
+        }))
+    }
+
+    type FetchEvaluationStream = EvalStream;
+
+    async fn fetch_evaluation(
+        &self,
+        req: Request<pb::FetchEvaluationRequest>,
+    ) -> Result<Response<Self::FetchEvaluationStream>, Status> {
+        let p = Principal::of(&req)?;
+        let peer = req.remote_addr().map(|a| a.ip());
+        let want = req.into_inner().eval_hash;
+        let bytes = match (&self.eval, &self.c.config().eval_hash) {
+            (Some(e), Some(h)) if *h == want => e.0.clone(),
+            _ => {
+                return Err(Status::not_found(format!(
+                    "this coordinator serves no evaluation of fingerprint {:?}",
+                    clean(&want, 32)
+                )));
+            }
+        };
+        let who = p
+            .credential()
+            .map(str::to_string)
+            .or_else(|| peer.map(|ip| ip.to_string()))
+            .unwrap_or_default();
+        if self.fetches.check_key(&who).is_err() {
+            return Err(Status::resource_exhausted(format!(
+                "the evaluation was fetched {EVAL_FETCH_BURST} times by {who} lately; cache it (at most {EVAL_FETCHES_PER_HOUR} per hour)"
+            )));
+        }
+        tracing::info!(credential = %who, bytes = bytes.len(), "evaluation fetched");
+        let total = bytes.len() as u64;
+        let chunks: Vec<Result<pb::EvaluationChunk, Status>> = bytes
+            .chunks(EVAL_CHUNK)
+            .map(|c| {
+                Ok(pb::EvaluationChunk {
+                    total_bytes: total,
+                    data: c.to_vec(),
+                })
+            })
+            .collect();
+        Ok(Response::new(Box::pin(tokio_stream::iter(chunks))))
     }
 }

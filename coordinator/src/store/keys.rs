@@ -35,7 +35,8 @@
 //! A request (`x`, `u`) is the 25 bytes of a search request: board (player BE, opponent BE),
 //! excluded moves (BE), level.
 //!
-//! The tree `credentials` holds the worker credentials (see `credentials.rs`); the tree `events`
+//! The tree `credentials` holds the worker credentials (see `credentials.rs`); the tree
+//! `invitations` the invitations, by name (see `invitations.rs`); the tree `events`
 //! the event log: [`EventRecord`] under its 8-byte sequence number (BE), at most the configured
 //! bound of them (see `events.rs`).
 //!
@@ -84,6 +85,9 @@ pub(super) const BOOK_TREE_KEY: &[u8] = b"book-tree";
 
 /// The tree of the worker credentials.
 pub(super) const CREDENTIALS_TREE: &str = "credentials";
+
+/// The tree of the invitations volunteers enrol with.
+pub(super) const INVITATIONS_TREE: &str = "invitations";
 
 /// The tree of the event log.
 pub(super) const EVENTS_TREE: &str = "events";

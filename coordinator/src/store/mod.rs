@@ -18,8 +18,8 @@
 //! - `format.rs`: the store's format version and the migrations between versions (how to
 //!   change the format is written there);
 //! - `sled_repair.rs`: files a killed sled left unfinished, removed before it opens;
-//! - `record.rs`: the on-disk records; `credentials.rs`: the credential tree; `events.rs`: the
-//!   event log's tree;
+//! - `record.rs`: the on-disk records; `credentials.rs`: the credential tree; `invitations.rs`:
+//!   the invitation tree; `events.rs`: the event log's tree;
 //! - [`dump`]: a store directory as text (the format fixtures of the migration tests).
 //!
 //! Growth state is **checkpointed**: the position records, the header and the growth records
@@ -52,11 +52,11 @@ pub mod dump;
 mod events;
 mod format;
 mod generations;
+mod invitations;
 mod keys;
 mod load;
 mod record;
 mod sled_repair;
-mod sums;
 mod to_v2;
 mod to_v3;
 mod to_v4;
@@ -66,6 +66,7 @@ pub use credentials::{CredentialRecord, CredentialState, CredentialStore};
 pub use events::EventStore;
 pub use format::FORMAT_VERSION;
 pub use generations::FOLD_MIN_BYTES;
+pub use invitations::{EnrolError, InvitationRecord, InvitationStore};
 pub use load::Loaded;
 pub use record::{
     BaseRecord, CaseRecord, ContributorRecord, CostRecord, DriverRecord, EventKind, EventRecord,
@@ -130,19 +131,6 @@ pub enum StoreError {
         "{0}: no book here; create one with `book new --db {0}` or `book import FILE --db {0}`"
     )]
     NoBook(String),
-    /// A file of the store does not match its checksum: it was damaged after it was written.
-    #[error(
-        "{path}: corrupt at byte offset {offset}: {what}; restore the store from a backup, or \
-         re-import the book from an export"
-    )]
-    Corrupt {
-        /// The damaged file.
-        path: String,
-        /// Where (the start of the damaged block).
-        offset: u64,
-        /// What differs.
-        what: String,
-    },
     /// The directory holds a store written before stores carried a format version: this build
     /// cannot read it (the one text for a store of an old layout).
     #[error(
@@ -323,26 +311,6 @@ impl Store {
     /// The meta record `name`, if stored.
     fn meta<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<Option<T>, StoreError> {
         meta_in(&self.tree(), name)
-    }
-
-    /// Whether the store can take writes now: a small file written, synced and removed in its
-    /// directory (a full or read-only disk fails here), then a flush of sled (which fails
-    /// while sled holds an earlier write error). The store's contents are not touched.
-    pub fn probe_writable(&self) -> Result<(), StoreError> {
-        use std::io::Write;
-        let path = self.dir.join(".write-probe");
-        let io = |source| StoreError::Io {
-            path: path.display().to_string(),
-            source,
-        };
-        let r = (|| {
-            let mut f = std::fs::File::create(&path)?;
-            f.write_all(&[0u8; 4096])?;
-            f.sync_all()
-        })();
-        let _ = std::fs::remove_file(&path);
-        r.map_err(io)?;
-        self.flush()
     }
 
     /// Make every write applied so far durable (blocking fsync).

@@ -38,15 +38,6 @@ struct Args {
     /// Handshake timeout, milliseconds.
     #[arg(long)]
     handshake_timeout_ms: Option<u64>,
-    /// Idle timeout, milliseconds.
-    #[arg(long)]
-    idle_timeout_ms: Option<u64>,
-    /// Connections at once from one address (each port).
-    #[arg(long)]
-    max_connections_per_address: Option<usize>,
-    /// HTTP connections at once.
-    #[arg(long)]
-    max_http_connections: Option<usize>,
     /// Backup leases after this many mean search times (0: off).
     #[arg(long)]
     backup_after: Option<u32>,
@@ -110,18 +101,12 @@ fn main() -> anyhow::Result<()> {
     let d = ServerLimits::default();
     let opts = ServeOptions {
         tls: None,
+        eval: None,
         limits: ServerLimits {
             max_connections: a.max_connections.unwrap_or(d.max_connections),
             handshake_timeout: a
                 .handshake_timeout_ms
                 .map_or(d.handshake_timeout, Duration::from_millis),
-            idle_timeout: a
-                .idle_timeout_ms
-                .map_or(d.idle_timeout, Duration::from_millis),
-            max_connections_per_address: a
-                .max_connections_per_address
-                .unwrap_or(d.max_connections_per_address),
-            max_http_connections: a.max_http_connections.unwrap_or(d.max_http_connections),
             ..d
         },
     };

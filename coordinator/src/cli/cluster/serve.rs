@@ -6,6 +6,7 @@ use anyhow::{Context, bail};
 use bookfarm_book::openings::Openings;
 use bookfarm_coordinator::CoordinatorError;
 use bookfarm_coordinator::config::CoordinatorFile;
+use bookfarm_coordinator::rpc::EvalFile;
 use bookfarm_coordinator::server;
 use bookfarm_coordinator::service::ServiceConfig;
 use bookfarm_coordinator::store::StoreError;
@@ -43,6 +44,10 @@ pub struct ServeArgs {
     /// Seconds without heartbeat before a worker's jobs are re-queued (1..=86400).
     #[arg(long, value_parser = crate::cli::args::seconds)]
     lease_timeout: Option<u64>,
+    /// Let workers enrol without an invitation code (each gets an untrusted credential of its
+    /// own; rate-limited). Default: invitations only (`invite add`).
+    #[arg(long)]
+    open_enrolment: bool,
     /// TLS certificate chain (PEM) for the gRPC port.
     #[arg(long, requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -64,6 +69,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         lease_timeout,
         tls_cert,
         tls_key,
+        open_enrolment,
     } = a;
     let file = match &config {
         Some(p) => CoordinatorFile::parse(
@@ -81,7 +87,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     let http = http
         .or(file.http.clone())
         .unwrap_or_else(|| "127.0.0.1:7701".into());
-    let (mut cfg, weights) = service_config(&file, eval.as_deref(), lease_timeout)?;
+    let (mut cfg, weights, eval_file) = service_config(&file, eval.as_deref(), lease_timeout)?;
     if let Some(p) = openings.as_deref().or(file.openings.as_deref()) {
         let text =
             std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
@@ -104,17 +110,9 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             db.display()
         );
     }
-    if ids.admin_token.as_deref().map(str::trim)
-        == Some(bookfarm_coordinator::identity::SAMPLE_ADMIN_TOKEN)
-    {
-        tracing::warn!(
-            "admin_token is the sample configuration's {:?}: anyone who read the sample can run \
-             admin commands; set a secret of your own (e.g. `openssl rand -hex 32`)",
-            bookfarm_coordinator::identity::SAMPLE_ADMIN_TOKEN
-        );
-    }
     // Anonymous workers only on loopback, and only while no worker credential exists.
     ids.anonymous_workers = loopback;
+    ids.open_enrolment = open_enrolment;
     let tls = match tls_cert
         .zip(tls_key)
         .or(file.tls_cert.clone().zip(file.tls_key.clone()))
@@ -137,6 +135,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     let opts = server::ServeOptions {
         tls,
         limits: file.limits(),
+        eval: eval_file,
     };
     // The trust root's own searches, on the configured share of this machine's threads.
     let verifier = match (weights, c.config().verify_threads) {
@@ -174,9 +173,10 @@ fn service_config(
     file: &CoordinatorFile,
     eval: Option<&Path>,
     lease_timeout: Option<u64>,
-) -> anyhow::Result<(ServiceConfig, Option<Arc<Eval>>)> {
+) -> anyhow::Result<(ServiceConfig, Option<Arc<Eval>>, Option<EvalFile>)> {
     let mut cfg = file.service();
     let mut weights = None;
+    let mut served = None;
     if let Some(p) = eval.or(file.eval.as_deref()) {
         let bytes =
             std::fs::read(p).with_context(|| format!("reading evaluation {}", p.display()))?;
@@ -188,9 +188,10 @@ fn service_config(
         cfg.signature = Some(bookfarm_runner::signature(&eval, &hash));
         cfg.eval_hash = Some(hash);
         weights = Some(eval);
+        served = Some(EvalFile(Arc::from(bytes)));
     }
     if let Some(s) = lease_timeout {
         cfg.lease_timeout = Duration::from_secs(s.max(1));
     }
-    Ok((cfg, weights))
+    Ok((cfg, weights, served))
 }
