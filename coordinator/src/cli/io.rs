@@ -112,14 +112,15 @@ pub fn read_book(path: &Path) -> anyhow::Result<MemBook> {
             dropped = report.dropped,
             duplicates = report.duplicates,
             pass_positions = report.pass_positions,
-            "{}: Egaroucid book read",
+            borrowed = report.borrowed,
+            "{}: Egaroucid book read (borrowed: leaves holding Egaroucid's value without a \
+             move, searched where growth first needs them or by `book fix`)",
             path.display()
         );
-        if !report.need_search.is_empty() || report.bad_leaves > 0 {
+        if report.bad_leaves > 0 {
             tracing::warn!(
-                need_search = report.need_search.len(),
                 bad_leaves = report.bad_leaves,
-                "{}: positions without a usable leaf; run `book fix` to search them",
+                "{}: leaf moves dropped as illegal (their positions borrow their value)",
                 path.display()
             );
         }

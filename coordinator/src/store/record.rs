@@ -222,7 +222,7 @@ fn changes_of(c: [u64; 3]) -> Changes {
     }
 }
 
-const PASSES: [PassKind; 7] = [
+const PASSES: [PassKind; 8] = [
     PassKind::DeviateRoot,
     PassKind::DeviateOpponent,
     PassKind::Enhance,
@@ -230,6 +230,7 @@ const PASSES: [PassKind; 7] = [
     PassKind::Extend,
     PassKind::Given,
     PassKind::Upgrade,
+    PassKind::Resolve,
 ];
 
 /// A persisted [`DriverState`] (its program is stored apart: the program the replay log is

@@ -29,8 +29,8 @@
 use crate::edax::sort_in_bucket_order;
 use crate::extract::{AuditLine, audit_known, best_lines};
 use crate::grow::{
-    Changes, ExpandPlan, IllegalGameMove, add_board_request_assuming, apply_add_plan,
-    finish_expand, plan_add_board, plan_expand_at, replay_game,
+    Changes, ExpandPlan, IllegalGameMove, add_board_request_assuming, apply_add_plan, apply_leaf,
+    finish_expand, is_borrowed, leaf_request, plan_add_board, plan_expand_at, replay_game,
 };
 use crate::mem::MemBook;
 use crate::model::MAX_LEVEL;
@@ -63,6 +63,11 @@ pub enum PassKind {
     Given,
     /// An upgrade round: the marked positions are re-searched, not expanded.
     Upgrade,
+    /// The borrowed leaves ([`crate::grow::is_borrowed`]) a pass marked: each is replaced by
+    /// its leaf search instead of being expanded (a borrowed leaf has no move to expand), and
+    /// the program marks its first pass again on the searched values. Every such pass removes
+    /// borrowed leaves and nothing creates one, so a program still ends.
+    Resolve,
 }
 
 /// Where a program stands; plain data (boards, counters), so that it can be persisted.
@@ -325,10 +330,14 @@ impl Driver {
                         if self.stops_before(self.state.passes, cursor) {
                             return Progress::Done;
                         }
-                        let step = if pass == PassKind::Upgrade {
-                            self.research_step(book, &todo[cursor], results, &mut iteration)
-                        } else {
-                            self.expand_step(book, &todo[cursor], results, &mut iteration)
+                        let step = match pass {
+                            PassKind::Upgrade => {
+                                self.research_step(book, &todo[cursor], results, &mut iteration)
+                            }
+                            PassKind::Resolve => {
+                                resolve_step(book, &todo[cursor], results, &mut iteration)
+                            }
+                            _ => self.expand_step(book, &todo[cursor], results, &mut iteration),
                         };
                         match step {
                             Step::Applied => {
@@ -606,8 +615,9 @@ impl Driver {
             _ => Deviate::default(),
         };
         let marked = match pass {
-            PassKind::Given => {
-                // Given positions are expanded once, never re-marked.
+            PassKind::Given | PassKind::Resolve => {
+                // Given positions are expanded once, never re-marked; a resolve pass is made
+                // by a marking (below), it marks nothing itself.
                 self.state.phase = Phase::Done;
                 return;
             }
@@ -625,6 +635,22 @@ impl Driver {
             PassKind::Enhance => enhance_mark(book, root),
             PassKind::Play => play_mark(book, root),
             PassKind::Extend => extend_mark(book, root),
+        };
+        // Borrowed leaves are searched first, alone: the pass's other positions are marked
+        // again on the searched values.
+        let (pass, marked) = if pass == PassKind::Upgrade {
+            (pass, marked)
+        } else {
+            let borrowed: Vec<_> = marked
+                .iter()
+                .copied()
+                .filter(|&id| is_borrowed(&book.position(id)))
+                .collect();
+            if borrowed.is_empty() {
+                (pass, marked)
+            } else {
+                (PassKind::Resolve, borrowed)
+            }
         };
         let todo: Vec<Board> = if pass == PassKind::Upgrade {
             // Re-searched in marking order (closest to the root first).
@@ -675,11 +701,12 @@ impl Driver {
             self.state.phase = Phase::Done;
             return;
         }
-        let again = match &self.state.program.operation {
-            Operation::Enhance { until_stable, .. } => *until_stable && it.changed(),
-            Operation::Upgrade { .. } => marked > 0,
-            _ => it.changed(),
-        };
+        let again = pass == PassKind::Resolve
+            || match &self.state.program.operation {
+                Operation::Enhance { until_stable, .. } => *until_stable && it.changed(),
+                Operation::Upgrade { .. } => marked > 0,
+                _ => it.changed(),
+            };
         match (again, self.first_pass()) {
             (true, Some(first)) => self.mark(book, first, None),
             _ => {
@@ -709,6 +736,9 @@ impl Driver {
                 .and_then(|level| start_research(book, book.find(board)?, level).1)
                 .into_iter()
                 .collect();
+        }
+        if pass == PassKind::Resolve {
+            return resolve_request(book, board).into_iter().collect();
         }
         self.plan(book, board)
             .map(|p| p.requests().collect())
@@ -822,6 +852,39 @@ impl Driver {
         }
         Step::Applied
     }
+}
+
+/// The leaf search that replaces the borrowed leaf of `board`, if it still has one.
+fn resolve_request(book: &MemBook, board: &Board) -> Option<LeafRequest> {
+    let p = book.position(book.find(board)?);
+    if is_borrowed(&p) {
+        leaf_request(&p)
+    } else {
+        None
+    }
+}
+
+/// Replace the borrowed leaf of `board` by its leaf search (Edax's `position_search`: links
+/// excluded, at the position's own level) if the result is known.
+fn resolve_step(
+    book: &mut MemBook,
+    board: &Board,
+    results: &dyn Results,
+    ch: &mut Changes,
+) -> Step {
+    let Some(req) = resolve_request(book, board) else {
+        return Step::Applied;
+    };
+    let Some(r) = results.result(&req) else {
+        return Step::Missing(vec![req]);
+    };
+    if let Some(id) = book.find(board) {
+        let mut p = book.position(id);
+        apply_leaf(&mut p, &r);
+        book.put_position(&p);
+        ch.searches += 1;
+    }
+    Step::Applied
 }
 
 /// Whether `board` is a position a root line adds: missing from the book and within the book

@@ -32,10 +32,31 @@
 //! * egbk3 → Edax ([`to_book`]): the board in Edax's orientation, normalized; level = the leaf
 //!   level when the record has a leaf, else its level; the leaf when it is legal; a game-over
 //!   position gets Edax's `{final score, NOMOVE}` leaf; pass positions are recreated with a PASS
-//!   link; then link, negamax and sort, as Edax's `book import`. A record whose value Edax cannot
-//!   hold (a position without links or leaf move, e.g. an Egaroucid book end without a computed
-//!   leaf) is kept with no leaf and reported in [`ImportReport::need_search`]: `book fix`
-//!   searches it at the book level.
+//!   link; then link, negamax and sort, as Edax's `book import`. A record without a usable
+//!   leaf on a position that still has moves that are not links gets a **borrowed leaf**:
+//!   Egaroucid's value of the position as the leaf score, with no move (see below).
+//!
+//! Borrowed leaves. An Egaroucid book that Egaroucid wrote itself has values but, for most
+//! positions, no leaf: its value of a position is the negamax of its book children (a book end:
+//! its own search at its level), and its import of an Edax book turns every Edax leaf into a
+//! child position. Edax's model has no place for such a value: without a leaf, negamax finds
+//! nothing below the book ends and every value would come out ±127, every line count 0. So the
+//! import keeps Egaroucid's value as the position's leaf score, with the move NOMOVE, as
+//! Egaroucid's own Edax export keeps it as the leaf score (with its first missing move):
+//! * at a book end the leaf is the position's value, as Egaroucid computed it; at an interior
+//!   position, negamax gives max(links, leaf) = Egaroucid's value of the position, which makes
+//!   it a deviation candidate whose score is Egaroucid's (optimistic: the best move outside the
+//!   book is assumed as good as the position until it is searched);
+//! * NOMOVE, not a made-up move: a move would be expanded without a search having chosen it;
+//! * nothing new in the model: a leaf with a score and no move on a position with moves that
+//!   are not links is what Edax's `position_is_ok` reports as "nomove is wrong"
+//!   ([`crate::grow::is_borrowed`]). Edax loads it, its negamax counts it, the `.dat`, CSV and
+//!   `.egbk3` writers keep it;
+//! * searched lazily, where growth first needs its move: a selector pass that marks a borrowed
+//!   leaf searches it first ([`crate::driver::PassKind::Resolve`]), `book fix` searches it in
+//!   place at its own level, `book link` searches every NOMOVE leaf. Searching all of them at
+//!   import would cost one search per position of the largest public books before anything
+//!   grows.
 //!
 //! Levels: Egaroucid's level N and Edax's level N both search the midgame at depth N and solve
 //! exactly from 2N empties for N ≤ 10; above, their endgame horizons are close. Egaroucid's own
@@ -62,7 +83,9 @@
 
 use crate::mem::MemBook;
 use crate::model::{BAD_LINK, BookHeader, Link, MAX_LEVEL, Position};
+use crate::grow::{PositionProblem, check_position};
 use crate::negamax::{link_all, negamax, sort_links};
+use std::collections::HashMap;
 use bookfarm_engine::symmetry::{canonical, transform, transform_square};
 use bookfarm_engine::{Board, Move, Square};
 
@@ -312,9 +335,8 @@ pub struct ImportReport {
     pub pass_positions: usize,
     /// Positions whose leaf was dropped because its move is illegal on the board.
     pub bad_leaves: usize,
-    /// Positions without a leaf whose moves are not all links: their value needs a leaf search
-    /// (`book fix`).
-    pub need_search: Vec<Board>,
+    /// Positions given a borrowed leaf (Egaroucid's value, no move; [module docs](self)).
+    pub borrowed: usize,
 }
 
 /// The Edax position of one record (board normalized, leaf mapped), or `None` when Egaroucid
@@ -353,6 +375,8 @@ pub fn to_book(records: &[Record]) -> (MemBook, ImportReport) {
         ..ImportReport::default()
     };
     let mut book = MemBook::new(BookHeader::new(0, 0));
+    // Egaroucid's value of each imported position (the record kept).
+    let mut values: HashMap<Board, i8> = HashMap::new();
     let mut max_level = 0u8;
     let mut min_empties = 60u32;
     for r in records {
@@ -366,10 +390,12 @@ pub fn to_book(records: &[Record]) -> (MemBook, ImportReport) {
                 report.duplicates += 1;
                 report.bad_leaves += usize::from(bad_leaf);
                 book.put_position(&p);
+                values.insert(p.board, r.value);
             }
             None => {
                 report.bad_leaves += usize::from(bad_leaf);
                 book.put_position(&p);
+                values.insert(p.board, r.value);
             }
         }
         max_level = max_level.max(p.level);
@@ -380,16 +406,21 @@ pub fn to_book(records: &[Record]) -> (MemBook, ImportReport) {
     h.level = i32::from(max_level);
     h.n_empties = min_empties as i32;
     link_all(&mut book);
-    negamax(&mut book);
-    sort_links(&mut book);
-    for id in book.ids() {
-        let b = book.board(id);
-        let all_linked = book.n_link(id) == b.moves().count_ones() as usize;
-        let has_pass_link = book.links(id).any(|l| l.mv == Move::Pass);
-        if book.leaf(id).mv == Move::None && !all_linked && !has_pass_link && !b.is_game_over() {
-            report.need_search.push(b);
+    let leafless: Vec<_> = book
+        .ids()
+        .filter(|&id| {
+            book.leaf(id) == BAD_LINK
+                && check_position(&book.position(id)) == Some(PositionProblem::BadNoMove)
+        })
+        .collect();
+    for id in leafless {
+        if let Some(&v) = values.get(&book.board(id)) {
+            book.set_leaf(id, Link::new(v, Move::None));
+            report.borrowed += 1;
         }
     }
+    negamax(&mut book);
+    sort_links(&mut book);
     (book, report)
 }
 

@@ -157,6 +157,18 @@ where
     SearchOutcome { promoted, searched }
 }
 
+/// Whether `p` has a *borrowed* leaf: a leaf score without a move on a position that still has
+/// legal moves that are not links (and no PASS link). An Egaroucid book carries values without
+/// Edax leaves; its import keeps each such value as the position's leaf score this way
+/// ([`crate::egbk3`]). Edax's `position_is_ok` calls this leaf "nomove is wrong" and its
+/// `position_search` ([`leaf_request`]) replaces it by a real leaf: growth does that when its
+/// selection first marks the position ([`crate::driver`]), `book fix` in place ([`fix`]).
+pub fn is_borrowed(p: &Position) -> bool {
+    p.leaf.mv == Move::None
+        && p.leaf.score > BAD_LINK.score
+        && check_position(p) == Some(PositionProblem::BadNoMove)
+}
+
 /// [`position_search`] on the book position `id`.
 pub fn search_position<F>(book: &mut MemBook, id: NodeId, search: &mut F) -> SearchOutcome
 where
@@ -958,7 +970,8 @@ pub struct FixReport {
 }
 
 /// Edax's `book_fix`: every position failing [`check_position`] is rebuilt from its board:
-/// normalized, everything discarded, level = book level, linked and searched. Unlike Edax,
+/// normalized, everything discarded, level = book level, linked and searched; a borrowed leaf
+/// ([`is_borrowed`]) is searched in place instead. Unlike Edax,
 /// an illegal board (overlapping discs, empty centre) is removed and reported instead of
 /// being turned into an all-zero position, and a non-canonical board is re-keyed under its
 /// canonical form (dropped if that position already exists) instead of staying unfindable.
@@ -980,6 +993,17 @@ where
             continue;
         }
         let (c, _) = canonical(&board);
+        // A borrowed leaf is searched in place, at its own level with its links kept: its
+        // level is that of the value it borrowed, while Edax's rebuild would search at the
+        // book level (an Egaroucid import's highest level, up to a perfect solve).
+        if let Some(id) = book.find(&board)
+            && problem == PositionProblem::BadNoMove
+            && c == board
+            && is_borrowed(&book.position(id))
+        {
+            report.changes.add(search_position(book, id, search));
+            continue;
+        }
         if c != board {
             book.remove(&board);
             if book.find(&c).is_some() {
