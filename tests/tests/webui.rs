@@ -836,3 +836,114 @@ fn transcript_move(m: Move) -> String {
         m => m.to_string().to_ascii_lowercase(),
     }
 }
+
+/// The overview's Programs table in headless Chromium: the queue in run order (the running
+/// program first, then the queued ones, then the ended ones, most recent first), each program's
+/// state and root, and a cancel shown within the page's refresh, without reloading.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn programs_table_shows_the_queue_and_a_cancel() {
+    use pb::start_expansion_request::Selector as S;
+    let Some(eval) = eval_path() else { return };
+    let Some(browser) = browser() else { return };
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("webui");
+    std::fs::create_dir_all(&shots).expect("screenshot folder");
+    let dir = tempfile::tempdir().unwrap();
+    new_store(dir.path(), 2, 12);
+    let (port, http) = (free_port(), free_port());
+    // No worker: `book new`'s program (#1) keeps running and the others wait behind it.
+    let _c = Proc::spawn(
+        COORD,
+        &serve_args(
+            dir.path(),
+            port,
+            &[
+                "--http",
+                &format!("127.0.0.1:{http}"),
+                "--eval-hash",
+                &eval_hash(&eval),
+            ],
+        ),
+    );
+    let mut a = admin(port).await;
+    let mut queue = async |selector: S, from: &str| {
+        a.start_expansion(pb::StartExpansionRequest {
+            selector: Some(selector),
+            from: from.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("queue a program")
+        .into_inner()
+        .program
+    };
+    let deviate = S::Deviate(pb::Deviate {
+        relative_error: 2,
+        absolute_error: 4,
+    });
+    assert_eq!(queue(deviate, "").await, 2);
+    assert_eq!(queue(S::Play(pb::Play {}), "f5d6").await, 3);
+    assert_eq!(queue(S::Extend(pb::Extend {}), "f5f6").await, 4);
+    a.cancel_program(pb::CancelProgramRequest { id: 3 })
+        .await
+        .expect("cancel #3");
+
+    let tab = browser.new_tab().expect("tab");
+    tab.set_default_timeout(Duration::from_secs(30));
+    open(&tab, &format!("http://127.0.0.1:{http}"));
+    let rows = "JSON.stringify([...document.querySelectorAll('#programs tbody tr.program')]\
+                .map(tr => [Number(tr.dataset.id), tr.cells[2].textContent, tr.cells[1].textContent]))";
+    let table = |tab: &Tab| -> Vec<(u64, String, String)> {
+        serde_json::from_str(&js_str(tab, rows)).expect("rows")
+    };
+    wait_js(
+        &tab,
+        "document.querySelectorAll('#programs tbody tr.program').length === 4",
+        LIMIT,
+    );
+    let shown = table(&tab);
+    let order: Vec<(u64, &str)> = shown.iter().map(|r| (r.0, r.1.as_str())).collect();
+    assert_eq!(
+        order,
+        [
+            (1, "running"),
+            (2, "queued"),
+            (4, "queued"),
+            (3, "cancelled")
+        ],
+        "{shown:?}"
+    );
+    assert!(shown[1].2.starts_with("deviate"), "{shown:?}");
+    assert!(shown[2].2.contains("from f5f6"), "{shown:?}");
+    assert!(shown[3].2.contains("from f5d6"), "{shown:?}");
+    // The state is also the row's class (what the stylesheet colours).
+    assert_eq!(
+        js_str(
+            &tab,
+            "document.querySelector('#programs tr.program[data-id=\"3\"]').className"
+        ),
+        "program cancelled"
+    );
+    screenshot(&tab, &shots, "programs.png");
+
+    // A cancel while the page is open: the next refresh moves #2 to the ended programs.
+    a.cancel_program(pb::CancelProgramRequest { id: 2 })
+        .await
+        .expect("cancel #2");
+    wait_js(
+        &tab,
+        "document.querySelector('#programs tr.program[data-id=\"2\"]')?.cells[2].textContent \
+         === 'cancelled'",
+        LIMIT,
+    );
+    let order: Vec<(u64, String)> = table(&tab).into_iter().map(|r| (r.0, r.1)).collect();
+    assert_eq!(
+        order,
+        [
+            (1, "running".to_string()),
+            (4, "queued".to_string()),
+            (2, "cancelled".to_string()),
+            (3, "cancelled".to_string())
+        ]
+    );
+    screenshot(&tab, &shots, "programs-cancelled.png");
+}

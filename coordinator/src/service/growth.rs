@@ -1277,5 +1277,6 @@ fn pass_name(pass: bookfarm_book::driver::PassKind) -> &'static str {
         P::Extend => "extend",
         P::Given => "expand",
         P::Upgrade => "upgrade",
+        P::Resolve => "borrowed leaves",
     }
 }
