@@ -81,13 +81,13 @@
 //! Egaroucid's for a leaf at the edge of a horizon (e.g. a level-11 leaf at 25 empties is an
 //! endgame read for Egaroucid and a midgame search for Edax).
 
+use crate::grow::{PositionProblem, check_position};
 use crate::mem::MemBook;
 use crate::model::{BAD_LINK, BookHeader, Link, MAX_LEVEL, Position};
-use crate::grow::{PositionProblem, check_position};
 use crate::negamax::{link_all, negamax, sort_links};
-use std::collections::HashMap;
 use bookfarm_engine::symmetry::{canonical, transform, transform_square};
 use bookfarm_engine::{Board, Move, Square};
+use std::collections::HashMap;
 
 /// The magic string.
 pub const MAGIC: &[u8; 9] = b"DICUORAGE";

@@ -214,7 +214,10 @@ fn an_imported_egaroucid_book_grows_and_fixes() {
     let st = run_serial(&mut book, Operation::Deviate { params }, &mut search);
     assert!(book.len() > n, "deviate added positions: {st:?}");
     let after = borrowed(&book);
-    assert!(after < before, "borrowed leaves searched: {before} -> {after}");
+    assert!(
+        after < before,
+        "borrowed leaves searched: {before} -> {after}"
+    );
     // The serial selection marks no borrowed leaf any more.
     let (root, s) = prepare_root(&mut book, &Board::start()).expect("start");
     for pass in [DeviatePass::RootSide, DeviatePass::OpponentSide] {
