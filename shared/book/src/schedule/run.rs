@@ -19,7 +19,7 @@
 //!   [`AsyncGrowth::resume`].
 
 use super::frontier::{Frontier, FrontierStats, Selector};
-use crate::grow::{Changes, ExpandPlan, finish_expand, leaf_request, plan_expand_at};
+use crate::grow::{Changes, ExpandPlan, finish_expand, is_borrowed, leaf_request, plan_expand_at};
 use crate::mem::{MemBook, NodeId};
 use crate::model::BAD_LINK;
 use crate::model::MAX_LEVEL;
@@ -476,7 +476,7 @@ impl AsyncGrowth {
     fn expandable(&self, book: &MemBook, id: NodeId) -> bool {
         match self.selector {
             Selector::Upgrade(_) => true,
-            _ => book.leaf(id).mv != bookfarm_engine::Move::None,
+            _ => book.leaf(id).mv != bookfarm_engine::Move::None || is_borrowed(&book.position(id)),
         }
     }
 
@@ -561,6 +561,11 @@ impl AsyncGrowth {
             Selector::Upgrade(u) => {
                 let (_, req) = start_research(book, id, u.clamped().level);
                 (req.into_iter().collect::<Vec<_>>(), None, false)
+            }
+            // A borrowed leaf is searched before its position can be expanded.
+            _ if is_borrowed(&book.position(id)) => {
+                let req = leaf_request(&book.position(id));
+                (req.into_iter().collect(), None, false)
             }
             _ => match plan_expand_at(book, id, self.program.level) {
                 Some(p) => {
@@ -661,6 +666,15 @@ impl AsyncGrowth {
                 };
                 self.changes.searches += 1;
                 finish_research(book, p, result.as_ref());
+            }
+            _ if is_borrowed(&book.position(id)) => {
+                let mut p = book.position(id);
+                let Some(r) = leaf_request(&p).and_then(|q| results.result(&q)) else {
+                    return vec![id];
+                };
+                crate::grow::apply_leaf(&mut p, &r);
+                book.put_position(&p);
+                self.changes.searches += 1;
             }
             _ => {
                 let Some(plan): Option<ExpandPlan> = plan_expand_at(book, id, self.program.level)

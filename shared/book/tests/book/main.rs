@@ -6,6 +6,7 @@ mod common;
 
 mod commands;
 mod decisive;
+mod egaroucid;
 mod golden;
 mod grow;
 mod quality;

@@ -2,12 +2,14 @@
 //! no leaves) import with Egaroucid's value of every position, grow, and are fixed, through
 //! borrowed leaves (`bookfarm_book::egbk3`'s module docs).
 
-mod common;
+use crate::common;
 use bookfarm_book::driver::run_serial;
 use bookfarm_book::egbk3::{self, LEVEL_UNDEFINED, MOVE_UNDEFINED, Record, SCORE_UNDEFINED};
 use bookfarm_book::grow::{self, PositionProblem, check_position, is_borrowed};
 use bookfarm_book::mem::child_board;
-use bookfarm_book::program::Operation;
+use bookfarm_book::program::{Operation, Program};
+use bookfarm_book::schedule::run::{AsyncGrowth, AsyncProgress};
+use bookfarm_engine::search::{LeafRequest, LeafResult};
 use bookfarm_book::select::{Deviate, DeviatePass, deviate_pass, prepare_root};
 use bookfarm_book::{BookFormat, MemBook, NodeId, edax};
 use bookfarm_engine::symmetry::canonical;
@@ -197,7 +199,8 @@ fn borrowed_leaves_round_trip_through_egbk3_and_edax() {
 }
 
 /// Growth from an imported Egaroucid book is not stuck: a deviate adds positions, searching the
-/// borrowed leaves it marks first, and ends with no borrowed leaf left in its selection.
+/// borrowed leaves it marks first, and ends with no borrowed leaf left in its selection (the
+/// serial program and the asynchronous schedule).
 /// `book fix` on the import searches every borrowed leaf in place.
 #[test]
 fn an_imported_egaroucid_book_grows_and_fixes() {
@@ -219,6 +222,32 @@ fn an_imported_egaroucid_book_grows_and_fixes() {
         "borrowed leaves searched: {before} -> {after}"
     );
     // The serial selection marks no borrowed leaf any more.
+    let (root, s) = prepare_root(&mut book, &Board::start()).expect("start");
+    for pass in [DeviatePass::RootSide, DeviatePass::OpponentSide] {
+        for id in deviate_pass(&book, root, params, s, pass) {
+            assert!(!is_borrowed(&book.position(id)), "{}", book.board(id));
+        }
+    }
+    // The asynchronous schedule: the same, without passes.
+    let mut book = imported.clone();
+    let mut g = AsyncGrowth::new(Program::new(Operation::Deviate { params })).expect("async");
+    let mut known: HashMap<LeafRequest, LeafResult> = HashMap::new();
+    let mut landed: Vec<LeafRequest> = Vec::new();
+    while g.run(&mut book, &known, &landed) != AsyncProgress::Done {
+        g.take_delta();
+        landed = g
+            .needed()
+            .into_iter()
+            .map(|(r, _)| r)
+            .filter(|r| !known.contains_key(r))
+            .collect();
+        assert!(!landed.is_empty(), "waits for nothing: {}", g.summary());
+        for r in &landed {
+            known.insert(*r, search(r));
+        }
+    }
+    assert!(book.len() > n, "async deviate added positions");
+    assert!(borrowed(&book) < before);
     let (root, s) = prepare_root(&mut book, &Board::start()).expect("start");
     for pass in [DeviatePass::RootSide, DeviatePass::OpponentSide] {
         for id in deviate_pass(&book, root, params, s, pass) {
