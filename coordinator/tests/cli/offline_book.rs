@@ -669,6 +669,73 @@ fn local_writes_an_egbk3_that_reads_back_as_the_same_book() {
     assert_eq!(info(&db2), info(&db));
 }
 
+/// An Egaroucid book without leaves (book-tiny in Egaroucid's layout with every leaf field
+/// undefined, as Egaroucid saves most positions) keeps its values through `book convert` and
+/// `book import` (borrowed leaves, not ±127), grows with `book deviate`, and `book fix` searches
+/// every borrowed leaf.
+#[test]
+fn an_egaroucid_book_without_leaves_keeps_its_values_and_grows() {
+    use bookfarm_book::egbk3;
+    use bookfarm_book::grow::is_borrowed;
+    let (Some(tiny), Some(eval)) = (golden("book-tiny.dat"), golden("eval-seed1.dat")) else {
+        return;
+    };
+    let source = BookFormat::Edax
+        .read(&std::fs::read(&tiny).expect("read book-tiny"))
+        .expect("reads")
+        .book;
+    let records: Vec<egbk3::Record> = egbk3::from_book(&source)
+        .into_iter()
+        .map(|r| egbk3::Record {
+            leaf_value: egbk3::SCORE_UNDEFINED,
+            leaf_move: egbk3::MOVE_UNDEFINED,
+            leaf_level: egbk3::LEVEL_UNDEFINED,
+            ..r
+        })
+        .collect();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let egb = dir.path().join("leafless.egbk3");
+    std::fs::write(&egb, egbk3::write(&records)).expect("write egbk3");
+    let read_dat = |p: &Path| {
+        BookFormat::Edax
+            .read(&std::fs::read(p).expect("read dat"))
+            .expect("reads")
+            .book
+    };
+    // convert: every value is the Edax book's (the egbk3 carries them), none ±127.
+    let dat = dir.path().join("converted.dat");
+    ok(&["convert", s(&egb), s(&dat)]);
+    let converted = read_dat(&dat);
+    assert_eq!(converted.len(), source.len());
+    for p in source.positions() {
+        let q = converted.get(&p.board).expect("converted");
+        assert_eq!(q.value, p.value, "{}", p.board);
+        assert!(q.n_lines > 0, "{}", p.board);
+    }
+    let borrowed = |b: &bookfarm_book::MemBook| b.positions().filter(is_borrowed).count();
+    let before = borrowed(&converted);
+    assert!(before > 0);
+    // import, then deviate: the book grows and the leaves deviate marked were searched.
+    let engine = ["--eval", s(&eval), "--threads", "1", "--quiet"];
+    let db = dir.path().join("db");
+    ok(&["import", s(&egb), "--db", s(&db)]);
+    ok_with(&["deviate", "2", "4", "--db", s(&db)], &engine);
+    let grown = dir.path().join("grown.dat");
+    ok(&["export", "--db", s(&db), s(&grown)]);
+    let grown = read_dat(&grown);
+    assert!(grown.len() > source.len(), "{}", grown.len());
+    assert!(borrowed(&grown) < before);
+    // import again, then fix: no borrowed leaf left, no position added.
+    let db2 = dir.path().join("db2");
+    ok(&["import", s(&egb), "--db", s(&db2)]);
+    ok_with(&["fix", "--db", s(&db2)], &engine);
+    let fixed = dir.path().join("fixed.dat");
+    ok(&["export", "--db", s(&db2), s(&fixed)]);
+    let fixed = read_dat(&fixed);
+    assert_eq!(borrowed(&fixed), 0);
+    assert!(fixed.len() >= source.len());
+}
+
 /// A book file name whose extension is not `.dat`, `.csv` or `.egbk3` is refused by every
 /// command that reads or writes one, before anything runs: nothing is written, no store is
 /// created.
