@@ -136,6 +136,19 @@ impl IdentityConfig {
     }
 }
 
+/// Wrong admin tokens one address may send per [`ADMIN_GUESS_WINDOW`] before its admin calls
+/// are refused for the rest of the window.
+pub const ADMIN_GUESSES: u32 = 30;
+
+/// The window of [`ADMIN_GUESSES`].
+pub const ADMIN_GUESS_WINDOW: Duration = Duration::from_secs(60);
+
+/// Addresses remembered for guessing before the expired ones are dropped.
+const MAX_GUESSING_ADDRESSES: usize = 10_000;
+
+/// The sample configuration's admin token, warned about at start.
+pub const SAMPLE_ADMIN_TOKEN: &str = "change-me";
+
 /// An authenticated worker credential.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerCredential {
@@ -223,6 +236,8 @@ struct Inner {
     registrations: DefaultKeyedRateLimiter<IpAddr>,
     enrolments: DefaultKeyedRateLimiter<IpAddr>,
     open_enrolments: DefaultDirectRateLimiter,
+    /// Wrong admin tokens per address in the current window (see [`ADMIN_GUESSES`]).
+    admin_guesses: Mutex<HashMap<IpAddr, (Instant, u32)>>,
     /// Where the operator's changes are recorded (see [`Identities::set_events`]).
     events: std::sync::OnceLock<EventLog>,
 }
@@ -309,6 +324,7 @@ impl Identities {
             enrolments: DefaultKeyedRateLimiter::keyed(enrolments),
             open_enrolments: DefaultDirectRateLimiter::direct(open_enrolments),
             invitations,
+            admin_guesses: Mutex::new(HashMap::new()),
             cfg,
             store,
             state: Mutex::new(state),
@@ -380,6 +396,51 @@ impl Identities {
         ))
     }
 
+    /// [`Identities::authenticate_admin`] of a request from `peer`: an address that sent
+    /// [`ADMIN_GUESSES`] wrong admin tokens within [`ADMIN_GUESS_WINDOW`] is refused, right
+    /// token or not, until its window ends (guessing runs at a few tries a minute).
+    pub fn authenticate_admin_from(&self, meta: &MetadataMap, peer: Option<IpAddr>) -> Result<()> {
+        let key = peer.map(crate::rpc::conn::address_key);
+        let now = Instant::now();
+        if let Some(ip) = key {
+            let g = self
+                .0
+                .admin_guesses
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if let Some((start, n)) = g.get(&ip)
+                && now.duration_since(*start) < ADMIN_GUESS_WINDOW
+                && *n >= ADMIN_GUESSES
+            {
+                let wait = ADMIN_GUESS_WINDOW.saturating_sub(now.duration_since(*start));
+                return Err(IdentityError::ResourceExhausted(format!(
+                    "too many wrong admin tokens from {ip}; try again in {} s",
+                    wait.as_secs() + 1
+                )));
+            }
+        }
+        let r = self.authenticate_admin(meta);
+        if let (Err(IdentityError::Unauthenticated(_)), Some(ip)) = (&r, key) {
+            let mut g = self
+                .0
+                .admin_guesses
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if g.len() >= MAX_GUESSING_ADDRESSES {
+                g.retain(|_, (start, _)| now.duration_since(*start) < ADMIN_GUESS_WINDOW);
+            }
+            let e = g.entry(ip).or_insert((now, 0));
+            if now.duration_since(e.0) >= ADMIN_GUESS_WINDOW {
+                *e = (now, 0);
+            }
+            e.1 += 1;
+            if e.1 == ADMIN_GUESSES {
+                tracing::warn!(peer = %ip, "admin token guessing: calls from this address refused for a minute");
+            }
+        }
+        r
+    }
+
     /// Check that a request carries the admin credential (before its body is read).
     pub fn authenticate_admin(&self, meta: &MetadataMap) -> Result<()> {
         let token = bearer_token(meta);
@@ -426,10 +487,12 @@ impl Identities {
     {
         let ids = self.clone();
         move |req: Request<()>| {
-            ids.authenticate_admin(req.metadata()).map_err(|e| {
-                tracing::debug!(peer = ?req.remote_addr(), error = %e, "admin call refused");
-                to_status(&e)
-            })?;
+            let peer = req.remote_addr().map(|a| a.ip());
+            ids.authenticate_admin_from(req.metadata(), peer)
+                .map_err(|e| {
+                    tracing::debug!(peer = ?req.remote_addr(), error = %e, "admin call refused");
+                    to_status(&e)
+                })?;
             Ok(req)
         }
     }

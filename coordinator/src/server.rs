@@ -4,6 +4,7 @@
 
 use crate::error::{CoordinatorError, Result};
 use crate::identity::{Identities, IdentityConfig};
+use crate::rpc::conn::{Admission, ConnLimits, HttpListener};
 use crate::rpc::{AdminApi, EnrolmentApi, MAX_ENROL_MESSAGE_BYTES, WorkerApi};
 use crate::service::{Clock, Coordinator, ServiceConfig, SystemClock};
 use crate::store::Store;
@@ -79,10 +80,17 @@ pub fn open_with_clock(
 /// workers on one address raise them.
 #[derive(Debug, Clone)]
 pub struct ServerLimits {
-    /// Connections open at once (at the cap new clients wait in the listen backlog).
+    /// gRPC connections open at once (at the cap new clients wait in the listen backlog).
     pub max_connections: usize,
-    /// A connection must send its first bytes within this long.
+    /// HTTP connections open at once.
+    pub max_http_connections: usize,
+    /// Connections open at once from one address (IPv4 address, IPv6 /64), on each port.
+    pub max_connections_per_address: usize,
+    /// A connection must get its first request to the service within this long (TLS and
+    /// HTTP/2 handshakes, a partial HTTP request).
     pub handshake_timeout: Duration,
+    /// A connection with no request in flight for this long is closed.
+    pub idle_timeout: Duration,
     /// HTTP/2 keep-alive ping period on quiet connections...
     pub keepalive_interval: Duration,
     /// ...and how long the peer has to answer before the connection is closed.
@@ -105,7 +113,10 @@ impl Default for ServerLimits {
     fn default() -> Self {
         ServerLimits {
             max_connections: 4096,
+            max_http_connections: 512,
+            max_connections_per_address: 128,
             handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(120),
             keepalive_interval: Duration::from_secs(20),
             keepalive_timeout: Duration::from_secs(20),
             max_connection_age: Duration::from_secs(3600),
@@ -156,12 +167,34 @@ pub struct TlsIdentity {
     pub key_pem: Vec<u8>,
 }
 
+impl ServerLimits {
+    /// The admission limits of the gRPC port.
+    pub fn grpc(&self) -> ConnLimits {
+        ConnLimits {
+            max_connections: self.max_connections,
+            max_per_address: self.max_connections_per_address,
+            handshake_timeout: self.handshake_timeout,
+            idle_timeout: self.idle_timeout,
+        }
+    }
+
+    /// The admission limits of the HTTP port.
+    pub fn http(&self) -> ConnLimits {
+        ConnLimits {
+            max_connections: self.max_http_connections,
+            ..self.grpc()
+        }
+    }
+}
+
 /// Counts requests being handled (a tower layer over the gRPC routes), so that shutdown can
-/// wait for them and not for idle connections.
+/// wait for them and not for idle connections, and marks each on its connection (which is
+/// then neither in its handshake nor idle).
 #[derive(Debug, Clone)]
 struct InFlight<S> {
     inner: S,
     count: Arc<AtomicUsize>,
+    admission: Admission,
 }
 
 /// Decrements the in-flight count when a request's future ends (or is dropped).
@@ -173,9 +206,9 @@ impl Drop for Busy {
     }
 }
 
-impl<S, R> tower::Service<R> for InFlight<S>
+impl<S, B> tower::Service<axum::http::Request<B>> for InFlight<S>
 where
-    S: tower::Service<R>,
+    S: tower::Service<axum::http::Request<B>>,
     S::Future: Send + 'static,
 {
     type Response = S::Response;
@@ -186,13 +219,15 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: R) -> Self::Future {
+    fn call(&mut self, req: axum::http::Request<B>) -> Self::Future {
         self.count.fetch_add(1, Ordering::SeqCst);
         let busy = Busy(self.count.clone());
+        let on_conn = crate::rpc::conn::grpc_remote(&req).and_then(|a| self.admission.begin(a));
         let f = self.inner.call(req);
         Box::pin(async move {
             let r = f.await;
             drop(busy);
+            drop(on_conn);
             r
         })
     }
@@ -246,14 +281,22 @@ pub async fn serve(
         })
     };
 
+    let grpc_admission = Admission::new(limits.grpc());
     let http_task = match http {
         Some(l) => {
             let _ = crate::http::metrics_handle();
-            let app = crate::http::router(c.clone(), ids.clone());
+            let adm = Admission::new(limits.http());
+            let app =
+                crate::http::router_with(c.clone(), ids.clone(), Some(grpc_admission.clone()));
             let stop = wait_stop(stop_rx.clone());
             tracing::info!(addr = %l.local_addr().map(|a| a.to_string()).unwrap_or_default(), "http listening");
             Some(tokio::spawn(async move {
-                axum::serve(l, app).with_graceful_shutdown(stop).await
+                axum::serve(
+                    HttpListener::new(l, adm),
+                    app.into_make_service_with_connect_info::<crate::rpc::conn::HttpPeer>(),
+                )
+                .with_graceful_shutdown(stop)
+                .await
             }))
         }
         None => None,
@@ -304,16 +347,20 @@ pub async fn serve(
         .timeout(limits.request_timeout)
         .max_concurrent_streams(limits.max_concurrent_streams)
         .http2_max_header_list_size(limits.max_header_list_bytes)
-        .layer(tower::layer::layer_fn(move |inner| InFlight {
-            inner,
-            count: counter.clone(),
+        .layer(tower::layer::layer_fn({
+            let admission = grpc_admission.clone();
+            move |inner| InFlight {
+                inner,
+                count: counter.clone(),
+                admission: admission.clone(),
+            }
         }))
         .add_service(health_service)
         .add_service(worker)
         .add_service(admin)
         .add_service(enrolment)
         .serve_with_incoming_shutdown(
-            crate::rpc::conn::incoming(grpc, limits.max_connections, limits.handshake_timeout),
+            crate::rpc::conn::incoming(grpc, grpc_admission.clone()),
             wait_stop(stop_rx.clone()),
         );
     let drained = async {
@@ -331,8 +378,16 @@ pub async fn serve(
         }
     };
     reaper.abort();
-    if let Some(t) = http_task {
-        let _ = t.await;
+    if let Some(mut t) = http_task {
+        // Requests in flight get the grace period; a connection that holds a partial request
+        // (or will not close) is not waited for beyond it.
+        if tokio::time::timeout(limits.shutdown_grace, &mut t)
+            .await
+            .is_err()
+        {
+            tracing::info!("http connections still open after the grace period; closing them");
+            t.abort();
+        }
     }
     if let Err(e) = c.save_history() {
         tracing::warn!(error = %e, "history not stored at shutdown");

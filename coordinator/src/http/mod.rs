@@ -10,6 +10,7 @@ pub mod api;
 pub mod web;
 
 use crate::identity::Identities;
+use crate::rpc::conn::{Admission, HttpPeer};
 use crate::service::{Coordinator, SubtreeExport};
 use api::BookStatsV1;
 use axum::Router;
@@ -22,8 +23,8 @@ use bookfarm_book::umigame::UmigameOptions;
 use bookfarm_engine::formats::transcript::parse_transcript;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use metrics_util::MetricKindMask;
+use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use std::time::Instant;
 
@@ -93,14 +94,56 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
-async fn readyz(State(c): State<Coordinator>) -> (StatusCode, String) {
-    let s = c.status();
+/// A readiness answer is reused for this long (probes from anyone cost one store probe a
+/// second at most).
+pub const READY_MAX_AGE: Duration = Duration::from_secs(1);
+
+/// Whether the service can serve: the store takes writes (a full disk or a store stuck on an
+/// earlier write error says no) and the gRPC port has a free connection slot.
+async fn readyz(State(s): State<AppState>) -> (StatusCode, String) {
+    let mut last = s.ready.lock().await;
+    let fresh = last
+        .as_ref()
+        .filter(|(at, _)| at.elapsed() < READY_MAX_AGE)
+        .map(|(_, r)| r.clone());
+    let store = match fresh {
+        Some(r) => r,
+        None => {
+            let c = s.c.clone();
+            let r = match tokio::task::spawn_blocking(move || c.probe_store()).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(e) => Err(format!("store probe: {e}")),
+            };
+            *last = Some((Instant::now(), r.clone()));
+            r
+        }
+    };
+    drop(last);
+    if let Err(e) = store {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: the store cannot write: {e}\n"),
+        );
+    }
+    if let Some(g) = &s.grpc
+        && g.free_slots() == 0
+    {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "not ready: every gRPC connection slot is taken ({})\n",
+                g.limits().max_connections
+            ),
+        );
+    }
+    let st = s.c.status();
     (
         StatusCode::OK,
         format!(
             "ready: {} positions, state {}\n",
-            s.positions,
-            s.state.as_str()
+            st.positions,
+            st.state.as_str()
         ),
     )
 }
@@ -108,8 +151,12 @@ async fn readyz(State(c): State<Coordinator>) -> (StatusCode, String) {
 /// Book statistics are recomputed (one pass over the book) at most this often.
 pub const STATS_MAX_AGE: Duration = Duration::from_secs(30);
 
-/// The last book statistics and when they were computed.
-type StatsCache = Arc<Mutex<Option<(Instant, Arc<BookStatsV1>)>>>;
+/// The last book statistics and when they were computed (an async lock: held while they are
+/// computed, so that simultaneous first requests compute them once).
+type StatsCache = Arc<tokio::sync::Mutex<Option<(Instant, Arc<BookStatsV1>)>>>;
+
+/// The last readiness probe of the store and when it ran.
+type ReadyCache = Arc<tokio::sync::Mutex<Option<(Instant, Result<(), String>)>>>;
 
 /// What the HTTP handlers share.
 #[derive(Debug, Clone)]
@@ -117,6 +164,9 @@ pub struct AppState {
     c: Coordinator,
     ids: Identities,
     stats: StatsCache,
+    ready: ReadyCache,
+    grpc: Option<Admission>,
+    stats_computed: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl FromRef<AppState> for Coordinator {
@@ -406,16 +456,18 @@ async fn api_export(State(c): State<Coordinator>, Query(q): Query<ExportQuery>) 
 }
 
 async fn api_book_stats(State(s): State<AppState>) -> Response {
-    let cached = {
-        let g = s.stats.lock().unwrap_or_else(|p| p.into_inner());
-        g.as_ref()
-            .filter(|(at, _)| at.elapsed() < STATS_MAX_AGE)
-            .map(|(_, v)| v.clone())
-    };
+    // Held across the computation: the requests that arrive meanwhile wait and reuse it.
+    let mut g = s.stats.lock().await;
+    let cached = g
+        .as_ref()
+        .filter(|(at, _)| at.elapsed() < STATS_MAX_AGE)
+        .map(|(_, v)| v.clone());
     let stats = match cached {
         Some(v) => v,
         None => {
             let c = s.c.clone();
+            s.stats_computed
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let fresh = match tokio::task::spawn_blocking(move || c.book_stats()).await {
                 Ok(st) => Arc::new(BookStatsV1::from(&st)),
                 Err(e) => {
@@ -424,20 +476,45 @@ async fn api_book_stats(State(s): State<AppState>) -> Response {
                     return r;
                 }
             };
-            *s.stats.lock().unwrap_or_else(|p| p.into_inner()) =
-                Some((Instant::now(), fresh.clone()));
+            *g = Some((Instant::now(), fresh.clone()));
             fresh
         }
     };
+    drop(g);
     json(&*stats)
 }
 
+/// Marks each request on its connection (which is then neither in its handshake nor idle,
+/// see [`crate::rpc::conn`]) and bounds its time.
+async fn on_connection(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let _busy = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<HttpPeer>>()
+        .map(|p| p.0.begin());
+    match tokio::time::timeout(HTTP_REQUEST_TIMEOUT, next.run(req)).await {
+        Ok(r) => r,
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "request timed out\n").into_response(),
+    }
+}
+
+/// Longest HTTP request (a whole-book export included).
+pub const HTTP_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// The HTTP router: metrics and health, the web UI's pages and assets, and its JSON API.
 pub fn router(c: Coordinator, ids: Identities) -> Router {
+    router_with(c, ids, None)
+}
+
+/// [`router`], with `/readyz` also saying no while the gRPC port (`grpc`) has no free
+/// connection slot.
+pub fn router_with(c: Coordinator, ids: Identities, grpc: Option<Admission>) -> Router {
     let state = AppState {
         c,
         ids,
-        stats: Arc::new(Mutex::new(None)),
+        stats: Arc::new(tokio::sync::Mutex::new(None)),
+        ready: Arc::new(tokio::sync::Mutex::new(None)),
+        grpc,
+        stats_computed: Arc::new(std::sync::atomic::AtomicU64::new(0)),
     };
     Router::new()
         .route("/metrics", get(metrics))
@@ -455,6 +532,7 @@ pub fn router(c: Coordinator, ids: Identities) -> Router {
         .route("/api/v1/book/export", get(api_export))
         .merge(web::routes())
         .with_state(state)
+        .layer(axum::middleware::from_fn(on_connection))
         // gzip for clients that ask (the worker table of a big farm shrinks about 20 times).
         .layer(tower_http::compression::CompressionLayer::new())
 }

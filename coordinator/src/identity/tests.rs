@@ -303,4 +303,39 @@ fn open_enrolment_is_off_unless_allowed_and_enrolments_are_rate_limited() {
     open.enroll("", "pc", Some("192.0.2.8".parse().unwrap()))
         .unwrap();
     assert_eq!(open.list().len(), 3);
+/// Wrong admin tokens from one address are throttled: after [`ADMIN_GUESSES`] in a window, its
+/// admin calls are refused (the right token too) while other addresses are not affected.
+#[test]
+fn admin_token_guesses_are_throttled_per_address() {
+    let cfg = IdentityConfig {
+        admin_token: Some("adm".into()),
+        ..IdentityConfig::default()
+    };
+    let (_dir, i) = ids(cfg);
+    let guesser: IpAddr = "192.0.2.7".parse().unwrap();
+    let other: IpAddr = "192.0.2.8".parse().unwrap();
+    for n in 0..ADMIN_GUESSES {
+        assert_eq!(
+            code(
+                i.authenticate_admin_from(&meta(&format!("guess{n}")), Some(guesser))
+                    .unwrap_err()
+            ),
+            ErrorCode::Unauthenticated
+        );
+    }
+    assert_eq!(
+        code(
+            i.authenticate_admin_from(&meta("guess-more"), Some(guesser))
+                .unwrap_err()
+        ),
+        ErrorCode::ResourceExhausted
+    );
+    assert_eq!(
+        code(
+            i.authenticate_admin_from(&meta("adm"), Some(guesser))
+                .unwrap_err()
+        ),
+        ErrorCode::ResourceExhausted
+    );
+    assert!(i.authenticate_admin_from(&meta("adm"), Some(other)).is_ok());
 }

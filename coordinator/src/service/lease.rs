@@ -15,7 +15,7 @@
 //! suggests `retry_after`. A search is a pure function of its request, so none of this changes
 //! the book, only when its searches are done.
 
-use super::{Coordinator, QuarantineReport, ServiceConfig};
+use super::{Coordinator, QuarantineReport, ServiceConfig, Standing};
 use crate::error::{CoordinatorError, Result};
 use crate::events::{EventKind, board_text, event};
 use bookfarm_engine::Board;
@@ -362,18 +362,22 @@ impl Coordinator {
             .is_some_and(|w| !w.jobs.is_empty())
     }
 
-    /// A worker reports that a job failed. The search is quarantined only once workers of
-    /// `max_failures` different owners reported it (a report from an anonymous local worker
-    /// counts as its own owner); until then the job goes back to the queue, whatever
-    /// `retryable` says, so that one client cannot take a search out of the growth program.
-    /// Quarantine lives in memory: a restart gives the search another chance. Returns true when
-    /// quarantined.
+    /// A worker reports that a job failed. The search is quarantined only once trusted workers
+    /// (given, earned or root standing) of `max_failures` different owners reported it (a
+    /// report from an anonymous local worker counts as its own owner); until then the job goes
+    /// back to the queue, whatever `retryable` says, so that neither one client nor any number
+    /// of untrusted ones can take a search out of the growth program (an untrusted report only
+    /// releases the lease). Quarantine lives in memory: a restart gives the search another
+    /// chance. Returns true when quarantined.
     pub fn fail(&self, id: &Identity, worker: &Uuid, f: &Failure) -> Result<bool> {
         self.check_identity(id)?;
         let now = self.now();
         let mut g = self.jobs();
         Self::touch(&mut g, worker, now)?;
         let owner = g.workers.get(worker).and_then(|w| w.owner.clone());
+        let counts = g.workers.get(worker).is_some_and(|w| {
+            g.trust.standing_of(&w.contributor, &self.0.cfg.trust) != Standing::Untrusted
+        });
         let Some(j) = g.jobs.get_mut(&f.job_id) else {
             if g.done.contains(&f.job_id) {
                 return Ok(false);
@@ -388,7 +392,7 @@ impl Coordinator {
         }
         j.failures += 1;
         let owner = owner.unwrap_or_else(|| format!("anonymous report {}", j.failures));
-        if !j.failed_owners.contains(&owner) {
+        if counts && !j.failed_owners.contains(&owner) {
             j.failed_owners.push(owner);
         }
         let quarantine = j.failed_owners.len() >= self.0.cfg.max_failures.max(1) as usize;

@@ -306,6 +306,12 @@ impl Coordinator {
         Ok(())
     }
 
+    /// Whether the store can take writes now (blocking; see `Store::probe_writable`): the
+    /// readiness probe.
+    pub fn probe_store(&self) -> Result<()> {
+        Ok(self.0.store.probe_writable()?)
+    }
+
     /// Checkpoint the growth state and make every store write durable (blocking; clean
     /// shutdown, commands that end, tests). A coordinator stopped without it loses nothing:
     /// the next one re-runs growth from the last checkpoint with the stored results.

@@ -54,6 +54,13 @@ impl Coordinator {
     /// Check a worker's software: protocol, engine, evaluation and search signature.
     /// Credentials are checked before a request reaches the service (`crate::identity`).
     pub fn check_identity(&self, id: &Identity) -> Result<()> {
+        self.check_identity_pinning(id, false)
+    }
+
+    /// [`Coordinator::check_identity`]; `may_pin`: the caller is trusted (given, earned or
+    /// root standing), so its signature pins a book that has none. An untrusted caller's
+    /// signature never pins: until a trusted one does, its calls pass the signature check.
+    fn check_identity_pinning(&self, id: &Identity, may_pin: bool) -> Result<()> {
         let cfg = &self.0.cfg;
         if id.protocol_version != PROTOCOL_VERSION {
             return Err(CoordinatorError::ProtocolVersion {
@@ -79,7 +86,7 @@ impl Coordinator {
                 want: h.clone(),
             });
         }
-        self.check_signature(&id.search_signature)
+        self.check_signature(&id.search_signature, may_pin)
     }
 
     /// What a worker of another release should install: the release this coordinator expects,
@@ -96,9 +103,9 @@ impl Coordinator {
         }
     }
 
-    /// A worker's search signature must be the book's; the first one seen pins the book when
-    /// nothing did before.
-    fn check_signature(&self, text: &str) -> Result<()> {
+    /// A worker's search signature must be the book's; the first one a trusted caller sends
+    /// (`may_pin`) pins the book when nothing did before.
+    fn check_signature(&self, text: &str, may_pin: bool) -> Result<()> {
         let Some(theirs) = SearchSignature::parse(text) else {
             return Err(CoordinatorError::Signature(if text.is_empty() {
                 "the worker sent none (upgrade the worker)".into()
@@ -113,6 +120,7 @@ impl Coordinator {
                 theirs.differences(ours).join("; ")
             ))),
             Some(_) => Ok(()),
+            None if !may_pin => Ok(()),
             None => {
                 let mut b = Batch::default();
                 b.put_signature(&theirs.to_string())?;
@@ -234,9 +242,10 @@ impl Coordinator {
         contributor: (String, String, bool, bool),
         verifier: bool,
     ) -> Result<Uuid> {
-        self.check_identity(id)?;
         let (who, who_owner, given, root) = contributor;
         let trusted = given || root;
+        let standing = self.jobs().trust.standing_of(&who, &self.0.cfg.trust);
+        self.check_identity_pinning(id, trusted || standing != trust::Standing::Untrusted)?;
         let wid = Uuid::new_v4();
         let now = self.now();
         let mut g = self.jobs();
@@ -263,7 +272,8 @@ impl Coordinator {
                 owner: owner.map(str::to_string),
                 trusted,
                 version: id.engine_version.chars().take(64).collect(),
-                threads,
+                // Self-reported: credited (and shown) up to the configured maximum only.
+                threads: threads.min(self.0.cfg.max_worker_threads.max(1)),
                 last_seen: now,
                 jobs: HashSet::new(),
                 completed: 0,

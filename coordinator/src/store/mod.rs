@@ -313,6 +313,26 @@ impl Store {
         meta_in(&self.tree(), name)
     }
 
+    /// Whether the store can take writes now: a small file written, synced and removed in its
+    /// directory (a full or read-only disk fails here), then a flush of sled (which fails
+    /// while sled holds an earlier write error). The store's contents are not touched.
+    pub fn probe_writable(&self) -> Result<(), StoreError> {
+        use std::io::Write;
+        let path = self.dir.join(".write-probe");
+        let io = |source| StoreError::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        let r = (|| {
+            let mut f = std::fs::File::create(&path)?;
+            f.write_all(&[0u8; 4096])?;
+            f.sync_all()
+        })();
+        let _ = std::fs::remove_file(&path);
+        r.map_err(io)?;
+        self.flush()
+    }
+
     /// Make every write applied so far durable (blocking fsync).
     pub fn flush(&self) -> Result<(), StoreError> {
         self.db.flush()?;

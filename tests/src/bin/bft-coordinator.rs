@@ -38,6 +38,15 @@ struct Args {
     /// Handshake timeout, milliseconds.
     #[arg(long)]
     handshake_timeout_ms: Option<u64>,
+    /// Idle timeout, milliseconds.
+    #[arg(long)]
+    idle_timeout_ms: Option<u64>,
+    /// Connections at once from one address (each port).
+    #[arg(long)]
+    max_connections_per_address: Option<usize>,
+    /// HTTP connections at once.
+    #[arg(long)]
+    max_http_connections: Option<usize>,
     /// Backup leases after this many mean search times (0: off).
     #[arg(long)]
     backup_after: Option<u32>,
@@ -107,6 +116,13 @@ fn main() -> anyhow::Result<()> {
             handshake_timeout: a
                 .handshake_timeout_ms
                 .map_or(d.handshake_timeout, Duration::from_millis),
+            idle_timeout: a
+                .idle_timeout_ms
+                .map_or(d.idle_timeout, Duration::from_millis),
+            max_connections_per_address: a
+                .max_connections_per_address
+                .unwrap_or(d.max_connections_per_address),
+            max_http_connections: a.max_http_connections.unwrap_or(d.max_http_connections),
             ..d
         },
     };

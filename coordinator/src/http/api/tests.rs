@@ -673,3 +673,34 @@ async fn pages_and_assets_are_served_and_nothing_changes_state() {
     assert!(head.contains("content-encoding: gzip"), "{head}");
     assert!(body.len() < 40_000, "{} bytes", body.len());
 }
+
+/// Simultaneous first requests for the book statistics compute them once (the others wait for
+/// that computation and reuse it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn book_stats_are_computed_once_for_simultaneous_requests() {
+    let w = start(2, 6).await;
+    use crate::http::{AppState, api_book_stats};
+    use axum::extract::State;
+    use axum::http::StatusCode;
+    let state = AppState {
+        c: w.c.clone(),
+        ids: w.ids.clone(),
+        stats: Arc::new(tokio::sync::Mutex::new(None)),
+        ready: Arc::new(tokio::sync::Mutex::new(None)),
+        grpc: None,
+        stats_computed: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+    };
+    let calls = (0..16).map(|_| {
+        let s = state.clone();
+        tokio::spawn(async move { api_book_stats(State(s)).await.status() })
+    });
+    for r in futures::future::join_all(calls).await {
+        assert_eq!(r.unwrap(), StatusCode::OK);
+    }
+    assert_eq!(
+        state
+            .stats_computed
+            .load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+}

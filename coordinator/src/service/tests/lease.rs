@@ -131,14 +131,18 @@ fn failures_from_different_owners_quarantine_the_position() {
     let f = fixture(2, 10, ServiceConfig::default());
     let id = identity();
     // One owner's reports, retryable or not, never quarantine.
-    let mallory = f.c.register_owned(&id, "m", 1, Some("mallory")).unwrap();
-    let mallory2 = f.c.register_owned(&id, "m2", 1, Some("mallory")).unwrap();
+    let mallory =
+        f.c.register_with(&id, "m", 1, Some("mallory"), true)
+            .unwrap();
+    let mallory2 =
+        f.c.register_with(&id, "m2", 1, Some("mallory"), true)
+            .unwrap();
     for w in [&mallory, &mallory2, &mallory] {
         assert!(!report(&f.c, w, false));
     }
     assert_eq!(f.c.status().queued, 1);
     // A second owner's report does.
-    let alice = f.c.register_owned(&id, "a", 1, Some("alice")).unwrap();
+    let alice = f.c.register_with(&id, "a", 1, Some("alice"), true).unwrap();
     assert!(report(&f.c, &alice, true));
     let s = f.c.status();
     assert_eq!(s.quarantined.len(), 1);
@@ -154,6 +158,34 @@ fn failures_from_different_owners_quarantine_the_position() {
     let f = reopen(f, ServiceConfig::default());
     assert!(f.c.status().quarantined.is_empty());
     assert_eq!(f.c.status().queued, 1);
+}
+
+/// Untrusted owners' reports only release their leases: any number of them, sent on every
+/// job, quarantine nothing, and the build goes on; one trusted owner's report then counts as
+/// one.
+#[test]
+fn untrusted_owners_cannot_quarantine_a_search() {
+    let f = fixture(2, 10, ServiceConfig::default());
+    let id = identity();
+    let liars: Vec<Uuid> = ["eve", "mallory", "trudy"]
+        .iter()
+        .map(|o| f.c.register_owned(&id, o, 1, Some(o)).unwrap())
+        .collect();
+    for _ in 0..4 {
+        for w in &liars {
+            assert!(!report(&f.c, w, false));
+        }
+    }
+    let s = f.c.status();
+    assert!(s.quarantined.is_empty());
+    assert_eq!(s.queued, 1);
+    // Trusted owners still can (two owners, the default max_failures).
+    let alice = f.c.register_with(&id, "a", 1, Some("alice"), true).unwrap();
+    let bob = f.c.register_with(&id, "b", 1, Some("bob"), true).unwrap();
+    assert!(!report(&f.c, &alice, false));
+    assert!(!report(&f.c, liars.first().unwrap(), false));
+    assert!(report(&f.c, &bob, false));
+    assert_eq!(f.c.status().quarantined.len(), 1);
 }
 
 #[test]

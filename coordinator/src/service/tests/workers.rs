@@ -99,3 +99,47 @@ fn workers_with_another_search_signature_are_refused_naming_the_difference() {
         .to_string();
     assert!(e.contains("evaluation: 77 vs 00"), "{e}");
 }
+
+/// An untrusted first registration does not pin the book's signature (a bogus one would lock
+/// out every honest worker, also after a restart): the first trusted worker's does, and the
+/// untrusted worker with the other signature is refused from then on.
+#[test]
+fn an_untrusted_first_registration_does_not_pin_the_signature() {
+    let f = fixture(2, 10, ServiceConfig::default());
+    let bogus = Identity {
+        search_signature: test_signature("66"),
+        ..identity()
+    };
+    let eve = f.c.register_owned(&bogus, "eve", 1, Some("eve")).unwrap();
+    let e2 = f.c.register_owned(&bogus, "eve2", 1, Some("eve")).unwrap();
+    assert!(f.c.lease(&bogus, &e2, 1).is_ok());
+    // A trusted worker with the honest signature is accepted and pins the book.
+    let id = identity();
+    f.c.register_with(&id, "alice", 1, Some("alice"), true)
+        .unwrap();
+    assert!(matches!(
+        f.c.lease(&bogus, &eve, 1),
+        Err(CoordinatorError::Signature(_))
+    ));
+    assert!(f.c.register_owned(&bogus, "eve3", 1, Some("eve")).is_err());
+    // After a restart the pin is the trusted worker's.
+    let f = reopen(f, ServiceConfig::default());
+    assert!(f.c.register_owned(&id, "bob", 1, Some("bob")).is_ok());
+    assert!(f.c.register_owned(&bogus, "eve4", 1, Some("eve")).is_err());
+}
+
+/// A worker's self-reported threads are shown and counted only up to `max_worker_threads`.
+#[test]
+fn self_reported_threads_are_clamped() {
+    let f = fixture(2, 10, ServiceConfig::default());
+    let w =
+        f.c.register_owned(&identity(), "big", 4_000_000_002, Some("eve"))
+            .unwrap();
+    let s = f.c.status();
+    let me = s.workers.iter().find(|x| x.id == w).unwrap();
+    assert_eq!(me.threads, ServiceConfig::default().max_worker_threads);
+    assert_eq!(
+        s.threads,
+        u64::from(ServiceConfig::default().max_worker_threads)
+    );
+}
