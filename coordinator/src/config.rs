@@ -46,8 +46,15 @@ pub struct CoordinatorFile {
     pub registrations_per_minute: Option<u32>,
     /// gRPC connections open at once (default 4096; keep LimitNOFILE well above it).
     pub max_connections: Option<usize>,
-    /// Seconds a new connection has to send its first bytes (default 10).
+    /// Seconds a new connection has to get its first request through (TLS and HTTP/2
+    /// handshakes, a partial HTTP request; default 10).
     pub handshake_timeout_secs: Option<u64>,
+    /// Connections at once from one address (IPv4 address, IPv6 /64), on each port (default 128).
+    pub max_connections_per_address: Option<usize>,
+    /// Seconds a connection may stay open with no request in flight (default 120).
+    pub idle_timeout_secs: Option<u64>,
+    /// HTTP connections open at once (default 512).
+    pub max_http_connections: Option<usize>,
     /// Evaluation file whose fingerprint workers must match (default: not checked).
     pub eval: Option<PathBuf>,
     /// Require workers to run exactly this coordinator's engine version (default true).
@@ -179,6 +186,13 @@ impl CoordinatorFile {
             handshake_timeout: self
                 .handshake_timeout_secs
                 .map_or(d.handshake_timeout, |s| Duration::from_secs(s.max(1))),
+            max_connections_per_address: self
+                .max_connections_per_address
+                .unwrap_or(d.max_connections_per_address),
+            idle_timeout: self
+                .idle_timeout_secs
+                .map_or(d.idle_timeout, |s| Duration::from_secs(s.max(1))),
+            max_http_connections: self.max_http_connections.unwrap_or(d.max_http_connections),
             ..d
         }
     }

@@ -706,9 +706,12 @@ async fn one_failure_report_does_not_quarantine() {
     let Some(eval) = eval_path() else { return };
     let dir = tempfile::tempdir().unwrap();
     new_store(dir.path(), 2, 10);
-    let m = add_credential(dir.path(), "m", "mallory", false);
-    let m2 = add_credential(dir.path(), "m2", "mallory", false);
-    let b = add_credential(dir.path(), "b", "bob", false);
+    // Only trusted owners' reports count toward quarantine (untrusted ones only release
+    // their lease): mallory and bob are trusted here, eve is not.
+    let m = add_credential(dir.path(), "m", "mallory", true);
+    let m2 = add_credential(dir.path(), "m2", "mallory", true);
+    let b = add_credential(dir.path(), "b", "bob", true);
+    let e = add_credential(dir.path(), "e", "eve", false);
     let honest = add_credential(dir.path(), "honest", "alice", true);
     let port = free_port();
     let _c = coordinator(dir.path(), port, Some(&eval), &[]);
@@ -725,7 +728,15 @@ async fn one_failure_report_does_not_quarantine() {
     }
     let s = status(&mut a).await;
     assert_eq!((s.quarantined_total, s.queued), (0, 1), "{s:?}");
-    // A second owner's report does quarantine; the admin releases it.
+    // An untrusted second owner's report does not.
+    let mut w = client_with(port, &e, Some(&eval)).await;
+    let id = register(&mut w, "e", 1).await.unwrap();
+    let job = lease(&mut w, &id, 1).await.unwrap().remove(0);
+    assert_eq!(job.job_id, root);
+    assert!(!fail(&mut w, &id, &job.job_id, "nope").await.unwrap());
+    let s = status(&mut a).await;
+    assert_eq!((s.quarantined_total, s.queued), (0, 1), "{s:?}");
+    // A trusted second owner's report does quarantine; the admin releases it.
     let mut w = client_with(port, &b, Some(&eval)).await;
     let id = register(&mut w, "b", 1).await.unwrap();
     let job = lease(&mut w, &id, 1).await.unwrap().remove(0);

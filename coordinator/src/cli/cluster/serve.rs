@@ -110,11 +110,13 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             db.display()
         );
     }
-    if ids.admin_token.as_deref().map(str::trim) == Some(crate::identity::SAMPLE_ADMIN_TOKEN) {
+    if ids.admin_token.as_deref().map(str::trim)
+        == Some(bookfarm_coordinator::identity::SAMPLE_ADMIN_TOKEN)
+    {
         tracing::warn!(
             "admin_token is the sample configuration's {:?}: anyone who read the sample can run \
              admin commands; set a secret of your own (e.g. `openssl rand -hex 32`)",
-            crate::identity::SAMPLE_ADMIN_TOKEN
+            bookfarm_coordinator::identity::SAMPLE_ADMIN_TOKEN
         );
     }
     // Anonymous workers only on loopback, and only while no worker credential exists.
