@@ -87,7 +87,69 @@ impl Store {
                 std::fs::remove_file(&path).map_err(base_io(&path))?;
             }
         }
+        // The checksum files of the bases removed.
+        let keep = self
+            .meta::<BaseRecord>("base")?
+            .map(|b| super::sums::sums_file(&self.dir, b.generation));
+        let dir = self.dir.join(super::sums::SUMS_DIR);
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for entry in entries {
+                let path = entry.map_err(base_io(&dir))?.path();
+                if Some(&path) != keep.as_ref() {
+                    std::fs::remove_file(&path).map_err(base_io(&path))?;
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// Write and sync the checksum file of the base file of `generation` (its `bytes`).
+    pub(super) fn write_base_sums(&self, generation: u64, bytes: &[u8]) -> Result<(), StoreError> {
+        let dir = self.dir.join(super::sums::SUMS_DIR);
+        std::fs::create_dir_all(&dir).map_err(base_io(&dir))?;
+        let path = super::sums::sums_file(&self.dir, generation);
+        let tmp = path.with_extension("sum.tmp");
+        let mut f = std::fs::File::create(&tmp).map_err(base_io(&tmp))?;
+        std::io::Write::write_all(&mut f, &super::sums::encode(bytes)).map_err(base_io(&tmp))?;
+        f.sync_all().map_err(base_io(&tmp))?;
+        std::fs::rename(&tmp, &path).map_err(base_io(&path))?;
+        std::fs::File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(base_io(&dir))
+    }
+
+    /// Check the base file of `generation` (`bytes`, read from `path`) against its checksums.
+    /// A base written before checksums existed has none: its checksums are written now (it is
+    /// trusted as read, once).
+    pub(super) fn check_base_sums(
+        &self,
+        generation: u64,
+        path: &Path,
+        bytes: &[u8],
+    ) -> Result<(), StoreError> {
+        let sums = super::sums::sums_file(&self.dir, generation);
+        match std::fs::read(&sums) {
+            Ok(s) => super::sums::verify(path, bytes, &sums, &s),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                tracing::info!(file = %path.display(), "base file without checksums: writing them");
+                self.write_base_sums(generation, bytes)
+            }
+            Err(e) => Err(base_io(&sums)(e)),
+        }
+    }
+
+    /// Read and check the base file against its checksums (`book verify`): the number of
+    /// bytes checked.
+    pub fn verify_base(&self) -> Result<u64, StoreError> {
+        let Some(base) = self.meta::<BaseRecord>("base")? else {
+            return Ok(0);
+        };
+        let path = base_file(&self.dir, base.generation);
+        let bytes = std::fs::read(&path).map_err(base_io(&path))?;
+        let sums = super::sums::sums_file(&self.dir, base.generation);
+        let s = std::fs::read(&sums).map_err(base_io(&sums))?;
+        super::sums::verify(&path, &bytes, &sums, &s)?;
+        Ok(bytes.len() as u64)
     }
 
     /// Whether the next checkpoint should write every position again as a replacement of the
@@ -191,6 +253,9 @@ impl Store {
         edax::write_book_in_order(book, &mut w).map_err(base_io(&path))?;
         let file = w.into_inner().map_err(|e| base_io(&path)(e.into_error()))?;
         file.sync_all().map_err(base_io(&path))?;
+        drop(file);
+        let bytes = std::fs::read(&path).map_err(base_io(&path))?;
+        self.write_base_sums(generation, &bytes)?;
         // The file's directory entry must be durable before the record naming it is.
         std::fs::File::open(&dir)
             .and_then(|d| d.sync_all())

@@ -87,6 +87,7 @@ impl Store {
         if let Some(base) = base {
             let path = base_file(&self.dir, base.generation);
             let bytes = std::fs::read(&path).map_err(base_io(&path))?;
+            self.check_base_sums(base.generation, &path, &bytes)?;
             let bad = |source| StoreError::Base {
                 path: path.display().to_string(),
                 source,

@@ -57,6 +57,7 @@ mod keys;
 mod load;
 mod record;
 mod sled_repair;
+mod sums;
 mod to_v2;
 mod to_v3;
 mod to_v4;
@@ -131,6 +132,19 @@ pub enum StoreError {
         "{0}: no book here; create one with `book new --db {0}` or `book import FILE --db {0}`"
     )]
     NoBook(String),
+    /// A file of the store does not match its checksum: it was damaged after it was written.
+    #[error(
+        "{path}: corrupt at byte offset {offset}: {what}; restore the store from a backup, or \
+         re-import the book from an export"
+    )]
+    Corrupt {
+        /// The damaged file.
+        path: String,
+        /// Where (the start of the damaged block).
+        offset: u64,
+        /// What differs.
+        what: String,
+    },
     /// The directory holds a store written before stores carried a format version: this build
     /// cannot read it (the one text for a store of an old layout).
     #[error(

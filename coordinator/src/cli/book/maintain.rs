@@ -22,6 +22,13 @@ use std::time::Instant;
 /// Whole-book transformations of a stored book.
 #[derive(Debug, Subcommand)]
 pub enum MaintainCommand {
+    /// Check a stored book without changing it: the base file against its checksums (the
+    /// error names the file and the offset of a damaged block), then every store record read
+    /// and decoded as a start reads them.
+    Verify {
+        #[command(flatten)]
+        db: Db,
+    },
     /// Edax `book negamax`: recompute every value and sort the links.
     Negamax {
         #[command(flatten)]
@@ -113,6 +120,19 @@ pub enum MaintainCommand {
 /// Run one command of this group.
 pub fn run(cmd: MaintainCommand) -> anyhow::Result<()> {
     match cmd {
+        MaintainCommand::Verify { db } => {
+            let store = bookfarm_coordinator::store::Store::open_book(&db.db)
+                .with_context(|| store_context(&db.db))?;
+            let bytes = store.verify_base()?;
+            let loaded = store.load(&db.db)?;
+            println!(
+                "ok: {} ({bytes} bytes of base file checked, {} positions, {} results read)",
+                db.db.display(),
+                loaded.book.len(),
+                loaded.results.len()
+            );
+            Ok(())
+        }
         MaintainCommand::Negamax { db } => transform(&db.db, None, |book, _| {
             negamax::negamax(book);
             negamax::sort_links(book);
