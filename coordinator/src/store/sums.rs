@@ -50,7 +50,7 @@ fn corrupt(path: &Path, offset: u64, what: String) -> StoreError {
 /// error naming the file and the offset.
 pub(super) fn verify(base: &Path, data: &[u8], sums: &Path, s: &[u8]) -> Result<(), StoreError> {
     let u32_at = |i: usize| u32::from_le_bytes([s[i], s[i + 1], s[i + 2], s[i + 3]]);
-    if s.len() < 24 || &s[..8] != MAGIC || (s.len() - 24) % 4 != 0 {
+    if s.len() < 24 || &s[..8] != MAGIC || !(s.len() - 24).is_multiple_of(4) {
         return Err(corrupt(sums, 0, "not a base checksum file".into()));
     }
     let body = s.len() - 4;

@@ -399,7 +399,10 @@ fn corrupt_base_is_an_error() {
     std::fs::write(&path, bytes).unwrap();
     let e = s.load(dir.path()).unwrap_err().to_string();
     // The checksums find it first, naming the file and where it differs.
-    assert!(e.contains(".dat") && e.contains("corrupt at byte offset 83"), "{e}");
+    assert!(
+        e.contains(".dat") && e.contains("corrupt at byte offset 83"),
+        "{e}"
+    );
 }
 
 #[test]
