@@ -303,6 +303,8 @@ fn open_enrolment_is_off_unless_allowed_and_enrolments_are_rate_limited() {
     open.enroll("", "pc", Some("192.0.2.8".parse().unwrap()))
         .unwrap();
     assert_eq!(open.list().len(), 3);
+}
+
 /// Wrong admin tokens from one address are throttled: after [`ADMIN_GUESSES`] in a window, its
 /// admin calls are refused (the right token too) while other addresses are not affected.
 #[test]
