@@ -25,6 +25,10 @@ pub enum SimCommand {
     /// against leaf searches at a reference level on a book's positions (what calibrates the
     /// simulator's `--guess-error` and `--score-noise`).
     Guesses(GuessesArgs),
+    /// The trust table: trusted workers, honest volunteers and liars of each kind over the real
+    /// trust code; per liar kind, the overhead, how fast liars are blocked, and the lies left
+    /// in the book and in its decisive core at done, against the honest build.
+    Trust(TrustArgs),
 }
 
 /// `sim run`.
@@ -142,6 +146,147 @@ pub struct RecordArgs {
     positions: Option<PathBuf>,
 }
 
+/// `sim trust`.
+#[derive(Debug, Args)]
+pub struct TrustArgs {
+    /// Worker counts to simulate, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "100,1000", value_parser = workers)]
+    workers: Vec<usize>,
+    /// Share of the workers the operator trusts, in percent (at least one).
+    #[arg(long, default_value_t = 5.0)]
+    trusted_percent: f64,
+    /// Share of the workers that lie, in percent (at least one), in the rows with liars.
+    #[arg(long, default_value_t = 5.0)]
+    liar_percent: f64,
+    /// Rows: `honest` (volunteers only), then liar kinds: `always`, `10%`, `sleeper[@N]` (honest
+    /// for N answers, then always), `core` (only on the honest book's decisive core), `1/500`
+    /// or `N/1000`.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "honest,always,10%,sleeper,core,1/500"
+    )]
+    kinds: Vec<String>,
+    /// Recorded duration table to use (a level of `sim record`: 4, 8, 12 or 16).
+    #[arg(long, default_value_t = 16, value_parser = args::level)]
+    times: u8,
+    /// Worker speeds spread log-uniformly over [1/S, S] (1: equal speeds).
+    #[arg(long, default_value_t = 1.0)]
+    spread: f64,
+    /// Seed of the worker speeds.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Level of the book (what the level table reports; durations come from --times).
+    #[arg(long, default_value_t = 4, value_parser = args::search_level)]
+    level: u8,
+    /// Book depth in plies.
+    #[arg(long, default_value_t = 14, value_parser = args::depth)]
+    depth: u8,
+    /// Deviate window: relative error.
+    #[arg(long, default_value_t = 2)]
+    relative: i32,
+    /// Deviate window: absolute error.
+    #[arg(long, default_value_t = 4)]
+    absolute: i32,
+    /// What simulated searches answer (see `sim run --truth`).
+    #[arg(long, default_value = "engine:2", value_parser = truth)]
+    truth: sim::Truth,
+    /// Cores the simulated coordinator serves RPCs with (its growth runner has one more).
+    #[arg(long, default_value_t = 4, value_parser = args::count)]
+    coordinator_cores: usize,
+    /// Directory for the simulated stores (default: a temporary directory).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+}
+
+fn trust_table(a: &TrustArgs) -> anyhow::Result<()> {
+    let times = TimeTable::recorded(a.times).with_context(|| {
+        format!(
+            "--times {}: no recorded table (recorded levels: {:?})",
+            a.times,
+            TimeTable::recorded_levels()
+        )
+    })?;
+    if !(a.spread.is_finite() && a.spread >= 1.0) {
+        bail!("--spread: expected a number ≥ 1");
+    }
+    for (name, p) in [
+        ("--trusted-percent", a.trusted_percent),
+        ("--liar-percent", a.liar_percent),
+    ] {
+        if !(0.0..=50.0).contains(&p) {
+            bail!("{name}: expected a share from 0 to 50");
+        }
+    }
+    let kinds = a
+        .kinds
+        .iter()
+        .map(|k| match k.trim() {
+            "honest" => Ok(None),
+            k => sim::trust::LiarKind::parse(k).map(Some).with_context(|| {
+                format!("--kinds: unknown liar kind {k:?} (honest, always, 10%, sleeper[@N], core, 1/500, N/1000)")
+            }),
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let tmp = tempfile::tempdir().context("temporary directory")?;
+    let base = a.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+    let ops = vec![Program::new(Operation::Deviate {
+        params: Deviate::new(a.relative, a.absolute),
+    })];
+    println!(
+        "# sim trust: deviate {} {} from a new book (level {}, depth {}), {} results, level-{} search times, {} % trusted, {} % liars, no verifier, coordinator: {} RPC cores + 1 growth core, thread CPU charged",
+        a.relative,
+        a.absolute,
+        a.level,
+        a.depth,
+        a.truth.describe(),
+        a.times,
+        a.trusted_percent,
+        a.liar_percent,
+        a.coordinator_cores,
+    );
+    println!("{}", sim::trust::TrustRow::HEADER);
+    for (i, w) in a.workers.iter().enumerate() {
+        for (j, kind) in kinds.iter().enumerate() {
+            let dir = base.join(format!("trust-w{w}-{i}-{j}"));
+            std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
+            let cfg = SimConfig {
+                workers: *w,
+                threads: 1,
+                speed_spread: a.spread,
+                seed: a.seed,
+                times: times.clone(),
+                level: a.level,
+                depth: a.depth,
+                ops: ops.clone(),
+                speculation: 0,
+                backup_after: 0,
+                guess: Guess::Perfect,
+                faults: None,
+                coordinator: sim::CoordinatorModel {
+                    rpc_cores: a.coordinator_cores,
+                    charge: sim::Charge::Measured,
+                },
+                models: sim::WorkerModels::honest(),
+                truth: a.truth,
+            };
+            let who = sim::trust::Mix::of(*w, a.trusted_percent, a.liar_percent, *kind);
+            let r = sim::trust::simulate_trust(&cfg, who, &dir)
+                .with_context(|| format!("trust simulation with {w} workers"))?;
+            println!("{}", r.row());
+            tracing::info!(
+                workers = w,
+                real_seconds = r.report.real_seconds,
+                "trust simulation done"
+            );
+            if a.dir.is_none() {
+                std::fs::remove_dir_all(&dir).ok();
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `sim guesses`.
 #[derive(Debug, Args)]
 pub struct GuessesArgs {
@@ -165,6 +310,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
         SimCommand::Run(a) => run_sims(&a),
         SimCommand::Record(a) => record(&a),
         SimCommand::Guesses(a) => guesses(&a),
+        SimCommand::Trust(a) => trust_table(&a),
     }
 }
 

@@ -20,20 +20,22 @@
 pub mod cores;
 pub mod guesses;
 pub mod times;
+pub mod trust;
 pub mod truth;
 
 use crate::error::{CoordinatorError, Result};
 use crate::service::{
-    Coordinator, GrowthMode, ManualClock, Predictor, PrefetchReport, ServiceConfig, State, new_book,
+    Coordinator, GrowthMode, ManualClock, Predictor, PrefetchReport, ServiceConfig, State,
+    TrustCounters, new_book,
 };
 use crate::store::Store;
 use bookfarm_book::MemBook;
 use bookfarm_book::driver::run_serial;
 use bookfarm_book::model::Position;
 use bookfarm_book::program::{Operation, Program, Schedule};
-use bookfarm_engine::Move;
 use bookfarm_engine::board::BitIter;
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchSignature};
+use bookfarm_engine::{Board, Move};
 use bookfarm_proto::domain::{Ack, Identity, Job, JobResult};
 use bookfarm_proto::{ENGINE_VERSION, PROTOCOL_VERSION};
 pub use cores::{Charge, CoordinatorModel};
@@ -117,6 +119,35 @@ pub struct AnswerCtx<'a> {
 pub trait WorkerModel: Send {
     /// The result the worker submits for `req`.
     fn answer(&mut self, req: &LeafRequest, truth: LeafResult, ctx: &AnswerCtx) -> LeafResult;
+
+    /// The credential the worker registers with (`None`: the operator's own local worker, a
+    /// trust root without a credential).
+    fn credential(&self) -> Option<&Credential> {
+        None
+    }
+}
+
+/// A credential a simulated worker registers under: the trust model sees its owner and the
+/// operator's trust in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credential {
+    /// Credential name.
+    pub name: String,
+    /// Its owner (credentials of one owner count as one voice).
+    pub owner: String,
+    /// Added `--trusted` by the operator (a trust root).
+    pub trusted: bool,
+}
+
+/// A worker whose contributor the service blocked for invalid results.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BlockedWorker {
+    /// The worker's index.
+    pub worker: usize,
+    /// Results it had submitted when it was refused.
+    pub results: u64,
+    /// Virtual time of the refusal, in seconds.
+    pub at_seconds: f64,
 }
 
 /// An honest worker: submits the true result.
@@ -267,6 +298,14 @@ pub struct SimReport {
     pub crashes: u64,
     /// Leases the service took back from silent (crashed) workers.
     pub expired: u64,
+    /// What validation did (held, checks, invalid results, rollbacks, replay CPU).
+    pub validation: TrustCounters,
+    /// The service's replication overhead: replicas' share of the search time.
+    pub replica_share: f64,
+    /// Workers the service blocked for invalid results, in the order it refused them.
+    pub blocked: Vec<BlockedWorker>,
+    /// Whether the book's principal variation from the start equals the serial build's.
+    pub same_best_line: bool,
 }
 
 impl SimReport {
@@ -363,6 +402,27 @@ fn identity() -> Identity {
     }
 }
 
+/// Register simulated worker `w` with the credential of its model (a local worker without).
+fn register(
+    c: &Coordinator,
+    id: &Identity,
+    w: usize,
+    threads: u32,
+    model: &dyn WorkerModel,
+) -> Result<uuid::Uuid> {
+    let name = format!("sim-{w}");
+    match model.credential() {
+        None => c.register(id, &name, threads),
+        Some(k) => c.register_as(
+            id,
+            &name,
+            threads,
+            Some((k.name.as_str(), k.owner.as_str())),
+            k.trusted,
+        ),
+    }
+}
+
 /// What happens at a scheduled moment of virtual time.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
@@ -426,6 +486,9 @@ struct Farm<'a> {
     crashes: u64,
     expired: u64,
     accepted_keys: HashSet<LeafRequest>,
+    /// Per worker: results submitted; workers refused as blocked (in refusal order).
+    submitted: Vec<u64>,
+    blocked: Vec<BlockedWorker>,
 }
 
 impl Farm<'_> {
@@ -454,9 +517,28 @@ impl Farm<'_> {
         }
     }
 
-    /// Idle threads lease at `now`, one call each, until the service has no job.
+    /// Whether worker `w` is a trust root (a local worker, or a credential the operator
+    /// trusts): jobs only trust roots may take (checks) can wait for it.
+    fn root(&self, w: usize) -> bool {
+        self.models[w].credential().is_none_or(|k| k.trusted)
+    }
+
+    /// Idle threads lease at `now`, one call each, until the service has no job for them.
+    /// What a worker may take depends on its standing and owner (checks go to trust roots, a
+    /// replica to another owner), so an empty answer ends the round of calls only once a trust
+    /// root and two volunteers (distinct owners) got one, or every idle thread of their kind.
     fn lease_idle(&mut self, now: Duration) -> Result<()> {
         let mut tries = self.idle.len();
+        let (mut roots, mut volunteers) = (0usize, 0usize);
+        for &w in &self.idle {
+            if self.root(w) {
+                roots += 1;
+            } else {
+                volunteers += 1;
+            }
+        }
+        let (mut roots_empty, mut volunteers_empty) = (0usize, 0usize);
+        let mut empty = Vec::new();
         while tries > 0 {
             tries -= 1;
             let Some(w) = self.idle.pop_front() else {
@@ -464,11 +546,31 @@ impl Farm<'_> {
             };
             let (id, wid) = (self.id.clone(), self.ids[w]);
             let (got, start) = self.rpc(now, |c| c.lease(&id, &wid, 1));
-            let Some(job) = got?.into_iter().next() else {
-                self.idle.push_front(w);
-                break;
+            let got = match got {
+                Err(CoordinatorError::Blocked(_)) => {
+                    self.retire(w, start);
+                    continue;
+                }
+                got => got?,
+            };
+            let Some(job) = got.into_iter().next() else {
+                empty.push(w);
+                if self.root(w) {
+                    roots_empty += 1;
+                } else {
+                    volunteers_empty += 1;
+                }
+                if (roots_empty >= 1 || roots_empty == roots)
+                    && (volunteers_empty >= 2 || volunteers_empty == volunteers)
+                {
+                    break;
+                }
+                continue;
             };
             self.start_search(w, job, start);
+        }
+        for w in empty.into_iter().rev() {
+            self.idle.push_front(w);
         }
         Ok(())
     }
@@ -543,8 +645,16 @@ impl Farm<'_> {
             leaf,
         };
         let (id, wid) = (self.id.clone(), self.ids[worker]);
+        self.submitted[worker] += 1;
         let (acks, end) = self.rpc(now, |c| c.submit(&id, &wid, &[result]));
-        let acks = acks?;
+        let acks = match acks {
+            Err(CoordinatorError::Blocked(_)) => {
+                self.wasted += l.secs * self.speeds[worker];
+                self.retire(worker, end);
+                return Ok(());
+            }
+            acks => acks?,
+        };
         let fresh = acks.first() == Some(&Ack::Accepted) && self.accepted_keys.insert(req);
         if !fresh || !asked.contains(&req) {
             self.wasted += l.secs * self.speeds[worker];
@@ -564,6 +674,21 @@ impl Farm<'_> {
         let end = self.growth.run(now, cpu);
         self.schedule(end, Event::Grown);
         Ok(())
+    }
+
+    /// The service refused `worker` as blocked: it stops working (its threads leave the idle
+    /// queue; searches it still holds end unsubmitted).
+    fn retire(&mut self, worker: usize, now: Duration) {
+        if !self.up[worker] {
+            return;
+        }
+        self.up[worker] = false;
+        self.idle.retain(|&w| w != worker);
+        self.blocked.push(BlockedWorker {
+            worker,
+            results: self.submitted[worker],
+            at_seconds: now.as_secs_f64(),
+        });
     }
 
     fn crash(&mut self, now: Duration, worker: usize) {
@@ -595,7 +720,12 @@ impl Farm<'_> {
                 .collect();
             let (id, wid) = (self.id.clone(), self.ids[w]);
             let (r, _) = self.rpc(now, |c| c.heartbeat(&id, &wid, &jobs));
-            r?;
+            match r {
+                Err(CoordinatorError::Blocked(_)) => self.retire(w, now),
+                r => {
+                    r?;
+                }
+            }
         }
         let (n, _) = self.rpc(now, |c| c.expire_leases());
         self.expired += n as u64;
@@ -614,6 +744,15 @@ impl Farm<'_> {
 
 /// Run one simulated build in store directory `dir` (which must be empty).
 pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
+    simulate_inspect(cfg, dir, |_, _| ()).map(|(r, ())| r)
+}
+
+/// [`simulate`], then `inspect` the finished book and the serial build's book.
+pub fn simulate_inspect<T>(
+    cfg: &SimConfig,
+    dir: &Path,
+    inspect: impl FnOnce(&MemBook, &MemBook) -> T,
+) -> Result<(SimReport, T)> {
     if cfg.workers == 0 || cfg.threads == 0 {
         return Err(CoordinatorError::InvalidArgument(
             "a simulation needs at least one worker and one thread".into(),
@@ -662,10 +801,11 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
     let mut ids = Vec::with_capacity(cfg.workers);
     let mut models = Vec::with_capacity(cfg.workers);
     for w in 0..cfg.workers {
-        ids.push(c.register(&id, &format!("sim-{w}"), cfg.threads)?);
+        let model = (cfg.models.0)(w);
+        ids.push(register(&c, &id, w, cfg.threads, model.as_ref())?);
         let u = (mix(cfg.seed ^ mix(w as u64)) >> 11) as f64 / (1u64 << 53) as f64;
         speeds.push((ln_spread * (2.0 * u - 1.0)).exp());
-        models.push((cfg.models.0)(w));
+        models.push(model);
     }
     let mut farm = Farm {
         cfg,
@@ -694,6 +834,8 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
         crashes: 0,
         expired: 0,
         accepted_keys: HashSet::new(),
+        submitted: vec![0; cfg.workers],
+        blocked: Vec::new(),
     };
     let heartbeat = cfg
         .faults
@@ -757,9 +899,14 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
                 }
             }
             Event::Restart { worker } => {
+                if farm.blocked.iter().any(|b| b.worker == worker) {
+                    continue;
+                }
                 let (id, threads) = (farm.id.clone(), cfg.threads);
+                let model = std::mem::replace(&mut farm.models[worker], Box::new(Honest));
                 let (wid, end) =
-                    farm.rpc(now, |c| c.register(&id, &format!("sim-{worker}"), threads));
+                    farm.rpc(now, |c| register(c, &id, worker, threads, model.as_ref()));
+                farm.models[worker] = model;
                 farm.ids[worker] = wid?;
                 farm.up[worker] = true;
                 farm.idle
@@ -793,7 +940,8 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
     let counters = farm.c.counters();
     let results = u32::try_from(farm.searches.max(1)).unwrap_or(u32::MAX);
     let root = |b: &MemBook| bookfarm_book::extract::root_value(b);
-    Ok(SimReport {
+    let line = |b: &MemBook| bookfarm_book::explore::principal_variation(b, &Board::start());
+    let report = SimReport {
         workers: cfg.workers,
         threads: cfg.workers * cfg.threads as usize,
         positions: book.len(),
@@ -828,7 +976,13 @@ pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
         backup_leases: counters.backup_leased,
         crashes: farm.crashes,
         expired: farm.expired,
-    })
+        validation: status.validation,
+        replica_share: status.health.overhead(),
+        same_best_line: line(&book) == line(&serial),
+        blocked: farm.blocked,
+    };
+    let inspected = inspect(&book, &serial);
+    Ok((report, inspected))
 }
 
 fn clock_now(clock: &ManualClock) -> Duration {

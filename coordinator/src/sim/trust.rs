@@ -1,0 +1,458 @@
+//! Trust in virtual time: a farm of trusted workers, honest volunteers and liars over the real
+//! trust code (standings, spot and core checks, blocks, take-backs), and what the lies did to
+//! the book (`sim trust`).
+//!
+//! Every volunteer registers under its own untrusted credential and owner; the trusted workers
+//! under credentials the operator trusts (one owner). A liar answers a request with its true
+//! result moved by ten discs (a well-formed answer that passes every input check), on the
+//! requests its kind picks; the pick is a keyed hash of the request, so a run is a function of
+//! its configuration.
+//!
+//! Invariants of the measurement:
+//! * a lie is identified by its book key ([`CoreKey`]): a finished book's leaf is a lie when its
+//!   key is one a liar submitted and no honest answer to any request gives it;
+//! * the decisive core of the finished book is computed from the book alone
+//!   ([`decisive_core`]), as the service computes it.
+
+use super::{
+    AnswerCtx, BlockedWorker, Credential, SimConfig, SimReport, WorkerModel, WorkerModels, mix,
+    request_hash, serial_build_with, simulate_inspect,
+};
+use crate::error::Result;
+use bookfarm_book::decisive::{CoreKey, decisive_core};
+use bookfarm_book::model::BAD_LINK;
+use bookfarm_engine::Board;
+use bookfarm_engine::search::{LeafRequest, LeafResult};
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// Which requests a liar lies on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LiarKind {
+    /// Every request.
+    Always,
+    /// A share of its requests, in per mille (100: one in ten; 2: one in 500).
+    Rate {
+        /// Lies per thousand answers.
+        per_mille: u32,
+    },
+    /// Honest for its first `honest_for` answers (enough to earn trust), then always.
+    Sleeper {
+        /// Honest answers before it turns.
+        honest_for: u64,
+    },
+    /// Only on the results the honest book's decisive core uses: the results that decide the
+    /// root's value (an oracle: the strongest liar a worker could be).
+    Core,
+}
+
+impl LiarKind {
+    /// The kinds of the trust table: always, 10 %, a sleeper turning after 150 answers, core
+    /// only, one in 500.
+    pub const TABLE: [LiarKind; 5] = [
+        LiarKind::Always,
+        LiarKind::Rate { per_mille: 100 },
+        LiarKind::Sleeper { honest_for: 20 },
+        LiarKind::Core,
+        LiarKind::Rate { per_mille: 2 },
+    ];
+
+    /// Its name in tables and on the command line.
+    pub fn name(&self) -> String {
+        match self {
+            LiarKind::Always => "always".into(),
+            LiarKind::Rate { per_mille: 100 } => "10%".into(),
+            LiarKind::Rate { per_mille: 2 } => "1/500".into(),
+            LiarKind::Rate { per_mille } => format!("{per_mille}/1000"),
+            LiarKind::Sleeper { honest_for } => format!("sleeper@{honest_for}"),
+            LiarKind::Core => "core".into(),
+        }
+    }
+
+    /// Parse a name of [`LiarKind::name`] (`sleeper` alone: after 20 answers).
+    pub fn parse(s: &str) -> Option<LiarKind> {
+        match s.trim() {
+            "always" => Some(LiarKind::Always),
+            "10%" => Some(LiarKind::Rate { per_mille: 100 }),
+            "1/500" | "rare" => Some(LiarKind::Rate { per_mille: 2 }),
+            "sleeper" => Some(LiarKind::Sleeper { honest_for: 20 }),
+            "core" => Some(LiarKind::Core),
+            t => {
+                if let Some(n) = t.strip_prefix("sleeper@") {
+                    return n
+                        .parse()
+                        .ok()
+                        .map(|honest_for| LiarKind::Sleeper { honest_for });
+                }
+                let n: u32 = t.strip_suffix("/1000")?.parse().ok()?;
+                (n <= 1000).then_some(LiarKind::Rate { per_mille: n })
+            }
+        }
+    }
+}
+
+/// The lie a liar tells: the true result with its score moved by ten discs (toward the middle
+/// of the range when ten more would leave it), parity kept, so it passes every input check.
+pub fn lie(truth: LeafResult) -> LeafResult {
+    let mut r = truth;
+    r.score = if r.score + 10 <= 64 {
+        r.score + 10
+    } else {
+        r.score - 10
+    };
+    r
+}
+
+/// What the simulated workers answered, for finding lies in a finished book.
+#[derive(Debug, Default)]
+struct Answers {
+    /// Book keys of every true result answered.
+    honest: HashSet<CoreKey>,
+    /// Book keys of the lies told.
+    lies: HashSet<CoreKey>,
+    /// Lies told (answers, not distinct keys).
+    told: u64,
+}
+
+/// A volunteer or trusted worker of the trust farm; a liar when `kind` is set.
+struct Member {
+    credential: Credential,
+    kind: Option<LiarKind>,
+    salt: u64,
+    answered: u64,
+    /// The keys of the honest book's decisive core (what a [`LiarKind::Core`] liar lies on).
+    core: Arc<HashSet<CoreKey>>,
+    answers: Arc<Mutex<Answers>>,
+}
+
+impl Member {
+    fn lies_on(&self, req: &LeafRequest, truth: &LeafResult) -> bool {
+        let coin = || mix(request_hash(req) ^ self.salt) % 1000;
+        match self.kind {
+            None => false,
+            Some(LiarKind::Always) => true,
+            Some(LiarKind::Rate { per_mille }) => coin() < u64::from(per_mille),
+            Some(LiarKind::Sleeper { honest_for }) => self.answered > honest_for,
+            Some(LiarKind::Core) => self.core.contains(&CoreKey::of_result(req, truth)),
+        }
+    }
+}
+
+impl WorkerModel for Member {
+    fn answer(&mut self, req: &LeafRequest, truth: LeafResult, _ctx: &AnswerCtx) -> LeafResult {
+        self.answered += 1;
+        let lying = self.lies_on(req, &truth);
+        let answer = if lying { lie(truth) } else { truth };
+        if let Ok(mut a) = self.answers.lock() {
+            a.honest.insert(CoreKey::of_result(req, &truth));
+            if lying {
+                a.lies.insert(CoreKey::of_result(req, &answer));
+                a.told += 1;
+            }
+        }
+        answer
+    }
+
+    fn credential(&self) -> Option<&Credential> {
+        Some(&self.credential)
+    }
+}
+
+/// Who the workers of a trust farm are.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Mix {
+    /// Trusted workers (the first ones).
+    pub trusted: usize,
+    /// Liars (the last ones; none without a kind).
+    pub liars: usize,
+    /// What the liars lie on (`None`: every volunteer honest).
+    pub kind: Option<LiarKind>,
+}
+
+impl Mix {
+    /// `trusted_percent` % trusted workers (at least one) and `liar_percent` % liars (at least
+    /// one when `kind` is set) among `workers`.
+    pub fn of(
+        workers: usize,
+        trusted_percent: f64,
+        liar_percent: f64,
+        kind: Option<LiarKind>,
+    ) -> Mix {
+        let share = |p: f64| ((workers as f64 * p / 100.0).round() as usize).max(1);
+        let trusted = share(trusted_percent).min(workers);
+        let liars = if kind.is_some() {
+            share(liar_percent).min(workers - trusted)
+        } else {
+            0
+        };
+        Mix {
+            trusted,
+            liars,
+            kind,
+        }
+    }
+}
+
+/// One row of the trust table.
+#[derive(Debug, Clone)]
+pub struct TrustRow {
+    /// Who the workers were.
+    pub mix: Mix,
+    /// The simulation's report (efficiency, validation counters, blocks, root and best line).
+    pub report: SimReport,
+    /// Lies told (answers).
+    pub lies_told: u64,
+    /// Leaves of the finished book that are lies.
+    pub lies_in_book: usize,
+    /// Leaves of the finished book's decisive core that are lies.
+    pub lies_in_core: usize,
+    /// Leaves in the finished book's decisive core, and leaves in the book.
+    pub core_leaves: usize,
+    /// Leaves in the finished book.
+    pub book_leaves: usize,
+}
+
+impl TrustRow {
+    /// The header of [`TrustRow::row`].
+    pub const HEADER: &'static str = "workers\ttrusted\tliar\tliars\tefficiency\toverhead\treplica_share\tlies_told\tliars_blocked\tresults_to_block_median\tresults_to_block_max\tinvalid\treached_book\tlies_in_book\tlies_in_core\trollbacks\treplay_cpu_s\tcoord_cpu_us_per_result\troot\thonest_root\tsame_best_line\tsame_book\tcore_share";
+
+    /// One tab-separated row.
+    pub fn row(&self) -> String {
+        let r = &self.report;
+        let liars: Vec<&BlockedWorker> = r
+            .blocked
+            .iter()
+            .filter(|b| b.worker >= r.workers - self.mix.liars)
+            .collect();
+        let mut counts: Vec<u64> = liars.iter().map(|b| b.results).collect();
+        counts.sort_unstable();
+        let median = counts
+            .get(counts.len() / 2)
+            .map_or_else(|| "-".into(), u64::to_string);
+        let max = counts.last().map_or_else(|| "-".into(), u64::to_string);
+        let opt = |v: Option<i32>| v.map_or_else(|| "-".into(), |v| v.to_string());
+        let yes = |b: bool| if b { "yes" } else { "NO" };
+        format!(
+            "{}\t{}\t{}\t{}\t{:.3}\t{:.3}\t{:.3}\t{}\t{}/{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.2}\t{:.1}\t{}\t{}\t{}\t{}\t{:.3}",
+            r.workers,
+            self.mix.trusted,
+            self.mix.kind.map_or_else(|| "honest".into(), |k| k.name()),
+            self.mix.liars,
+            r.efficiency,
+            r.wasted_seconds / r.spent_seconds.max(f64::MIN_POSITIVE),
+            r.replica_share,
+            self.lies_told,
+            liars.len(),
+            self.mix.liars,
+            median,
+            max,
+            r.validation.invalid,
+            r.validation.reached_book,
+            self.lies_in_book,
+            self.lies_in_core,
+            r.validation.rollbacks,
+            r.validation.replay_cpu_us as f64 / 1e6,
+            r.coordinator_cpu_per_result.as_secs_f64() * 1e6,
+            opt(r.root_value),
+            opt(r.serial_root_value),
+            yes(r.same_best_line),
+            yes(r.same_as_serial),
+            self.core_leaves as f64 / self.book_leaves.max(1) as f64,
+        )
+    }
+}
+
+/// Simulate `cfg` (its worker models replaced) with the workers of `mix`, in store directory
+/// `dir`, and count the lies in the finished book and in its decisive core.
+pub fn simulate_trust(cfg: &SimConfig, who: Mix, dir: &Path) -> Result<TrustRow> {
+    let core = if who.kind == Some(LiarKind::Core) {
+        let (honest, _) = serial_build_with(cfg.truth, cfg.level, cfg.depth, &cfg.ops);
+        decisive_core(&honest, &Board::start())
+            .leaves
+            .iter()
+            .map(|l| l.key())
+            .collect()
+    } else {
+        HashSet::new()
+    };
+    let core = Arc::new(core);
+    let answers = Arc::new(Mutex::new(Answers::default()));
+    let workers = cfg.workers;
+    let models = {
+        let (core, answers) = (core.clone(), answers.clone());
+        WorkerModels(Arc::new(move |w| {
+            let trusted = w < who.trusted;
+            let liar = w >= workers.saturating_sub(who.liars);
+            Box::new(Member {
+                credential: if trusted {
+                    Credential {
+                        name: format!("trusted-{w}"),
+                        owner: "operator".into(),
+                        trusted: true,
+                    }
+                } else {
+                    Credential {
+                        name: format!("volunteer-{w}"),
+                        owner: format!("owner-{w}"),
+                        trusted: false,
+                    }
+                },
+                kind: if liar { who.kind } else { None },
+                salt: mix(0x1a7e ^ w as u64),
+                answered: 0,
+                core: core.clone(),
+                answers: answers.clone(),
+            }) as Box<dyn WorkerModel>
+        }))
+    };
+    let cfg = SimConfig {
+        models,
+        ..cfg.clone()
+    };
+    let (report, (book_leaves, lies_in_book, core_leaves, lies_in_core)) =
+        simulate_inspect(&cfg, dir, |book, _serial| {
+            let a = answers.lock().map(|a| (a.honest.clone(), a.lies.clone()));
+            let (honest, lies) = a.unwrap_or_default();
+            let is_lie = |k: &CoreKey| lies.contains(k) && !honest.contains(k);
+            let leaves: Vec<CoreKey> = book
+                .positions()
+                .filter(|p| p.leaf != BAD_LINK)
+                .map(|p| CoreKey::of_leaf(&p.board, p.level, p.leaf))
+                .collect();
+            let core = decisive_core(book, &Board::start());
+            let core_keys: Vec<CoreKey> = core.leaves.iter().map(|l| l.key()).collect();
+            (
+                leaves.len(),
+                leaves.iter().filter(|k| is_lie(k)).count(),
+                core_keys.len(),
+                core_keys.iter().filter(|k| is_lie(k)).count(),
+            )
+        })?;
+    let lies_told = answers.lock().map_or(0, |a| a.told);
+    Ok(TrustRow {
+        mix: who,
+        report,
+        lies_told,
+        lies_in_book,
+        lies_in_core,
+        core_leaves,
+        book_leaves,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Charge, CoordinatorModel, TimeTable, Truth};
+    use super::*;
+    use bookfarm_book::program::{Operation, Program};
+    use std::time::Duration;
+
+    /// A small deviate build over hash results with fixed coordinator costs.
+    fn small_config(workers: usize) -> SimConfig {
+        SimConfig {
+            workers,
+            threads: 1,
+            speed_spread: 3.0,
+            seed: 7,
+            times: TimeTable::recorded(16).expect("recorded level-16 times"),
+            level: 4,
+            depth: 10,
+            ops: vec![Program::new(Operation::Deviate {
+                params: bookfarm_book::select::Deviate::new(2, 4),
+            })],
+            speculation: 0,
+            backup_after: 0,
+            guess: super::super::Guess::Perfect,
+            faults: None,
+            coordinator: CoordinatorModel {
+                rpc_cores: 2,
+                charge: Charge::Fixed {
+                    per_call: Duration::from_micros(50),
+                    per_run: Duration::from_micros(200),
+                    per_result: Duration::from_micros(100),
+                },
+            },
+            models: WorkerModels::honest(),
+            truth: Truth::Hash,
+        }
+    }
+
+    #[test]
+    fn liar_kinds_parse_their_names() {
+        for k in LiarKind::TABLE {
+            assert_eq!(LiarKind::parse(&k.name()), Some(k));
+        }
+        assert_eq!(
+            LiarKind::parse("sleeper"),
+            Some(LiarKind::Sleeper { honest_for: 20 })
+        );
+        assert_eq!(
+            LiarKind::parse("7/1000"),
+            Some(LiarKind::Rate { per_mille: 7 })
+        );
+        assert_eq!(LiarKind::parse("2000/1000"), None);
+        assert_eq!(LiarKind::parse("sometimes"), None);
+    }
+
+    #[test]
+    fn a_lie_is_well_formed_and_differs() {
+        let req = LeafRequest {
+            board: Board::start(),
+            excluded: 0,
+            level: 4,
+        };
+        for score in [-64, -10, 0, 53, 54, 64] {
+            let t = LeafResult {
+                score,
+                ..Truth::Hash.search(&req)
+            };
+            let l = lie(t);
+            assert_ne!(l.score, t.score);
+            assert!((-64..=64).contains(&l.score));
+            assert_eq!((l.score - t.score).rem_euclid(2), 0);
+        }
+    }
+
+    #[test]
+    fn mix_shares_round_and_keep_one_of_each() {
+        let m = Mix::of(100, 5.0, 5.0, Some(LiarKind::Always));
+        assert_eq!((m.trusted, m.liars), (5, 5));
+        let m = Mix::of(10, 5.0, 5.0, Some(LiarKind::Always));
+        assert_eq!((m.trusted, m.liars), (1, 1));
+        let m = Mix::of(10, 5.0, 5.0, None);
+        assert_eq!(m.liars, 0);
+    }
+
+    /// Honest volunteers with a few trusted workers build the serial book; liars that lie on
+    /// every answer are blocked, and neither the root's value nor its best line moves.
+    #[test]
+    fn liars_are_blocked_and_leave_the_root_and_best_line_alone() {
+        let dir = || tempfile::tempdir().unwrap();
+        let cfg = small_config(20);
+        let honest = simulate_trust(&cfg, Mix::of(20, 10.0, 0.0, None), dir().path()).unwrap();
+        assert!(honest.report.same_as_serial, "{}", honest.row());
+        assert_eq!(honest.lies_told, 0);
+        assert_eq!(honest.lies_in_book, 0);
+        assert!(honest.report.blocked.is_empty(), "{}", honest.row());
+        assert!(
+            honest.report.validation.applied_at_once > 0,
+            "volunteers earned trust: {}",
+            honest.row()
+        );
+
+        let liars = Mix::of(20, 10.0, 10.0, Some(LiarKind::Always));
+        let r = simulate_trust(&cfg, liars, dir().path()).unwrap();
+        assert!(r.lies_told > 0, "{}", r.row());
+        assert_eq!(r.report.blocked.len(), liars.liars, "{}", r.row());
+        assert!(r.report.validation.invalid > 0, "{}", r.row());
+        assert_eq!(r.lies_in_core, 0, "{}", r.row());
+        assert_eq!(
+            r.report.root_value,
+            r.report.serial_root_value,
+            "{}",
+            r.row()
+        );
+        assert!(r.report.same_best_line, "{}", r.row());
+    }
+}
