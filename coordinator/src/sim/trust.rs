@@ -48,8 +48,8 @@ pub enum LiarKind {
 }
 
 impl LiarKind {
-    /// The kinds of the trust table: always, 10 %, a sleeper turning after 150 answers, core
-    /// only, one in 500.
+    /// The kinds of the trust table: always, 10 %, a sleeper turning after 20 answers (twice
+    /// the streak that earns trust), core only, one in 500.
     pub const TABLE: [LiarKind; 5] = [
         LiarKind::Always,
         LiarKind::Rate { per_mille: 100 },
