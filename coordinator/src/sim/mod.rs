@@ -653,6 +653,13 @@ impl Farm<'_> {
                 self.retire(worker, end);
                 return Ok(());
             }
+            // The job was taken back while the worker searched (a rollback after a catch
+            // rebuilt the job table): the worker drops the result and leases again.
+            Err(CoordinatorError::UnknownJob(_)) => {
+                self.wasted += l.secs * self.speeds[worker];
+                self.idle.push_back(worker);
+                return self.lease_idle(end);
+            }
             acks => acks?,
         };
         let fresh = acks.first() == Some(&Ack::Accepted) && self.accepted_keys.insert(req);
