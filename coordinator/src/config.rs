@@ -84,6 +84,9 @@ pub struct CoordinatorFile {
     /// Level of speculation's guesses (default 2; at most 60). Deeper guesses waste less
     /// speculative work at high levels and cost the coordinator more CPU per guess.
     pub predictor_level: Option<u8>,
+    /// Search threads from which a program queued without `--schedule` runs on the
+    /// asynchronous schedule, counted when it starts (default 256; 0: always serial).
+    pub async_threads: Option<usize>,
     /// Bound of the store's page cache, MiB (default 64). The in-memory book is outside it:
     /// a serving coordinator holds about 60–80 bytes per position plus this cache.
     pub cache_capacity_mb: Option<u64>,
@@ -140,6 +143,7 @@ impl CoordinatorFile {
             predictor_level: self
                 .predictor_level
                 .map_or(d.predictor_level, |l| l.min(60)),
+            async_threads: self.async_threads.unwrap_or(d.async_threads),
             cache_capacity: self
                 .cache_capacity_mb
                 .map_or(d.cache_capacity, |mb| mb.max(1) << 20),

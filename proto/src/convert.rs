@@ -45,8 +45,8 @@ pub enum ConvertError {
     /// A depth above 60.
     #[error("invalid depth {0} (0..=60)")]
     Depth(u32),
-    /// A program a start request cannot carry (it starts the selectors, `upgrade` and the
-    /// audit from the start position, serially).
+    /// A program a start request cannot carry (it starts the selectors, `upgrade`, the
+    /// audit and `book add`).
     #[error("{0:?} cannot be started over the admin API")]
     Unsupported(String),
     /// An unknown enum value.
@@ -305,7 +305,8 @@ impl From<pb::WorkerCredit> for CreditNote {
     }
 }
 
-/// A start request's program: its selector's operation, serial, its new positions at `level`
+/// A start request's program: its selector's operation and schedule (unspecified:
+/// [`Schedule::Auto`]), its new positions at `level`
 /// (0: the expanded position's level), from the start position: the request's `from` (a move
 /// list or an OBF board of the book) is the service's to resolve against its book. Edax clamps the parameters
 /// (deviate: rel to [−129, 129], abs to [0, 65]; enhance: [0, 129]); upgrade and audit levels
@@ -356,21 +357,32 @@ impl TryFrom<pb::StartExpansionRequest> for Program {
                     .collect::<Result<_, _>>()?,
             },
         };
-        Ok(Program::new(operation).at_level((level > 0).then_some(level)))
+        let schedule = match pb::ProgramSchedule::try_from(r.schedule) {
+            Ok(pb::ProgramSchedule::Unspecified) => Schedule::Auto,
+            Ok(pb::ProgramSchedule::Serial) => Schedule::Serial,
+            Ok(pb::ProgramSchedule::Async) => Schedule::Async,
+            Err(_) => {
+                return Err(ConvertError::Enum {
+                    field: "schedule",
+                    value: r.schedule,
+                });
+            }
+        };
+        Ok(Program {
+            schedule,
+            ..Program::new(operation).at_level((level > 0).then_some(level))
+        })
     }
 }
 
 /// The start request of a program, for the programs a start request can carry (the selectors,
-/// `upgrade` and the audit, from the start position, serial; enhance repeated until stable).
+/// `upgrade` and the audit, from the start position; enhance repeated until stable).
 impl TryFrom<&Program> for pb::StartExpansionRequest {
     type Error = ConvertError;
 
     fn try_from(p: &Program) -> Result<pb::StartExpansionRequest, ConvertError> {
         use pb::start_expansion_request::Selector as S;
         let unsupported = || ConvertError::Unsupported(p.describe());
-        if p.schedule != Schedule::Serial {
-            return Err(unsupported());
-        }
         let selector = match &p.operation {
             Operation::Deviate { params } => S::Deviate(pb::Deviate {
                 relative_error: params.rel,
@@ -418,6 +430,11 @@ impl TryFrom<&Program> for pb::StartExpansionRequest {
                 .filter(|m| matches!(m, Move::Square(_)))
                 .map(ToString::to_string)
                 .collect(),
+            schedule: match p.schedule {
+                Schedule::Auto => pb::ProgramSchedule::Unspecified,
+                Schedule::Serial => pb::ProgramSchedule::Serial,
+                Schedule::Async => pb::ProgramSchedule::Async,
+            } as i32,
             ..Default::default()
         })
     }
@@ -614,6 +631,31 @@ mod tests {
                 assert_eq!(Program::try_from(r), Ok(p));
             }
         }
+        // The schedule travels; unspecified (an older client) lets the coordinator choose, and
+        // a value this side does not know is refused.
+        for schedule in [Schedule::Serial, Schedule::Async, Schedule::Auto] {
+            let p = Program {
+                schedule,
+                ..Program::new(Operation::Extend)
+            };
+            let r = pb::StartExpansionRequest::try_from(&p).unwrap();
+            assert_eq!(Program::try_from(r), Ok(p));
+        }
+        let r = pb::StartExpansionRequest {
+            selector: Some(S::Play(pb::Play {})),
+            ..Default::default()
+        };
+        assert_eq!(
+            Program::try_from(r.clone()).unwrap().schedule,
+            Schedule::Auto
+        );
+        assert_eq!(
+            Program::try_from(pb::StartExpansionRequest { schedule: 3, ..r }),
+            Err(ConvertError::Enum {
+                field: "schedule",
+                value: 3
+            })
+        );
         // The root line travels as text, for the service to resolve against its book.
         let rooted = Program {
             root: ["f5", "d6", "c3"]
@@ -651,10 +693,6 @@ mod tests {
                 endcut_error: 4,
                 until_stable: false,
             }),
-            Program {
-                schedule: Schedule::Async,
-                ..Program::new(Operation::Play)
-            },
         ] {
             assert!(
                 matches!(

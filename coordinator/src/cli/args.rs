@@ -76,6 +76,11 @@ pub fn schedule(s: &str) -> Result<bookfarm_book::program::Schedule, String> {
     }
 }
 
+/// A program schedule on a farm: `serial`, `async` or `auto` (the coordinator chooses).
+pub fn schedule_choice(s: &str) -> Result<bookfarm_book::program::Schedule, String> {
+    s.trim().parse()
+}
+
 /// Jobs leased ahead of the free threads, 0..=64.
 pub fn lookahead(s: &str) -> Result<usize, String> {
     let n: u8 = ranged(s, 0, 64, "a number of jobs leased ahead")?;

@@ -107,6 +107,15 @@ pub struct ServiceConfig {
     /// limit). A plan that took t blocks the next one for t / s − t, so a coordinator whose
     /// growth thread is saturated by results spends it on ingest rather than on guesses.
     pub speculation_share: f64,
+    /// Search threads from which a program queued without a schedule ([`Schedule::Auto`],
+    /// an admin start request that names none) runs on the asynchronous schedule: chosen when
+    /// the program starts, from the threads registered then (0: always serial). Below it the
+    /// serial program with speculation keeps the farm as busy for a book that is the serial
+    /// build's; above it the asynchronous schedule keeps it busier (the simulator's table in
+    /// `docs/schedules.md`).
+    ///
+    /// [`Schedule::Auto`]: bookfarm_book::program::Schedule::Auto
+    pub async_threads: usize,
     /// Level of the default predictor's guesses (a [`ShallowSearch`]; at most the request's
     /// level). Deeper guesses are right more often, so less speculative work is wasted, but the
     /// growth thread pays them: `sim guesses` measures both (docs/benchmarks.md).
@@ -148,6 +157,9 @@ pub struct ServiceConfig {
     pub worker_install_hint: String,
 }
 
+/// Default of [`ServiceConfig::async_threads`].
+pub const DEFAULT_ASYNC_THREADS: usize = 256;
+
 /// Where growth runs apply the results that landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum GrowthMode {
@@ -183,6 +195,7 @@ impl Default for ServiceConfig {
             backup_after: 4,
             speculation_share: 0.25,
             predictor_level: 2,
+            async_threads: DEFAULT_ASYNC_THREADS,
             growth: GrowthMode::Thread,
             checkpoint_interval: Duration::from_secs(5),
             trust: TrustRules::default(),

@@ -32,7 +32,8 @@ use bookfarm_book::driver::{
 };
 use bookfarm_book::extract::AuditLine;
 use bookfarm_book::program::{Operation, Program, Schedule};
-use bookfarm_book::schedule::{AsyncGrowth, AsyncProgress};
+use bookfarm_book::schedule::run::async_selector;
+use bookfarm_book::schedule::{AsyncGrowth, AsyncProgress, NeededDelta};
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
@@ -196,6 +197,19 @@ fn root_value(book: &MemBook) -> String {
     bookfarm_book::extract::root_value(book).map_or_else(|| "unknown".into(), |v| v.to_string())
 }
 
+/// What the programs wait for, handed to the job table (see [`Growth::take_needed`]).
+#[derive(Debug)]
+pub(crate) enum Needed {
+    /// The serial program's round work, first needed first: the table is synced to it whole.
+    List(Vec<LeafRequest>),
+    /// The asynchronous program's whole needed set with its priorities (lower first), in the
+    /// order to search it: the table is synced to it, and speculation is dropped.
+    Whole(Vec<(LeafRequest, u32)>),
+    /// What the asynchronous program's needed set gained and lost since it was last handed
+    /// over.
+    Delta(NeededDelta),
+}
+
 /// The growth state (one owner: the growth runner; status readers lock it briefly).
 #[derive(Debug)]
 pub(crate) struct Growth {
@@ -213,6 +227,9 @@ pub(crate) struct Growth {
     /// Results landed since the asynchronous program last ran (it looks at their positions
     /// first).
     landed_keys: Vec<LeafRequest>,
+    /// The job table holds the asynchronous program's needed set (as of its last delta taken):
+    /// from then on only the changes are handed over ([`Growth::take_needed`]).
+    async_synced: bool,
     /// Paused by an operator (no leases; results still land).
     pub(crate) paused: bool,
     /// The last finished program.
@@ -278,9 +295,42 @@ pub(crate) struct Growth {
 
 /// A program as status shows it (with the level of the positions it creates, when set).
 pub(crate) fn describe(p: &Program) -> String {
-    match p.level {
+    let what = match p.level {
         Some(level) => format!("{} level {level}", p.describe()),
         None => p.describe(),
+    };
+    match p.schedule {
+        Schedule::Serial => what,
+        s => format!("{what} ({})", s.name()),
+    }
+}
+
+/// What the coordinator's choice of a schedule looks at, when a program queued without one
+/// ([`Schedule::Auto`]) starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AutoSchedule {
+    /// Search threads registered now.
+    pub(crate) threads: usize,
+    /// [`super::ServiceConfig::async_threads`].
+    pub(crate) async_threads: usize,
+}
+
+impl AutoSchedule {
+    /// The schedule `program` runs on: its own, or for [`Schedule::Auto`] the asynchronous
+    /// schedule when the program has one (deviate, enhance, play, extend, upgrade) and at
+    /// least `async_threads` (> 0) search threads are registered, else the serial one.
+    pub(crate) fn choose(&self, program: &Program) -> Schedule {
+        match program.schedule {
+            Schedule::Auto
+                if self.async_threads > 0
+                    && self.threads >= self.async_threads
+                    && async_selector(program).is_some() =>
+            {
+                Schedule::Async
+            }
+            Schedule::Auto => Schedule::Serial,
+            chosen => chosen,
+        }
     }
 }
 
@@ -444,6 +494,7 @@ impl Growth {
             driver,
             asynchronous: None,
             landed_keys: Vec::new(),
+            async_synced: false,
             paused: record.paused,
             last: record.last,
             needed: Vec::new(),
@@ -777,12 +828,6 @@ impl Growth {
         !self.programs.is_empty() || self.replay.replaying().is_some()
     }
 
-    /// Whether the running program is on the asynchronous schedule (it makes no guesses:
-    /// nothing to speculate on).
-    pub(crate) fn is_asynchronous(&self) -> bool {
-        self.asynchronous.is_some()
-    }
-
     /// The current program: the one a replay runs again, else the queue's first.
     fn current(&self) -> Option<&Program> {
         match self.replay.replaying() {
@@ -842,16 +887,32 @@ impl Growth {
         store: &Store,
         lookahead: usize,
         checkpoint_interval: std::time::Duration,
-    ) -> Result<Vec<LeafRequest>> {
+        auto: AutoSchedule,
+    ) -> Result<()> {
         self.needed.clear();
         loop {
             let replaying = self.replay.replaying().is_some();
             if self.driver.is_none() && self.asynchronous.is_none() {
-                let (program, stop) = match (self.replay.replaying(), self.programs.front()) {
+                let (mut program, stop) = match (self.replay.replaying(), self.programs.front()) {
                     (Some(l), _) => (l.program.clone(), l.stop),
                     (None, Some(r)) => (r.program.clone(), None),
                     (None, None) => break,
                 };
+                if program.schedule == Schedule::Auto {
+                    program.schedule = auto.choose(&program);
+                    tracing::info!(
+                        program = %describe(&program),
+                        threads = auto.threads,
+                        async_threads = auto.async_threads,
+                        "schedule chosen: {} ({} search threads registered, async from {})",
+                        program.schedule.name(),
+                        auto.threads,
+                        auto.async_threads
+                    );
+                    if !replaying {
+                        self.programs.set_front_schedule(program.schedule);
+                    }
+                }
                 // A replay runs programs again: their events were recorded the first time.
                 if !replaying {
                     self.programs.start_front(super::now_ms());
@@ -869,6 +930,7 @@ impl Growth {
                     .then(|| AsyncGrowth::new(program.clone()))
                     .flatten();
                 self.landed_keys.clear();
+                self.async_synced = false;
                 if self.asynchronous.is_none() {
                     self.driver = Some(Driver::new(program).stopping_at(stop));
                 }
@@ -881,13 +943,8 @@ impl Growth {
                 };
                 let landed = std::mem::take(&mut self.landed_keys);
                 match g.run(&mut self.book, &results, &landed) {
-                    AsyncProgress::Waiting => {
-                        // First needed, first searched (the job table's priority is the
-                        // list's order); the deltas are not used: the list is synced whole.
-                        self.needed = g.needed().into_iter().map(|(r, _)| r).collect();
-                        g.take_delta();
-                        break;
-                    }
+                    // What it waits for is handed over by `take_needed`.
+                    AsyncProgress::Waiting => break,
                     AsyncProgress::Done => {
                         let (changes, stats) = (g.changes(), g.stats());
                         tracing::info!(
@@ -940,7 +997,29 @@ impl Growth {
         if self.checkpoint_due(checkpoint_interval) {
             self.persist_in_background(store)?;
         }
-        Ok(self.needed.clone())
+        Ok(())
+    }
+
+    /// What the programs wait for, for the job table (after [`Growth::advance`]): the serial
+    /// program's round work as a whole list; the asynchronous program's needed set whole once
+    /// (at its start), then only what changed since the last call, so a run costs what it
+    /// changed (at W = 1,000 the set holds thousands of requests).
+    pub(crate) fn take_needed(&mut self) -> Needed {
+        match self.asynchronous.as_mut() {
+            None => Needed::List(self.needed.clone()),
+            Some(g) if self.async_synced => Needed::Delta(g.take_delta()),
+            Some(g) => {
+                g.take_delta();
+                self.async_synced = true;
+                Needed::Whole(g.needed())
+            }
+        }
+    }
+
+    /// Every request the running asynchronous program waits for, with its priority (`None`
+    /// when no asynchronous program runs).
+    pub(crate) fn async_needed(&self) -> Option<Vec<(LeafRequest, u32)>> {
+        self.asynchronous.as_ref().map(AsyncGrowth::needed)
     }
 
     /// The current program `st` is done: report it, log it for replays, and move on (an

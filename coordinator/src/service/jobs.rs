@@ -323,20 +323,38 @@ impl Jobs {
     /// stored when they come); a leased job no longer needed becomes speculative. Quarantined
     /// requests and requests whose results landed but are not applied yet are skipped.
     pub(crate) fn sync(&mut self, needed: &[LeafRequest], speculative: Option<&[LeafRequest]>) {
+        let ranked: Vec<(LeafRequest, u32)> = needed
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (*k, u32::try_from(i).unwrap_or(u32::MAX)))
+            .collect();
+        self.sync_ranked(&ranked, speculative);
+    }
+
+    /// [`Jobs::sync`] with growth's own priorities for the round work (lower first; equal
+    /// priorities in the list's order): the asynchronous program's whole needed set, at its
+    /// start, before [`Jobs::round_delta`] keeps it up to date.
+    pub(crate) fn sync_ranked(
+        &mut self,
+        needed: &[(LeafRequest, u32)],
+        speculative: Option<&[LeafRequest]>,
+    ) {
         // Cost: O(needed + round jobs), plus O(jobs) when a new speculative plan is given; a
         // big farm holds thousands of speculative leases, which a sync without a plan never
         // walks.
-        let index = |list: &[LeafRequest], skip: &HashMap<LeafRequest, u32>| {
+        let mut round: HashMap<LeafRequest, u32> = HashMap::with_capacity(needed.len());
+        for &(k, p) in needed {
+            round.entry(k).and_modify(|q| *q = (*q).min(p)).or_insert(p);
+        }
+        let plan = speculative.map(|list| {
             let mut m: HashMap<LeafRequest, u32> = HashMap::with_capacity(list.len());
             for (i, k) in list.iter().enumerate() {
-                if !skip.contains_key(k) {
+                if !round.contains_key(k) {
                     m.entry(*k).or_insert(u32::try_from(i).unwrap_or(u32::MAX));
                 }
             }
             m
-        };
-        let round = index(needed, &HashMap::new());
-        let plan = speculative.map(|l| index(l, &round));
+        });
         // Round jobs no longer needed: speculative if planned, dropped if unleased, otherwise
         // kept (their results are still stored when they come) as unplanned speculation.
         let current_round: Vec<Uuid> = self
@@ -411,6 +429,49 @@ impl Jobs {
                 }
             } else {
                 self.place(id, class, prio);
+            }
+        }
+        self.update_gauges();
+    }
+
+    /// Change the round work by what growth's asynchronous program changed since the last
+    /// call (`AsyncGrowth::take_delta`), at a cost of O(delta) instead of a whole
+    /// [`Jobs::sync`]: `removed` requests are no longer round work (an unleased job is dropped,
+    /// a leased one is kept as unplanned speculation: its result is still stored), `added`
+    /// become round work at their priority (lower first, then first added first). The table
+    /// must hold the program's needed set already ([`Jobs::sync_ranked`] at its start).
+    /// Quarantined requests and requests whose results landed but are not applied yet are
+    /// skipped, as in a sync.
+    pub(crate) fn round_delta(&mut self, added: &[(LeafRequest, u32)], removed: &[LeafRequest]) {
+        for k in removed {
+            let Some(id) = self.by_key.get(k).copied() else {
+                continue;
+            };
+            match self.jobs.get(&id) {
+                Some(j) if j.class == JobClass::Round && j.leases.is_empty() => {
+                    self.remove(id);
+                }
+                Some(j) if j.class == JobClass::Round => {
+                    self.place(id, JobClass::Speculative, u32::MAX);
+                }
+                _ => {}
+            }
+        }
+        for &(key, prio) in added {
+            if self.quarantined.contains_key(&key) || self.landed.contains(&key) {
+                continue;
+            }
+            match self.by_key.get(&key).copied() {
+                Some(id) => self.place(id, JobClass::Round, prio),
+                None => {
+                    let id = Uuid::now_v7();
+                    self.by_key.insert(key, id);
+                    self.seq += 1;
+                    let j = JobEntry::fresh(key, JobClass::Round, prio, self.seq, true);
+                    let k = j.queue_key(id);
+                    self.jobs.insert(id, j);
+                    enqueue(&mut self.queue, &mut self.round_queued, k);
+                }
             }
         }
         self.update_gauges();

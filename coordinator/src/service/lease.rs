@@ -470,7 +470,11 @@ impl Coordinator {
         for k in &chosen {
             g.quarantined.remove(k);
         }
-        g.sync(&growth.needed, None);
+        match growth.async_needed() {
+            // Puts the released requests back (the others are round work already).
+            Some(needed) => g.round_delta(&needed, &[]),
+            None => g.sync(&growth.needed, None),
+        }
         drop(g);
         drop(growth);
         tracing::info!(released = chosen.len(), "quarantined searches released");

@@ -15,7 +15,7 @@
 //! programs stay listed; older records are removed.
 
 use crate::store::{Batch, ProgramRecord, ProgramState, StoreError};
-use bookfarm_book::program::Program;
+use bookfarm_book::program::{Program, Schedule};
 use std::collections::{BTreeSet, VecDeque};
 
 /// Finished and cancelled programs kept in the list (older ones are forgotten).
@@ -140,6 +140,17 @@ impl Programs {
         {
             r.state = ProgramState::Running;
             r.started_ms = Some(now_ms);
+            self.dirty.insert(r.id);
+        }
+    }
+
+    /// Record the schedule the current program runs on (chosen when it starts, for a program
+    /// queued without one).
+    pub(crate) fn set_front_schedule(&mut self, schedule: Schedule) {
+        if let Some(r) = self.queue.front_mut()
+            && r.program.schedule != schedule
+        {
+            r.program.schedule = schedule;
             self.dirty.insert(r.id);
         }
     }

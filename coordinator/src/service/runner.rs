@@ -5,13 +5,14 @@
 
 #[cfg(doc)]
 use super::ShallowSearch;
-use super::growth::{Growth, Landed};
+use super::growth::{AutoSchedule, Growth, Landed, Needed};
 use super::programs::{MAX_QUEUED, ProgramView};
 use super::{Coordinator, GrowthMode, Predictor};
 use crate::error::{CoordinatorError, Result};
 use crate::events::{EventKind, event};
 use crate::store::{Batch, ProgramRecord};
-use bookfarm_book::program::{Operation, Program, check_root, resolve_root};
+use bookfarm_book::program::{Operation, Program, Schedule, check_root, resolve_root};
+use bookfarm_book::schedule::run::async_selector;
 use bookfarm_engine::Move;
 use bookfarm_engine::search::LeafRequest;
 use std::sync::atomic::Ordering;
@@ -143,8 +144,18 @@ impl Coordinator {
         }
         // Round work queued ahead: enough for every registered thread to hold a few jobs; more
         // would only cost the growth run look-ups (a pass can hold many thousands of steps).
-        let lookahead = self.jobs().threads().saturating_mul(4).max(256);
-        let needed = growth.advance(&self.0.store, lookahead, self.0.cfg.checkpoint_interval)?;
+        let threads = self.jobs().threads();
+        let lookahead = threads.saturating_mul(4).max(256);
+        let auto = AutoSchedule {
+            threads,
+            async_threads: self.0.cfg.async_threads,
+        };
+        growth.advance(
+            &self.0.store,
+            lookahead,
+            self.0.cfg.checkpoint_interval,
+            auto,
+        )?;
         if let Some(t) = replay_cpu {
             let us = u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
             self.jobs().trust.counters.replay_cpu_us += us;
@@ -152,6 +163,9 @@ impl Coordinator {
         self.hand_core_to_trust(&growth)?;
         self.record_program_events(growth.take_events());
         let positions = growth.book.len();
+        // Taken only here, after everything that can fail: a change of the asynchronous
+        // program's needed set waits in the program until the table gets it.
+        let needed = growth.take_needed();
         // Speculate only at a round's tail: when fewer round searches wait than the workers
         // have threads (before that, every idle thread gets round work anyway); plan again
         // when the speculative searches planned run low too, or the program moved to another
@@ -161,7 +175,12 @@ impl Coordinator {
             for k in &applied {
                 jobs.landed.remove(k);
             }
-            jobs.sync(&needed, None);
+            match &needed {
+                Needed::List(list) => jobs.sync(list, None),
+                // The previous program's speculation goes: this one makes no guesses.
+                Needed::Whole(list) => jobs.sync_ranked(list, Some(&[])),
+                Needed::Delta(d) => jobs.round_delta(&d.added, &d.removed),
+            }
             let threads = jobs.threads();
             // A big farm drains any plan at once: plan again after a share of it landed
             // rather than after every result.
@@ -171,12 +190,9 @@ impl Coordinator {
                 .then(|| (threads, jobs.searching()))
         };
         let speculative = match tail_threads {
-            _ if self.0.cfg.speculation == 0
-                || !growth.is_running()
-                || growth.is_asynchronous() =>
-            {
-                Some(Vec::new())
-            }
+            // The asynchronous program makes no guesses: nothing to speculate on.
+            _ if !matches!(needed, Needed::List(_)) => None,
+            _ if self.0.cfg.speculation == 0 || !growth.is_running() => Some(Vec::new()),
             Some(_) if growth.next_plan_at.is_some_and(|t| Instant::now() < t) => None,
             Some((threads, searching)) => {
                 let budget = threads.saturating_mul(self.0.cfg.speculation as usize);
@@ -193,8 +209,8 @@ impl Coordinator {
             }
             None => None,
         };
-        if let Some(list) = speculative {
-            self.jobs().sync(&needed, Some(&list));
+        if let (Some(list), Needed::List(needed)) = (speculative, &needed) {
+            self.jobs().sync(needed, Some(&list));
         }
         let prefetch = growth.prefetch_report();
         drop(growth);
@@ -351,6 +367,13 @@ impl Coordinator {
         if !program.root.is_empty() && !program.operation.has_root() {
             return Err(CoordinatorError::InvalidArgument(format!(
                 "--from applies to deviate, enhance, play, extend and upgrade, not to {}",
+                program.describe()
+            )));
+        }
+        if program.schedule == Schedule::Async && async_selector(&program).is_none() {
+            return Err(CoordinatorError::InvalidArgument(format!(
+                "the asynchronous schedule applies to deviate, enhance, play, extend and \
+                 upgrade, not to {}",
                 program.describe()
             )));
         }

@@ -338,10 +338,7 @@ impl SimReport {
             self.process_cpu_per_result.as_secs_f64() * 1e6,
             if self.same_as_serial { "yes" } else { "NO" },
             if self.finished { "yes" } else { "NO" },
-            match self.schedule {
-                Schedule::Serial => "serial",
-                Schedule::Async => "async",
-            },
+            self.schedule.name(),
         )
     }
 

@@ -49,6 +49,34 @@ pub enum Schedule {
     /// rules, not the serial one position for position. Programs without passes (new, add,
     /// expand, audit) run serially; [`crate::driver`] runs every program serially.
     Async,
+    /// Not chosen yet: the coordinator that runs the program chooses when it starts (`serve`:
+    /// by the search threads registered then) and records its choice in the program. Runs as
+    /// [`Schedule::Serial`] wherever nobody chooses.
+    Auto,
+}
+
+impl Schedule {
+    /// The name commands and reports use (`serial`, `async`, `auto`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Schedule::Serial => "serial",
+            Schedule::Async => "async",
+            Schedule::Auto => "auto",
+        }
+    }
+}
+
+impl std::str::FromStr for Schedule {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Schedule, String> {
+        match s {
+            "serial" => Ok(Schedule::Serial),
+            "async" => Ok(Schedule::Async),
+            "auto" => Ok(Schedule::Auto),
+            _ => Err(format!("unknown schedule {s:?} (serial, async or auto)")),
+        }
+    }
 }
 
 /// What a growth program does (Edax's book commands that search).

@@ -4,7 +4,7 @@
 use super::{Admin, Remote, admin, spinner};
 use crate::cli::io;
 use anyhow::Context;
-use bookfarm_book::program::{Operation, Program};
+use bookfarm_book::program::{Operation, Program, Schedule};
 use bookfarm_book::research::Upgrade;
 use bookfarm_book::select::Deviate;
 use bookfarm_coordinator::http::api::{ProgramV1, ProgramsV1, StatusV1};
@@ -39,6 +39,13 @@ pub enum AdminCommand {
         /// window are the root's.
         #[arg(long, global = true, value_name = "LINE")]
         from: Option<String>,
+        /// How the program's searches are scheduled: `serial` (Edax's program: the same book
+        /// whatever the farm), `async` (no pass barriers: a finished book by Edax's rules that
+        /// keeps a big farm busy, not the serial one position for position), or `auto` (the
+        /// coordinator chooses when the program starts: async from `async_threads` registered
+        /// search threads, default 256, else serial).
+        #[arg(long, global = true, default_value = "auto", value_parser = crate::cli::args::schedule_choice)]
+        schedule: Schedule,
         #[command(flatten)]
         remote: Remote,
     },
@@ -180,16 +187,21 @@ pub fn run(cmd: AdminCommand) -> anyhow::Result<()> {
             wait,
             replace,
             from,
+            schedule,
             remote,
         } => match (selector.operation()?, selector) {
             (Some(operation), _) => {
-                let program = Program::new(operation).at_level((level > 0).then_some(level));
+                let program = Program {
+                    schedule,
+                    ..Program::new(operation).at_level((level > 0).then_some(level))
+                };
                 expand(&program, from.as_deref(), wait, replace, &remote)
             }
             (None, selector) => {
-                if wait || replace || level > 0 || from.is_some() {
+                if wait || replace || level > 0 || from.is_some() || schedule != Schedule::Auto {
                     anyhow::bail!(
-                        "--wait, --replace, --from and --level apply to the programs queued"
+                        "--wait, --replace, --from, --level and --schedule apply to the programs \
+                         queued"
                     );
                 }
                 match selector {

@@ -24,6 +24,7 @@ mod idle;
 mod lease;
 mod programs;
 mod restart;
+mod schedule;
 mod speculation;
 mod submit;
 mod trust;
