@@ -563,6 +563,7 @@ mod tests {
         let request = |selector, level| pb::StartExpansionRequest {
             selector: Some(selector),
             level,
+            schedule: pb::ProgramSchedule::Serial as i32,
             ..Default::default()
         };
         let p = Program::try_from(request(
