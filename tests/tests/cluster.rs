@@ -231,6 +231,18 @@ async fn local_mode_and_worker_processes_build_the_same_book() {
     let _w1 = worker(port, "w1", &eval, None);
     let _w2 = worker(port, "w2", &eval, None);
     let finished = wait_for(&mut a, LIMIT, done).await;
+    // Queued without a schedule on a farm of two threads (far below `async_threads`): the
+    // coordinator chose the serial schedule, the one of the README's build.
+    let listed = a
+        .list_programs(pb::ListProgramsRequest { finished: true })
+        .await
+        .unwrap()
+        .into_inner()
+        .programs;
+    assert!(
+        listed.iter().any(|p| p.description == "deviate 2 4"),
+        "{listed:?}"
+    );
     // The worker processes were kept busy at the passes' tails with speculative searches.
     assert!(finished.speculative_leased > 0, "{finished:?}");
     assert!(finished.prefetch_used > 0, "{finished:?}");
@@ -435,5 +447,101 @@ async fn expand_add_grows_the_book_offline_book_add_grows() {
             let board = bookfarm_engine::formats::transcript::board_after(&line[..2 * n]).unwrap();
             assert!(farm.probe(&board).is_some(), "{}", &line[..2 * n]);
         }
+    }
+}
+
+/// The asynchronous schedule with real worker processes and two coordinator kill -9s: no
+/// acknowledged result is lost, and the build ends in a finished book by Edax's rules (the
+/// serial selection finds nothing; `book fix` and `book link` change nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_coordinator_during_an_async_program_ends_with_a_finished_book() {
+    use bookfarm_book::program::{Operation, Program, Schedule};
+    let Some(eval) = eval_path() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    new_store(&db, 2, 14);
+    let log = dir.path().join("acks.log");
+    let port = free_port();
+    let mut c = coordinator(&db, port, None, 60, &eval);
+    let mut a = admin(port).await;
+    let program = Program {
+        schedule: Schedule::Async,
+        ..Program::new(Operation::Deviate {
+            params: bookfarm_book::select::Deviate::new(2, 4),
+        })
+    };
+    a.start_expansion(pb::StartExpansionRequest::try_from(&program).unwrap())
+        .await
+        .expect("start expansion");
+    let _w1 = worker(port, "w1", &eval, Some(&log));
+    let _w2 = worker(port, "w2", &eval, Some(&log));
+    // Two crashes while the program runs (completed counts since each start).
+    for kill in 0..2 {
+        let s = wait_for(&mut a, LIMIT, |s| s.completed >= 60 || done(s)).await;
+        assert!(!done(&s), "killed while the program runs: {s:?}");
+        c.kill9();
+        let acked: HashSet<String> = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        assert!(
+            acked.len() >= 60 * (kill + 1),
+            "{} acknowledged",
+            acked.len()
+        );
+        // Every acknowledged job id is in the store (opened directly while nothing runs).
+        {
+            let store = bookfarm_coordinator::store::Store::open(&db).unwrap();
+            let loaded = store.load(&db).unwrap();
+            let done: HashSet<String> = loaded.done.iter().map(|u| u.to_string()).collect();
+            let lost: Vec<_> = acked.difference(&done).collect();
+            assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
+        }
+        c = coordinator(&db, port, None, 60, &eval);
+        a = admin(port).await;
+    }
+    let s = wait_for(&mut a, LIMIT, done).await;
+    assert!(s.positions > 100, "{s:?}");
+    // It ran (and was resumed) asynchronously.
+    let listed = a
+        .list_programs(pb::ListProgramsRequest { finished: true })
+        .await
+        .unwrap()
+        .into_inner()
+        .programs;
+    assert!(
+        listed
+            .iter()
+            .any(|p| p.description.starts_with("deviate 2 4")
+                && p.description.ends_with("(async)")
+                && p.state == pb::ProgramState::Done as i32),
+        "{listed:?}"
+    );
+    // Properties 1 and 2 of a finished asynchronous book, on the exported book.
+    let book = check_book(&export(&mut a).await);
+    let mut negamaxed = book.clone();
+    let left = bookfarm_book::schedule::unfinished(&mut negamaxed, &program);
+    assert!(left.is_empty(), "the serial selection still marks {left:?}");
+    let mut fixed = book.clone();
+    let report =
+        bookfarm_book::grow::fix_command(&mut fixed, &mut |r| panic!("book fix searched {r:?}"));
+    assert!(
+        report.problems.is_empty() && report.removed.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(report.changes, Default::default(), "{report:?}");
+    // Nothing but the order of links (Edax's link sort, which only `book fix` runs) changed.
+    let by_move = |b: &bookfarm_book::MemBook| {
+        let mut v = sorted(b);
+        for p in &mut v {
+            p.links.sort_by_key(|l| l.mv.code());
+        }
+        v
+    };
+    let (before, after) = (by_move(&book), by_move(&fixed));
+    assert_eq!(before.len(), after.len());
+    for (a, b) in before.iter().zip(&after) {
+        assert_eq!(a, b, "book fix changed a position");
     }
 }
