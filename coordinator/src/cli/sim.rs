@@ -262,7 +262,13 @@ fn trust_table(a: &TrustArgs) -> anyhow::Result<()> {
                 speculation: 0,
                 backup_after: 0,
                 guess: Guess::Perfect,
-                faults: None,
+                // No crashes, but leases expire as on a real farm: a lease whose job a
+                // rollback took back ends at the lease timeout.
+                faults: Some(sim::Faults {
+                    crash_percent: 0.0,
+                    lease_timeout: std::time::Duration::from_secs(60),
+                    restart_after: std::time::Duration::from_secs(120),
+                }),
                 coordinator: sim::CoordinatorModel {
                     rpc_cores: a.coordinator_cores,
                     charge: sim::Charge::Measured,
