@@ -199,17 +199,23 @@ pub struct TrustArgs {
     dir: Option<PathBuf>,
 }
 
-fn trust_table(a: &TrustArgs) -> anyhow::Result<()> {
-    let times = TimeTable::recorded(a.times).with_context(|| {
+/// The recorded duration table of `--times` and a checked `--spread` (what every simulation
+/// command needs before it runs).
+fn recorded_times(level: u8, spread: f64) -> anyhow::Result<TimeTable> {
+    let times = TimeTable::recorded(level).with_context(|| {
         format!(
-            "--times {}: no recorded table (recorded levels: {:?})",
-            a.times,
+            "--times {level}: no recorded table (recorded levels: {:?})",
             TimeTable::recorded_levels()
         )
     })?;
-    if !(a.spread.is_finite() && a.spread >= 1.0) {
+    if !(spread.is_finite() && spread >= 1.0) {
         bail!("--spread: expected a number ≥ 1");
     }
+    Ok(times)
+}
+
+fn trust_table(a: &TrustArgs) -> anyhow::Result<()> {
+    let times = recorded_times(a.times, a.spread)?;
     for (name, p) in [
         ("--trusted-percent", a.trusted_percent),
         ("--liar-percent", a.liar_percent),
@@ -321,16 +327,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
 }
 
 fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
-    let times = TimeTable::recorded(a.times).with_context(|| {
-        format!(
-            "--times {}: no recorded table (recorded levels: {:?})",
-            a.times,
-            TimeTable::recorded_levels()
-        )
-    })?;
-    if !(a.spread.is_finite() && a.spread >= 1.0) {
-        bail!("--spread: expected a number ≥ 1");
-    }
+    let times = recorded_times(a.times, a.spread)?;
     if !(0..=64).contains(&a.score_noise) {
         bail!("--score-noise: expected a number of discs from 0 to 64");
     }
