@@ -153,6 +153,30 @@ impl Proc {
             .status();
         self.0.wait().expect("wait")
     }
+
+    /// SIGTERM, then wait (polling, without blocking the async runtime) for the exit status;
+    /// fails the test if the process is still running after `limit` (a hang guard).
+    pub async fn terminate_within(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let t0 = Instant::now();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &self.0.id().to_string()])
+                .status()
+                .expect("kill")
+                .success()
+        );
+        loop {
+            if let Some(st) = self.exited() {
+                return st;
+            }
+            assert!(
+                t0.elapsed() < limit,
+                "no exit {:?} after SIGTERM",
+                t0.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
 
 impl Drop for Proc {

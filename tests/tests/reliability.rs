@@ -355,24 +355,7 @@ async fn sigterm_with_a_partial_http_request_open() {
     let (code, _) = http_get(http, "/healthz").await.unwrap();
     assert_eq!(code, 200);
     let t0 = Instant::now();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-TERM", &c.0.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let st = loop {
-        if let Some(st) = c.exited() {
-            break st;
-        }
-        assert!(
-            t0.elapsed() < HANG,
-            "no exit {:?} after SIGTERM",
-            t0.elapsed()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let st = c.terminate_within(HANG).await;
     assert!(st.success(), "{st:?}");
     let log = std::fs::read_to_string(dir.path().join("coordinator.log")).unwrap();
     assert!(log.contains("coordinator stopped, store flushed"), "{log}");

@@ -11,7 +11,6 @@ use bookfarm_proto::pb::worker_service_client::WorkerServiceClient;
 use bookfarm_proto::{ENGINE_VERSION, PROTOCOL_VERSION};
 use bookfarm_tests::*;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 use tonic::Code;
 use tonic::service::interceptor::InterceptedService;
@@ -628,24 +627,7 @@ async fn idle_connections_do_not_lock_out_a_worker() {
     // The clients stay connected until the test ends: a coordinator that waited for them
     // would never exit (the limit only stops that hang). It exits cleanly, its store flushed.
     let t0 = Instant::now();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &c.0.id().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let st = loop {
-        if let Some(st) = c.exited() {
-            break st;
-        }
-        assert!(
-            t0.elapsed() < HANG,
-            "no exit {:?} after SIGTERM",
-            t0.elapsed()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let st = c.terminate_within(HANG).await;
     assert!(st.success(), "{st:?}");
     eprintln!(
         "SIGTERM with 50 idle HTTP/2 clients: exited in {:?}",
