@@ -4,6 +4,7 @@
 use crate::cli::args;
 use anyhow::{Context, bail};
 use bookfarm_book::program::{Operation, Program, Schedule};
+use bookfarm_book::schedule::{AsyncOptions, Order};
 use bookfarm_book::select::Deviate;
 use bookfarm_coordinator::sim::{self, Guess, SimConfig, TimeTable};
 use bookfarm_engine::Board;
@@ -108,12 +109,28 @@ pub struct RunArgs {
     /// `async` (the asynchronous schedule, no speculation, backup leases as `--backup-after`).
     #[arg(long, value_delimiter = ',', default_value = "serial", value_parser = args::schedule)]
     schedules: Vec<Schedule>,
+    /// The asynchronous schedule's queue order: `marking` (first marked, first searched: the
+    /// book closest to the serial one) or `best-first` (principal lines first: smaller books).
+    #[arg(long, default_value = "marking", value_parser = async_order)]
+    async_order: Order,
+    /// The asynchronous schedule applies an expansion as soon as its child's search lands
+    /// (the parents' re-searches follow as repairs): one search per step of a line, not two.
+    #[arg(long)]
+    early_child: bool,
     /// Only the serial build: its size and search CPU (to size a simulation before running it).
     #[arg(long)]
     serial_only: bool,
     /// Directory for the simulated stores (default: a temporary directory).
     #[arg(long)]
     dir: Option<PathBuf>,
+}
+
+fn async_order(s: &str) -> Result<Order, String> {
+    match s.trim() {
+        "marking" => Ok(Order::Marking),
+        "best-first" => Ok(Order::BestFirst),
+        _ => Err("expected `marking` or `best-first`".into()),
+    }
 }
 
 fn truth(s: &str) -> Result<sim::Truth, String> {
@@ -280,6 +297,7 @@ fn trust_table(a: &TrustArgs) -> anyhow::Result<()> {
                     charge: sim::Charge::Measured,
                 },
                 models: sim::WorkerModels::honest(),
+                async_options: AsyncOptions::default(),
                 truth: a.truth,
             };
             let who = sim::trust::Mix::of(*w, a.trusted_percent, a.liar_percent, *kind);
@@ -365,7 +383,7 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
         params: Deviate::new(a.relative, a.absolute),
     })];
     println!(
-        "# sim: deviate {} {} from a new book (level {}, depth {}), {} results, level-{} search times (mean {:.4} s), speeds spread {}, guesses {}% wrong moves, scores ± {}, crashes {}% (lease timeout {} s, restart after {} s), coordinator: {}",
+        "# sim: deviate {} {} from a new book (level {}, depth {}), {} results, level-{} search times (mean {:.4} s), speeds spread {}, guesses {}% wrong moves, scores ± {}, crashes {}% (lease timeout {} s, restart after {} s), coordinator: {}{}",
         a.relative,
         a.absolute,
         a.level,
@@ -386,6 +404,18 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
                 "{} RPC cores + 1 growth core, thread CPU charged",
                 a.coordinator_cores
             )
+        },
+        if a.schedules.contains(&Schedule::Async) {
+            format!(
+                ", async queue {}{}",
+                match a.async_order {
+                    Order::Marking => "marking",
+                    Order::BestFirst => "best-first",
+                },
+                if a.early_child { ", early child" } else { "" }
+            )
+        } else {
+            String::new()
         }
     );
     if a.serial_only {
@@ -449,6 +479,10 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
                 },
                 models: sim::WorkerModels::honest(),
                 truth: a.truth,
+                async_options: AsyncOptions {
+                    order: a.async_order,
+                    early_child: a.early_child,
+                },
             };
             let r = sim::simulate(&cfg, &dir)
                 .with_context(|| format!("simulation with {w} workers ({name})"))?;

@@ -7,6 +7,7 @@ use super::trust::TrustRules;
 use super::{Coordinator, ShallowSearch, lease_cap, max_lease_duration, trust};
 use bookfarm_book::explore::Limits;
 use bookfarm_book::openings::Openings;
+use bookfarm_book::schedule::AsyncOptions;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -116,6 +117,9 @@ pub struct ServiceConfig {
     ///
     /// [`Schedule::Auto`]: bookfarm_book::program::Schedule::Auto
     pub async_threads: usize,
+    /// How the asynchronous schedule orders its queue and applies expansions (the
+    /// simulator's comparisons; the default is the order closest to the serial book).
+    pub async_options: AsyncOptions,
     /// Level of the default predictor's guesses (a [`ShallowSearch`]; at most the request's
     /// level). Deeper guesses are right more often, so less speculative work is wasted, but the
     /// growth thread pays them: `sim guesses` measures both (docs/benchmarks.md).
@@ -196,6 +200,7 @@ impl Default for ServiceConfig {
             speculation_share: 0.25,
             predictor_level: 2,
             async_threads: DEFAULT_ASYNC_THREADS,
+            async_options: AsyncOptions::default(),
             growth: GrowthMode::Thread,
             checkpoint_interval: Duration::from_secs(5),
             trust: TrustRules::default(),

@@ -33,7 +33,7 @@ use bookfarm_book::driver::{
 use bookfarm_book::extract::AuditLine;
 use bookfarm_book::program::{Operation, Program, Schedule};
 use bookfarm_book::schedule::run::async_selector;
-use bookfarm_book::schedule::{AsyncGrowth, AsyncProgress, NeededDelta};
+use bookfarm_book::schedule::{AsyncGrowth, AsyncOptions, AsyncProgress, NeededDelta};
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
@@ -313,6 +313,8 @@ pub(crate) struct AutoSchedule {
     pub(crate) threads: usize,
     /// [`super::ServiceConfig::async_threads`].
     pub(crate) async_threads: usize,
+    /// [`super::ServiceConfig::async_options`]: what an asynchronous program runs with.
+    pub(crate) options: AsyncOptions,
 }
 
 impl AutoSchedule {
@@ -928,7 +930,11 @@ impl Growth {
                 // and run serially, as does a replay's program stopped part way.
                 self.asynchronous = (program.schedule == Schedule::Async && stop.is_none())
                     .then(|| AsyncGrowth::new(program.clone()))
-                    .flatten();
+                    .flatten()
+                    .map(|mut g| {
+                        g.set_options(auto.options);
+                        g
+                    });
                 self.landed_keys.clear();
                 self.async_synced = false;
                 if self.asynchronous.is_none() {

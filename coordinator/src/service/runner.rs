@@ -149,6 +149,7 @@ impl Coordinator {
         let auto = AutoSchedule {
             threads,
             async_threads: self.0.cfg.async_threads,
+            options: self.0.cfg.async_options,
         };
         growth.advance(
             &self.0.store,

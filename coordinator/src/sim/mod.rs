@@ -33,6 +33,7 @@ use bookfarm_book::MemBook;
 use bookfarm_book::driver::run_serial;
 use bookfarm_book::model::Position;
 use bookfarm_book::program::{Operation, Program, Schedule};
+use bookfarm_book::schedule::AsyncOptions;
 use bookfarm_engine::board::BitIter;
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchSignature};
 use bookfarm_engine::{Board, Move};
@@ -216,6 +217,8 @@ pub struct SimConfig {
     pub coordinator: CoordinatorModel,
     /// How each worker answers (honest by default).
     pub models: WorkerModels,
+    /// How an asynchronous program orders its queue and applies expansions.
+    pub async_options: AsyncOptions,
 }
 
 /// Worker crashes: a crashed worker's searches are lost, it stops heartbeating, and the
@@ -792,6 +795,7 @@ pub fn simulate_inspect<T>(
             }),
         signature: Some(identity().search_signature),
         growth: GrowthMode::Deferred,
+        async_options: cfg.async_options,
         ..ServiceConfig::default()
     };
     let c = Coordinator::open(store, dir, service, clock.clone())?;
@@ -1043,6 +1047,7 @@ mod tests {
                 },
             },
             models: WorkerModels::honest(),
+            async_options: AsyncOptions::default(),
             truth: Truth::Hash,
         }
     }
@@ -1272,6 +1277,7 @@ mod tests {
         let m = n.clone();
         let cfg = SimConfig {
             models: WorkerModels(Arc::new(move |w| Box::new(Counting(m.clone(), w)))),
+            async_options: AsyncOptions::default(),
             ..config(3, true)
         };
         let r = simulate(&cfg, tempfile::tempdir().unwrap().path()).unwrap();

@@ -374,6 +374,7 @@ mod tests {
                 },
             },
             models: WorkerModels::honest(),
+            async_options: Default::default(),
             truth: Truth::Hash,
         }
     }

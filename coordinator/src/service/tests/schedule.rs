@@ -44,6 +44,7 @@ fn the_schedule_is_chosen_from_the_threads_registered_when_the_program_starts() 
     let rule = |threads, async_threads| AutoSchedule {
         threads,
         async_threads,
+        options: Default::default(),
     };
     let deviate = auto(deviate24());
     assert_eq!(rule(255, 256).choose(&deviate), Schedule::Serial);

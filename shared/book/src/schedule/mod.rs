@@ -10,4 +10,6 @@ pub mod frontier;
 pub mod run;
 
 pub use frontier::{Frontier, Selector};
-pub use run::{AsyncGrowth, AsyncProgress, AsyncStats, NeededDelta, unfinished};
+pub use run::{
+    AsyncGrowth, AsyncOptions, AsyncProgress, AsyncStats, NeededDelta, Order, unfinished,
+};
