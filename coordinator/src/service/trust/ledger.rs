@@ -104,7 +104,7 @@ pub(crate) struct TrustState {
     pub(crate) records: HashMap<String, TrustRecord>,
     pub(crate) cases: HashMap<LeafRequest, Case>,
     /// Contributors vouching for each applied result with provenance.
-    pub(crate) sources: HashMap<LeafRequest, Vec<String>>,
+    pub(crate) sources: HashMap<LeafRequest, Vouch>,
     pub(crate) counters: TrustCounters,
     /// Verification workers registered now (they spot-check trusted workers' results).
     pub(crate) verifiers: usize,
@@ -122,6 +122,14 @@ pub(crate) struct TrustState {
     pub(crate) unwritten: HashSet<String>,
     /// When the count-only changes were last written (the service clock's milliseconds).
     pub(crate) counts_written_ms: u64,
+}
+
+/// Who vouches for an applied result, and the result (each of them was credited with it once:
+/// a caught contributor whose word alone kept it loses that credit with the result).
+#[derive(Debug, Clone)]
+pub(crate) struct Vouch {
+    pub(crate) by: Vec<String>,
+    pub(crate) result: LeafResult,
 }
 
 impl TrustState {
@@ -181,7 +189,13 @@ impl TrustState {
             } else {
                 self.watch.add(key, CoreKey::of_result(&key, result));
             }
-            self.sources.insert(key, sources);
+            self.sources.insert(
+                key,
+                Vouch {
+                    by: sources,
+                    result: *result,
+                },
+            );
         }
     }
 
@@ -507,25 +521,35 @@ impl TrustState {
         let keys: Vec<LeafRequest> = self
             .sources
             .iter()
-            .filter(|(_, s)| s.iter().any(|c| c == loser))
+            .filter(|(_, s)| s.by.iter().any(|c| c == loser))
             .map(|(k, _)| *k)
             .collect();
         for k in keys {
             let Some(mut srcs) = self.sources.remove(&k) else {
                 continue;
             };
-            srcs.retain(|c| c != loser);
+            srcs.by.retain(|c| c != loser);
             if srcs
+                .by
                 .iter()
                 .any(|c| self.standing_of(c, rules) >= Standing::Earned)
             {
                 // Still vouched for: provisional unless a trust root is among them (its key
                 // is unchanged).
-                if srcs.iter().any(|c| self.rooted(c)) {
+                if srcs.by.iter().any(|c| self.rooted(c)) {
                     self.watch.remove(&k);
                 }
                 self.sources.insert(k, srcs);
             } else {
+                // Dropped on its word: the credit it was given for the result goes with it.
+                if let Some(t) = self.records.get_mut(loser) {
+                    let r = &srcs.result;
+                    t.results = t.results.saturating_sub(1);
+                    t.nodes = t.nodes.saturating_sub(r.nodes);
+                    t.cpu_us = t
+                        .cpu_us
+                        .saturating_sub(u64::try_from(r.elapsed.as_micros()).unwrap_or(0));
+                }
                 batch.remove_result(&k);
                 self.watch.remove(&k);
                 dropped.push(k);
@@ -612,7 +636,8 @@ impl TrustState {
                 }
                 Some(case) => core_need(&case.replicas, Standing::Given),
                 None => {
-                    let (Some(sources), Some(result)) = (self.sources.get(&key), result_of(&key))
+                    let (Some(sources), Some(result)) =
+                        (self.sources.get(&key).map(|v| &v.by), result_of(&key))
                     else {
                         // Not applied any more (dropped meanwhile): nothing to confirm.
                         self.watch.remove(&key);

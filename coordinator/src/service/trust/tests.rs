@@ -347,3 +347,36 @@ fn decisions_are_written_at_once_and_counts_once_per_interval() {
     t.records.get_mut("v").unwrap().results += 1;
     assert_eq!(names(t.records_to_write(&v, 11_200, 0)), ["v"]);
 }
+
+#[test]
+fn a_caught_contributor_loses_the_credit_of_what_was_dropped_on_its_word() {
+    let rules = TrustRules::default();
+    let mine = LeafResult {
+        nodes: 40,
+        elapsed: Duration::from_micros(900),
+        ..res(3)
+    };
+    let theirs = LeafResult {
+        nodes: 50,
+        ..res(5)
+    };
+    // Two applied results: one on the word of "w" alone, one that "w" and an earned
+    // contributor of another owner both vouch for.
+    let results = vec![
+        (req(1), vec!["w".to_string()], mine),
+        (req(2), vec!["w".to_string(), "e".to_string()], theirs),
+    ];
+    let mut t = TrustState::load(Vec::new(), Vec::new(), results.into_iter(), 0);
+    t.enroll("w", "alice", false, false);
+    t.enroll("e", "bob", false, false);
+    t.records.get_mut("e").unwrap().streak = rules.earn_after;
+    let w = t.records.get_mut("w").unwrap();
+    (w.results, w.nodes, w.cpu_us) = (2, 90, 900);
+    let mut batch = crate::store::Batch::default();
+    let caught = t.catch(&rules, &mut batch, "w").unwrap();
+    assert_eq!(caught.dropped, vec![req(1)]);
+    // The dropped result's credit is taken back; the one another owner still vouches for stays.
+    let w = &t.records["w"];
+    assert_eq!((w.results, w.nodes, w.cpu_us), (1, 50, 0));
+    assert_eq!(t.sources[&req(2)].by, vec!["e".to_string()]);
+}
