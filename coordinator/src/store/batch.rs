@@ -12,7 +12,8 @@
 //! included), and a checkpoint of 100k positions as 100k keys held it for about a second.
 
 use super::keys::{
-    K, U, X, chunk_key, done_key, encode, group_key, meta_key, program_key, request_key, trust_key,
+    K, U, X, chunk_key, done_key, encode, group_key, meta_key, program_key, request_key, seal,
+    trust_key,
 };
 use super::{
     CaseRecord, Entry, GrowthRecord, HeaderRecord, HistoryRecord, LogRecord, PositionRecordRef,
@@ -119,8 +120,9 @@ impl Batch {
 
     /// Record an accepted job id.
     pub fn put_done(&mut self, id: &Uuid, board: &Board) -> Result<(), StoreError> {
+        let k = done_key(id);
         self.batch
-            .insert(&done_key(id)[..], encode(&(board.player, board.opponent))?);
+            .insert(&k[..], encode(&k, &(board.player, board.opponent))?);
         self.len += 1;
         Ok(())
     }
@@ -131,7 +133,9 @@ impl Batch {
         name: &str,
         v: &T,
     ) -> Result<(), StoreError> {
-        self.batch.insert(meta_key(name), encode(v)?);
+        let k = meta_key(name);
+        let v = encode(&k, v)?;
+        self.batch.insert(k, v);
         self.len += 1;
         Ok(())
     }
@@ -158,7 +162,10 @@ impl Batch {
         case: Option<&CaseRecord>,
     ) -> Result<(), StoreError> {
         match case {
-            Some(c) => self.batch.insert(&request_key(U, req)[..], encode(c)?),
+            Some(c) => {
+                let k = request_key(U, req);
+                self.batch.insert(&k[..], encode(&k, c)?)
+            }
             None => self.batch.remove(&request_key(U, req)[..]),
         }
         self.len += 1;
@@ -167,7 +174,9 @@ impl Batch {
 
     /// Write a contributor's trust record.
     pub fn put_trust(&mut self, name: &str, t: &TrustRecord) -> Result<(), StoreError> {
-        self.batch.insert(trust_key(name), encode(t)?);
+        let k = trust_key(name);
+        let v = encode(&k, t)?;
+        self.batch.insert(k, v);
         self.len += 1;
         Ok(())
     }
@@ -199,7 +208,8 @@ impl Batch {
 
     /// Write a program of the queue.
     pub fn put_program(&mut self, p: &ProgramRecord) -> Result<(), StoreError> {
-        self.batch.insert(&program_key(p.id), encode(p)?);
+        let k = program_key(p.id);
+        self.batch.insert(&k, encode(&k, p)?);
         self.len += 1;
         Ok(())
     }
@@ -268,8 +278,8 @@ impl Store {
                         r,
                     )),
                     None => {
-                        b.batch
-                            .insert(&request_key(X, &req)[..], &seq.to_be_bytes()[..]);
+                        let k = request_key(X, &req);
+                        b.batch.insert(&k[..], seal(&k, &seq.to_be_bytes()));
                     }
                 }
             }
@@ -277,11 +287,12 @@ impl Store {
             // takes its first sequence number after the last group, so a number a tombstone
             // carries is never handed out again (a result stored again under it would be
             // dropped as removed).
+            let k = group_key(seq);
             if group_only {
-                tree.insert(&group_key(seq)[..], encode(&group)?)?;
+                tree.insert(&k[..], encode(&k, &group)?)?;
                 return Ok(());
             }
-            b.batch.insert(&group_key(seq)[..], encode(&group)?);
+            b.batch.insert(&k[..], encode(&k, &group)?);
         }
         // Position records go in chunks of many positions under one sequence number: a
         // checkpoint of 100,000 positions is then about a hundred keys. sled applies a batch
@@ -300,13 +311,16 @@ impl Store {
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             for (i, chunk) in b.chunks.iter().enumerate() {
                 let index = u32::try_from(i).unwrap_or(u32::MAX);
-                b.batch.insert(&chunk_key(seq, index)[..], &chunk[..]);
-                written += chunk.len() as u64;
+                let k = chunk_key(seq, index);
+                let v = seal(&k, chunk);
+                written += v.len() as u64;
+                b.batch.insert(&k[..], v);
             }
         }
         if replace {
-            b.batch
-                .insert(meta_key("replaced-bytes"), encode(&written)?);
+            let k = meta_key("replaced-bytes");
+            let v = encode(&k, &written)?;
+            b.batch.insert(k, v);
         }
         tree.apply_batch(b.batch)?;
         use std::sync::atomic::Ordering::Relaxed;

@@ -95,7 +95,7 @@ impl CredentialStore {
         let swapped = self.tree.compare_and_swap(
             rec.name.as_bytes(),
             None as Option<&[u8]>,
-            Some(encode(rec)?),
+            Some(encode(rec.name.as_bytes(), rec)?),
         )?;
         if swapped.is_err() {
             return Ok(false);
@@ -106,7 +106,8 @@ impl CredentialStore {
 
     /// Replace a credential (durable on return).
     pub fn put(&self, rec: &CredentialRecord) -> Result<(), StoreError> {
-        self.tree.insert(rec.name.as_bytes(), encode(rec)?)?;
+        self.tree
+            .insert(rec.name.as_bytes(), encode(rec.name.as_bytes(), rec)?)?;
         self.db.flush()?;
         Ok(())
     }

@@ -48,7 +48,8 @@ impl EventStore {
     /// service flushes at least every second, and before it acknowledges anything).
     pub fn append(&self, e: &EventRecord) -> Result<u64, StoreError> {
         let seq = self.next.fetch_add(1, Ordering::SeqCst);
-        self.tree.insert(seq.to_be_bytes(), encode(e)?)?;
+        let k = seq.to_be_bytes();
+        self.tree.insert(k, encode(&k, e)?)?;
         if seq > self.max {
             self.tree.remove((seq - self.max).to_be_bytes())?;
         }

@@ -26,7 +26,7 @@
 //!    it changes. Credentials, trust records and the history must survive every step.
 
 use super::StoreError;
-use super::keys::{FORMAT_KEY, decode, encode};
+use super::keys::{FORMAT_KEY, corrupt_record, decode, decode_plain, encode, encode_plain};
 use std::path::Path;
 
 /// One migration step: reads a store of version N and returns the writes that make it N+1
@@ -37,9 +37,14 @@ pub(super) type Step = fn(&sled::Db) -> Result<Writes, StoreError>;
 /// - 1 → 2 ([`super::to_v2`]): growth programs stored as `bookfarm_book::program::Program`;
 /// - 2 → 3 ([`super::to_v3`]): the event log's tree;
 /// - 3 → 4 ([`super::to_v4`]): the programs of the queue numbered, one record each with its
-///   state; the replay log records where a cancelled program was cut.
-pub(super) const MIGRATIONS: &[Step] =
-    &[super::to_v2::step, super::to_v3::step, super::to_v4::step];
+///   state; the replay log records where a cancelled program was cut;
+/// - 4 → 5 ([`super::to_v5`]): every record sealed with a checksum of its key and value.
+pub(super) const MIGRATIONS: &[Step] = &[
+    super::to_v2::step,
+    super::to_v3::step,
+    super::to_v4::step,
+    super::to_v5::step,
+];
 
 /// The store format this build writes (version 1 was the first versioned layout; the current
 /// one is described in `keys.rs`).
@@ -66,9 +71,30 @@ impl Writes {
     }
 }
 
+/// The first format version whose records carry checksums ([`super::keys::seal`]), the format
+/// version's own included.
+pub(super) const SEALED_SINCE: u32 = 5;
+
+/// The stored form of format version `v` (sealed from [`SEALED_SINCE`] on).
+pub(super) fn version_value(v: u32) -> Result<Vec<u8>, StoreError> {
+    if v >= SEALED_SINCE {
+        encode(FORMAT_KEY, &v)
+    } else {
+        encode_plain(&v)
+    }
+}
+
 /// The format version stored in `db` (`None`: none).
 pub(super) fn stored_version(db: &sled::Db) -> Result<Option<u32>, StoreError> {
     match db.get(FORMAT_KEY)? {
+        // Versions before [`SEALED_SINCE`] stored the bare postcard u32 (one byte for them).
+        Some(v) if v.len() == 1 => match decode_plain::<u32>(FORMAT_KEY, &v)? {
+            old if old < SEALED_SINCE => Ok(Some(old)),
+            _ => Err(corrupt_record(
+                FORMAT_KEY,
+                "a version of this format stored without its checksum".into(),
+            )),
+        },
         Some(v) => Ok(Some(decode::<u32>(FORMAT_KEY, &v)?)),
         None => Ok(None),
     }
@@ -98,7 +124,7 @@ pub(super) fn migrate(db: &sled::Db, dir: &Path, steps: &[Step]) -> Result<(), S
         if holds_data(db)? {
             return Err(StoreError::Unversioned(dir.display().to_string()));
         }
-        db.insert(FORMAT_KEY, encode(&newest)?)?;
+        db.insert(FORMAT_KEY, version_value(newest)?)?;
         db.flush()?;
         return Ok(());
     };
@@ -121,7 +147,7 @@ pub(super) fn migrate(db: &sled::Db, dir: &Path, steps: &[Step]) -> Result<(), S
             "migrating the store's format"
         );
         let mut writes = step(db)?;
-        writes.to(db).insert(FORMAT_KEY, encode(&next)?);
+        writes.to(db).insert(FORMAT_KEY, version_value(next)?);
         let (trees, batches): (Vec<sled::Tree>, Vec<sled::Batch>) =
             writes.trees.into_iter().unzip();
         use sled::Transactional;

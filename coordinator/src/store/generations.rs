@@ -19,7 +19,7 @@
 //! the old book (one removal per key) whole, and costs nothing per key. The base is not read
 //! through sled, so it costs neither sled's page cache nor its write amplification.
 
-use super::keys::{BOOK_TREE_KEY, book_tree_name, is_book_tree, meta_in};
+use super::keys::{BOOK_TREE_KEY, book_tree_name, is_book_tree, meta_in, seal, unseal};
 use super::{BaseRecord, Batch, Entry, HeaderRecord, Store, StoreError};
 use bookfarm_book::MemBook;
 use bookfarm_book::edax;
@@ -53,7 +53,7 @@ pub(super) fn base_io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError 
 /// has no pointer; its (empty) current tree is generation 0's.
 pub(super) fn drop_unfinished_generations(db: &sled::Db) -> Result<Vec<u8>, StoreError> {
     let current = match db.get(BOOK_TREE_KEY)? {
-        Some(name) => name.to_vec(),
+        Some(name) => unseal(BOOK_TREE_KEY, &name)?.to_vec(),
         None => book_tree_name(0).into_bytes(),
     };
     for name in db.tree_names() {
@@ -289,7 +289,8 @@ impl Store {
         current: &mut sled::Tree,
         new: sled::Tree,
     ) -> Result<sled::Tree, StoreError> {
-        self.db.insert(BOOK_TREE_KEY, &*new.name())?;
+        self.db
+            .insert(BOOK_TREE_KEY, seal(BOOK_TREE_KEY, &new.name()))?;
         self.flush()?;
         Ok(std::mem::replace(current, new))
     }

@@ -91,7 +91,7 @@ impl InvitationStore {
         let swapped = self.tree.compare_and_swap(
             rec.name.as_bytes(),
             None as Option<&[u8]>,
-            Some(encode(rec)?),
+            Some(encode(rec.name.as_bytes(), rec)?),
         )?;
         if swapped.is_err() {
             return Ok(false);
@@ -102,7 +102,8 @@ impl InvitationStore {
 
     /// Replace an invitation (durable on return).
     pub fn put(&self, rec: &InvitationRecord) -> Result<(), StoreError> {
-        self.tree.insert(rec.name.as_bytes(), encode(rec)?)?;
+        self.tree
+            .insert(rec.name.as_bytes(), encode(rec.name.as_bytes(), rec)?)?;
         self.db.flush()?;
         Ok(())
     }
@@ -115,15 +116,18 @@ impl InvitationStore {
         invitation: Option<&InvitationRecord>,
         credential: &CredentialRecord,
     ) -> Result<(), EnrolError> {
-        let cred = encode(credential)?;
+        let cred = encode(credential.name.as_bytes(), credential)?;
         let spent = match invitation {
             Some(i) => Some((
                 i.name.clone(),
-                encode(i)?,
-                encode(&InvitationRecord {
-                    used: i.used + 1,
-                    ..i.clone()
-                })?,
+                encode(i.name.as_bytes(), i)?,
+                encode(
+                    i.name.as_bytes(),
+                    &InvitationRecord {
+                        used: i.used + 1,
+                        ..i.clone()
+                    },
+                )?,
             )),
             None => None,
         };

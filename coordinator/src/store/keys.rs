@@ -1,5 +1,10 @@
 //! The key layout of the store, the key encoders, and the one encoding of values (postcard).
 //!
+//! Every value of every tree ends with a checksum of its key and value (CRC-32C, 4 bytes LE,
+//! [`seal`]), checked by every read ([`unseal`], [`decode`]): a record damaged on disk stops the
+//! read with an error naming its key instead of being served. The tables below give the values
+//! before that checksum.
+//!
 //! sled's default tree holds two keys:
 //!
 //! | key | value |
@@ -202,13 +207,91 @@ pub(super) fn hex(k: &[u8]) -> String {
     k.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The stored form of a value.
-pub(super) fn encode<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, StoreError> {
+/// Bytes of the checksum every stored value ends with (format version 5 on).
+pub(super) const SEAL_BYTES: usize = 4;
+
+/// The checksum of a record: CRC-32C of the key's length (u32 LE), the key and the value, so
+/// that a damaged key or value, or a value found under another key, does not match.
+fn record_crc(key: &[u8], value: &[u8]) -> u32 {
+    let len = u32::try_from(key.len()).unwrap_or(u32::MAX).to_le_bytes();
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&len), key);
+    crc32c::crc32c_append(crc, value)
+}
+
+/// `value` as stored under `key`: followed by its [`record_crc`] (LE).
+pub(super) fn seal(key: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(value.len() + SEAL_BYTES);
+    out.extend_from_slice(value);
+    out.extend_from_slice(&record_crc(key, value).to_le_bytes());
+    out
+}
+
+/// The value of a record stored under `key` ([`seal`]), checked: a record too short for its
+/// checksum or whose checksum differs is [`StoreError::CorruptRecord`], naming the key.
+pub(super) fn unseal<'a>(key: &[u8], stored: &'a [u8]) -> Result<&'a [u8], StoreError> {
+    let Some(at) = stored.len().checked_sub(SEAL_BYTES) else {
+        return Err(corrupt_record(
+            key,
+            format!("{} bytes, shorter than its checksum", stored.len()),
+        ));
+    };
+    let (value, sum) = stored.split_at(at);
+    let sum = u32::from_le_bytes([sum[0], sum[1], sum[2], sum[3]]);
+    let want = record_crc(key, value);
+    if sum != want {
+        return Err(corrupt_record(
+            key,
+            format!("checksum {sum:08x}, the key and value give {want:08x}"),
+        ));
+    }
+    Ok(value)
+}
+
+/// The error of a damaged record under `key`.
+pub(super) fn corrupt_record(key: &[u8], what: String) -> StoreError {
+    StoreError::CorruptRecord {
+        key: key_text(key),
+        what,
+    }
+}
+
+/// A key as people read it: its printable ASCII as text, or its hex when it holds other bytes
+/// (`x` + hex after a one-byte ASCII prefix).
+pub(super) fn key_text(k: &[u8]) -> String {
+    let printable = |b: &u8| b.is_ascii_graphic() || *b == b' ';
+    if k.iter().all(printable) {
+        return format!("\"{}\"", String::from_utf8_lossy(k));
+    }
+    match k.split_first() {
+        Some((p, rest)) if p.is_ascii_alphabetic() => {
+            format!("{}+{}", char::from(*p), hex(rest))
+        }
+        _ => hex(k),
+    }
+}
+
+/// The stored form of a value under `key`: postcard, sealed ([`seal`]).
+pub(super) fn encode<T: serde::Serialize>(key: &[u8], v: &T) -> Result<Vec<u8>, StoreError> {
+    Ok(seal(key, &encode_plain(v)?))
+}
+
+/// A stored value under `k` ([`encode`]): its checksum checked, then decoded (an error naming
+/// the key when it is damaged or not a `T`).
+pub(super) fn decode<'a, T: serde::Deserialize<'a>>(
+    k: &[u8],
+    v: &'a [u8],
+) -> Result<T, StoreError> {
+    decode_plain(k, unseal(k, v)?)
+}
+
+/// The postcard form of a value, without checksum (the values of format versions 1 to 4, which
+/// the migration steps up to version 5 read and write; the parts of a position chunk).
+pub(super) fn encode_plain<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, StoreError> {
     postcard::to_stdvec(v).map_err(StoreError::Encode)
 }
 
-/// A stored value (an error naming the key when it is not a `T`).
-pub(super) fn decode<'a, T: serde::Deserialize<'a>>(
+/// A value of [`encode_plain`]'s form (an error naming the key when it is not a `T`).
+pub(super) fn decode_plain<'a, T: serde::Deserialize<'a>>(
     k: &[u8],
     v: &'a [u8],
 ) -> Result<T, StoreError> {

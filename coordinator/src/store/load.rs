@@ -7,7 +7,7 @@
 //! replacing an earlier one) without those a later `x` tombstone removed.
 
 use super::generations::{base_file, base_io};
-use super::keys::{D, G, K, Q, T, U, X, be_u64, decode, hex, request_of};
+use super::keys::{D, G, K, Q, T, U, X, be_u64, decode, hex, request_of, unseal};
 use super::{
     BaseRecord, CaseRecord, GrowthRecord, HeaderRecord, HistoryRecord, LogRecord, PositionRecord,
     ProgramRecord, ResultGroupRecord, ResultRecord, Store, StoreError, TodoRecord, TrustRecord,
@@ -61,7 +61,7 @@ impl Store {
         let mut book = self.load_base(header)?;
         for kv in self.tree().scan_prefix([K]) {
             let (k, v) = kv?;
-            let mut rest: &[u8] = &v;
+            let mut rest: &[u8] = unseal(&k, &v)?;
             while !rest.is_empty() {
                 let (rec, tail) =
                     postcard::take_from_bytes::<PositionRecord>(rest).map_err(|source| {
@@ -105,8 +105,10 @@ impl Store {
         Ok(book)
     }
 
-    /// Load the whole store.
+    /// Load the whole store, every record's checksum checked first
+    /// ([`Store::verify_records`]).
     pub fn load(&self, dir_for_errors: &Path) -> Result<Loaded, StoreError> {
+        self.verify_records()?;
         let Some(header) = self.meta::<HeaderRecord>("header")? else {
             return Err(StoreError::NoBook(dir_for_errors.display().to_string()));
         };
@@ -114,7 +116,8 @@ impl Store {
         let book = self.load_book(header)?;
         let mut done = Vec::new();
         for kv in self.tree().scan_prefix([D]) {
-            let (k, _) = kv?;
+            let (k, v) = kv?;
+            unseal(&k, &v)?;
             if let Ok(b) = <[u8; 16]>::try_from(&k[1..]) {
                 done.push(Uuid::from_bytes(b));
             }
@@ -180,7 +183,7 @@ impl Store {
         let mut removed = std::collections::HashMap::new();
         for kv in self.tree().scan_prefix([X]) {
             let (k, v) = kv?;
-            if let (Some(req), Some(seq)) = (request_of(&k), be_u64(&v, 0)) {
+            if let (Some(req), Some(seq)) = (request_of(&k), be_u64(unseal(&k, &v)?, 0)) {
                 removed.insert(req, seq);
             }
         }

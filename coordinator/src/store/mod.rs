@@ -61,6 +61,7 @@ mod sums;
 mod to_v2;
 mod to_v3;
 mod to_v4;
+mod to_v5;
 
 pub use batch::{Batch, CHUNK_POSITIONS};
 pub use credentials::{CredentialRecord, CredentialState, CredentialStore};
@@ -142,6 +143,18 @@ pub enum StoreError {
         path: String,
         /// Where (the start of the damaged block).
         offset: u64,
+        /// What differs.
+        what: String,
+    },
+    /// A record of the store does not match its checksum: it was damaged after it was written
+    /// (by the disk, or by a change of sled's files). It is never served.
+    #[error(
+        "store record {key}: corrupt ({what}); the store cannot be served as it is: restore the \
+         store from a backup, or re-import the book from an export (docs/reliability.md)"
+    )]
+    CorruptRecord {
+        /// The record's key (text when printable, else prefix + hex).
+        key: String,
         /// What differs.
         what: String,
     },
@@ -250,6 +263,13 @@ impl Store {
     pub fn open_with_cache(dir: &Path, cache_bytes: u64) -> Result<Store, StoreError> {
         let db = sled_repair::open_sled(dir, cache_bytes)?;
         format::check_and_migrate(&db, dir)?;
+        // The default tree names the current book: checked before it decides what to drop.
+        for kv in db.iter() {
+            let (k, v) = kv?;
+            if &k[..] != keys::FORMAT_KEY {
+                keys::unseal(&k, &v)?;
+            }
+        }
         let current = generations::drop_unfinished_generations(&db)?;
         let tree = db.open_tree(&current)?;
         let next_group = match tree.scan_prefix([G]).keys().next_back() {
@@ -295,6 +315,8 @@ impl Store {
         }
         let store = Store::open_with_cache(dir, cache_bytes)?;
         if !store.has_book()? {
+            // A damaged key of the header is not a missing book.
+            store.verify_records()?;
             return Err(no_book());
         }
         Ok(store)
@@ -345,6 +367,25 @@ impl Store {
         let _ = std::fs::remove_file(&path);
         r.map_err(io)?;
         self.flush()
+    }
+
+    /// Check the checksum of every record of every tree (the book's, the credentials, the
+    /// invitations, the event log, sled's default tree): the number of records checked, or the
+    /// first damaged record's [`StoreError::CorruptRecord`]. [`Store::load`] runs it first, so a
+    /// start never serves a damaged record of any tree; `book verify` reports it.
+    pub fn verify_records(&self) -> Result<u64, StoreError> {
+        let mut n = 0;
+        for name in self.db.tree_names() {
+            for kv in self.db.open_tree(&name)?.iter() {
+                let (k, v) = kv?;
+                if &k[..] == keys::FORMAT_KEY {
+                    continue;
+                }
+                keys::unseal(&k, &v)?;
+                n += 1;
+            }
+        }
+        Ok(n)
     }
 
     /// Make every write applied so far durable (blocking fsync).

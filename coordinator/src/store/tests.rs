@@ -1,5 +1,5 @@
 use super::generations::{BASE_DIR, base_file};
-use super::keys::{K, book_tree_name, encode, is_book_tree};
+use super::keys::{K, book_tree_name, encode_plain, is_book_tree};
 use super::sled_repair::{SLED_CONF_FILE, SLED_DATA_FILE};
 use super::*;
 use bookfarm_book::MemBook;
@@ -163,7 +163,8 @@ fn borrowed_position_records_encode_like_owned_ones() {
     bookfarm_book::negamax::negamax(&mut book);
     assert!(book.ids().any(|id| book.n_link(id) > 1));
     for id in book.ids() {
-        let owned = encode(&PositionRecord::from_entry(&Entry::new(book.position(id)))).unwrap();
+        let owned =
+            encode_plain(&PositionRecord::from_entry(&Entry::new(book.position(id)))).unwrap();
         let mut by_position = Batch::default();
         by_position.put_position(&book.position(id)).unwrap();
         let mut by_id = Batch::default();
@@ -219,9 +220,12 @@ fn result_records_keep_the_layout_of_their_fields() {
         accepted_ms: 1_795_684_749_377,
         sources: r.sources.clone(),
     };
-    let bytes = encode(&r).unwrap();
-    assert_eq!(bytes, encode(&flat).unwrap());
-    assert_eq!(keys::decode::<ResultRecord>(b"k", &bytes).unwrap(), r);
+    let bytes = encode_plain(&r).unwrap();
+    assert_eq!(bytes, encode_plain(&flat).unwrap());
+    assert_eq!(keys::decode_plain::<ResultRecord>(b"k", &bytes).unwrap(), r);
+    let sealed = keys::encode(b"k", &r).unwrap();
+    assert_eq!(sealed[..bytes.len()], bytes[..]);
+    assert_eq!(keys::decode::<ResultRecord>(b"k", &sealed).unwrap(), r);
 }
 
 fn keys_with_prefix(s: &Store, prefix: u8) -> usize {

@@ -13,7 +13,7 @@
 //! Everything else is untouched (credentials, trust records, results, history, the book).
 
 use super::format::Writes;
-use super::keys::{decode, encode, is_book_tree, meta_key};
+use super::keys::{decode_plain, encode_plain, is_book_tree, meta_key};
 use super::{DriverRecord, GrowthRecord, StoreError};
 use bookfarm_book::program::{Operation, Program, Schedule};
 use bookfarm_book::research::Upgrade;
@@ -32,24 +32,24 @@ pub(super) fn step(db: &sled::Db) -> Result<Writes, StoreError> {
         for log in ["growth-queue", "growth-log"] {
             let key = meta_key(log);
             if let Some(v) = tree.get(&key)? {
-                let old: QueueV1 = decode(&key, &v)?;
+                let old: QueueV1 = decode_plain(&key, &v)?;
                 let queue = old
                     .queue
                     .into_iter()
                     .map(|(op, level)| op.program(level))
                     .collect::<Result<Vec<_>, _>>()?;
-                w.to(&tree).insert(key, encode(&QueueV2 { queue })?);
+                w.to(&tree).insert(key, encode_plain(&QueueV2 { queue })?);
             }
         }
         let key = meta_key("growth");
         if let Some(v) = tree.get(&key)? {
-            let old: GrowthV1 = decode(&key, &v)?;
+            let old: GrowthV1 = decode_plain(&key, &v)?;
             let growth = GrowthRecord {
                 driver: old.driver.map(DriverV1::record),
                 paused: old.paused,
                 last: old.last,
             };
-            w.to(&tree).insert(key, encode(&growth)?);
+            w.to(&tree).insert(key, encode_plain(&growth)?);
         }
     }
     Ok(w)

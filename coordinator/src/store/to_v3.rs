@@ -3,7 +3,7 @@
 //! (credentials, trust records, results, history, the book).
 
 use super::format::Writes;
-use super::keys::{EVENTS_TREE, encode};
+use super::keys::{EVENTS_TREE, encode_plain};
 use super::{EventKind, EventRecord, StoreError};
 
 /// Migrate a version-2 store to version 3 (see the module docs).
@@ -21,6 +21,7 @@ pub(super) fn step(db: &sled::Db) -> Result<Writes, StoreError> {
         program: 0,
         cost: None,
     };
-    w.to(&tree).insert(&1u64.to_be_bytes()[..], encode(&first)?);
+    w.to(&tree)
+        .insert(&1u64.to_be_bytes()[..], encode_plain(&first)?);
     Ok(w)
 }

@@ -14,7 +14,7 @@
 //! records, results, history, the book).
 
 use super::format::Writes;
-use super::keys::{decode, encode, is_book_tree, meta_key, program_key};
+use super::keys::{decode_plain, encode_plain, is_book_tree, meta_key, program_key};
 use super::to_v2::QueueV2;
 use super::{GrowthRecord, LogRecord, LoggedProgram, ProgramRecord, ProgramState, StoreError};
 
@@ -28,12 +28,14 @@ pub(super) fn step(db: &sled::Db) -> Result<Writes, StoreError> {
         let tree = db.open_tree(&name)?;
         let growth_key = meta_key("growth");
         let started = match tree.get(&growth_key)? {
-            Some(v) => decode::<GrowthRecord>(&growth_key, &v)?.driver.is_some(),
+            Some(v) => decode_plain::<GrowthRecord>(&growth_key, &v)?
+                .driver
+                .is_some(),
             None => false,
         };
         let queue_key = meta_key("growth-queue");
         if let Some(v) = tree.get(&queue_key)? {
-            let old: QueueV2 = decode(&queue_key, &v)?;
+            let old: QueueV2 = decode_plain(&queue_key, &v)?;
             let mut ids = Vec::with_capacity(old.queue.len());
             for (i, program) in old.queue.into_iter().enumerate() {
                 let id = i as u64 + 1;
@@ -50,15 +52,16 @@ pub(super) fn step(db: &sled::Db) -> Result<Writes, StoreError> {
                     finished_ms: None,
                     report: String::new(),
                 };
-                w.to(&tree).insert(&program_key(id), encode(&record)?);
+                w.to(&tree).insert(&program_key(id), encode_plain(&record)?);
                 ids.push(id);
             }
-            w.to(&tree).insert(meta_key("program-queue"), encode(&ids)?);
+            w.to(&tree)
+                .insert(meta_key("program-queue"), encode_plain(&ids)?);
             w.to(&tree).remove(queue_key);
         }
         let log_key = meta_key("growth-log");
         if let Some(v) = tree.get(&log_key)? {
-            let old: QueueV2 = decode(&log_key, &v)?;
+            let old: QueueV2 = decode_plain(&log_key, &v)?;
             let programs: Vec<LoggedProgram> = old
                 .queue
                 .into_iter()
@@ -72,7 +75,7 @@ pub(super) fn step(db: &sled::Db) -> Result<Writes, StoreError> {
                 replayed: programs.len() as u64,
                 programs,
             };
-            w.to(&tree).insert(log_key, encode(&log)?);
+            w.to(&tree).insert(log_key, encode_plain(&log)?);
         }
     }
     Ok(w)

@@ -124,9 +124,11 @@ pub fn run(cmd: MaintainCommand) -> anyhow::Result<()> {
             let store = bookfarm_coordinator::store::Store::open_book(&db.db)
                 .with_context(|| store_context(&db.db))?;
             let bytes = store.verify_base()?;
+            let records = store.verify_records()?;
             let loaded = store.load(&db.db)?;
             println!(
-                "ok: {} ({bytes} bytes of base file checked, {} positions, {} results read)",
+                "ok: {} ({bytes} bytes of base file and {records} records checked, {} positions, \
+                 {} results read)",
                 db.db.display(),
                 loaded.book.len(),
                 loaded.results.len()
