@@ -87,6 +87,10 @@ pub struct CoordinatorFile {
     /// Search threads from which a program queued without `--schedule` runs on the
     /// asynchronous schedule, counted when it starts (default 256; 0: always serial).
     pub async_threads: Option<usize>,
+    /// The asynchronous schedule applies an expansion as soon as its child's search lands, the
+    /// parents' re-searches following as repairs (default true: one search per step of a line
+    /// instead of two; `docs/schedules.md`).
+    pub async_early_child: Option<bool>,
     /// Bound of the store's page cache, MiB (default 64). The in-memory book is outside it:
     /// a serving coordinator holds about 60–80 bytes per position plus this cache.
     pub cache_capacity_mb: Option<u64>,
@@ -144,6 +148,12 @@ impl CoordinatorFile {
                 .predictor_level
                 .map_or(d.predictor_level, |l| l.min(60)),
             async_threads: self.async_threads.unwrap_or(d.async_threads),
+            async_options: bookfarm_book::schedule::AsyncOptions {
+                early_child: self
+                    .async_early_child
+                    .unwrap_or(d.async_options.early_child),
+                ..d.async_options
+            },
             cache_capacity: self
                 .cache_capacity_mb
                 .map_or(d.cache_capacity, |mb| mb.max(1) << 20),

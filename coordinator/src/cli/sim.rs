@@ -114,8 +114,9 @@ pub struct RunArgs {
     #[arg(long, default_value = "marking", value_parser = async_order)]
     async_order: Order,
     /// The asynchronous schedule applies an expansion as soon as its child's search lands
-    /// (the parents' re-searches follow as repairs): one search per step of a line, not two.
-    #[arg(long)]
+    /// (the parents' re-searches follow as repairs): one search per step of a line, not two
+    /// (the service's default, `async_early_child`).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     early_child: bool,
     /// Only the serial build: its size and search CPU (to size a simulation before running it).
     #[arg(long)]

@@ -117,8 +117,10 @@ pub struct ServiceConfig {
     ///
     /// [`Schedule::Auto`]: bookfarm_book::program::Schedule::Auto
     pub async_threads: usize,
-    /// How the asynchronous schedule orders its queue and applies expansions (the
-    /// simulator's comparisons; the default is the order closest to the serial book).
+    /// How the asynchronous schedule orders its queue and applies expansions. Default: the
+    /// marking order (the book closest to the serial one) and early children (an expansion
+    /// applied once its child's search lands: one search per step of a line instead of two, the
+    /// simulator's big farms' wall time −40 %, `docs/schedules.md`).
     pub async_options: AsyncOptions,
     /// Level of the default predictor's guesses (a [`ShallowSearch`]; at most the request's
     /// level). Deeper guesses are right more often, so less speculative work is wasted, but the
@@ -200,7 +202,10 @@ impl Default for ServiceConfig {
             speculation_share: 0.25,
             predictor_level: 2,
             async_threads: DEFAULT_ASYNC_THREADS,
-            async_options: AsyncOptions::default(),
+            async_options: AsyncOptions {
+                early_child: true,
+                ..AsyncOptions::default()
+            },
             growth: GrowthMode::Thread,
             checkpoint_interval: Duration::from_secs(5),
             trust: TrustRules::default(),
