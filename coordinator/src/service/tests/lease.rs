@@ -38,7 +38,7 @@ fn an_idle_worker_waits_for_the_searches_in_flight() {
         .build()
         .unwrap();
     let c = f.c.clone();
-    let (jobs, delivered) = rt.block_on(async {
+    let jobs = rt.block_on(async {
         let waiting = async {
             let jobs = c
                 .lease_waiting(&id, &idle, 1, Duration::from_secs(20))
@@ -58,13 +58,13 @@ fn an_idle_worker_waits_for_the_searches_in_flight() {
             returned >= delivered,
             "the call returned before the results landed"
         );
-        (jobs.unwrap(), delivered)
+        jobs.unwrap()
     });
+    // A long poll that timed out returns no jobs: these came with the results that landed.
     assert!(
         !jobs.is_empty(),
         "the next searches reached the waiting worker"
     );
-    assert!(delivered.elapsed() < Duration::from_secs(20));
 }
 
 #[test]
