@@ -49,6 +49,9 @@ pub enum ConvertError {
     /// audit and `book add`).
     #[error("{0:?} cannot be started over the admin API")]
     Unsupported(String),
+    /// A search program's positions that are not OBF (the message names the line).
+    #[error("search positions: {0}")]
+    SearchInput(String),
     /// An unknown enum value.
     #[error("invalid {field} value {value}")]
     Enum {
@@ -341,6 +344,15 @@ impl TryFrom<pb::StartExpansionRequest> for Program {
                 level: search_level(a.level),
                 queue: a.queue,
             },
+            S::Search(s) => Operation::Search {
+                positions: bookfarm_book::searches::SearchSet::parse(
+                    &s.obf,
+                    bookfarm_book::searches::DEFAULT_MAX_POSITIONS,
+                )
+                .map_err(|e| ConvertError::SearchInput(e.to_string()))?,
+                // Out of range: refused by the service, naming the level.
+                level: u8::try_from(s.level).unwrap_or(u8::MAX),
+            },
             S::Add(a) => Operation::AddGames {
                 games: a
                     .games
@@ -412,10 +424,27 @@ impl TryFrom<&Program> for pb::StartExpansionRequest {
                     .map(|g| g.iter().map(|m| m.code()).collect())
                     .collect(),
             }),
+            Operation::Search { positions, level } => S::Search(pb::SearchFile {
+                obf: positions
+                    .positions()
+                    .iter()
+                    .map(|p| {
+                        bookfarm_engine::formats::obf::ObfPosition {
+                            board: p.board,
+                            black_to_move: p.black,
+                            scores: Vec::new(),
+                            best_score: None,
+                            comment: p.comment.as_deref().map(str::to_string),
+                        }
+                        .to_obf_line()
+                            + "\n"
+                    })
+                    .collect(),
+                level: u32::from(*level),
+            }),
             Operation::New
             | Operation::Enhance { .. }
             | Operation::Expand { .. }
-            | Operation::Search { .. }
             | Operation::Analyze { .. } => {
                 return Err(unsupported());
             }

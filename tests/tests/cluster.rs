@@ -545,3 +545,175 @@ async fn killed_coordinator_during_an_async_program_ends_with_a_finished_book() 
         assert_eq!(a, b, "book fix changed a position");
     }
 }
+
+/// `count` positions of deterministic pseudo-random games (6 to 25 plies), as OBF lines with
+/// their index as comment.
+fn search_positions(count: usize) -> String {
+    use bookfarm_engine::formats::obf::ObfPosition;
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut out = String::new();
+    for i in 0..count {
+        let plies = 6 + (next() % 20) as usize;
+        let (mut b, mut black) = (bookfarm_engine::Board::start(), true);
+        for _ in 0..plies {
+            if b.is_game_over() {
+                break;
+            }
+            if b.must_pass() {
+                b = b.pass();
+            } else {
+                let m = b.moves();
+                let k = next() % u64::from(m.count_ones());
+                let mut bits = m;
+                for _ in 0..k {
+                    bits &= bits - 1;
+                }
+                let sq = bookfarm_engine::Square::new(bits.trailing_zeros() as u8).unwrap();
+                b = b.play(sq).unwrap();
+            }
+            black = !black;
+        }
+        let line = ObfPosition {
+            board: b,
+            black_to_move: black,
+            scores: Vec::new(),
+            best_score: None,
+            comment: Some(format!("position {i}")),
+        };
+        out.push_str(&line.to_obf_line());
+        out.push('\n');
+    }
+    out
+}
+
+/// Queue the search program `expand search` sends for `text` at `level`; returns its number.
+async fn queue_search(a: &mut Admin, text: &str, level: u8) -> pb::StartExpansionResponse {
+    use bookfarm_book::program::{Operation, Program};
+    let positions = bookfarm_book::searches::SearchSet::parse(text, 1000).expect("positions parse");
+    let request =
+        pb::StartExpansionRequest::try_from(&Program::new(Operation::Search { positions, level }))
+            .unwrap();
+    a.start_expansion(request)
+        .await
+        .expect("expand search")
+        .into_inner()
+}
+
+/// Wait until program `id` is done; returns its output (`expand search`'s download).
+async fn search_output(a: &mut Admin, id: u64) -> String {
+    let t0 = std::time::Instant::now();
+    loop {
+        let listed = programs(a).await;
+        if listed
+            .iter()
+            .any(|(p, state, _)| *p == id && *state == pb::ProgramState::Done as i32)
+        {
+            break;
+        }
+        assert!(t0.elapsed() < LIMIT, "program #{id} not done: {listed:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut stream = a
+        .get_program_output(pb::ProgramOutputRequest { id })
+        .await
+        .expect("output")
+        .into_inner();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.message().await.expect("output chunk") {
+        bytes.extend_from_slice(&chunk.data);
+    }
+    String::from_utf8(bytes).expect("utf-8 output")
+}
+
+/// The output holds every position of `text`, in order, with the engine's own leaf search of
+/// it at `level` (move and score) and its comment.
+fn assert_local_results(output: &str, text: &str, level: u8, eval: &std::path::Path) {
+    let got = bookfarm_engine::formats::obf::parse_obf(output).expect("output reads back");
+    let given = bookfarm_engine::formats::obf::parse_obf(text).unwrap();
+    assert_eq!(
+        got.len(),
+        given.len(),
+        "{}",
+        output.lines().next().unwrap_or("")
+    );
+    let (weights, _) = bookfarm_runner::load_eval(Some(eval)).unwrap();
+    let mut searcher = bookfarm_runner::exec::engine_factory(weights)();
+    let abort = std::sync::atomic::AtomicBool::new(false);
+    for (g, p) in got.iter().zip(&given) {
+        assert_eq!((g.board, g.black_to_move), (p.board, p.black_to_move));
+        assert_eq!(g.comment, p.comment);
+        let want = searcher.search(
+            &bookfarm_engine::search::LeafRequest {
+                board: p.board,
+                level,
+                excluded: 0,
+            },
+            &abort,
+        );
+        assert_eq!(g.best_score, Some(want.score), "{:?}", p.comment);
+        let moves: Vec<_> = g.scores.iter().map(|(m, _)| *m).collect();
+        match want.mv {
+            bookfarm_engine::Move::None => assert!(moves.is_empty()),
+            m => assert_eq!(moves, vec![m], "{:?}", p.comment),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_program_on_worker_processes_equals_local_searches_and_survives_a_kill9() {
+    let Some(eval) = eval_path() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    new_store(&db, 2, 14);
+    let text = search_positions(150);
+    let port = free_port();
+    let mut c = coordinator(&db, port, None, 60, &eval);
+    let mut a = admin(port).await;
+    let queued = queue_search(&mut a, &text, 5).await;
+    assert!(!queued.existing);
+    // The same program again is the same program.
+    let again = queue_search(&mut a, &text, 5).await;
+    assert_eq!((again.program, again.existing), (queued.program, true));
+    let w1 = worker(port, "w1", &eval, None);
+    wait_for(&mut a, LIMIT, |s| s.completed >= 10).await;
+    c.kill9();
+    drop(w1);
+    // Restarted on the same store: the program is still there and runs to its end.
+    let _c2 = coordinator(&db, port, None, 60, &eval);
+    let mut a = admin(port).await;
+    let _w1 = worker(port, "w1", &eval, None);
+    let _w2 = worker(port, "w2", &eval, None);
+    let output = search_output(&mut a, queued.program).await;
+    assert!(
+        output.starts_with("% bookfarm search level=5 positions=150 results=150 missing=0"),
+        "{}",
+        output.lines().next().unwrap_or("")
+    );
+    assert_local_results(&output, &text, 5, &eval);
+    // A malformed line is refused naming it, and nothing is queued.
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines[6] = lines[6].replacen(['-', 'X', 'O'], "Z", 1);
+    let bad = pb::StartExpansionRequest {
+        selector: Some(pb::start_expansion_request::Selector::Search(
+            pb::SearchFile {
+                obf: lines.join("\n"),
+                level: 5,
+            },
+        )),
+        ..Default::default()
+    };
+    let before = programs(&mut a).await.len();
+    let e = a.start_expansion(bad).await.expect_err("refused");
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+    assert!(
+        e.message().contains("line 7: bad board character 'Z'"),
+        "{e:?}"
+    );
+    assert_eq!(programs(&mut a).await.len(), before);
+}

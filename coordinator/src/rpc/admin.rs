@@ -74,6 +74,7 @@ impl pb::admin_service_server::AdminService for AdminApi {
             program: q.program,
             position: u32::try_from(q.position).unwrap_or(u32::MAX),
             cancelled: q.cancelled,
+            existing: q.existing,
         }))
     }
 
@@ -124,6 +125,28 @@ impl pb::admin_service_server::AdminService for AdminApi {
     }
 
     type ExportBookStream = ExportStream;
+
+    type GetProgramOutputStream = ExportStream;
+
+    async fn get_program_output(
+        &self,
+        req: Request<pb::ProgramOutputRequest>,
+    ) -> Result<Response<Self::GetProgramOutputStream>, Status> {
+        let id = req.into_inner().id;
+        let c = self.c.clone();
+        let out = tokio::task::spawn_blocking(move || c.search_output(id))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?
+            .map_err(st)?;
+        let chunks: Vec<Result<pb::ExportChunk, Status>> = out
+            .output
+            .text
+            .as_bytes()
+            .chunks(EXPORT_CHUNK)
+            .map(|c| Ok(pb::ExportChunk { data: c.to_vec() }))
+            .collect();
+        Ok(Response::new(Box::pin(tokio_stream::iter(chunks))))
+    }
 
     async fn export_book(
         &self,

@@ -131,6 +131,22 @@ pub enum ExpandSelector {
         #[arg(value_parser = crate::cli::args::existing_file)]
         games: std::path::PathBuf,
     },
+    /// Search every position of an OBF file at --level (full width, as `bookfarm-worker
+    /// search FILE --level L`) on the farm, a program like any other (queued, resumed after a
+    /// restart, its results validated); waits for its end and writes the positions with a
+    /// confirmed result to --out (OBF, file order, comments kept). The same command again
+    /// attaches to the program while it is queued or running.
+    Search {
+        /// Positions, one OBF line each.
+        #[arg(value_parser = crate::cli::args::existing_file)]
+        file: std::path::PathBuf,
+        /// The output file.
+        #[arg(long)]
+        out: std::path::PathBuf,
+        /// Write what is confirmed now and return (the program keeps running).
+        #[arg(long)]
+        flush: bool,
+    },
     /// The program queue: the running program and those waiting, in run order (with --all,
     /// then the last finished and cancelled ones).
     List {
@@ -173,7 +189,9 @@ impl ExpandSelector {
             ExpandSelector::Add { ref games } => Operation::AddGames {
                 games: io::read_games(games)?,
             },
-            ExpandSelector::List { .. } | ExpandSelector::Cancel { .. } => return Ok(None),
+            ExpandSelector::List { .. }
+            | ExpandSelector::Cancel { .. }
+            | ExpandSelector::Search { .. } => return Ok(None),
         }))
     }
 }
@@ -196,6 +214,12 @@ pub fn run(cmd: AdminCommand) -> anyhow::Result<()> {
                     ..Program::new(operation).at_level((level > 0).then_some(level))
                 };
                 expand(&program, from.as_deref(), wait, replace, &remote)
+            }
+            (None, ExpandSelector::Search { file, out, flush }) => {
+                if replace || from.is_some() {
+                    anyhow::bail!("--replace and --from do not apply to a search program");
+                }
+                search(&file, level, &out, flush, &remote)
             }
             (None, selector) => {
                 if wait || replace || level > 0 || from.is_some() || schedule != Schedule::Auto {
@@ -310,6 +334,65 @@ fn expand(
             let p = wait_for_program(&mut c, r.program).await?;
             println!("{}", p.report);
         }
+        Ok(())
+    })
+}
+
+/// `expand search FILE --level L --out OUT [--flush]`: the file is read here first (a
+/// malformed line is refused naming it, nothing is sent), then queued (or found queued), then
+/// its output written when the program ends (at once with `flush`).
+fn search(
+    file: &std::path::Path,
+    level: u8,
+    out: &std::path::Path,
+    flush: bool,
+    remote: &Remote,
+) -> anyhow::Result<()> {
+    if level == 0 {
+        anyhow::bail!("--level: a search program needs a level in 1..=60");
+    }
+    let text = std::fs::read_to_string(file).with_context(|| format!("{}", file.display()))?;
+    let positions = bookfarm_book::searches::SearchSet::parse(
+        &text,
+        bookfarm_book::searches::DEFAULT_MAX_POSITIONS,
+    )
+    .with_context(|| format!("{}", file.display()))?;
+    let program = Program::new(Operation::Search { positions, level });
+    let request = pb::StartExpansionRequest::try_from(&program)?;
+    io::runtime()?.block_on(async {
+        let mut c = admin(remote).await?;
+        let r = c
+            .start_expansion(request)
+            .await
+            .context("queueing the search program")?
+            .into_inner();
+        let how = if r.existing { "found" } else { "queued" };
+        println!(
+            "program #{} {how} ({} programs before it): {}",
+            r.program,
+            r.position.saturating_sub(1),
+            program.describe()
+        );
+        if !flush {
+            let p = wait_for_program(&mut c, r.program).await?;
+            println!("{}", p.report);
+        }
+        let mut stream = c
+            .get_program_output(pb::ProgramOutputRequest { id: r.program })
+            .await
+            .context("getting the output")?
+            .into_inner();
+        let mut bytes = Vec::new();
+        while let Some(chunk) = stream.message().await.context("receiving the output")? {
+            bytes.extend_from_slice(&chunk.data);
+        }
+        io::write_atomic(out, &bytes)?;
+        let header = String::from_utf8_lossy(&bytes);
+        println!(
+            "wrote {}: {}",
+            out.display(),
+            header.lines().next().unwrap_or_default()
+        );
         Ok(())
     })
 }
