@@ -717,3 +717,73 @@ async fn a_search_program_on_worker_processes_equals_local_searches_and_survives
     );
     assert_eq!(programs(&mut a).await.len(), before);
 }
+
+/// A volunteer lying on every search of a search program (an untrusted credential) beside a
+/// trusted honest worker: its results are never confirmed by its word alone, its lies are
+/// caught, and the output holds only the engine's own results (the trust rules of the book).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_liars_results_never_reach_a_search_programs_output() {
+    const ADMIN: &str = "admin-secret";
+    let Some(eval) = eval_path() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    new_store(&db, 2, 14);
+    let honest = add_credential(&db, "honest", "operator", true);
+    let liar = add_credential(&db, "liar", "mallory", false);
+    let lies = dir.path().join("lies.log");
+    let text = search_positions(60);
+    let port = free_port();
+    let _c = coordinator_with(&db, port, None, 60, &eval, &["--admin-token", ADMIN]);
+    let mut a = admin_as(port, ADMIN).await;
+    let queued = queue_search(&mut a, &text, 4).await;
+    let with_token = |name: &str, token: &str, lie: bool| {
+        let mut args = worker_args(port, &eval, name);
+        args.extend(["--token".into(), token.into()]);
+        if lie {
+            args.extend([
+                "--lie".into(),
+                "always".into(),
+                "--lie-log".into(),
+                lies.display().to_string(),
+            ]);
+        }
+        Proc::spawn(WORKER, &args)
+    };
+    // The liar alone first: an untrusted word confirms nothing, so the program cannot end on
+    // its results; it has lied once its log has a line.
+    let _l = with_token("liar", &liar, true);
+    let t0 = std::time::Instant::now();
+    while !std::fs::read_to_string(&lies).is_ok_and(|l| !l.is_empty()) {
+        assert!(t0.elapsed() < LIMIT, "the liar told no lie");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        !programs(&mut a)
+            .await
+            .iter()
+            .any(|(p, state, _)| *p == queued.program && *state == pb::ProgramState::Done as i32),
+        "the program ended on the liar's word"
+    );
+    let _h = with_token("honest", &honest, false);
+    let output = search_output(&mut a, queued.program).await;
+    assert!(
+        output.starts_with("% bookfarm search level=4 positions=60 results=60 missing=0"),
+        "{}",
+        output.lines().next().unwrap_or("")
+    );
+    // Every result is the engine's own: no lie is in the output.
+    assert_local_results(&output, &text, 4, &eval);
+    let told = std::fs::read_to_string(&lies).unwrap().lines().count();
+    assert!(told > 0);
+    // The lies earned nothing; the honest worker's searches count as its credit.
+    let s = status(&mut a).await;
+    let credit = |name: &str| {
+        s.credit
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no credit row for {name}: {:?}", s.credit))
+            .clone()
+    };
+    assert_eq!(credit("liar").results, 0, "{:?}", credit("liar"));
+    assert!(credit("honest").results > 0, "{:?}", credit("honest"));
+}
