@@ -353,6 +353,12 @@ impl TryFrom<pb::StartExpansionRequest> for Program {
                 // Out of range: refused by the service, naming the level.
                 level: u8::try_from(s.level).unwrap_or(u8::MAX),
             },
+            S::Analyze(a) => Operation::Analyze {
+                board: required(a.position, "position")?.try_into()?,
+                // Out of range: refused by the service, naming the levels.
+                from: u8::try_from(a.level).unwrap_or(u8::MAX),
+                up_to: u8::try_from(a.up_to).unwrap_or(u8::MAX),
+            },
             S::Add(a) => Operation::AddGames {
                 games: a
                     .games
@@ -442,10 +448,12 @@ impl TryFrom<&Program> for pb::StartExpansionRequest {
                     .collect(),
                 level: u32::from(*level),
             }),
-            Operation::New
-            | Operation::Enhance { .. }
-            | Operation::Expand { .. }
-            | Operation::Analyze { .. } => {
+            Operation::Analyze { board, from, up_to } => S::Analyze(pb::AnalyzePosition {
+                position: Some(board.into()),
+                level: u32::from(*from),
+                up_to: u32::from(*up_to),
+            }),
+            Operation::New | Operation::Enhance { .. } | Operation::Expand { .. } => {
                 return Err(unsupported());
             }
         };
@@ -715,6 +723,33 @@ mod tests {
                 Err(ConvertError::MoveCode(u32::from(bad)))
             );
         }
+        // An analysis travels as its board and levels; overlapping bitboards are refused.
+        let analyze = Program::new(Operation::Analyze {
+            board: bookfarm_engine::formats::transcript::board_after("f5d6c3").unwrap(),
+            from: 2,
+            up_to: 9,
+        });
+        let r = pb::StartExpansionRequest::try_from(&analyze).unwrap();
+        assert_eq!(Program::try_from(r.clone()), Ok(analyze));
+        let mut bad = r.clone();
+        if let Some(S::Analyze(a)) = &mut bad.selector {
+            a.position = Some(pb::Position {
+                player: 1,
+                opponent: 1,
+            });
+        }
+        assert!(matches!(
+            Program::try_from(bad),
+            Err(ConvertError::Overlap { .. })
+        ));
+        let mut missing = r;
+        if let Some(S::Analyze(a)) = &mut missing.selector {
+            a.position = None;
+        }
+        assert_eq!(
+            Program::try_from(missing),
+            Err(ConvertError::MissingField("position"))
+        );
         // What a start request cannot carry is refused, not dropped.
         for p in [
             Program::new(Operation::New),

@@ -787,3 +787,176 @@ async fn a_liars_results_never_reach_a_search_programs_output() {
     assert_eq!(credit("liar").results, 0, "{:?}", credit("liar"));
     assert!(credit("honest").results > 0, "{:?}", credit("honest"));
 }
+
+/// The analysis levels `/api/v1/book/position?moves=MOVES` lists, with their scores.
+async fn api_analysis(http: u16, moves: &str) -> Vec<(u8, i32)> {
+    let reply = http_get(http, &format!("/api/v1/book/position?moves={moves}")).await;
+    let (head, body) = reply.split_once("\r\n\r\n").expect("http reply");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let v: serde_json::Value = serde_json::from_str(body).expect("json position");
+    v["analysis"]
+        .as_array()
+        .expect("analysis array")
+        .iter()
+        .map(|a| {
+            (
+                a["level"].as_u64().expect("level") as u8,
+                a["score"].as_i64().expect("score") as i32,
+            )
+        })
+        .collect()
+}
+
+/// `expand analyze` of f5d6c3 at levels 2 to 4 with one manual worker searching one job at a
+/// time: the analysis is queued next (after the running program, the new book's first search,
+/// and before the two search programs waiting), its levels are requested one after the other, and after each level lands the
+/// position's API page lists exactly the levels landed so far, with the engine's scores.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_analysis_runs_next_and_each_level_shows_in_the_api_as_it_lands() {
+    use bookfarm_proto::pb::worker_service_client::WorkerServiceClient;
+    let Some(eval) = eval_path() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    new_store(&db, 2, 14);
+    let (port, http) = (free_port(), free_port());
+    let _c = coordinator(&db, port, Some(http), 60, &eval);
+    let mut a = admin(port).await;
+    // The new book's program runs (no worker yet); two search programs wait.
+    let text = search_positions(3);
+    let searched: HashSet<bookfarm_engine::Board> = bookfarm_engine::formats::obf::parse_obf(&text)
+        .unwrap()
+        .iter()
+        .map(|p| p.board)
+        .collect();
+    let first = queue_search(&mut a, &text, 1).await;
+    let second = queue_search(&mut a, &text, 3).await;
+    let moves = "f5d6c3";
+    let board = bookfarm_engine::formats::transcript::board_after(moves).unwrap();
+    let queued = a
+        .start_expansion(pb::StartExpansionRequest {
+            selector: Some(pb::start_expansion_request::Selector::Analyze(
+                pb::AnalyzePosition {
+                    position: Some((&board).into()),
+                    level: 2,
+                    up_to: 4,
+                },
+            )),
+            ..Default::default()
+        })
+        .await
+        .expect("expand analyze")
+        .into_inner();
+    assert_eq!(queued.position, 2, "queued next");
+    let listed = programs(&mut a).await;
+    let order: Vec<&str> = listed.iter().map(|p| p.2.as_str()).collect();
+    assert_eq!(order[0], "new", "{listed:?}");
+    let ids: Vec<u64> = listed[1..].iter().map(|p| p.0).collect();
+    assert_eq!(
+        ids,
+        [queued.program, first.program, second.program],
+        "{listed:?}"
+    );
+    assert!(api_analysis(http, moves).await.is_empty());
+    let levels = bookfarm_book::searches::analysis_levels(&board, 2, 4);
+    assert_eq!(levels, [2, 3, 4]);
+    let target = bookfarm_book::searches::analysis_request(&board, 2).board;
+    // One manual worker, one job at a time, honest results from the engine.
+    let identity = pb::WorkerIdentity {
+        protocol_version: bookfarm_proto::PROTOCOL_VERSION,
+        engine_version: bookfarm_proto::ENGINE_VERSION.into(),
+        eval_hash: eval_hash(&eval),
+        search_signature: eval_signature(&eval),
+    };
+    let mut w = WorkerServiceClient::new(channel(port).await);
+    let worker_id = w
+        .register_worker(pb::RegisterWorkerRequest {
+            identity: Some(identity.clone()),
+            name: "manual".into(),
+            threads: 1,
+            ..Default::default()
+        })
+        .await
+        .expect("register")
+        .into_inner()
+        .worker_id;
+    let (weights, _) = bookfarm_runner::load_eval(Some(&eval)).unwrap();
+    let mut searcher = bookfarm_runner::exec::engine_factory(weights)();
+    let abort = std::sync::atomic::AtomicBool::new(false);
+    let mut landed: Vec<(u8, i32)> = Vec::new();
+    let mut levels_seen = Vec::new();
+    let t0 = std::time::Instant::now();
+    while landed.len() < levels.len() {
+        assert!(t0.elapsed() < LIMIT, "analysis not done: {landed:?}");
+        let lease = w
+            .lease_jobs(pb::LeaseJobsRequest {
+                identity: Some(identity.clone()),
+                worker_id: worker_id.clone(),
+                free_slots: 1,
+                ..Default::default()
+            })
+            .await
+            .expect("lease")
+            .into_inner();
+        let Some(job) = lease.jobs.into_iter().next() else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let b = bookfarm_engine::Board::try_from(job.position.expect("job position")).unwrap();
+        let analysis = b == target && job.excluded == 0;
+        // The search programs queued before it wait for the analysis.
+        assert!(
+            !searched.contains(&b),
+            "{job:?} leased before the analysis ended"
+        );
+        let leaf = searcher.search(
+            &bookfarm_engine::search::LeafRequest {
+                board: b,
+                excluded: job.excluded,
+                level: job.level as u8,
+            },
+            &abort,
+        );
+        w.submit_results(pb::SubmitResultsRequest {
+            identity: Some(identity.clone()),
+            worker_id: worker_id.clone(),
+            results: vec![pb::LeafResult {
+                job_id: job.job_id.clone(),
+                r#move: u32::from(leaf.mv.code()),
+                score: leaf.score,
+                depth: leaf.depth,
+                selectivity: u32::from(leaf.selectivity),
+                exact: leaf.exact,
+                nodes: leaf.nodes,
+                elapsed_us: leaf.elapsed.as_micros() as u64,
+            }],
+        })
+        .await
+        .expect("submit");
+        if analysis {
+            levels_seen.push(job.level as u8);
+            landed.push((job.level as u8, leaf.score));
+        }
+        // The API lists exactly the levels landed so far (each as it lands).
+        let t1 = std::time::Instant::now();
+        loop {
+            let shown = api_analysis(http, moves).await;
+            if shown == landed {
+                break;
+            }
+            assert!(
+                t1.elapsed() < Duration::from_secs(30),
+                "shown {shown:?}, landed {landed:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    // Level by level, lowest first.
+    assert_eq!(levels_seen, levels);
+    let listed = programs(&mut a).await;
+    assert!(
+        listed
+            .iter()
+            .any(|(p, state, _)| *p == queued.program && *state == pb::ProgramState::Done as i32),
+        "{listed:?}"
+    );
+}

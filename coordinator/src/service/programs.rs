@@ -15,7 +15,7 @@
 //! programs stay listed; older records are removed.
 
 use crate::store::{Batch, ProgramRecord, ProgramState, StoreError};
-use bookfarm_book::program::{Program, Schedule};
+use bookfarm_book::program::{Operation, Program, Schedule};
 use std::collections::{BTreeSet, VecDeque};
 
 /// Finished and cancelled programs kept in the list (older ones are forgotten).
@@ -111,6 +111,28 @@ impl Programs {
         self.dirty.insert(id);
         self.order_dirty = true;
         id
+    }
+
+    /// Queue `program` next: after the current program (which keeps running) and the
+    /// programs right behind it that were queued next before (`expand analyze`: top priority,
+    /// first come first served). Returns its id and its place in the queue (1: it runs now).
+    pub(crate) fn push_next(&mut self, program: Program, now_ms: u64) -> (u64, usize) {
+        let at = match self.queue.len() {
+            0 => 0,
+            _ => {
+                1 + self
+                    .queue
+                    .iter()
+                    .skip(1)
+                    .take_while(|r| matches!(r.program.operation, Operation::Analyze { .. }))
+                    .count()
+            }
+        };
+        let id = self.push(program, now_ms, false);
+        if let Some(record) = self.queue.pop_back() {
+            self.queue.insert(at, record);
+        }
+        (id, at + 1)
     }
 
     /// The current program (the first of the queue).
@@ -258,7 +280,6 @@ impl Programs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bookfarm_book::program::Operation;
 
     fn deviate(rel: i32) -> Program {
         Program::new(Operation::Deviate {
@@ -307,6 +328,31 @@ mod tests {
             ]
         );
         assert_eq!(p.list(false).len(), 1);
+    }
+
+    #[test]
+    fn an_analysis_is_queued_next_after_the_analyses_before_it() {
+        let analyze = |up_to: u8| {
+            Program::new(Operation::Analyze {
+                board: bookfarm_engine::Board::start(),
+                from: 1,
+                up_to,
+            })
+        };
+        let mut p = Programs::default();
+        // Alone: it runs now.
+        assert_eq!(p.push_next(analyze(2), 1), (1, 1));
+        p.end_front(ProgramState::Done, "done".into(), 2);
+        p.push(deviate(1), 3, false);
+        p.start_front(4);
+        p.push(deviate(2), 5, false);
+        assert_eq!(p.push_next(analyze(3), 6), (4, 2));
+        assert_eq!(p.push_next(analyze(4), 7), (5, 3));
+        assert_eq!(ids(&p), [2, 4, 5, 3]);
+        // The order is stored.
+        let order: Vec<u64> = p.queued().map(|r| r.id).collect();
+        let back = Programs::load(p.list(true), &order);
+        assert_eq!(ids(&back), [2, 4, 5, 3]);
     }
 
     #[test]

@@ -416,8 +416,12 @@ impl Coordinator {
             "",
             String::new(),
         ));
-        let id = growth.push(program);
-        let position = growth.programs.len();
+        // An analysis runs next (top priority; the running program is not interrupted).
+        let (id, position) = if matches!(program.operation, Operation::Analyze { .. }) {
+            growth.programs.push_next(program, super::now_ms())
+        } else {
+            (growth.push(program), growth.programs.len())
+        };
         drop(growth);
         self.run_growth()?;
         self.growth().persist(&self.0.store)?;

@@ -147,6 +147,19 @@ pub enum ExpandSelector {
         #[arg(long)]
         flush: bool,
     },
+    /// Analyse one position now: its full-width leaf search at --level, then at every deeper
+    /// level up to --up-to, one level after the other; each level's result is shown by `book
+    /// show`, `book line`, the API and the explorer as it lands. Queued next, after the
+    /// running program (which is not interrupted). The book is not changed.
+    Analyze {
+        /// The position: a move list from the start (f5d6c3) or an OBF board (64 cells, then
+        /// the side to move).
+        #[arg(allow_hyphen_values = true)]
+        line: String,
+        /// The last level (default: --level).
+        #[arg(long, value_parser = crate::cli::args::search_level)]
+        up_to: Option<u8>,
+    },
     /// The program queue: the running program and those waiting, in run order (with --all,
     /// then the last finished and cancelled ones).
     List {
@@ -191,7 +204,8 @@ impl ExpandSelector {
             },
             ExpandSelector::List { .. }
             | ExpandSelector::Cancel { .. }
-            | ExpandSelector::Search { .. } => return Ok(None),
+            | ExpandSelector::Search { .. }
+            | ExpandSelector::Analyze { .. } => return Ok(None),
         }))
     }
 }
@@ -220,6 +234,12 @@ pub fn run(cmd: AdminCommand) -> anyhow::Result<()> {
                     anyhow::bail!("--replace and --from do not apply to a search program");
                 }
                 search(&file, level, &out, flush, &remote)
+            }
+            (None, ExpandSelector::Analyze { line, up_to }) => {
+                if replace || from.is_some() || schedule != Schedule::Auto {
+                    anyhow::bail!("--replace, --from and --schedule do not apply to an analysis");
+                }
+                analyze(&line, level, up_to.unwrap_or(level), wait, &remote)
             }
             (None, selector) => {
                 if wait || replace || level > 0 || from.is_some() || schedule != Schedule::Auto {
@@ -395,6 +415,56 @@ fn search(
         );
         Ok(())
     })
+}
+
+/// `expand analyze LINE --level L [--up-to L2] [--wait]`: the position is read here (a bad
+/// line is refused, nothing is sent), then the analysis queued; with `wait`, its report when
+/// it ends.
+fn analyze(line: &str, level: u8, up_to: u8, wait: bool, remote: &Remote) -> anyhow::Result<()> {
+    if level == 0 {
+        anyhow::bail!("--level: an analysis needs a level in 1..=60");
+    }
+    let board = analysed_board(line)?;
+    let program = Program::new(Operation::Analyze {
+        board,
+        from: level,
+        up_to,
+    });
+    let request = pb::StartExpansionRequest::try_from(&program)?;
+    io::runtime()?.block_on(async {
+        let mut c = admin(remote).await?;
+        let r = c
+            .start_expansion(request)
+            .await
+            .context("queueing the analysis")?
+            .into_inner();
+        println!(
+            "program #{} queued ({} programs before it): {}",
+            r.program,
+            r.position.saturating_sub(1),
+            program.describe()
+        );
+        if wait {
+            let p = wait_for_program(&mut c, r.program).await?;
+            println!("{}", p.report);
+        }
+        Ok(())
+    })
+}
+
+/// The position `expand analyze` names: a move list from the start, or an OBF board.
+fn analysed_board(text: &str) -> anyhow::Result<bookfarm_engine::Board> {
+    use bookfarm_engine::formats::{obf, transcript};
+    let text = text.trim();
+    // An OBF board is 64 cells and a side: anything shorter is read as a move list.
+    if transcript::parse_moves(text).is_ok() || text.chars().count() < 64 {
+        return transcript::board_after(text).with_context(|| format!("{text}: a move list"));
+    }
+    match obf::parse_obf_line(text) {
+        Ok(Some(p)) => Ok(p.board),
+        Ok(None) => anyhow::bail!("no position given: a move list (f5d6c3) or an OBF board"),
+        Err(e) => anyhow::bail!("{text}: neither a move list nor an OBF board ({e})"),
+    }
 }
 
 /// `expand cancel ID`.
