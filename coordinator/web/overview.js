@@ -55,6 +55,16 @@
     return ms === null ? "–" : new Date(ms).toLocaleString("en-GB", { hour12: false });
   }
 
+  // CPU hours, positions and searches per CPU hour, replication overhead.
+  function cost(c) {
+    if (!c) return "–";
+    const parts = [bf.num(c.cpu_hours, 2) + " CPU h", bf.num(c.searches) + " searches"];
+    if (c.positions_per_cpu_hour !== null) parts.push(bf.num(c.positions_per_cpu_hour, 0) + " positions/CPU h");
+    if (c.searches_per_cpu_hour !== null) parts.push(bf.num(c.searches_per_cpu_hour, 0) + " searches/CPU h");
+    parts.push("overhead " + bf.num(100 * c.replication_overhead, 1) + " %");
+    return parts.join(", ");
+  }
+
   async function programs() {
     const list = (await bf.api("/api/v1/programs")).programs;
     const frag = document.createDocumentFragment();
@@ -67,11 +77,14 @@
       tr.appendChild(bf.el("td", {}, when(p.started_ms)));
       tr.appendChild(bf.el("td", {}, when(p.finished_ms)));
       tr.appendChild(bf.el("td", {}, p.state === "running" || p.state === "queued" ? p.progress : p.report));
+      tr.appendChild(bf.el("td", { class: "num", "data-key": "done" }, p.total === null ? "–" : bf.num(p.done) + "/" + bf.num(p.total) + " " + p.unit));
+      tr.appendChild(bf.el("td", { "data-key": "eta" }, p.eta ? bf.duration(p.eta.low_seconds) + " – " + bf.duration(p.eta.high_seconds) : "–"));
+      tr.appendChild(bf.el("td", { "data-key": "cost" }, cost(p.cost)));
       frag.appendChild(tr);
     }
     if (!list.length) {
       const tr = bf.el("tr");
-      tr.appendChild(bf.el("td", { colspan: "7", class: "note" }, "no program yet"));
+      tr.appendChild(bf.el("td", { colspan: "10", class: "note" }, "no program yet"));
       frag.appendChild(tr);
     }
     document.querySelector("#programs tbody").replaceChildren(frag);

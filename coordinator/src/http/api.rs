@@ -65,8 +65,13 @@ pub struct StatusV1 {
     /// ETA of the current round: remaining searches × mean search time ÷ busy threads (null:
     /// unknown).
     pub round_eta_seconds: Option<f64>,
-    /// The whole expansion's ETA: always "unknown" (the rounds still needed are not knowable).
+    /// The running program's ETA as a range ("12 min – 25 min"), or "unknown".
     pub expansion_eta: String,
+    /// The running program (or the first queued one) with its progress, cost and ETA (null:
+    /// none queued).
+    pub program: Option<ProgramV1>,
+    /// The last program ended since the coordinator started, with its cost.
+    pub last_program: Option<ProgramV1>,
     /// Value of the start position (-127: unknown).
     pub root_value: i32,
     /// Quarantined searches.
@@ -177,7 +182,12 @@ impl From<&pb::GetStatusResponse> for StatusV1 {
             nodes_per_second: s.nodes_per_second,
             mean_search_seconds: snap.mean_search.map(|d| d.as_secs_f64()),
             round_eta_seconds: snap.round_eta().map(|d| d.as_secs_f64()),
-            expansion_eta: "unknown".into(),
+            expansion_eta: s.program.as_ref().and_then(|p| p.eta.as_ref()).map_or_else(
+                || "unknown".to_string(),
+                |e| crate::progress::eta_range_text(e.low_seconds, e.high_seconds),
+            ),
+            program: s.program.as_ref().map(ProgramV1::from),
+            last_program: s.last_program.as_ref().map(ProgramV1::from),
             root_value: s.root_value,
             quarantined: s.quarantined_total,
             prefetch: PrefetchV1 {
@@ -996,7 +1006,7 @@ impl From<&CostRecord> for CostV1 {
 }
 
 /// A program of the queue, in `/api/v1/programs` and `expand list --json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProgramV1 {
     /// Its number.
     pub id: u64,
@@ -1015,6 +1025,28 @@ pub struct ProgramV1 {
     pub progress: String,
     /// What it did, once ended.
     pub report: String,
+    /// Units of work done (see `unit`).
+    pub done: u64,
+    /// Units of work known in all (null: not known).
+    pub total: Option<u64>,
+    /// What `done` and `total` count (`positions` of the current pass, `games`, `searches`;
+    /// empty: nothing counted now).
+    pub unit: String,
+    /// What it cost: the running program so far, an ended one in all (null: queued, or ended
+    /// before the coordinator started; its `program_done` event keeps it).
+    pub cost: Option<CostV1>,
+    /// When the running program should end (null: not known).
+    pub eta: Option<EtaV1>,
+}
+
+/// A finish estimate: the program should end between `low_seconds` and `high_seconds` from
+/// now.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct EtaV1 {
+    /// The earliest expected end, seconds from now.
+    pub low_seconds: f64,
+    /// The latest expected end, seconds from now.
+    pub high_seconds: f64,
 }
 
 impl From<&pb::ProgramInfo> for ProgramV1 {
@@ -1036,6 +1068,22 @@ impl From<&pb::ProgramInfo> for ProgramV1 {
             finished_ms: ms(p.finished_unix_ms),
             progress: p.progress.clone(),
             report: p.report.clone(),
+            done: p.done,
+            total: (p.total > 0).then_some(p.total),
+            unit: p.unit.clone(),
+            cost: p.cost.as_ref().map(|c| {
+                CostV1::from(&CostRecord {
+                    cpu_us: c.cpu_us,
+                    searches: c.searches,
+                    replica_cpu_us: c.replica_cpu_us,
+                    positions: c.positions,
+                    wall_ms: c.wall_ms,
+                })
+            }),
+            eta: p.eta.as_ref().map(|e| EtaV1 {
+                low_seconds: e.low_seconds,
+                high_seconds: e.high_seconds,
+            }),
         }
     }
 }
@@ -1102,7 +1150,7 @@ impl From<&EventPage> for EventsV1 {
 
 /// `/api/v1/programs`: the program queue in run order (the running program first), then the
 /// last finished and cancelled programs, most recent first.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProgramsV1 {
     /// [`VERSION`].
     pub api: u32,

@@ -98,13 +98,20 @@ impl pb::admin_service_server::AdminService for AdminApi {
             .await
             .map_err(|e| Status::internal(e.to_string()))?
             .map_err(st)?;
-        let description = record.program.describe();
-        Ok(Response::new(pb::CancelProgramResponse {
-            program: Some(program_info(&ProgramView {
+        // As listed now (with its cost), else as it was cancelled.
+        let view = self
+            .c
+            .programs(true)
+            .into_iter()
+            .find(|p| p.record.id == id)
+            .unwrap_or_else(|| ProgramView {
+                description: record.program.describe(),
                 record,
-                description,
                 progress: String::new(),
-            })),
+                figures: Default::default(),
+            });
+        Ok(Response::new(pb::CancelProgramResponse {
+            program: Some(program_info(&view)),
         }))
     }
 

@@ -114,6 +114,23 @@ pub fn program_info(p: &ProgramView) -> pb::ProgramInfo {
         finished_unix_ms: r.finished_ms.unwrap_or(0),
         report: r.report.clone(),
         progress: p.progress.clone(),
+        done: p.figures.done,
+        total: p.figures.total,
+        unit: p.figures.unit.to_string(),
+        cost: (r.state != ProgramState::Queued).then(|| {
+            let c = &p.figures.cost;
+            pb::ProgramCost {
+                cpu_us: c.cpu_us,
+                searches: c.searches,
+                replica_cpu_us: c.replica_cpu_us,
+                positions: c.positions,
+                wall_ms: c.wall_ms,
+            }
+        }),
+        eta: p.figures.eta.map(|e| pb::EtaRange {
+            low_seconds: e.low.as_secs_f64(),
+            high_seconds: e.high.as_secs_f64(),
+        }),
     }
 }
 
@@ -193,5 +210,7 @@ pub fn status_response(s: StatusReport, offset: usize, limit: usize) -> pb::GetS
         backup_leased: s.backup_leased,
         reports: s.reports,
         programs_finished: s.programs_finished,
+        program: s.program.as_ref().map(program_info),
+        last_program: s.last_program.as_ref().map(program_info),
     }
 }

@@ -755,12 +755,23 @@ impl Growth {
             }
             tracing::info!(program = id, %report, "growth program cancelled");
             if let Some(r) = self.programs.front() {
-                self.events.push(event(
+                let mut e = event(
                     EventKind::ProgramCancelled,
                     &describe(&r.program),
                     "",
                     report.clone(),
-                ));
+                );
+                e.program = id;
+                if r.state == ProgramState::Running {
+                    e.cost = Some(CostRecord {
+                        positions: self
+                            .started
+                            .map_or(0, |(_, len)| self.book.len().saturating_sub(len) as u64),
+                        wall_ms: self.started.map_or(0, |(t, _)| e.t_ms.saturating_sub(t)),
+                        ..CostRecord::default()
+                    });
+                }
+                self.events.push(e);
             }
             self.started = None;
             return self
@@ -803,24 +814,56 @@ impl Growth {
 
     /// The programs listed (see [`Programs::list`]), the running one with its progress.
     pub(crate) fn list(&self, finished: bool) -> Vec<super::programs::ProgramView> {
+        self.views(self.programs.list(finished))
+    }
+
+    /// The program running now (or the queue's first) and the last one ended, listed.
+    pub(crate) fn current_and_last(
+        &self,
+    ) -> (
+        Option<super::programs::ProgramView>,
+        Option<super::programs::ProgramView>,
+    ) {
+        let mut v = self
+            .views(
+                self.programs
+                    .front()
+                    .into_iter()
+                    .chain(self.programs.last_ended())
+                    .cloned()
+                    .collect(),
+            )
+            .into_iter();
+        match self.programs.front() {
+            Some(_) => (v.next(), v.next()),
+            None => (None, v.next()),
+        }
+    }
+
+    /// `records` listed, the running one with its progress.
+    fn views(&self, records: Vec<ProgramRecord>) -> Vec<super::programs::ProgramView> {
         let running = self
             .driver
             .as_ref()
             .filter(|_| self.replay.replaying().is_none())
-            .map(|d| progress(d.state()));
-        self.programs
-            .list(finished)
+            .map(|d| (progress(d.state()), figures(d.state())));
+        records
             .into_iter()
-            .map(|record| super::programs::ProgramView {
-                description: describe(&record.program),
-                progress: match (&running, record.state) {
-                    (Some(p), ProgramState::Running) => p.clone(),
-                    (None, ProgramState::Running) if self.replay.replaying().is_some() => {
-                        "waiting for a replay of the earlier programs".into()
-                    }
-                    _ => String::new(),
-                },
-                record,
+            .map(|record| {
+                let (progress, figures) = match (&running, record.state) {
+                    (Some((p, f)), ProgramState::Running) => (p.clone(), *f),
+                    (None, ProgramState::Running) if self.replay.replaying().is_some() => (
+                        "waiting for a replay of the earlier programs".into(),
+                        Default::default(),
+                    ),
+                    _ => Default::default(),
+                };
+                super::programs::ProgramView {
+                    description: describe(&record.program),
+                    progress,
+                    figures,
+                    record,
+                }
             })
             .collect()
     }
@@ -918,12 +961,14 @@ impl Growth {
                 // A replay runs programs again: their events were recorded the first time.
                 if !replaying {
                     self.programs.start_front(super::now_ms());
-                    self.events.push(event(
+                    let mut e = event(
                         EventKind::ProgramStarted,
                         &describe(&program),
                         "",
                         format!("{} positions in the book", self.book.len()),
-                    ));
+                    );
+                    e.program = self.programs.front().map_or(0, |r| r.id);
+                    self.events.push(e);
                     self.started = Some((unix_ms(), self.book.len()));
                 }
                 // Programs without passes (new, add, expand, audit) have no asynchronous form
@@ -1099,6 +1144,7 @@ impl Growth {
         self.negamaxes += 1;
         if !replaying {
             let mut e = event(EventKind::ProgramDone, &self.last, "", report.clone());
+            e.program = self.programs.front().map_or(0, |r| r.id);
             e.cost = Some(CostRecord {
                 positions: st.changes.positions as u64,
                 wall_ms: self
@@ -1311,6 +1357,37 @@ fn changes_so_far(st: &DriverState) -> bookfarm_book::grow::Changes {
         ch += *iteration;
     }
     ch
+}
+
+/// Where a running program stands, as figures: units done and known in all (its current pass's
+/// positions, the games of a book add, the root line's positions), and the positions it added.
+fn figures(st: &DriverState) -> super::programs::ProgramProgress {
+    let (done, total, unit) = match &st.phase {
+        Phase::Expanding { todo, cursor, .. } => (*cursor as u64, todo.len() as u64, "positions"),
+        Phase::Adding { game, .. } => match &st.program.operation {
+            Operation::AddGames { games } => (
+                (*game as u64).min(games.len() as u64),
+                games.len() as u64,
+                "games",
+            ),
+            _ => (0, 0, ""),
+        },
+        Phase::Rooting { cursor } => (
+            *cursor as u64,
+            st.program.root.len() as u64 + 1,
+            "positions",
+        ),
+        Phase::Searching => (st.searched.0 as u64, st.searched.1 as u64, "searches"),
+        Phase::Start | Phase::Auditing | Phase::Done => (0, 0, ""),
+    };
+    let mut f = super::programs::ProgramProgress {
+        done,
+        total,
+        unit,
+        ..Default::default()
+    };
+    f.cost.positions = changes_so_far(st).positions as u64;
+    f
 }
 
 /// Where a running program stands, in words.

@@ -242,6 +242,8 @@ pub(crate) struct Cost {
     pub(crate) total: CostRecord,
     /// Since the running program started (reset by the growth runner at each start).
     pub(crate) program: CostRecord,
+    /// The running program's id (0: none started since the coordinator started).
+    pub(crate) program_id: u64,
 }
 
 impl Jobs {

@@ -56,7 +56,7 @@ pub use jobs::{Counters, JobClass};
 pub use lease::{
     IDLE_POLLS_PER_SECOND, LeaseReply, MAX_RETRY_AFTER, Offer, lease_cap, max_lease_duration,
 };
-pub use programs::{KEEP_FINISHED, MAX_QUEUED, ProgramView};
+pub use programs::{EtaRange, KEEP_FINISHED, MAX_QUEUED, ProgramProgress, ProgramView};
 pub use runner::Queued;
 pub use status::{
     CreditReport, QuarantineReport, STATUS_REPORTS, State, StatusReport, TrustHealth, WorkerReport,
@@ -123,8 +123,8 @@ struct Shared {
     flight_waiters: AtomicUsize,
     /// The farm's event log (see [`crate::events`]).
     events: EventLog,
-    /// The last program finished since start and what it cost.
-    last_cost: Mutex<Option<(String, crate::events::CostRecord)>>,
+    /// What the programs that ended since start cost.
+    costs: Mutex<programs::ProgramCosts>,
     /// The explorer's grades and umigame numbers found so far (`book_view`; lock taken after
     /// growth's).
     explorer: Mutex<bookfarm_book::explore::Explorer>,
@@ -258,7 +258,7 @@ impl Coordinator {
             on_block: Mutex::new(HookSlot::default()),
             flight_waiters: AtomicUsize::new(0),
             events,
-            last_cost: Mutex::new(None),
+            costs: Mutex::new(programs::ProgramCosts::default()),
             explorer: Mutex::new(bookfarm_book::explore::Explorer::new()),
         }));
         c.run_growth()?;

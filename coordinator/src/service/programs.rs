@@ -14,9 +14,11 @@
 //! the running program always describe the same moment. The last [`KEEP_FINISHED`] finished
 //! programs stay listed; older records are removed.
 
+use crate::events::CostRecord;
 use crate::store::{Batch, ProgramRecord, ProgramState, StoreError};
 use bookfarm_book::program::{Operation, Program, Schedule};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::time::Duration;
 
 /// Finished and cancelled programs kept in the list (older ones are forgotten).
 pub const KEEP_FINISHED: usize = 100;
@@ -34,6 +36,69 @@ pub struct ProgramView {
     pub description: String,
     /// Where the running program stands (empty for the others).
     pub progress: String,
+    /// Where it stands and what it cost, as figures (see [`ProgramProgress`]).
+    pub figures: ProgramProgress,
+}
+
+/// Where a program stands and what it cost: for the running program so far, for an ended one
+/// its final figures (the cost of a program ended before the coordinator started is in its
+/// `program_done` event only).
+///
+/// Each program kind says how far it is (`done`, `total`, `unit`); the service adds the cost
+/// (searches charged to the program) and the finish estimate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProgramProgress {
+    /// Units of work done (see `unit`).
+    pub done: u64,
+    /// Units of work known in all (0: not known).
+    pub total: u64,
+    /// What `done` and `total` count (`positions` of the current pass, `games`, `steps`,
+    /// `searches`); empty when the kind counts nothing now.
+    pub unit: &'static str,
+    /// What the program cost: search time of every accepted search of its jobs (replicas,
+    /// checks and speculative searches included), searches, replica time, positions the book
+    /// gained, wall time.
+    pub cost: CostRecord,
+    /// When it should end, from now (None: not known).
+    pub eta: Option<EtaRange>,
+}
+
+/// A finish estimate: the program should end between `low` and `high` from now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EtaRange {
+    /// The earliest expected end, from now.
+    pub low: Duration,
+    /// The latest expected end, from now.
+    pub high: Duration,
+}
+
+/// What each program cost, by program id: the running program's so far, and the last ended
+/// ones' final cost (the newest [`KEEP_FINISHED`]).
+#[derive(Debug, Default)]
+pub(crate) struct ProgramCosts {
+    /// Final costs of ended programs.
+    ended: HashMap<u64, CostRecord>,
+    /// Their ids, oldest first (to forget the oldest).
+    order: VecDeque<u64>,
+}
+
+impl ProgramCosts {
+    /// Keep the final cost of program `id`.
+    pub(crate) fn ended(&mut self, id: u64, cost: CostRecord) {
+        if self.ended.insert(id, cost).is_none() {
+            self.order.push_back(id);
+        }
+        while self.order.len() > KEEP_FINISHED {
+            if let Some(old) = self.order.pop_front() {
+                self.ended.remove(&old);
+            }
+        }
+    }
+
+    /// The final cost of ended program `id`, if it ended since the coordinator started.
+    pub(crate) fn of(&self, id: u64) -> Option<CostRecord> {
+        self.ended.get(&id).copied()
+    }
 }
 
 /// The program queue (see the module docs).
@@ -143,6 +208,11 @@ impl Programs {
     /// The programs still to run, the current one first.
     pub(crate) fn queued(&self) -> impl Iterator<Item = &ProgramRecord> {
         self.queue.iter()
+    }
+
+    /// The program that ended last.
+    pub(crate) fn last_ended(&self) -> Option<&ProgramRecord> {
+        self.finished.back()
     }
 
     /// Whether no program is left to run.

@@ -10,7 +10,7 @@ use super::programs::{MAX_QUEUED, ProgramView};
 use super::{Coordinator, GrowthMode, Predictor};
 use crate::error::{CoordinatorError, Result};
 use crate::events::{EventKind, event};
-use crate::store::{Batch, ProgramRecord};
+use crate::store::{Batch, ProgramRecord, ProgramState};
 use bookfarm_book::program::{Operation, Program, Schedule, check_root, resolve_root};
 use bookfarm_book::schedule::run::async_selector;
 use bookfarm_engine::Move;
@@ -264,18 +264,23 @@ impl Coordinator {
         let mut g = self.jobs();
         for mut e in events {
             match e.kind {
-                EventKind::ProgramStarted => g.cost.program = Default::default(),
-                EventKind::ProgramDone => {
+                EventKind::ProgramStarted => {
+                    g.cost.program = Default::default();
+                    g.cost.program_id = e.program;
+                }
+                // A running program that ends: what was charged to it is its cost.
+                EventKind::ProgramDone | EventKind::ProgramCancelled if e.cost.is_some() => {
                     let spent = std::mem::take(&mut g.cost.program);
+                    g.cost.program_id = 0;
                     let c = e.cost.get_or_insert_with(Default::default);
                     c.cpu_us = spent.cpu_us;
                     c.searches = spent.searches;
                     c.replica_cpu_us = spent.replica_cpu_us;
                     self.0
-                        .last_cost
+                        .costs
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
-                        .clone_from(&Some((e.subject.clone(), *c)));
+                        .ended(e.program, *c);
                 }
                 _ => {}
             }
@@ -456,7 +461,48 @@ impl Coordinator {
     /// The programs of the queue in run order (the running one first), then, with
     /// `finished`, the last finished and cancelled ones, most recent first.
     pub fn programs(&self, finished: bool) -> Vec<ProgramView> {
-        self.growth().list(finished)
+        let mut list = self.growth().list(finished);
+        self.add_costs(&mut list);
+        list
+    }
+
+    /// The running program (or the queue's first) and the last one ended, with their costs.
+    pub fn current_programs(&self) -> (Option<ProgramView>, Option<ProgramView>) {
+        let (mut current, mut last) = self.growth().current_and_last();
+        for p in [&mut current, &mut last].into_iter().flatten() {
+            self.add_costs(std::slice::from_mut(p));
+        }
+        (current, last)
+    }
+
+    /// Fill the cost figures of listed programs (see [`super::ProgramProgress::cost`]).
+    fn add_costs(&self, list: &mut [ProgramView]) {
+        let running = {
+            let g = self.jobs();
+            (g.cost.program_id, g.cost.program)
+        };
+        let costs = self.0.costs.lock().unwrap_or_else(|p| p.into_inner());
+        for p in list.iter_mut() {
+            let r = &p.record;
+            let cost = &mut p.figures.cost;
+            match r.state {
+                ProgramState::Running => {
+                    // Positions come from the program; searches from the job table, which
+                    // counts since this coordinator started the program.
+                    if running.0 == r.id {
+                        cost.cpu_us = running.1.cpu_us;
+                        cost.searches = running.1.searches;
+                        cost.replica_cpu_us = running.1.replica_cpu_us;
+                    }
+                }
+                ProgramState::Done | ProgramState::Cancelled => {
+                    if let Some(c) = costs.of(r.id) {
+                        *cost = c;
+                    }
+                }
+                ProgramState::Queued => {}
+            }
+        }
     }
 
     /// Queue `book add` of games (move lists from the start position).

@@ -129,6 +129,10 @@ pub struct StatusReport {
     pub health: TrustHealth,
     /// Standing and credit of every contributor seen.
     pub credit: Vec<CreditReport>,
+    /// The running program (or the first queued one), with its figures.
+    pub program: Option<super::ProgramView>,
+    /// The last program ended (since the coordinator started: with its cost).
+    pub last_program: Option<super::ProgramView>,
 }
 
 /// Trust made visible: what validation costs and what it waits for (status, `/metrics`, the
@@ -217,6 +221,7 @@ pub fn credit_report(
 impl Coordinator {
     /// The status report.
     pub fn status(&self) -> StatusReport {
+        let (program, last_program) = self.current_programs();
         let (positions, state, expansion, root_value, prefetch, reports, programs_finished) = {
             let g = self.growth();
             let state = match (g.is_running(), g.paused, g.is_done()) {
@@ -330,6 +335,8 @@ impl Coordinator {
             credit,
             reports,
             programs_finished,
+            program,
+            last_program,
         }
     }
 

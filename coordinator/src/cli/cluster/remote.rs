@@ -8,7 +8,7 @@ use bookfarm_book::program::{Operation, Program, Schedule};
 use bookfarm_book::research::Upgrade;
 use bookfarm_book::select::Deviate;
 use bookfarm_coordinator::http::api::{ProgramV1, ProgramsV1, StatusV1};
-use bookfarm_coordinator::progress::{Progress, Snapshot, state_name};
+use bookfarm_coordinator::progress::{Progress, Snapshot, figures_text, state_name};
 use bookfarm_proto::pb;
 use clap::Subcommand;
 use std::path::PathBuf;
@@ -514,6 +514,10 @@ fn list(all: bool, json: bool, remote: &Remote) -> anyhow::Result<()> {
                 &p.report
             };
             println!("#{:<5} {:<9} {}  {}", p.id, p.state, p.program, what);
+            let figures = figures_text(p);
+            if !figures.is_empty() {
+                println!("       {figures}");
+            }
         }
         Ok(())
     })
@@ -583,6 +587,18 @@ fn print_status(s: &pb::GetStatusResponse) {
     }
     if let Some(v) = &s.validation {
         println!("{}", trust_line(v));
+    }
+    for (label, p) in [("program", &s.program), ("last program", &s.last_program)] {
+        if let Some(p) = p {
+            let p = ProgramV1::from(p);
+            println!(
+                "{label}: #{} {} {}  {}",
+                p.id,
+                p.state,
+                p.program,
+                figures_text(&p)
+            );
+        }
     }
     for w in &s.workers {
         println!(

@@ -202,3 +202,56 @@ fn positions_book(positions: &[Position]) -> bookfarm_book::MemBook {
     }
     book
 }
+
+#[test]
+fn a_program_lists_its_progress_and_cost_and_keeps_its_cost_when_it_ends() {
+    let f = fixture(2, 10, ServiceConfig::default());
+    drive(&f.c, 4);
+    let before = f.c.status().positions;
+    let searches_before = f.c.counters().completed;
+    assert_eq!(f.c.start(deviate24()).unwrap().program, 2);
+    answer_rounds(&f.c, "t", 2, 2);
+    // Running: the current pass's positions, and what was charged to it so far (the mock
+    // engine reports 1 µs per search).
+    let running = f.c.programs(false).remove(0);
+    assert_eq!(running.record.state, ProgramState::Running);
+    let fig = running.figures;
+    assert_eq!(fig.unit, "positions");
+    assert!(fig.total > 0 && fig.done <= fig.total, "{fig:?}");
+    assert!(fig.cost.searches > 0, "{fig:?}");
+    assert_eq!(fig.cost.cpu_us, fig.cost.searches);
+    let status = f.c.status();
+    assert_eq!(status.program.as_ref().map(|p| p.record.id), Some(2));
+    assert_eq!(status.last_program.as_ref().map(|p| p.record.id), Some(1));
+    drive(&f.c, 4);
+    // Ended: its cost in all, the same as its program_done event's.
+    let done =
+        f.c.programs(true)
+            .into_iter()
+            .find(|p| p.record.id == 2)
+            .unwrap();
+    assert_eq!(done.record.state, ProgramState::Done);
+    let cost = done.figures.cost;
+    assert_eq!(cost.searches, f.c.counters().completed - searches_before);
+    assert_eq!(cost.positions, f.c.status().positions - before);
+    assert!(cost.searches > fig.cost.searches, "{cost:?}");
+    let page =
+        f.c.events()
+            .query(&crate::events::EventQuery {
+                kinds: [crate::events::EventKind::ProgramDone].into(),
+                text: String::new(),
+                after: 0,
+                before: 0,
+                limit: 0,
+            })
+            .unwrap();
+    let (_, e) = &page.events[0];
+    assert_eq!(e.program, 2);
+    assert_eq!(e.cost, Some(cost));
+    let status = f.c.status();
+    assert!(status.program.is_none());
+    assert_eq!(
+        status.last_program.map(|p| (p.record.id, p.figures.cost)),
+        Some((2, cost))
+    );
+}
