@@ -101,6 +101,10 @@ pub struct CoordinatorFile {
     pub checkpoint_interval_ms: Option<u64>,
     /// Events the event log keeps (default 100000, about 10 MB; the oldest go first).
     pub event_log_max: Option<u64>,
+    /// Publish the whole book on the HTTP port as `/book.dat` and `/book.egbk3` (default
+    /// false): a consistent snapshot, encoded once per change of the book, rate-limited per
+    /// client address.
+    pub publish_book: Option<bool>,
     /// Opening names of the web UI's explorer: a file of lines `MOVES NAME` (e.g.
     /// `f5d6c3d3c4 Tiger`) replacing the project's own list (default: that list).
     pub openings: Option<PathBuf>,
@@ -161,6 +165,7 @@ impl CoordinatorFile {
                 .checkpoint_interval_ms
                 .map_or(d.checkpoint_interval, Duration::from_millis),
             event_log_max: self.event_log_max.map_or(d.event_log_max, |n| n.max(1)),
+            publish_book: self.publish_book.unwrap_or(d.publish_book),
             engine_version: if self.check_engine_version.unwrap_or(true) {
                 Some(bookfarm_proto::ENGINE_VERSION.to_string())
             } else {

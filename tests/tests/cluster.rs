@@ -59,6 +59,25 @@ fn worker(
     Proc::spawn(WORKER, &args)
 }
 
+/// The status line and the body of `GET path`.
+async fn http_get_bytes(port: u16, path: &str) -> (String, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("http connect");
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .expect("http write");
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.expect("http read");
+    let split = out
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("http head");
+    let head = String::from_utf8_lossy(&out[..split]).to_string();
+    (head, out[split + 4..].to_vec())
+}
+
 async fn http_get(port: u16, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -78,7 +97,7 @@ async fn two_worker_processes_build_a_book_and_export_round_trips() {
     let dir = tempfile::tempdir().unwrap();
     new_store(dir.path(), 2, 12);
     let (port, http) = (free_port(), free_port());
-    let _c = coordinator(dir.path(), port, Some(http), 60, &eval);
+    let _c = coordinator_with(dir.path(), port, Some(http), 60, &eval, &["--publish-book"]);
     let mut a = admin(port).await;
     start_deviate(&mut a, 2, 4).await;
     let _w1 = worker(port, "w1", &eval, None);
@@ -92,8 +111,18 @@ async fn two_worker_processes_build_a_book_and_export_round_trips() {
         s.workers.iter().map(|w| w.completed).sum::<u64>(),
         s.completed
     );
-    let book = check_book(&export(&mut a).await);
+    let exported = export(&mut a).await;
+    let book = check_book(&exported);
     assert_eq!(book.len() as u64, s.positions);
+    // The published book is the export (stamped with the date of its own encoding).
+    let (head, published) = http_get_bytes(http, "/book.dat").await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let mut back = bookfarm_book::BookFormat::Edax
+        .read(&published)
+        .unwrap()
+        .book;
+    back.header_mut().date = book.header().date;
+    assert_eq!(bookfarm_book::BookFormat::Edax.write(&back), exported);
     // The CSV export carries one line per position.
     let text = export_as(&mut a, pb::ExportFormat::Csv).await;
     assert_eq!(
@@ -102,6 +131,9 @@ async fn two_worker_processes_build_a_book_and_export_round_trips() {
     );
     // The .egbk3 export is Egaroucid's book of the same positions and values.
     let egb = export_as(&mut a, pb::ExportFormat::Egbk3).await;
+    let (head, published) = http_get_bytes(http, "/book.egbk3").await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(published, egb, "the published .egbk3 is the export");
     let back = bookfarm_book::BookFormat::Egbk3.read(&egb).unwrap().book;
     let values = |b: &bookfarm_book::MemBook| {
         let mut v: Vec<_> = b.positions().map(|p| (p.board, p.value)).collect();

@@ -7,6 +7,7 @@
 //! gRPC service.
 
 pub mod api;
+pub mod publish;
 pub mod web;
 
 use crate::identity::Identities;
@@ -167,6 +168,16 @@ pub struct AppState {
     ready: ReadyCache,
     grpc: Option<Admission>,
     stats_computed: Arc<std::sync::atomic::AtomicU64>,
+    published: Arc<publish::Published>,
+}
+
+impl FromRef<AppState> for publish::PublishState {
+    fn from_ref(s: &AppState) -> publish::PublishState {
+        publish::PublishState {
+            c: s.c.clone(),
+            published: s.published.clone(),
+        }
+    }
 }
 
 impl FromRef<AppState> for Coordinator {
@@ -515,6 +526,7 @@ pub fn router_with(c: Coordinator, ids: Identities, grpc: Option<Admission>) -> 
         ready: Arc::new(tokio::sync::Mutex::new(None)),
         grpc,
         stats_computed: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        published: Arc::new(publish::Published::default()),
     };
     Router::new()
         .route("/metrics", get(metrics))
@@ -530,6 +542,8 @@ pub fn router_with(c: Coordinator, ids: Identities, grpc: Option<Admission>) -> 
         .route("/api/v1/book/stats", get(api_book_stats))
         .route("/api/v1/book/game", get(api_game))
         .route("/api/v1/book/export", get(api_export))
+        .route("/book.dat", get(publish::book_dat))
+        .route("/book.egbk3", get(publish::book_egbk3))
         .merge(web::routes())
         .with_state(state)
         .layer(axum::middleware::from_fn(on_connection))

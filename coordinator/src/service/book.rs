@@ -75,6 +75,21 @@ impl Coordinator {
         book
     }
 
+    /// The book's revision now: equal revisions mean the same book (see
+    /// [`bookfarm_book::Revision`]).
+    pub fn book_revision(&self) -> bookfarm_book::Revision {
+        self.growth().book.revision()
+    }
+
+    /// A copy of the book and the revision it is a copy of (taken under one lock: the copy is
+    /// exactly that revision).
+    pub fn book_snapshot_at(&self) -> (bookfarm_book::Revision, bookfarm_book::MemBook) {
+        let g = self.growth();
+        let mut book = g.book.clone();
+        book.drop_parent_index();
+        (g.book.revision(), book)
+    }
+
     /// The book position reached by a move list from the start (canonical coordinates).
     pub fn show(&self, moves: &str) -> Result<Option<Position>> {
         let b = board_after(moves)

@@ -155,6 +155,9 @@ pub struct ServiceConfig {
     pub event_log_max: u64,
     /// The explorer's opening names (the project's list unless the operator gave a file).
     pub openings: Arc<Openings>,
+    /// Serve the whole book on the HTTP port as `/book.dat` and `/book.egbk3` (off: those
+    /// routes answer 404). See `crate::http::publish`.
+    pub publish_book: bool,
     /// The explorer's work per request: grades and umigame expansions, memo size.
     pub explorer: Limits,
     /// Where volunteers get the worker release this coordinator expects
@@ -213,6 +216,7 @@ impl Default for ServiceConfig {
             trust_seed: None,
             event_log_max: crate::events::DEFAULT_MAX_EVENTS,
             openings: Arc::new(Openings::builtin()),
+            publish_book: false,
             explorer: Limits::default(),
             worker_install_hint: String::new(),
         }

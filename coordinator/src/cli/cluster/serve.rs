@@ -41,6 +41,10 @@ pub struct ServeArgs {
     /// list.
     #[arg(long, env = "BOOKFARM_OPENINGS", value_parser = crate::cli::args::existing_file)]
     openings: Option<PathBuf>,
+    /// Publish the whole book on the HTTP port as /book.dat and /book.egbk3 (also
+    /// `publish_book = true` in the configuration file).
+    #[arg(long, env = "BOOKFARM_PUBLISH_BOOK")]
+    publish_book: bool,
     /// Seconds without heartbeat before a worker's jobs are re-queued (1..=86400).
     #[arg(long, value_parser = crate::cli::args::seconds)]
     lease_timeout: Option<u64>,
@@ -66,6 +70,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         admin_token,
         eval,
         openings,
+        publish_book,
         lease_timeout,
         tls_cert,
         tls_key,
@@ -95,6 +100,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             Openings::parse(&text).with_context(|| format!("opening names {}", p.display()))?,
         );
     }
+    cfg.publish_book |= publish_book;
     let mut ids = file.identity(&cfg);
     if let Some(t) = admin_token.filter(|t| !t.is_empty()) {
         ids.admin_token = Some(t);

@@ -35,19 +35,17 @@ async fn serve(
 }
 
 async fn start(level: u8, depth: u8) -> Web {
+    start_with(level, depth, ServiceConfig::default()).await
+}
+
+async fn start_with(level: u8, depth: u8, cfg: ServiceConfig) -> Web {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     let (h, entries) = new_book(level, depth);
     store.create(&h, &entries).unwrap();
     let ids =
         Identities::open(IdentityConfig::local(), Some(store.credentials().unwrap())).unwrap();
-    let c = Coordinator::open(
-        store,
-        dir.path(),
-        ServiceConfig::default(),
-        Arc::new(ManualClock::default()),
-    )
-    .unwrap();
+    let c = Coordinator::open(store, dir.path(), cfg, Arc::new(ManualClock::default())).unwrap();
     let (addr, server) = serve(c.clone(), ids.clone()).await;
     Web {
         dir,
@@ -689,6 +687,7 @@ async fn book_stats_are_computed_once_for_simultaneous_requests() {
         ready: Arc::new(tokio::sync::Mutex::new(None)),
         grpc: None,
         stats_computed: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        published: Arc::new(crate::http::publish::Published::default()),
     };
     let calls = (0..16).map(|_| {
         let s = state.clone();
@@ -703,4 +702,119 @@ async fn book_stats_are_computed_once_for_simultaneous_requests() {
             .load(std::sync::atomic::Ordering::SeqCst),
         1
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn programs_carry_their_progress_and_cost() {
+    let w = start(2, 8).await;
+    let id = identity();
+    let a = w.c.register(&id, "a", 2).unwrap();
+    while answer(&w.c, &a, 8) > 0 {}
+    deviate(&w.c);
+    answer(&w.c, &a, 2);
+    let v = get_json(w.addr, "/api/v1/programs").await;
+    let p: ProgramsV1 = serde_json::from_value(v).unwrap();
+    assert_eq!(p, ProgramsV1::new(&w.c.programs(true)));
+    let (running, first) = (&p.programs[0], &p.programs[1]);
+    assert_eq!((running.id, running.state.as_str()), (2, "running"));
+    assert_eq!(running.unit, "positions");
+    assert!(
+        running.total.is_some_and(|t| running.done <= t),
+        "{running:?}"
+    );
+    // Two answers of 4 ms each so far.
+    let cost = running.cost.unwrap();
+    assert_eq!(cost.searches, 2);
+    assert!((cost.cpu_hours - 0.008 / 3600.0).abs() < 1e-12, "{cost:?}");
+    assert!(cost.searches_per_cpu_hour.is_some());
+    // The book's first program ended with its cost; the status shows both.
+    assert_eq!((first.id, first.state.as_str()), (1, "done"));
+    assert!(first.cost.is_some_and(|c| c.searches == 1), "{first:?}");
+    let s: StatusV1 = serde_json::from_value(get_json(w.addr, "/api/v1/status").await).unwrap();
+    assert_eq!(s.program.as_ref(), Some(running));
+    assert_eq!(s.last_program.as_ref(), Some(first));
+}
+
+/// The book in `format` as `export` writes it, with the date of `like`'s header.
+fn exported(c: &Coordinator, format: bookfarm_book::BookFormat, like: &[u8]) -> Vec<u8> {
+    let mut book = c.book_snapshot();
+    let published = format.read(like).unwrap().book;
+    book.header_mut().date = published.header().date;
+    format.write(&book)
+}
+
+fn etag(head: &str) -> String {
+    head.lines()
+        .find_map(|l| l.strip_prefix("etag: "))
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_published_book_is_the_export_cached_until_the_book_changes() {
+    use bookfarm_book::BookFormat;
+    // Off by default.
+    let off = start(2, 8).await;
+    assert_eq!(request(off.addr, "GET", "/book.dat").await.0, 404);
+    let w = start_with(
+        2,
+        8,
+        ServiceConfig {
+            publish_book: true,
+            ..ServiceConfig::default()
+        },
+    )
+    .await;
+    let id = identity();
+    let a = w.c.register(&id, "a", 2).unwrap();
+    answer(&w.c, &a, 8);
+    let (code, head, dat) = request_raw(w.addr, "GET", "/book.dat", "").await;
+    assert_eq!(code, 200, "{head}");
+    assert!(head.contains("content-disposition: attachment; filename=\"book.dat\""));
+    assert_eq!(dat, exported(&w.c, BookFormat::Edax, &dat));
+    let tag = etag(&head);
+    // Unchanged book: the same file, and 304 for a client that has it.
+    let (code, head2, _) = request_raw(
+        w.addr,
+        "GET",
+        "/book.dat",
+        &format!("If-None-Match: {tag}\r\n"),
+    )
+    .await;
+    assert_eq!((code, etag(&head2)), (304, tag.clone()));
+    // The book grows: a new file, though the client had the old one.
+    deviate(&w.c);
+    while answer(&w.c, &a, 8) > 0 {}
+    let (code, head3, dat3) = request_raw(
+        w.addr,
+        "GET",
+        "/book.dat",
+        &format!("If-None-Match: {tag}\r\n"),
+    )
+    .await;
+    assert_eq!(code, 200, "{head3}");
+    assert_ne!(etag(&head3), tag);
+    assert!(dat3.len() > dat.len());
+    assert_eq!(dat3, exported(&w.c, BookFormat::Edax, &dat3));
+    // The limit: three downloads at once, then 429 with a time to come back.
+    let (code, head4, _) = request_raw(w.addr, "GET", "/book.dat", "").await;
+    assert_eq!(code, 429, "{head4}");
+    assert!(head4.contains("retry-after: "), "{head4}");
+    // Egaroucid's format, from another coordinator (its own limit).
+    let w2 = start_with(
+        2,
+        8,
+        ServiceConfig {
+            publish_book: true,
+            ..ServiceConfig::default()
+        },
+    )
+    .await;
+    let a2 = w2.c.register(&id, "a", 2).unwrap();
+    deviate(&w2.c);
+    while answer(&w2.c, &a2, 8) > 0 {}
+    let (code, head, egb) = request_raw(w2.addr, "GET", "/book.egbk3", "").await;
+    assert_eq!(code, 200, "{head}");
+    assert!(head.contains("filename=\"book.egbk3\""), "{head}");
+    assert_eq!(egb, exported(&w2.c, BookFormat::Egbk3, &egb));
 }
