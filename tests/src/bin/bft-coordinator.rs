@@ -65,6 +65,9 @@ struct Args {
     /// Share of the growth runner's time speculation may take (default: the service's).
     #[arg(long)]
     speculation_share: Option<f64>,
+    /// Publish the book as /book.dat and /book.egbk3 on the HTTP port.
+    #[arg(long)]
+    publish_book: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -92,6 +95,7 @@ fn main() -> anyhow::Result<()> {
         speculation_share: a
             .speculation_share
             .unwrap_or(ServiceConfig::default().speculation_share),
+        publish_book: a.publish_book,
         trust: TrustRules {
             earn_after: a.trust_after.unwrap_or(TrustRules::default().earn_after),
             spot_floor: a.spot_floor.unwrap_or(TrustRules::default().spot_floor),
