@@ -109,6 +109,19 @@ pub struct RunArgs {
     /// `async` (the asynchronous schedule, no speculation, backup leases as `--backup-after`).
     #[arg(long, value_delimiter = ',', default_value = "serial", value_parser = args::schedule)]
     schedules: Vec<Schedule>,
+    #[command(flatten)]
+    async_args: AsyncArgs,
+    /// Only the serial build: its size and search CPU (to size a simulation before running it).
+    #[arg(long)]
+    serial_only: bool,
+    /// Directory for the simulated stores (default: a temporary directory).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+}
+
+/// The asynchronous schedule's options (`sim run` and `sim trust`).
+#[derive(Debug, Args)]
+pub struct AsyncArgs {
     /// The asynchronous schedule's queue order: `marking` (first marked, first searched: the
     /// book closest to the serial one) or `best-first` (principal lines first: smaller books).
     #[arg(long, default_value = "marking", value_parser = async_order)]
@@ -118,12 +131,31 @@ pub struct RunArgs {
     /// (the service's default, `async_early_child`).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     early_child: bool,
-    /// Only the serial build: its size and search CPU (to size a simulation before running it).
-    #[arg(long)]
-    serial_only: bool,
-    /// Directory for the simulated stores (default: a temporary directory).
-    #[arg(long)]
-    dir: Option<PathBuf>,
+}
+
+impl AsyncArgs {
+    fn options(&self) -> AsyncOptions {
+        AsyncOptions {
+            order: self.async_order,
+            early_child: self.early_child,
+        }
+    }
+
+    /// How the header line names these options.
+    fn describe(&self) -> String {
+        format!(
+            "async queue {}{}",
+            match self.async_order {
+                Order::Marking => "marking",
+                Order::BestFirst => "best-first",
+            },
+            if self.early_child {
+                ", early child"
+            } else {
+                ""
+            }
+        )
+    }
 }
 
 fn async_order(s: &str) -> Result<Order, String> {
@@ -212,6 +244,12 @@ pub struct TrustArgs {
     /// Cores the simulated coordinator serves RPCs with (its growth runner has one more).
     #[arg(long, default_value_t = 4, value_parser = args::count)]
     coordinator_cores: usize,
+    /// The schedule of the build: `serial` or `async` (the asynchronous schedule; its book is
+    /// compared with the honest serial build's, which it need not equal).
+    #[arg(long, default_value = "serial", value_parser = args::schedule)]
+    schedule: Schedule,
+    #[command(flatten)]
+    async_args: AsyncArgs,
     /// Directory for the simulated stores (default: a temporary directory).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -254,15 +292,23 @@ fn trust_table(a: &TrustArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let tmp = tempfile::tempdir().context("temporary directory")?;
     let base = a.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
-    let ops = vec![Program::new(Operation::Deviate {
-        params: Deviate::new(a.relative, a.absolute),
-    })];
+    let ops = vec![Program {
+        schedule: a.schedule,
+        ..Program::new(Operation::Deviate {
+            params: Deviate::new(a.relative, a.absolute),
+        })
+    }];
     println!(
-        "# sim trust: deviate {} {} from a new book (level {}, depth {}), {} results, level-{} search times, {} % trusted, {} % liars, no verifier, coordinator: {} RPC cores + 1 growth core, thread CPU charged",
+        "# sim trust: deviate {} {} from a new book (level {}, depth {}, {}), {} results, level-{} search times, {} % trusted, {} % liars, no verifier, coordinator: {} RPC cores + 1 growth core, thread CPU charged",
         a.relative,
         a.absolute,
         a.level,
         a.depth,
+        if a.schedule == Schedule::Async {
+            format!("asynchronous schedule, {}", a.async_args.describe())
+        } else {
+            format!("{} schedule", a.schedule.name())
+        },
         a.truth.describe(),
         a.times,
         a.trusted_percent,
@@ -298,7 +344,7 @@ fn trust_table(a: &TrustArgs) -> anyhow::Result<()> {
                     charge: sim::Charge::Measured,
                 },
                 models: sim::WorkerModels::honest(),
-                async_options: AsyncOptions::default(),
+                async_options: a.async_args.options(),
                 truth: a.truth,
             };
             let who = sim::trust::Mix::of(*w, a.trusted_percent, a.liar_percent, *kind);
@@ -407,14 +453,7 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
             )
         },
         if a.schedules.contains(&Schedule::Async) {
-            format!(
-                ", async queue {}{}",
-                match a.async_order {
-                    Order::Marking => "marking",
-                    Order::BestFirst => "best-first",
-                },
-                if a.early_child { ", early child" } else { "" }
-            )
+            format!(", {}", a.async_args.describe())
         } else {
             String::new()
         }
@@ -480,10 +519,7 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
                 },
                 models: sim::WorkerModels::honest(),
                 truth: a.truth,
-                async_options: AsyncOptions {
-                    order: a.async_order,
-                    early_child: a.early_child,
-                },
+                async_options: a.async_args.options(),
             };
             let r = sim::simulate(&cfg, &dir)
                 .with_context(|| format!("simulation with {w} workers ({name})"))?;

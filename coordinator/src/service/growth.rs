@@ -39,6 +39,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::sync::atomic::AtomicBool;
 
+/// Applied results between two snapshots of the asynchronous program's decisive core for trust
+/// (each is a walk of O(core) positions; trust's `core_settle` counts applied results too).
+const ASYNC_CORE_EVERY: usize = 256;
 /// A result accepted from a worker, on its way to growth.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Landed {
@@ -255,6 +258,12 @@ pub(crate) struct Growth {
     /// Negamaxes the programs ran (one per serial iteration and program end) and replays since
     /// start: the book's values, and so the decisive core, change only then.
     pub(crate) negamaxes: u64,
+    /// Snapshots of the asynchronous program's book handed to trust: its values change with
+    /// every result (incremental negamax), so its decisive core is taken every
+    /// [`ASYNC_CORE_EVERY`] applied results instead of after negamaxes.
+    pub(crate) async_cores: u64,
+    /// Results applied to the asynchronous program since its last core snapshot.
+    async_since_core: usize,
     /// Results landed since the last speculative plan.
     pub(crate) landed_since_plan: usize,
     /// No speculative plan before this instant (see [`ServiceConfig::speculation_share`]).
@@ -509,6 +518,8 @@ impl Growth {
             planned_from: None,
             finished: 0,
             negamaxes: 0,
+            async_cores: 0,
+            async_since_core: 0,
             landed_since_plan: 0,
             next_plan_at: None,
             predictor: None,
@@ -606,6 +617,11 @@ impl Growth {
         self.landed_since_plan += landed.len();
         if self.asynchronous.is_some() {
             self.landed_keys.extend(landed.iter().map(|l| l.key));
+            self.async_since_core += landed.len();
+            if self.async_since_core >= ASYNC_CORE_EVERY {
+                self.async_since_core = 0;
+                self.async_cores += 1;
+            }
         }
         for l in landed {
             if l.prefetched && !self.results.contains_key(&l.key) {
@@ -1065,6 +1081,12 @@ impl Growth {
                 Needed::Whole(g.needed())
             }
         }
+    }
+
+    /// Hand the asynchronous program's needed set over whole at the next [`Growth::take_needed`]
+    /// (the job table lost jobs it may wait for).
+    pub(crate) fn resync_needed(&mut self) {
+        self.async_synced = false;
     }
 
     /// Every request the running asynchronous program waits for, with its priority (`None`

@@ -208,6 +208,10 @@ pub(crate) struct Jobs {
     /// Requests whose results were accepted but not yet applied by growth: growth may still
     /// list them as needed, and they must not get a second job.
     pub(crate) landed: HashSet<LeafRequest>,
+    /// Jobs that growth may still wait for were removed outside a sync (a caught
+    /// contributor's open checks, restarted): the next growth run hands the asynchronous
+    /// program's needed set over whole, since its changes alone would never list them again.
+    pub(crate) resync: bool,
     pub(crate) counters: Counters,
     pub(crate) recent: VecDeque<Sample>,
     /// Search threads of `workers` (kept with it).

@@ -54,11 +54,12 @@ impl Coordinator {
         *self.0.runs_done.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Hand the results a submission let through (and a rollback it requested) to the growth
-    /// runner, apply them on this thread, or keep them for [`Coordinator::settle`]
-    /// ([`super::ServiceConfig::growth`]).
-    pub(super) fn hand_to_growth(&self, landed: Vec<Landed>, replay: bool) {
-        if landed.is_empty() && !replay {
+    /// Hand the results a submission let through to the growth runner, apply them on this
+    /// thread, or keep them for [`Coordinator::settle`] ([`super::ServiceConfig::growth`]).
+    /// `run`: a growth run is due even without results (a rollback was requested, or the job
+    /// table needs the asynchronous program's needed set whole).
+    pub(super) fn hand_to_growth(&self, landed: Vec<Landed>, run: bool) {
+        if landed.is_empty() && !run {
             return;
         }
         metrics::counter!(crate::telemetry::JOBS_COMPLETED).increment(landed.len() as u64);
@@ -166,6 +167,9 @@ impl Coordinator {
         let positions = growth.book.len();
         // Taken only here, after everything that can fail: a change of the asynchronous
         // program's needed set waits in the program until the table gets it.
+        if std::mem::take(&mut self.jobs().resync) {
+            growth.resync_needed();
+        }
         let needed = growth.take_needed();
         // Speculate only at a round's tail: when fewer round searches wait than the workers
         // have threads (before that, every idle thread gets round work anyway); plan again
@@ -228,10 +232,11 @@ impl Coordinator {
     /// After a negamax of the programs (or when they are done): hand the book's decisive core
     /// to the trust ledger, which opens a core check for every provisional result that stayed
     /// in it (see `super::trust`). The walk costs O(core); it runs once per negamax (a serial
-    /// iteration, a finished program, a replay), and once more when the programs are done.
+    /// iteration, a finished program, a replay) or core snapshot of the asynchronous program,
+    /// and once more when the programs are done.
     fn hand_core_to_trust(&self, growth: &Growth) -> Result<()> {
         let last = !growth.is_running();
-        let epoch = growth.negamaxes.saturating_mul(2) + u64::from(last);
+        let epoch = (growth.negamaxes + growth.async_cores).saturating_mul(2) + u64::from(last);
         if self.0.core_epoch.swap(epoch, Ordering::SeqCst) == epoch {
             return Ok(());
         }

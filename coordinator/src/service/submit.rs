@@ -80,9 +80,10 @@ impl Coordinator {
         self.0.written.fetch_add(1, Ordering::SeqCst);
         g.trim_rates(now, Some(worker));
         g.update_gauges();
+        let resync = g.resync;
         drop(g);
         self.end_blocked(blocked);
-        self.hand_to_growth(intake.landed, replay);
+        self.hand_to_growth(intake.landed, replay || resync);
         Ok(acks)
     }
 
@@ -203,6 +204,7 @@ impl Coordinator {
             for k in &caught.restarted {
                 if let Some(id) = g.job_of(k) {
                     g.remove(id);
+                    g.resync = true;
                 }
             }
             intake.rollback.extend(caught.dropped);

@@ -456,4 +456,29 @@ mod tests {
         );
         assert!(r.report.same_best_line, "{}", r.row());
     }
+
+    /// The asynchronous schedule with liars: a caught liar's open checks restart as ordinary
+    /// work that the program's needed set lists again, its dropped results are retracted and
+    /// searched again, and the build finishes with no lie in its decisive core.
+    #[test]
+    fn async_build_with_liars_finishes() {
+        let dir = || tempfile::tempdir().unwrap();
+        let mut cfg = small_config(100);
+        cfg.depth = 12;
+        cfg.truth = Truth::Engine { level: 2 };
+        cfg.ops = cfg
+            .ops
+            .iter()
+            .map(|p| Program {
+                schedule: bookfarm_book::program::Schedule::Async,
+                ..p.clone()
+            })
+            .collect();
+        cfg.async_options.early_child = true;
+        let liars = Mix::of(100, 5.0, 1.0, Some(LiarKind::Rate { per_mille: 100 }));
+        let r = simulate_trust(&cfg, liars, dir().path()).unwrap();
+        assert!(r.lies_told > 0, "{}", r.row());
+        assert_eq!(r.report.blocked.len(), 1, "{}", r.row());
+        assert_eq!(r.lies_in_core, 0, "{}", r.row());
+    }
 }

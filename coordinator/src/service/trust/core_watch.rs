@@ -2,9 +2,11 @@
 //!
 //! A result is *provisional* while it was applied on the word of earned contributors only (no
 //! trust root agreed). Growth hands over the decisive core (`bookfarm_book::decisive`) after
-//! its negamaxes; a provisional result in it gets a **core check** by a trust root once it has
-//! stayed in the core while [`super::TrustRules::core_settle`] results were applied, and at once
-//! when the programs are done. So no provisional result is in the core of a finished build,
+//! its negamaxes (the asynchronous program's every 256 applied results); a provisional result
+//! in it gets a **core check** by a trust root once it has stayed in the core while
+//! [`super::TrustRules::core_settle`] results were applied, and at once when the programs are
+//! done. A core check closes only when a trust root answers (an earned replica that agrees
+//! leaves the result provisional). So no provisional result is in the core of a finished build,
 //! and the checks skip the early core's churn: measured with the real engine on the README
 //! build, 25 % of all results pass through the core at some negamax, 5.8 % stay for two, and
 //! 2.9 % are in it at the end.
@@ -67,6 +69,11 @@ impl CoreWatch {
     /// Whether the result of `request` is provisional.
     pub(crate) fn is_provisional(&self, request: &LeafRequest) -> bool {
         self.key_of.contains_key(request)
+    }
+
+    /// Whether `request`'s result is provisional and its core check was opened.
+    pub(crate) fn in_core_check(&self, request: &LeafRequest) -> bool {
+        self.checking.contains(request) && self.key_of.contains_key(request)
     }
 
     /// Provisional results.

@@ -392,7 +392,15 @@ impl TrustState {
         if d.apply.is_some() {
             self.watch.tick();
         }
-        match &d.need {
+        // A core check stays open until a trust root answers: a replica that was under way
+        // when it opened (an earning replica, a spot check) may agree and leave the result
+        // provisional, which settles nothing the core check asked.
+        let need = d.need.clone().or_else(|| {
+            self.watch
+                .in_core_check(&key)
+                .then(|| core_need(&case.replicas, Standing::Given))
+        });
+        match &need {
             Some(_) => {
                 case.applied |= d.apply.is_some();
                 batch.put_case(&key, Some(&case_record(&case.replicas, case.applied)))?;
@@ -408,7 +416,7 @@ impl TrustState {
             apply: d.apply,
             losers: d.losers,
             reached_book,
-            need: d.need,
+            need,
             names_job: chosen.is_some(),
         })
     }

@@ -33,7 +33,8 @@
 //! round work: `super::jobs`' `checks` room.
 //!
 //! **The decisive core** (`bookfarm_book::decisive`): the leaf results the two proof trees of
-//! the root's value use; no other leaf can move it. Growth hands it over after its negamaxes, and
+//! the root's value use; no other leaf can move it. Growth hands it over after its negamaxes (the
+//! asynchronous program, whose values change with every result: every 256 applied results), and
 //! a provisional result that stays in it gets a **core check** by a trust root (`core_watch`); a build
 //! is done only when no provisional result is left in the core of its final book.
 //!

@@ -380,3 +380,51 @@ fn a_caught_contributor_loses_the_credit_of_what_was_dropped_on_its_word() {
     assert_eq!((w.results, w.nodes, w.cpu_us), (1, 50, 0));
     assert_eq!(t.sources[&req(2)].by, vec!["e".to_string()]);
 }
+
+/// A core check stays open until a trust root answers: an earned replica of another owner that
+/// was already under way when the check opened agrees, and the result is still provisional.
+#[test]
+fn a_core_check_is_settled_by_a_trust_root_only() {
+    use bookfarm_book::decisive::CoreKey;
+    let rules = TrustRules::default();
+    let mut t = TrustState::load(Vec::new(), Vec::new(), std::iter::empty(), 0);
+    t.enroll("a", "alice", false, false);
+    t.enroll("b", "bob", false, false);
+    t.enroll("g", "operator", true, false);
+    for c in ["a", "b"] {
+        t.records.get_mut(c).unwrap().streak = rules.earn_after;
+    }
+    let (mut batch, mut touched) = (crate::store::Batch::default(), Vec::new());
+    let worker = uuid::Uuid::nil();
+    let answer = |t: &mut TrustState,
+                  batch: &mut crate::store::Batch,
+                  touched: &mut Vec<String>,
+                  who: &str| {
+        let r = bookfarm_proto::domain::JobResult {
+            job_id: uuid::Uuid::now_v7(),
+            leaf: res(4),
+        };
+        t.take(&rules, batch, touched, (&worker, who), (req(1), &r), 1)
+            .unwrap()
+    };
+    let first = answer(&mut t, &mut batch, &mut touched, "a");
+    assert!(first.apply.is_some(), "an earned result is applied at once");
+    assert!(t.watch.is_provisional(&req(1)));
+    // The result enters the final core: a core check opens, for a trust root.
+    let core = core_of(&[CoreKey::of_result(&req(1), &res(4))]);
+    let checks = t
+        .core_changed(&rules, &mut batch, &core, true, |_| Some(res(4)))
+        .unwrap();
+    assert_eq!(checks.len(), 1);
+    assert_eq!(checks[0].1.min, Standing::Given);
+    // An earned replica agrees: still provisional, so the check stays open for a root.
+    let earned = answer(&mut t, &mut batch, &mut touched, "b");
+    let need = earned.need.expect("the core check stays open");
+    assert_eq!(need.min, Standing::Given);
+    assert!(t.watch.in_core_check(&req(1)));
+    // A trust root agrees: confirmed, the case closes and the core has nothing unconfirmed.
+    let root = answer(&mut t, &mut batch, &mut touched, "g");
+    assert!(root.need.is_none());
+    assert!(!t.watch.is_provisional(&req(1)));
+    assert_eq!(t.core_unconfirmed(), 0);
+}
