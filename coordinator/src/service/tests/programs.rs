@@ -255,3 +255,130 @@ fn a_program_lists_its_progress_and_cost_and_keeps_its_cost_when_it_ends() {
         Some((2, cost))
     );
 }
+
+/// An OBF file of the `n` first distinct positions two plies or more from the start (breadth
+/// first), Black or White to move as the plies say.
+fn search_file(n: usize) -> String {
+    use bookfarm_engine::formats::obf::ObfPosition;
+    let mut seen = HashSet::new();
+    let mut level = vec![(Board::start(), true)];
+    let mut lines = Vec::new();
+    for ply in 0.. {
+        let mut next = Vec::new();
+        for (b, black) in &level {
+            for sq in BitIter(b.moves()) {
+                let child = b.play(sq).unwrap();
+                if seen.insert(child) {
+                    next.push((child, !black));
+                }
+            }
+        }
+        level = next;
+        if ply < 1 {
+            continue;
+        }
+        for (board, black) in &level {
+            if lines.len() == n {
+                return lines.concat();
+            }
+            let p = ObfPosition {
+                board: *board,
+                black_to_move: *black,
+                scores: Vec::new(),
+                best_score: None,
+                comment: None,
+            };
+            lines.push(p.to_obf_line() + "\n");
+        }
+    }
+    unreachable!()
+}
+
+#[test]
+fn search_and_analysis_programs_list_their_searches_and_cost() {
+    use bookfarm_book::searches::{SearchSet, analysis_levels};
+    let f = fixture(2, 10, ServiceConfig::default());
+    drive(&f.c, 4);
+    let positions = SearchSet::parse(&search_file(40), 1000).unwrap();
+    let total = positions.requests(5).len() as u64;
+    assert_eq!(total, 40);
+    let searches_before = f.c.counters().completed;
+    assert_eq!(
+        f.c.start(Program::new(Operation::Search {
+            positions,
+            level: 5
+        }))
+        .unwrap()
+        .program,
+        2
+    );
+    answer_rounds(&f.c, "t", 3, 4);
+    // Running: the searches with a result of all it asks, what was charged to it so far.
+    let running = f.c.programs(false).remove(0);
+    assert_eq!(running.record.state, ProgramState::Running);
+    let fig = running.figures;
+    assert_eq!((fig.unit, fig.total), ("searches", total), "{fig:?}");
+    assert!(fig.done >= 4 && fig.done < total, "{fig:?}");
+    assert_eq!(fig.cost.searches, fig.done, "{fig:?}");
+    assert_eq!(fig.cost.cpu_us, fig.cost.searches);
+    let status = f.c.status();
+    assert_eq!(
+        status
+            .program
+            .as_ref()
+            .map(|p| (p.record.id, p.figures.done)),
+        Some((2, fig.done))
+    );
+    drive(&f.c, 4);
+    let done =
+        f.c.programs(true)
+            .into_iter()
+            .find(|p| p.record.id == 2)
+            .unwrap();
+    assert_eq!(done.record.state, ProgramState::Done);
+    assert_eq!(done.figures.cost.searches, total);
+    assert_eq!(
+        f.c.counters().completed - searches_before,
+        total,
+        "each position searched once"
+    );
+    assert_eq!(done.figures.cost.positions, 0, "the book is unchanged");
+
+    // An analysis: one search per distinct level, the lowest first (a worker with one free
+    // thread takes them one at a time).
+    let board = bookfarm_engine::formats::transcript::board_after("f5d6c3d3").unwrap();
+    let levels = analysis_levels(&board, 2, 6).len() as u64;
+    assert!(levels > 2);
+    assert_eq!(
+        f.c.start(Program::new(Operation::Analyze {
+            board,
+            from: 2,
+            up_to: 6
+        }))
+        .unwrap()
+        .program,
+        3
+    );
+    let id = identity();
+    let w = f.c.register(&id, "a", 1).unwrap();
+    for landed in 1..levels {
+        let jobs = f.c.lease(&id, &w, 1).unwrap();
+        f.c.submit(&id, &w, &mock_results(&jobs)).unwrap();
+        f.c.settle().unwrap();
+        let fig = f.c.programs(false).remove(0).figures;
+        assert_eq!(
+            (fig.unit, fig.done, fig.total, fig.cost.searches),
+            ("searches", landed, levels, landed)
+        );
+    }
+    drive(&f.c, 4);
+    let done =
+        f.c.programs(true)
+            .into_iter()
+            .find(|p| p.record.id == 3)
+            .unwrap();
+    assert_eq!(
+        (done.record.state, done.figures.cost.searches),
+        (ProgramState::Done, levels)
+    );
+}
