@@ -300,6 +300,8 @@ pub(crate) struct Growth {
     /// When the running program started (wall-clock ms) and the book's size then (None: not
     /// seen starting by this process, e.g. resumed from a checkpoint).
     started: Option<(u64, usize)>,
+    /// The pace of the running book-neutral program (its finish estimate).
+    pace: super::search::pace::Pace,
 }
 
 /// A program as status shows it (with the level of the positions it creates, when set).
@@ -534,6 +536,7 @@ impl Growth {
             in_flight: None,
             events: Vec::new(),
             started: None,
+            pace: Default::default(),
         })
     }
 
@@ -867,7 +870,13 @@ impl Growth {
             .into_iter()
             .map(|record| {
                 let (progress, figures) = match (&running, record.state) {
-                    (Some((p, f)), ProgramState::Running) => (p.clone(), *f),
+                    (Some((p, f)), ProgramState::Running) => {
+                        let mut f = *f;
+                        if f.unit == SEARCHES {
+                            f.eta = self.pace.eta(record.id, f.done, f.total, unix_ms());
+                        }
+                        (p.clone(), f)
+                    }
                     (None, ProgramState::Running) if self.replay.replaying().is_some() => (
                         "waiting for a replay of the earlier programs".into(),
                         Default::default(),
@@ -1051,6 +1060,11 @@ impl Growth {
             }
             match progress {
                 Progress::Blocked(need) => {
+                    let st = driver.state();
+                    if st.phase == Phase::Searching && !replaying {
+                        let id = self.programs.front().map_or(0, |r| r.id);
+                        self.pace.observe(id, unix_ms(), st.searched.0 as u64);
+                    }
                     self.needed = need;
                     break;
                 }
@@ -1381,6 +1395,9 @@ fn changes_so_far(st: &DriverState) -> bookfarm_book::grow::Changes {
     ch
 }
 
+/// The unit of a book-neutral program's figures.
+const SEARCHES: &str = "searches";
+
 /// Where a running program stands, as figures: units done and known in all (its current pass's
 /// positions, the games of a book add, the root line's positions), and the positions it added.
 fn figures(st: &DriverState) -> super::programs::ProgramProgress {
@@ -1399,7 +1416,7 @@ fn figures(st: &DriverState) -> super::programs::ProgramProgress {
             st.program.root.len() as u64 + 1,
             "positions",
         ),
-        Phase::Searching => (st.searched.0 as u64, st.searched.1 as u64, "searches"),
+        Phase::Searching => (st.searched.0 as u64, st.searched.1 as u64, SEARCHES),
         Phase::Start | Phase::Auditing | Phase::Done => (0, 0, ""),
     };
     let mut f = super::programs::ProgramProgress {

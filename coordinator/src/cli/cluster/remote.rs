@@ -557,7 +557,14 @@ async fn wait_for_program(c: &mut Admin, id: u64) -> anyhow::Result<pb::ProgramI
         } else {
             "queued".to_string()
         };
-        bar.set_message(format!("#{id} {place} | {}", progress.line(&snap)));
+        // The program's own figures (done/total, ETA, CPU hours) when it has any.
+        let figures = figures_text(&ProgramV1::from(&p));
+        let figures = if figures.is_empty() {
+            String::new()
+        } else {
+            format!(" | {figures}")
+        };
+        bar.set_message(format!("#{id} {place}{figures} | {}", progress.line(&snap)));
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }

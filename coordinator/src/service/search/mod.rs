@@ -10,6 +10,7 @@
 //!   by `book show`, `book line`, the API and the explorer).
 
 mod analysis;
+pub(crate) mod pace;
 #[cfg(test)]
 mod tests;
 

@@ -312,8 +312,13 @@ fn search_and_analysis_programs_list_their_searches_and_cost() {
         .program,
         2
     );
-    answer_rounds(&f.c, "t", 3, 4);
-    // Running: the searches with a result of all it asks, what was charged to it so far.
+    for _ in 0..3 {
+        // The finish estimate is a pace on the wall clock: let it move between results.
+        std::thread::sleep(Duration::from_millis(2));
+        answer_rounds(&f.c, "t", 1, 4);
+    }
+    // Running: the searches with a result of all it asks, what was charged to it so far, and
+    // a finish estimate from its pace (12 results landed, more than the 8 it needs).
     let running = f.c.programs(false).remove(0);
     assert_eq!(running.record.state, ProgramState::Running);
     let fig = running.figures;
@@ -321,6 +326,8 @@ fn search_and_analysis_programs_list_their_searches_and_cost() {
     assert!(fig.done >= 4 && fig.done < total, "{fig:?}");
     assert_eq!(fig.cost.searches, fig.done, "{fig:?}");
     assert_eq!(fig.cost.cpu_us, fig.cost.searches);
+    let eta = fig.eta.expect("an estimate");
+    assert!(eta.low <= eta.high, "{eta:?}");
     let status = f.c.status();
     assert_eq!(
         status
@@ -370,6 +377,7 @@ fn search_and_analysis_programs_list_their_searches_and_cost() {
             (fig.unit, fig.done, fig.total, fig.cost.searches),
             ("searches", landed, levels, landed)
         );
+        assert_eq!(fig.eta, None, "too few landed for a pace");
     }
     drive(&f.c, 4);
     let done =
