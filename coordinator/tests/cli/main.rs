@@ -3,5 +3,6 @@
 
 mod book_search;
 mod cli_workers;
+mod expand_analyze;
 mod import_crash;
 mod offline_book;

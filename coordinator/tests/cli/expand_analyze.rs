@@ -1,0 +1,148 @@
+//! `bookfarm-coordinator expand analyze` against a real `serve` process: a bad position or bad
+//! levels are refused naming them and nothing is queued; a good one is queued and listed by
+//! `expand list` with its searches (done/total), then cancelled.
+
+use std::process::{Child, Command, Output, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_bookfarm-coordinator");
+const TOKEN: &str = "analyze-test-admin-secret";
+
+/// The `serve` process, killed when the test ends (also on a failed assertion).
+struct Serve(Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn cli(url: &str, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .args(["--coordinator", url])
+        .env("BOOKFARM_TOKEN", TOKEN)
+        .env("RUST_LOG", "warn")
+        .env_remove("BOOKFARM_DB")
+        .output()
+        .expect("running bookfarm-coordinator")
+}
+
+fn text(o: &Output) -> (bool, String, String) {
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+#[test]
+fn expand_analyze_refuses_bad_input_before_sending_and_lists_its_searches() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("db");
+    let db = db.to_str().expect("path");
+    let new = Command::new(BIN)
+        .args(["book", "new", "2", "10", "--db", db])
+        .env("RUST_LOG", "warn")
+        .env_remove("BOOKFARM_EVAL")
+        .output()
+        .expect("book new");
+    assert!(
+        new.status.success(),
+        "{}",
+        String::from_utf8_lossy(&new.stderr)
+    );
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let url = format!("http://{listen}");
+    let _serve = Serve(
+        Command::new(BIN)
+            .args(["serve", "--db", db, "--listen", &listen])
+            .env("BOOKFARM_ADMIN_TOKEN", TOKEN)
+            .env("RUST_LOG", "warn")
+            .env_remove("BOOKFARM_EVAL")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("serve"),
+    );
+    // Up once it answers (each try is a process start: a bounded number of them).
+    let listed = (0..600)
+        .map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            text(&cli(&url, &["expand", "list"]))
+        })
+        .find(|(ok, _, _)| *ok);
+    let (_, before, _) = listed.expect("serve answers");
+
+    // Refused before anything is sent or queued, naming what is wrong.
+    for (args, says) in [
+        (&["f5f5", "--level", "2"][..], "f5f5"),
+        (&["f5d6c3", "--level", "0"][..], "1..=60"),
+        (&["f5d6c3", "--level", "4", "--up-to", "3"][..], "up"),
+        (&["f5d6c3", "--level", "61"][..], "61"),
+    ] {
+        let args: Vec<&str> = ["expand", "analyze"].iter().chain(args).copied().collect();
+        let (ok, out, err) = text(&cli(&url, &args));
+        assert!(!ok, "{args:?} accepted: {out}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let (ok, after, err) = text(&cli(&url, &["expand", "list", "--all"]));
+    assert!(ok, "{err}");
+    assert!(!after.contains("analyze"), "queued: {after}");
+
+    // Queued (nothing runs before it), listed running with its searches.
+    let (ok, out, err) = text(&cli(
+        &url,
+        &[
+            "expand", "analyze", "f5d6c3", "--level", "2", "--up-to", "4",
+        ],
+    ));
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("queued (0 programs before it): analyze levels 2..4"),
+        "{out}"
+    );
+    let id: u64 = out
+        .split_once('#')
+        .and_then(|(_, r)| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("program id in {out}"));
+    let board = bookfarm_engine::formats::transcript::board_after("f5d6c3").expect("line");
+    let levels = bookfarm_book::searches::analysis_levels(&board, 2, 4).len();
+    let (ok, list, err) = text(&cli(&url, &["expand", "list"]));
+    assert!(ok, "{err}");
+    let row = list
+        .lines()
+        .position(|l| l.starts_with(&format!("#{id} ")))
+        .unwrap_or_else(|| panic!("#{id} in {list} (before: {before})"));
+    let lines: Vec<&str> = list.lines().collect();
+    assert!(
+        lines[row].contains("running") && lines[row].contains("analyze levels 2..4"),
+        "{list}"
+    );
+    assert!(
+        lines
+            .get(row + 1)
+            .is_some_and(|l| l.contains(&format!("0/{levels} searches"))),
+        "{list}"
+    );
+
+    // Cancelled: listed as such, no longer running.
+    let (ok, _, err) = text(&cli(&url, &["expand", "cancel", &id.to_string()]));
+    assert!(ok, "{err}");
+    let (ok, list, err) = text(&cli(&url, &["expand", "list", "--all"]));
+    assert!(ok, "{err}");
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with(&format!("#{id} ")) && l.contains("cancelled")),
+        "{list}"
+    );
+}
