@@ -67,7 +67,7 @@ pub use workers::{BlockHook, RemoteWorker};
 
 use crate::error::{CoordinatorError, Result};
 use crate::events::EventLog;
-use crate::store::{Batch, Store};
+use crate::store::{Batch, ProgramState, Store};
 use bookfarm_book::program::{Operation, Program};
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchSignature};
 use bookfarm_engine::{Board, Move};
@@ -229,6 +229,13 @@ impl Coordinator {
             .filter(|(_, t)| t.blocked)
             .map(|(name, _)| name.clone())
             .collect();
+        // A program resumed from the store is charged from now on (what it cost before the
+        // restart is not kept).
+        if let Some(r) = growth.programs.front()
+            && r.state == ProgramState::Running
+        {
+            jobs.cost.program_id = r.id;
+        }
         let history = History::from_record(loaded.history);
         let events = EventLog::open(&store, cfg.event_log_max)?;
         let (runs, _) = tokio::sync::watch::channel(0);

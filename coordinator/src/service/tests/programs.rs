@@ -390,3 +390,40 @@ fn search_and_analysis_programs_list_their_searches_and_cost() {
         (ProgramState::Done, levels)
     );
 }
+
+#[test]
+fn a_search_program_resumed_after_a_restart_counts_its_stored_results_and_is_charged() {
+    use bookfarm_book::searches::SearchSet;
+    let f = fixture(2, 10, ServiceConfig::default());
+    drive(&f.c, 4);
+    let positions = SearchSet::parse(&search_file(40), 1000).unwrap();
+    let id =
+        f.c.start(Program::new(Operation::Search {
+            positions,
+            level: 5,
+        }))
+        .unwrap()
+        .program;
+    answer_rounds(&f.c, "t", 2, 4);
+    let before = f.c.programs(false).remove(0).figures;
+    assert!(
+        before.done > 0 && before.cost.searches == before.done,
+        "{before:?}"
+    );
+    let f = reopen(f, ServiceConfig::default());
+    answer_rounds(&f.c, "t", 1, 4);
+    let running = f.c.programs(false).remove(0);
+    assert_eq!(
+        (running.record.id, running.record.state),
+        (id, ProgramState::Running)
+    );
+    let fig = running.figures;
+    // The results searched before the restart count as done; the program is charged the
+    // searches after it.
+    assert!(fig.cost.searches > 0, "{fig:?}");
+    assert_eq!(
+        (fig.done, fig.total),
+        (before.done + fig.cost.searches, 40),
+        "{fig:?}"
+    );
+}
