@@ -79,6 +79,29 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Write `bytes` to `path` readable by its owner only, atomically and durably: a temporary
+/// file beside it, synced, renamed over `path`, the directory synced (a kill leaves the old
+/// file or none, never part of the new one).
+pub fn write_private_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".bookfarm-")
+        .tempfile_in(dir)
+        .with_context(|| format!("writing {}", path.display()))?;
+    tmp.write_all(bytes)
+        .and_then(|()| tmp.as_file().sync_all())
+        .with_context(|| format!("writing {}", path.display()))?;
+    tmp.persist(path)
+        .map_err(|e| anyhow!("writing {}: {}", path.display(), e.error))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("syncing {}", dir.display()))?;
+    Ok(())
+}
+
 /// Create `path` (it must not exist) readable by its owner only, holding `secret` and a newline.
 pub fn write_secret(path: &Path, secret: &str) -> anyhow::Result<()> {
     let mut o = std::fs::OpenOptions::new();

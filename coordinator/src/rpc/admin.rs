@@ -176,6 +176,30 @@ impl pb::admin_service_server::AdminService for AdminApi {
         Ok(Response::new(Box::pin(tokio_stream::iter(chunks))))
     }
 
+    type BackupStoreStream = ExportStream;
+
+    async fn backup_store(
+        &self,
+        _req: Request<pb::BackupStoreRequest>,
+    ) -> Result<Response<Self::BackupStoreStream>, Status> {
+        let c = self.c.clone();
+        let (bytes, summary) = tokio::task::spawn_blocking(move || c.backup())
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?
+            .map_err(st)?;
+        tracing::info!(
+            records = summary.records,
+            base_bytes = summary.base_bytes,
+            bytes = bytes.len(),
+            "store backup taken"
+        );
+        let chunks: Vec<Result<pb::ExportChunk, Status>> = bytes
+            .chunks(EXPORT_CHUNK)
+            .map(|c| Ok(pb::ExportChunk { data: c.to_vec() }))
+            .collect();
+        Ok(Response::new(Box::pin(tokio_stream::iter(chunks))))
+    }
+
     async fn import_book(
         &self,
         req: Request<pb::ImportBookRequest>,

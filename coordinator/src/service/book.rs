@@ -68,6 +68,11 @@ impl Coordinator {
         (*g.book.header(), g.book.positions().collect())
     }
 
+    /// A backup of the whole store ([`crate::store::backup`]): writes wait while it is taken.
+    pub fn backup(&self) -> Result<(Vec<u8>, crate::store::backup::BackupSummary)> {
+        Ok(self.0.store.backup()?)
+    }
+
     /// A copy of the book (export, offline commands).
     pub fn book_snapshot(&self) -> bookfarm_book::MemBook {
         let mut book = self.growth().book.clone();

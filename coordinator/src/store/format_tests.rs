@@ -1164,3 +1164,48 @@ fn byte_flips_in_the_store_files_are_refused_or_read_back_unchanged() {
     let wrong: Vec<_> = by_file.values().flat_map(|o| &o.served_wrong).collect();
     assert!(wrong.is_empty(), "{wrong:?}");
 }
+
+/// A backup of a store that serves (the version-3 fixture at this build's version, held open)
+/// restores into a store holding the same records and base file; restoring refuses an existing
+/// directory, a backup cut short anywhere and one with a changed byte, leaving no store; a
+/// restore cut short (its `.restoring` directory left behind) does not stop the next.
+#[test]
+fn a_backup_restores_to_the_same_store_and_a_cut_or_damaged_one_is_refused() {
+    use super::backup::restore;
+    let dir = restored(V3);
+    let s = Store::open_book(dir.path()).unwrap();
+    s.load(dir.path()).unwrap();
+    let (bytes, summary) = s.backup().unwrap();
+    assert!(
+        summary.records > 90 && summary.base_bytes > 0,
+        "{summary:?}"
+    );
+    drop(s);
+    let want = dump::dump(dir.path()).unwrap();
+    let to = tempfile::tempdir().unwrap();
+    let new = to.path().join("restored");
+    // A restore killed earlier left its directory: it is replaced.
+    std::fs::create_dir_all(to.path().join("restored.restoring/junk")).unwrap();
+    let got = restore(&bytes, &new).unwrap();
+    assert_eq!(got, summary);
+    assert_eq!(dump::dump(&new).unwrap(), want);
+    assert!(!to.path().join("restored.restoring").exists());
+    let e = restore(&bytes, &new).unwrap_err();
+    assert!(e.to_string().contains("exists"), "{e}");
+    let refused = to.path().join("refused");
+    for cut in [0, 10, bytes.len() / 3, bytes.len() - 70, bytes.len() - 2] {
+        let e = restore(&bytes[..cut], &refused).unwrap_err().to_string();
+        assert!(
+            e.contains("incomplete") || e.contains("damaged") || e.contains("not a"),
+            "{cut}: {e}"
+        );
+        assert!(!refused.exists());
+    }
+    for at in [40, bytes.len() / 2, bytes.len() - 80] {
+        let mut b = bytes.clone();
+        b[at] = if b[at] == b'0' { b'1' } else { b'0' };
+        let e = restore(&b, &refused).unwrap_err().to_string();
+        assert!(e.contains("damaged") || e.contains("not a"), "{at}: {e}");
+        assert!(!refused.exists());
+    }
+}

@@ -20,6 +20,7 @@
 //! - `sled_repair.rs`: files a killed sled left unfinished, removed before it opens;
 //! - `record.rs`: the on-disk records; `credentials.rs`: the credential tree; `invitations.rs`:
 //!   the invitation tree; `events.rs`: the event log's tree;
+//! - [`backup`]: a consistent copy of the store taken while it serves, and restoring one;
 //! - [`dump`]: a store directory as text (the format fixtures of the migration tests).
 //!
 //! Growth state is **checkpointed**: the position records, the header and the growth records
@@ -46,6 +47,7 @@
 //! are stored as last written but recomputed in full when the store is opened.
 //! Only the coordinator process writes the store (sled locks the directory).
 
+pub mod backup;
 mod batch;
 mod credentials;
 pub mod dump;
@@ -375,10 +377,11 @@ impl Store {
     /// start never serves a damaged record of any tree; `book verify` reports it.
     pub fn verify_records(&self) -> Result<u64, StoreError> {
         let mut n = 0;
+        let default = self.db.name();
         for name in self.db.tree_names() {
             for kv in self.db.open_tree(&name)?.iter() {
                 let (k, v) = kv?;
-                if &k[..] == keys::FORMAT_KEY {
+                if name == default && &k[..] == keys::FORMAT_KEY {
                     continue;
                 }
                 keys::unseal(&k, &v)?;

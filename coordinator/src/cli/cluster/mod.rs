@@ -1,6 +1,6 @@
-//! The coordinator's own commands: `serve` ([`serve`]), `local` ([`local`]), and the admin
-//! commands on a running coordinator ([`remote`]: `expand`, `pause`, `resume`, `export`,
-//! `status`). Stores are created and read with the `book … --db` commands.
+//! The coordinator's own commands: `serve` ([`serve`]), `local` ([`local`]), `restore`, and the
+//! admin commands on a running coordinator ([`remote`]: `expand`, `pause`, `resume`, `export`,
+//! `backup`, `status`). Stores are created and read with the `book … --db` commands.
 
 use anyhow::Context;
 use bookfarm_coordinator::server;
@@ -31,6 +31,16 @@ pub enum ClusterCommand {
     /// every thread, then write the book (Edax book.dat, CSV or .egbk3 by the --out
     /// extension). Run again on the same --db to resume.
     Local(local::LocalArgs),
+    /// Make a store from a backup (`backup OUT`): DIR must not exist. The backup is checked
+    /// whole first (a backup cut short or damaged is refused), the store is built beside DIR
+    /// and renamed into place once every record and the base file check out.
+    Restore {
+        /// The backup file.
+        backup: PathBuf,
+        /// The new store directory.
+        #[arg(long)]
+        db: PathBuf,
+    },
     #[command(flatten)]
     Admin(remote::AdminCommand),
 }
@@ -40,6 +50,20 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
     match cmd {
         ClusterCommand::Serve(args) => serve::run(args),
         ClusterCommand::Local(args) => local::run(args),
+        ClusterCommand::Restore { backup, db } => {
+            let bytes =
+                std::fs::read(&backup).with_context(|| format!("reading {}", backup.display()))?;
+            let s = bookfarm_coordinator::store::backup::restore(&bytes, &db)
+                .with_context(|| format!("restoring {} into {}", backup.display(), db.display()))?;
+            println!(
+                "restored {} into {} ({} records, {} bytes of base file, all checked)",
+                backup.display(),
+                db.display(),
+                s.records,
+                s.base_bytes
+            );
+            Ok(())
+        }
         ClusterCommand::Admin(cmd) => remote::run(cmd),
     }
 }

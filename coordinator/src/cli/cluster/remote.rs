@@ -1,5 +1,5 @@
-//! The admin commands on a running coordinator: `expand`, `pause`, `resume`, `export` and
-//! `status`.
+//! The admin commands on a running coordinator: `expand`, `pause`, `resume`, `export`,
+//! `backup` and `status`.
 
 use super::{Admin, Remote, admin, spinner};
 use crate::cli::io;
@@ -63,6 +63,17 @@ pub enum AdminCommand {
     Export {
         /// Output file (.dat, .csv or .egbk3).
         #[arg(value_parser = crate::cli::args::book_output)]
+        out: PathBuf,
+        #[command(flatten)]
+        remote: Remote,
+    },
+    /// Write a backup of the running coordinator's whole store to OUT (book, results and
+    /// provenance, programs, trust records, credentials, invitations, events), a consistent
+    /// copy taken while the farm runs (writes wait while it is taken). OUT appears only when
+    /// complete (a kill leaves no OUT or the previous one); readable by its owner only (it
+    /// holds the credentials' token hashes). `restore OUT --db DIR` makes a store of it.
+    Backup {
+        /// Output file.
         out: PathBuf,
         #[command(flatten)]
         remote: Remote,
@@ -288,6 +299,21 @@ pub fn run(cmd: AdminCommand) -> anyhow::Result<()> {
                 bytes.extend_from_slice(&chunk.data);
             }
             io::write_atomic(&out, &bytes)?;
+            println!("wrote {} ({} bytes)", out.display(), bytes.len());
+            Ok(())
+        }),
+        AdminCommand::Backup { out, remote } => io::runtime()?.block_on(async {
+            let mut c = admin(&remote).await?;
+            let mut stream = c
+                .backup_store(pb::BackupStoreRequest {})
+                .await
+                .context("taking the backup")?
+                .into_inner();
+            let mut bytes = Vec::new();
+            while let Some(chunk) = stream.message().await.context("receiving the backup")? {
+                bytes.extend_from_slice(&chunk.data);
+            }
+            io::write_private_atomic(&out, &bytes)?;
             println!("wrote {} ({} bytes)", out.display(), bytes.len());
             Ok(())
         }),
