@@ -993,9 +993,16 @@ async fn an_analysis_runs_next_and_each_level_shows_in_the_api_as_it_lands() {
     );
 }
 
-/// `bft-coordinator ARGS` run to its end: (success, stdout + stderr).
+/// The operator's command-line tool (`bookfarm-coordinator`, built by the workspace).
+fn cli() -> String {
+    bookfarm_tests::deploy::binary("bookfarm-coordinator")
+        .display()
+        .to_string()
+}
+
+/// `bookfarm-coordinator ARGS` run to its end: (success, stdout + stderr).
 fn run_coordinator_command(args: &[String]) -> (bool, String) {
-    let out = std::process::Command::new(COORD)
+    let out = std::process::Command::new(cli())
         .args(args)
         .output()
         .unwrap();
@@ -1048,7 +1055,7 @@ async fn a_backup_taken_during_a_build_restores_and_finishes_to_the_same_book() 
     let (mut absent, mut complete) = (0, 0);
     for i in 0..6u64 {
         let out = dir.path().join(format!("killed-{i}.bak"));
-        let mut p = Proc::spawn(COORD, &backup_args(&out));
+        let mut p = Proc::spawn(&cli(), &backup_args(&out));
         tokio::time::sleep(Duration::from_millis(20 * i)).await;
         p.kill9();
         if out.exists() {
@@ -1089,7 +1096,7 @@ async fn a_backup_taken_during_a_build_restores_and_finishes_to_the_same_book() 
         assert!(!to.exists());
     }
     // The coordinator killed while a backup is being taken: it restarts on its store.
-    let mut p = Proc::spawn(COORD, &backup_args(&dir.path().join("during-kill.bak")));
+    let mut p = Proc::spawn(&cli(), &backup_args(&dir.path().join("during-kill.bak")));
     tokio::time::sleep(Duration::from_millis(30)).await;
     c.kill9();
     let _ = p.0.wait();

@@ -210,8 +210,9 @@ impl Client {
         })
     }
 
-    /// `LeaseJobs`, carrying finished results. Jobs that do not decode are dropped with a warning
-    /// (the coordinator re-leases them after the lease timeout).
+    /// `LeaseJobs`, carrying finished results. Jobs that do not decode, and jobs beyond the free
+    /// slots asked for, are dropped with a warning ([`accept_jobs`]; the coordinator re-leases
+    /// them after the lease timeout).
     pub async fn lease(
         &mut self,
         worker: Uuid,
@@ -231,19 +232,8 @@ impl Client {
             })
             .await?
             .into_inner();
-        let jobs = r
-            .jobs
-            .into_iter()
-            .filter_map(|j| match Job::try_from(j) {
-                Ok(j) => Some(j),
-                Err(e) => {
-                    tracing::warn!(error = %e, "dropping undecodable job");
-                    None
-                }
-            })
-            .collect();
         Ok(Leased {
-            jobs,
+            jobs: accept_jobs(r.jobs, ask.free),
             acks: acks(r.acks),
             retry_after: Duration::from_millis(u64::from(r.retry_after_ms)),
             idle: bookfarm_proto::convert::idle_reason(r.idle_reason),
@@ -423,6 +413,32 @@ impl Transport for GrpcTransport {
     }
 }
 
+/// The jobs of a lease answer the worker takes: those that decode (a level above 60, a board
+/// with a square of both colours or a malformed id is refused with a warning naming what is
+/// wrong), at most `free` of them (the slots the worker asked for: a coordinator that sends more
+/// gets the first `free` done and the rest dropped with a warning).
+pub fn accept_jobs(jobs: Vec<pb::Job>, free: u32) -> Vec<Job> {
+    let sent = jobs.len();
+    let free = usize::try_from(free).unwrap_or(usize::MAX);
+    if sent > free {
+        tracing::warn!(
+            sent,
+            free,
+            "the coordinator sent more jobs than the free slots asked for: keeping the first"
+        );
+    }
+    jobs.into_iter()
+        .take(free)
+        .filter_map(|j| match Job::try_from(j) {
+            Ok(j) => Some(j),
+            Err(e) => {
+                tracing::warn!(error = %e, "refusing a job the coordinator sent");
+                None
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -487,5 +503,43 @@ mod tests {
             CallErrorKind::Unavailable
         );
         assert_eq!(kind(Status::unknown("reset")), CallErrorKind::Unavailable);
+    }
+
+    /// A coordinator's absurd lease answers are refused without a panic: more jobs than the
+    /// free slots (the first ones kept), a level above 60, a board with a square of both
+    /// colours, a missing board, a malformed job id.
+    #[test]
+    fn absurd_jobs_from_a_coordinator_are_refused() {
+        let job = |id: u128, level: u32, player: u64, opponent: u64| pb::Job {
+            job_id: uuid::Uuid::from_u128(id).to_string(),
+            position: Some(pb::Position { player, opponent }),
+            excluded: 0,
+            level,
+            attempt: 0,
+        };
+        let start = bookfarm_engine::Board::start();
+        let good = |id| job(id, 12, start.player, start.opponent);
+        let many: Vec<pb::Job> = (1..=1000).map(good).collect();
+        let kept = accept_jobs(many, 3);
+        let ids: Vec<u128> = kept.iter().map(|j| j.id.as_u128()).collect();
+        assert_eq!(ids, [1, 2, 3]);
+        let bad = vec![
+            job(10, 61, start.player, start.opponent),
+            job(11, u32::MAX, start.player, start.opponent),
+            job(12, 12, 0b11, 0b10),
+            pb::Job {
+                position: None,
+                ..good(13)
+            },
+            pb::Job {
+                job_id: "not a uuid".into(),
+                ..good(14)
+            },
+            good(15),
+        ];
+        let kept = accept_jobs(bad, 10);
+        let ids: Vec<u128> = kept.iter().map(|j| j.id.as_u128()).collect();
+        assert_eq!(ids, [15]);
+        assert!(accept_jobs(vec![good(1)], 0).is_empty());
     }
 }

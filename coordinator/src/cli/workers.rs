@@ -142,7 +142,7 @@ fn print_list(cs: &[pb::Credential]) {
 
 /// The credentials of a stopped coordinator's store, and its contributors' credit (under the
 /// default rules: a configured N only changes which standing is shown).
-fn offline(db: &std::path::Path) -> anyhow::Result<(Identities, Vec<CreditReport>)> {
+fn offline(db: &std::path::Path) -> anyhow::Result<(Identities, Vec<CreditReport>, Store)> {
     let store = Store::open(db).with_context(|| {
         format!(
             "opening store {} (stop the coordinator first, or use --coordinator)",
@@ -161,7 +161,7 @@ fn offline(db: &std::path::Path) -> anyhow::Result<(Identities, Vec<CreditReport
         &store,
         bookfarm_coordinator::events::DEFAULT_MAX_EVENTS,
     )?);
-    Ok((ids, credit))
+    Ok((ids, credit, store))
 }
 
 /// What a `workers` command does, on either target.
@@ -234,7 +234,7 @@ pub fn run(cmd: WorkersCommand) -> anyhow::Result<()> {
     };
     match &target.db {
         Some(db) => {
-            let (ids, credit) = offline(db)?;
+            let (ids, credit, store) = offline(db)?;
             match op {
                 Op::Add {
                     name,
@@ -262,6 +262,10 @@ pub fn run(cmd: WorkersCommand) -> anyhow::Result<()> {
                     reason,
                 } => {
                     let (rec, _) = ids.set_state(&name, state, &reason)?;
+                    // Unblocking also lifts a block for invalid results (the trust ledger's).
+                    if state == CredentialState::Active && store.unblock_trust(&rec.name)? {
+                        println!("{}: block for invalid results lifted", rec.name);
+                    }
                     println!("{}: {}", rec.name, rec.state.as_str());
                 }
             }

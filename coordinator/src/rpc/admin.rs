@@ -344,6 +344,14 @@ impl pb::admin_service_server::AdminService for AdminApi {
                 .map_err(idst)?;
         // The credential's sessions end now: their leases go back to the queue.
         self.c.drop_workers(&ended);
+        // Unblocking also lifts a block for invalid results (the trust ledger's).
+        if state == CredentialState::Active {
+            let (c, name) = (self.c.clone(), rec.name.clone());
+            tokio::task::spawn_blocking(move || c.unblock_contributor(&name))
+                .await
+                .map_err(|e| Status::internal(e.to_string()))?
+                .map_err(st)?;
+        }
         Ok(Response::new(pb::SetCredentialStateResponse {
             credential: Some(credential(&rec, 0, None)),
         }))

@@ -303,6 +303,33 @@ impl Coordinator {
         Ok(wid)
     }
 
+    /// The operator unblocked contributor `contributor`'s credential: its block for invalid
+    /// results ends too (durable on return), so that its workers are served again. Its other
+    /// counts stay (its invalid results included: one more caught blocks it again). Returns
+    /// whether it was blocked.
+    pub fn unblock_contributor(&self, contributor: &str) -> Result<bool> {
+        let mut g = self.jobs();
+        let Some(r) = g.trust.records.get_mut(contributor) else {
+            return Ok(false);
+        };
+        if !r.blocked {
+            return Ok(false);
+        }
+        r.blocked = false;
+        let r = r.clone();
+        let mut b = Batch::default();
+        b.put_trust(contributor, &r)?;
+        self.0.store.apply(b)?;
+        self.0.store.flush()?;
+        g.trust.unwritten.remove(contributor);
+        g.trust.written.insert(contributor.to_string(), r);
+        tracing::info!(
+            contributor,
+            "block for invalid results lifted by the operator"
+        );
+        Ok(true)
+    }
+
     /// Refuse a worker whose contributor was blocked for invalid results.
     pub(super) fn check_blocked(g: &Jobs, worker: &Uuid) -> Result<()> {
         match g.workers.get(worker) {

@@ -242,6 +242,27 @@ impl Batch {
 }
 
 impl Store {
+    /// Lift the block for invalid results of contributor `name` in a stopped coordinator's
+    /// store (`workers unblock --db`; a running service does it in its own state,
+    /// `Coordinator::unblock_contributor`), durable on return; its other counts stay. Returns
+    /// whether it was blocked.
+    pub fn unblock_trust(&self, name: &str) -> Result<bool, StoreError> {
+        let key = trust_key(name);
+        let Some(v) = self.tree().get(&key)? else {
+            return Ok(false);
+        };
+        let mut t: TrustRecord = super::keys::decode(&key, &v)?;
+        if !t.blocked {
+            return Ok(false);
+        }
+        t.blocked = false;
+        let mut b = Batch::default();
+        b.put_trust(name, &t)?;
+        self.apply(b)?;
+        self.flush()?;
+        Ok(true)
+    }
+
     /// Apply a batch atomically (not yet durable: see [`Store::flush`]): its results become
     /// one `g` record under the next sequence number, its removals `x` tombstones naming it.
     /// Batches that store or remove results must be applied one at a time (the service does so

@@ -178,6 +178,21 @@ fn untrusted_liars_never_reach_the_book_and_are_blocked() {
         f.c.register_with(&id, "m", 1, Some("mallory"), false)
             .is_err()
     );
+    // The operator unblocks mallory (`workers unblock`): served again, also after a restart;
+    // the invalid results stay on the record.
+    assert!(f.c.unblock_contributor("mallory").unwrap());
+    assert!(!f.c.unblock_contributor("mallory").unwrap());
+    assert!(!f.c.unblock_contributor("alice").unwrap());
+    let f = reopen(f, ServiceConfig::default());
+    let m =
+        f.c.status()
+            .credit
+            .into_iter()
+            .find(|c| c.name == "mallory")
+            .unwrap();
+    assert!(!m.blocked && m.invalid > 0, "{m:?}");
+    f.c.register_with(&id, "m", 1, Some("mallory"), false)
+        .unwrap();
 }
 
 /// A level-2, depth-10 book served under `trust` with no verifier: trusted workers are the only
