@@ -79,27 +79,58 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Write `bytes` to `path` readable by its owner only, atomically and durably: a temporary
-/// file beside it, synced, renamed over `path`, the directory synced (a kill leaves the old
-/// file or none, never part of the new one).
-pub fn write_private_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".bookfarm-")
-        .tempfile_in(dir)
-        .with_context(|| format!("writing {}", path.display()))?;
-    tmp.write_all(bytes)
-        .and_then(|()| tmp.as_file().sync_all())
-        .with_context(|| format!("writing {}", path.display()))?;
-    tmp.persist(path)
-        .map_err(|e| anyhow!("writing {}: {}", path.display(), e.error))?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .with_context(|| format!("syncing {}", dir.display()))?;
-    Ok(())
+/// A file written to `path` readable by its owner only, atomically and durably: written into
+/// a temporary file beside it, which [`PrivateAtomic::commit`] syncs, renames over `path` and
+/// makes durable by syncing the directory (a kill leaves the old file or none, never part of
+/// the new one; a temporary file not committed is removed).
+pub struct PrivateAtomic {
+    path: std::path::PathBuf,
+    dir: std::path::PathBuf,
+    tmp: std::io::BufWriter<tempfile::NamedTempFile>,
+}
+
+impl PrivateAtomic {
+    /// Start writing `path`.
+    pub fn create(path: &Path) -> anyhow::Result<Self> {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let tmp = tempfile::Builder::new()
+            .prefix(".bookfarm-")
+            .tempfile_in(dir)
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            dir: dir.to_path_buf(),
+            tmp: std::io::BufWriter::with_capacity(1 << 20, tmp),
+        })
+    }
+
+    /// Append `bytes`.
+    pub fn write_all(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
+        self.tmp
+            .write_all(bytes)
+            .with_context(|| format!("writing {}", self.path.display()))
+    }
+
+    /// Sync, rename into place, sync the directory.
+    pub fn commit(self) -> anyhow::Result<()> {
+        let path = self.path;
+        let tmp = self
+            .tmp
+            .into_inner()
+            .map_err(|e| anyhow!("writing {}: {}", path.display(), e.error()))?;
+        tmp.as_file()
+            .sync_all()
+            .with_context(|| format!("writing {}", path.display()))?;
+        tmp.persist(&path)
+            .map_err(|e| anyhow!("writing {}: {}", path.display(), e.error))?;
+        std::fs::File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .with_context(|| format!("syncing {}", self.dir.display()))?;
+        Ok(())
+    }
 }
 
 /// Create `path` (it must not exist) readable by its owner only, holding `secret` and a newline.

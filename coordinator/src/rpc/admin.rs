@@ -183,21 +183,44 @@ impl pb::admin_service_server::AdminService for AdminApi {
         _req: Request<pb::BackupStoreRequest>,
     ) -> Result<Response<Self::BackupStoreStream>, Status> {
         let c = self.c.clone();
-        let (bytes, summary) = tokio::task::spawn_blocking(move || c.backup())
+        let (mut file, len, summary) = tokio::task::spawn_blocking(move || c.backup())
             .await
             .map_err(|e| Status::internal(e.to_string()))?
             .map_err(st)?;
         tracing::info!(
             records = summary.records,
             base_bytes = summary.base_bytes,
-            bytes = bytes.len(),
+            bytes = len,
             "store backup taken"
         );
-        let chunks: Vec<Result<pb::ExportChunk, Status>> = bytes
-            .chunks(EXPORT_CHUNK)
-            .map(|c| Ok(pb::ExportChunk { data: c.to_vec() }))
-            .collect();
-        Ok(Response::new(Box::pin(tokio_stream::iter(chunks))))
+        // Sent from the local copy a few chunks ahead of the client: memory stays bounded,
+        // and the copy is gone once sent (or the client leaves).
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tokio::task::spawn_blocking(move || {
+            use std::io::Read as _;
+            loop {
+                let mut data = vec![0; EXPORT_CHUNK];
+                let sent = match file.read(&mut data) {
+                    Ok(0) => return,
+                    Ok(n) => {
+                        data.truncate(n);
+                        tx.blocking_send(Ok(pb::ExportChunk { data }))
+                    }
+                    Err(e) => {
+                        let _ = tx.blocking_send(Err(Status::internal(format!(
+                            "reading the backup copy: {e}"
+                        ))));
+                        return;
+                    }
+                };
+                if sent.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 
     async fn import_book(

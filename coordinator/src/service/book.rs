@@ -68,9 +68,10 @@ impl Coordinator {
         (*g.book.header(), g.book.positions().collect())
     }
 
-    /// A backup of the whole store ([`crate::store::backup`]): writes wait while it is taken.
-    pub fn backup(&self) -> Result<(Vec<u8>, crate::store::backup::BackupSummary)> {
-        Ok(self.0.store.backup()?)
+    /// A backup of the whole store ([`crate::store::backup`]) in an unnamed temporary file,
+    /// rewound, with its length: writes wait while the local copy is taken.
+    pub fn backup(&self) -> Result<(std::fs::File, u64, crate::store::backup::BackupSummary)> {
+        Ok(self.0.store.backup_file()?)
     }
 
     /// A copy of the book (export, offline commands).

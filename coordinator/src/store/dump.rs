@@ -61,6 +61,15 @@ pub fn dump(dir: &Path) -> Result<String, StoreError> {
 /// Write the store of `text` (a [`dump`]) into `dir`, which must hold no store; durable on
 /// return. Nothing is checked but the text's syntax: the result is the store as dumped.
 pub fn restore(text: &str, dir: &Path) -> Result<(), StoreError> {
+    restore_lines(text.lines().map(|l| Ok(l.to_string())), dir)
+}
+
+/// [`restore`] of the lines of a dump read one at a time (a backup's body), so the text is
+/// never held whole.
+pub fn restore_lines(
+    lines: impl Iterator<Item = Result<String, StoreError>>,
+    dir: &Path,
+) -> Result<(), StoreError> {
     let db = open_sled(dir, CACHE_BYTES)?;
     if !db
         .tree_names()
@@ -72,8 +81,9 @@ pub fn restore(text: &str, dir: &Path) -> Result<(), StoreError> {
             reason: format!("{} already holds a store", dir.display()),
         });
     }
-    for (i, line) in text.lines().enumerate() {
-        let line = line.strip_suffix('\r').unwrap_or(line);
+    for (i, line) in lines.enumerate() {
+        let line = line?;
+        let line = line.strip_suffix('\r').unwrap_or(&line);
         if line.trim().is_empty() || line.starts_with('#') {
             continue;
         }

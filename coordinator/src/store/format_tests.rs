@@ -1175,7 +1175,14 @@ fn a_backup_restores_to_the_same_store_and_a_cut_or_damaged_one_is_refused() {
     let dir = restored(V3);
     let s = Store::open_book(dir.path()).unwrap();
     s.load(dir.path()).unwrap();
-    let (bytes, summary) = s.backup().unwrap();
+    let mut bytes = Vec::new();
+    let summary = s.backup_to(&mut bytes).unwrap();
+    // The file the service streams holds the same backup.
+    let (mut file, len, same) = s.backup_file().unwrap();
+    let mut copy = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut copy).unwrap();
+    assert_eq!((copy.len() as u64, same), (len, summary));
+    assert_eq!(copy, bytes);
     assert!(
         summary.records > 90 && summary.base_bytes > 0,
         "{summary:?}"
@@ -1184,6 +1191,11 @@ fn a_backup_restores_to_the_same_store_and_a_cut_or_damaged_one_is_refused() {
     let want = dump::dump(dir.path()).unwrap();
     let to = tempfile::tempdir().unwrap();
     let new = to.path().join("restored");
+    let file = to.path().join("backup");
+    let restore = |bytes: &[u8], dir: &std::path::Path| {
+        std::fs::write(&file, bytes).unwrap();
+        restore(&file, dir)
+    };
     // A restore killed earlier left its directory: it is replaced.
     std::fs::create_dir_all(to.path().join("restored.restoring/junk")).unwrap();
     let got = restore(&bytes, &new).unwrap();

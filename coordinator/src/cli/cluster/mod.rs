@@ -51,9 +51,7 @@ pub fn run(cmd: ClusterCommand) -> anyhow::Result<()> {
         ClusterCommand::Serve(args) => serve::run(args),
         ClusterCommand::Local(args) => local::run(args),
         ClusterCommand::Restore { backup, db } => {
-            let bytes =
-                std::fs::read(&backup).with_context(|| format!("reading {}", backup.display()))?;
-            let s = bookfarm_coordinator::store::backup::restore(&bytes, &db)
+            let s = bookfarm_coordinator::store::backup::restore(&backup, &db)
                 .with_context(|| format!("restoring {} into {}", backup.display(), db.display()))?;
             println!(
                 "restored {} into {} ({} records, {} bytes of base file, all checked)",

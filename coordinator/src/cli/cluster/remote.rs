@@ -309,12 +309,16 @@ pub fn run(cmd: AdminCommand) -> anyhow::Result<()> {
                 .await
                 .context("taking the backup")?
                 .into_inner();
-            let mut bytes = Vec::new();
+            // Written as it arrives (never held whole), into a private temporary file renamed
+            // over OUT when complete.
+            let mut file = io::PrivateAtomic::create(&out)?;
+            let mut bytes = 0u64;
             while let Some(chunk) = stream.message().await.context("receiving the backup")? {
-                bytes.extend_from_slice(&chunk.data);
+                file.write_all(&chunk.data)?;
+                bytes += chunk.data.len() as u64;
             }
-            io::write_private_atomic(&out, &bytes)?;
-            println!("wrote {} ({} bytes)", out.display(), bytes.len());
+            file.commit()?;
+            println!("wrote {} ({bytes} bytes)", out.display());
             Ok(())
         }),
         AdminCommand::Status {
