@@ -22,6 +22,10 @@ pub enum SimCommand {
     /// Time real leaf searches of book positions at some levels and print them as `times.tsv`
     /// lines (the simulator's duration tables).
     Record(RecordArgs),
+    /// Calibrate the program ETA: simulated builds of one program each (every combination of
+    /// the lists), the stated range read after every event, and how often it held the
+    /// program's actual end at 25, 50 and 75 % of its run (the table of `docs/benchmarks.md`).
+    Eta(EtaArgs),
     /// Measure speculation's guesses: the default predictor (a shallow search) at some levels
     /// against leaf searches at a reference level on a book's positions (what calibrates the
     /// simulator's `--guess-error` and `--score-noise`).
@@ -381,6 +385,157 @@ pub struct GuessesArgs {
     every: usize,
 }
 
+/// `sim eta`.
+#[derive(Debug, Args)]
+pub struct EtaArgs {
+    /// Worker counts, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "4,16,64", value_parser = workers)]
+    workers: Vec<usize>,
+    /// Book depths in plies, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "12,16", value_parser = args::depth)]
+    depths: Vec<u8>,
+    /// Programs, comma-separated: `deviate:REL:ABS` or `enhance:MID:END` (until stable).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "deviate:2:4,deviate:4:8,enhance:4:8"
+    )]
+    programs: Vec<String>,
+    /// Seeds (worker speeds), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    seeds: Vec<u64>,
+    /// Worker speeds spread log-uniformly over [1/S, S].
+    #[arg(long, default_value_t = 4.0)]
+    spread: f64,
+    /// Recorded duration table (a level of `sim record`).
+    #[arg(long, default_value_t = 4, value_parser = args::level)]
+    times: u8,
+    /// Print each build's row too.
+    #[arg(long)]
+    verbose: bool,
+}
+
+/// A program of `sim eta --programs`.
+fn eta_program(s: &str) -> anyhow::Result<Program> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let num = |i: usize| -> anyhow::Result<i32> {
+        parts
+            .get(i)
+            .and_then(|p| p.parse().ok())
+            .with_context(|| format!("{s:?}: expected deviate:REL:ABS or enhance:MID:END"))
+    };
+    Ok(Program::new(match parts[0] {
+        "deviate" => Operation::Deviate {
+            params: Deviate::new(num(1)?, num(2)?),
+        },
+        "enhance" => Operation::Enhance {
+            midgame_error: num(1)?,
+            endcut_error: num(2)?,
+            until_stable: true,
+        },
+        _ => bail!("{s:?}: expected deviate:REL:ABS or enhance:MID:END"),
+    }))
+}
+
+fn eta(a: &EtaArgs) -> anyhow::Result<()> {
+    let times = TimeTable::recorded(a.times)
+        .with_context(|| format!("--times {}: no recorded table", a.times))?;
+    if !(a.spread.is_finite() && a.spread >= 1.0) {
+        bail!("--spread: expected a number ≥ 1");
+    }
+    let programs = a
+        .programs
+        .iter()
+        .map(|p| eta_program(p))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let tmp = tempfile::tempdir().context("temporary directory")?;
+    let fractions = [0.1, 0.25, 0.5, 0.75, 0.9];
+    println!(
+        "# sim eta: programs {:?}, depths {:?}, workers {:?}, seeds {:?}, speeds spread {}, level-{} search times; range = point × [{}, {}], open-ended programs' high at least elapsed × {}",
+        a.programs,
+        a.depths,
+        a.workers,
+        a.seeds,
+        a.spread,
+        a.times,
+        bookfarm_coordinator::service::eta::LOW,
+        bookfarm_coordinator::service::eta::HIGH,
+        bookfarm_coordinator::service::eta::PAST
+    );
+    if a.verbose {
+        println!("program	depth	workers	seed	positions	wall_s	held_25	held_50	held_75");
+    }
+    let mut runs = Vec::new();
+    let mut n = 0;
+    for (pi, program) in programs.iter().enumerate() {
+        for &depth in &a.depths {
+            for &w in &a.workers {
+                for &seed in &a.seeds {
+                    n += 1;
+                    let dir = tmp.path().join(format!("run-{n}"));
+                    std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
+                    let cfg = SimConfig {
+                        workers: w,
+                        threads: 1,
+                        speed_spread: a.spread,
+                        seed,
+                        times: times.clone(),
+                        level: 4,
+                        depth,
+                        ops: vec![program.clone()],
+                        speculation: 2,
+                        backup_after: 4,
+                        guess: Guess::Noisy {
+                            move_error_percent: 40,
+                            score_noise: 4,
+                        },
+                        faults: None,
+                        coordinator: sim::CoordinatorModel::free(),
+                        models: sim::WorkerModels::honest(),
+                        truth: sim::Truth::Hash,
+                        async_options: AsyncOptions::default(),
+                    };
+                    let run =
+                        sim::eta::eta_run(&cfg, &dir).with_context(|| format!("simulation {n}"))?;
+                    std::fs::remove_dir_all(&dir).ok();
+                    if a.verbose {
+                        let held = |f: f64| {
+                            run.check(f).map_or("-".to_string(), |(h, r, _)| {
+                                format!("{}({r:.2})", if h { "yes" } else { "no" })
+                            })
+                        };
+                        println!(
+                            "{}	{depth}	{w}	{seed}	{}	{:.1}	{}	{}	{}",
+                            a.programs[pi],
+                            run.report.positions,
+                            run.end - run.start,
+                            held(0.25),
+                            held(0.5),
+                            held(0.75)
+                        );
+                    }
+                    runs.push(run);
+                }
+            }
+        }
+    }
+    println!("fraction	runs	held	coverage	actual/point p10	p50	p90	width/actual p50");
+    for c in sim::eta::coverage(&runs, &fractions) {
+        println!(
+            "{:.0} %	{}	{}	{:.0} %	{:.2}	{:.2}	{:.2}	{:.2}",
+            c.fraction * 100.0,
+            c.runs,
+            c.held,
+            100.0 * c.held as f64 / c.runs.max(1) as f64,
+            c.ratio[0],
+            c.ratio[1],
+            c.ratio[2],
+            c.width
+        );
+    }
+    Ok(())
+}
+
 /// Run a `sim` command.
 pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
     match cmd {
@@ -388,6 +543,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
         SimCommand::Record(a) => record(&a),
         SimCommand::Guesses(a) => guesses(&a),
         SimCommand::Trust(a) => trust_table(&a),
+        SimCommand::Eta(a) => eta(&a),
     }
 }
 

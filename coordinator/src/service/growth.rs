@@ -302,6 +302,8 @@ pub(crate) struct Growth {
     started: Option<(u64, usize)>,
     /// The pace of the running book-neutral program (its finish estimate).
     pace: super::search::pace::Pace,
+    /// The running program's passes as the runner saw them (its finish estimate).
+    pub(crate) eta: super::eta::Trace,
 }
 
 /// A program as status shows it (with the level of the positions it creates, when set).
@@ -537,6 +539,7 @@ impl Growth {
             events: Vec::new(),
             started: None,
             pace: Default::default(),
+            eta: super::eta::Trace::default(),
         })
     }
 
@@ -834,6 +837,30 @@ impl Growth {
     /// The programs listed (see [`Programs::list`]), the running one with its progress.
     pub(crate) fn list(&self, finished: bool) -> Vec<super::programs::ProgramView> {
         self.views(self.programs.list(finished))
+    }
+
+    /// Follow the running program's passes for its finish estimate (after each growth run;
+    /// `now`: the service clock).
+    pub(crate) fn observe_eta(&mut self, now: std::time::Duration) {
+        if self.replay.replaying().is_some() {
+            return;
+        }
+        if let (Some(d), Some(r)) = (self.driver.as_ref(), self.programs.front()) {
+            self.eta.observe(r.id, d.state(), now);
+        }
+    }
+
+    /// The running program's id and its finish estimate at `now` (None: no program runs; an
+    /// estimate of None: not known yet).
+    pub(crate) fn eta_at(
+        &self,
+        now: std::time::Duration,
+    ) -> Option<(u64, Option<super::eta::Estimate>)> {
+        if self.replay.replaying().is_some() {
+            return None;
+        }
+        let (d, r) = (self.driver.as_ref()?, self.programs.front()?);
+        Some((r.id, self.eta.estimate(r.id, d.state(), now)))
     }
 
     /// The program running now (or the queue's first) and the last one ended, listed.

@@ -32,6 +32,7 @@
 mod book;
 mod book_view;
 mod config;
+pub mod eta;
 mod growth;
 mod history;
 mod jobs;

@@ -158,6 +158,7 @@ impl Coordinator {
             self.0.cfg.checkpoint_interval,
             auto,
         )?;
+        growth.observe_eta(self.now());
         if let Some(t) = replay_cpu {
             let us = u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
             self.jobs().trust.counters.replay_cpu_us += us;
@@ -466,16 +467,30 @@ impl Coordinator {
     /// The programs of the queue in run order (the running one first), then, with
     /// `finished`, the last finished and cancelled ones, most recent first.
     pub fn programs(&self, finished: bool) -> Vec<ProgramView> {
-        let mut list = self.growth().list(finished);
+        let (mut list, eta) = {
+            let g = self.growth();
+            (g.list(finished), g.eta_at(self.now()))
+        };
         self.add_costs(&mut list);
+        add_eta(&mut list, eta);
         list
+    }
+
+    /// The running program's id and its finish estimate now (see [`super::eta`]; None: no
+    /// program runs, an estimate of None: not known yet).
+    pub fn program_eta(&self) -> Option<(u64, Option<super::eta::Estimate>)> {
+        self.growth().eta_at(self.now())
     }
 
     /// The running program (or the queue's first) and the last one ended, with their costs.
     pub fn current_programs(&self) -> (Option<ProgramView>, Option<ProgramView>) {
-        let (mut current, mut last) = self.growth().current_and_last();
+        let ((mut current, mut last), eta) = {
+            let g = self.growth();
+            (g.current_and_last(), g.eta_at(self.now()))
+        };
         for p in [&mut current, &mut last].into_iter().flatten() {
             self.add_costs(std::slice::from_mut(p));
+            add_eta(std::slice::from_mut(p), eta);
         }
         (current, last)
     }
@@ -571,4 +586,17 @@ fn check_neutral(program: &Program, cfg: &super::ServiceConfig) -> Result<()> {
         _ => {}
     }
     Ok(())
+}
+
+/// Put the running program's finish estimate into its listing.
+fn add_eta(list: &mut [ProgramView], eta: Option<(u64, Option<super::eta::Estimate>)>) {
+    let Some((id, Some(e))) = eta else { return };
+    for p in list.iter_mut() {
+        if p.record.id == id && p.record.state == ProgramState::Running {
+            p.figures.eta = Some(super::EtaRange {
+                low: e.low,
+                high: e.high,
+            });
+        }
+    }
 }

@@ -18,6 +18,7 @@
 //! * with [`Charge::Fixed`] costs, every figure is a function of the configuration.
 
 pub mod cores;
+pub mod eta;
 pub mod guesses;
 pub mod times;
 pub mod trust;
@@ -751,13 +752,32 @@ impl Farm<'_> {
 
 /// Run one simulated build in store directory `dir` (which must be empty).
 pub fn simulate(cfg: &SimConfig, dir: &Path) -> Result<SimReport> {
-    simulate_inspect(cfg, dir, |_, _| ()).map(|(r, ())| r)
+    simulate_full(cfg, dir, &mut |_, _| {}, |_, _| ()).map(|(r, ())| r)
 }
 
 /// [`simulate`], then `inspect` the finished book and the serial build's book.
 pub fn simulate_inspect<T>(
     cfg: &SimConfig,
     dir: &Path,
+    inspect: impl FnOnce(&MemBook, &MemBook) -> T,
+) -> Result<(SimReport, T)> {
+    simulate_full(cfg, dir, &mut |_, _| {}, inspect)
+}
+
+/// [`simulate`], calling `observe` with the virtual time and the service after each event
+/// (what an operator polling the status would see then).
+pub fn simulate_observed(
+    cfg: &SimConfig,
+    dir: &Path,
+    observe: &mut dyn FnMut(Duration, &Coordinator),
+) -> Result<SimReport> {
+    simulate_full(cfg, dir, observe, |_, _| ()).map(|(r, ())| r)
+}
+
+fn simulate_full<T>(
+    cfg: &SimConfig,
+    dir: &Path,
+    observe: &mut dyn FnMut(Duration, &Coordinator),
     inspect: impl FnOnce(&MemBook, &MemBook) -> T,
 ) -> Result<(SimReport, T)> {
     if cfg.workers == 0 || cfg.threads == 0 {
@@ -930,6 +950,7 @@ pub fn simulate_inspect<T>(
                 farm.lease_idle(now)?;
             }
         }
+        observe(now, &farm.c);
     }
     farm.c.flush()?;
     let wall = clock_now(&clock);

@@ -1,0 +1,298 @@
+//! When will the running program end: a range, not a number.
+//!
+//! A growth program runs passes (a selector marks positions, the program expands them one by
+//! one) until a pass marks nothing; how many passes and how many positions each will mark is
+//! not known before they run. The estimate:
+//! - **time per expansion** `τ`: the program's elapsed time (service clock, since this
+//!   coordinator saw it start) over the expansions done, so it carries the farm's throughput
+//!   and each expansion's search latency as they were for this program;
+//! - **expansions left**: the current pass's unexpanded positions, plus the passes to come,
+//!   taken as a geometric continuation of the passes so far (each pass marks `ρ` times the
+//!   previous one's positions, `ρ` from the last passes, [`PRIOR_RATIO`] before there are
+//!   two; an operation with one pass has none to come);
+//! - the **point** `τ × left`, turned into the stated range (see [`range`]): `[point × LOW,
+//!   point × HIGH]`, whose upper bound is, for a program that runs until a pass marks nothing,
+//!   at least `elapsed × PAST`.
+//!
+//! Calibration (`sim eta`, the table in `docs/benchmarks.md`): at 25, 50 and 75 % of a
+//! simulated build the range holds the actual end in at least 80 % of the builds. The
+//! point alone underestimates open-ended programs (deviate's passes stay small for hundreds
+//! of iterations, then stop: actual ÷ point has a median near 10), so their upper bound is
+//! the elapsed-time term, and the range is wide; a reading in the first tenth of a run
+//! misses more often than not.
+//!
+//! Nothing here reads a clock or the book: [`Trace`] is fed by the growth runner and read by
+//! the status.
+
+use bookfarm_book::driver::{DriverState, Phase};
+use bookfarm_book::program::Operation;
+use std::time::Duration;
+
+/// The passes' ratio assumed before two passes are seen.
+pub const PRIOR_RATIO: f64 = 0.6;
+
+/// The largest ratio of one pass's marks to the previous one's assumed (a book always
+/// converges; a ratio of 1 would mean no end).
+pub const MAX_RATIO: f64 = 0.9;
+
+/// Lower bound of the stated range, as a factor of the point estimate.
+pub const LOW: f64 = 0.5;
+
+/// Upper bound of the stated range, as a factor of the point estimate.
+pub const HIGH: f64 = 2.5;
+
+/// Least upper bound of an open-ended program's range, as a factor of its elapsed time.
+pub const PAST: f64 = 3.5;
+
+/// One pass of the running program as the runner saw it start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Pass {
+    /// Positions it marked.
+    marked: u64,
+}
+
+/// What the estimate needs of the running program's history (kept by the growth runner).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Trace {
+    /// The program's id (0: none).
+    program: u64,
+    /// When this coordinator first saw it run (service clock).
+    started: Duration,
+    /// Its passes so far, in order (from when this coordinator first saw it run).
+    passes: Vec<Pass>,
+    /// `DriverState::passes` at the last observation.
+    seen_passes: u32,
+}
+
+/// A point estimate and the stated range, from now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    /// `τ × expansions left`.
+    pub point: Duration,
+    /// The earliest end stated.
+    pub low: Duration,
+    /// The latest end stated.
+    pub high: Duration,
+}
+
+impl Trace {
+    /// Observe program `id` in state `st` at `now` (after each growth run).
+    pub fn observe(&mut self, id: u64, st: &DriverState, now: Duration) {
+        if id != self.program {
+            *self = Trace {
+                program: id,
+                started: now,
+                passes: Vec::new(),
+                seen_passes: st.passes,
+            };
+            if let Phase::Expanding { todo, .. } = &st.phase {
+                self.passes.push(Pass {
+                    marked: todo.len() as u64,
+                });
+            }
+            return;
+        }
+        if st.passes != self.seen_passes {
+            self.seen_passes = st.passes;
+            if let Phase::Expanding { todo, .. } = &st.phase {
+                self.passes.push(Pass {
+                    marked: todo.len() as u64,
+                });
+            }
+        }
+    }
+
+    /// The program observed (0: none).
+    pub fn program(&self) -> u64 {
+        self.program
+    }
+
+    /// The estimate for program `id` in state `st` at `now` (None: not known yet, or not a
+    /// program this trace follows).
+    pub fn estimate(&self, id: u64, st: &DriverState, now: Duration) -> Option<Estimate> {
+        if id != self.program || id == 0 {
+            return None;
+        }
+        let elapsed = now.saturating_sub(self.started).as_secs_f64();
+        let (done, certain, more, open_ended) = match &st.phase {
+            Phase::Expanding { todo, cursor, .. } => {
+                let before: u64 = self.passes.iter().rev().skip(1).map(|p| p.marked).sum();
+                let current = todo.len() as u64;
+                let one_pass = one_pass(&st.program.operation);
+                let more = if one_pass {
+                    0.0
+                } else {
+                    current as f64 * continuation(ratio(&self.passes))
+                };
+                (
+                    before + *cursor as u64,
+                    current.saturating_sub(*cursor as u64) as f64,
+                    more,
+                    !one_pass,
+                )
+            }
+            Phase::Adding { game, .. } => match &st.program.operation {
+                Operation::AddGames { games } => (
+                    *game as u64,
+                    games.len().saturating_sub(*game) as f64,
+                    0.0,
+                    false,
+                ),
+                _ => return None,
+            },
+            Phase::Done => {
+                return Some(Estimate {
+                    point: Duration::ZERO,
+                    low: Duration::ZERO,
+                    high: Duration::ZERO,
+                });
+            }
+            Phase::Start | Phase::Auditing | Phase::Searching | Phase::Rooting { .. } => {
+                return None;
+            }
+        };
+        range(elapsed, done, certain, more, open_ended)
+    }
+}
+
+/// An operation of one pass (Edax's expand, and enhance without `until_stable`): nothing
+/// follows its marked positions.
+fn one_pass(op: &Operation) -> bool {
+    matches!(
+        op,
+        Operation::Expand { .. }
+            | Operation::Enhance {
+                until_stable: false,
+                ..
+            }
+    )
+}
+
+/// Expansions expected after a pass of `n` marks, per mark, when each pass marks `rho` times
+/// the previous one's positions: `rho + rho² + …`.
+fn continuation(rho: f64) -> f64 {
+    rho / (1.0 - rho)
+}
+
+/// The stated range after `elapsed` seconds of a program that did `done` units of work and
+/// has `certain` units left for sure and `more` projected; `open_ended`: how many passes are
+/// to come is not known (a program that runs until a pass marks nothing).
+///
+/// - point = τ × (certain + more), τ = elapsed ÷ done (the program's own rate so far);
+/// - low = point × [`LOW`];
+/// - high = point × [`HIGH`], and for an open-ended program at least elapsed × [`PAST`]: the
+///   size of the passes to come is not predictable from the passes so far (deviate's passes
+///   stay small for hundreds of iterations, then stop), so the upper bound also scales with
+///   how long the program has run, as Gott's Δt argument does (a program past a quarter of its
+///   run has at most three times its elapsed time left).
+///
+/// None: no work done yet, or no time elapsed.
+pub fn range(
+    elapsed: f64,
+    done: u64,
+    certain: f64,
+    more: f64,
+    open_ended: bool,
+) -> Option<Estimate> {
+    if done == 0 || !(elapsed > 0.0) {
+        return None;
+    }
+    let point = elapsed / done as f64 * (certain + more);
+    let mut high = point * HIGH;
+    if open_ended {
+        high = high.max(elapsed * PAST);
+    }
+    let secs = |s: f64| {
+        Duration::from_secs_f64(if s.is_finite() {
+            s.clamp(0.0, 1e9)
+        } else {
+            1e9
+        })
+    };
+    Some(Estimate {
+        point: secs(point),
+        low: secs(point * LOW),
+        high: secs(high),
+    })
+}
+
+/// The ratio of one pass's marks to the previous one's, from the last passes: the last two
+/// passes over the two before (deviate alternates its two sides), or the last over the one
+/// before, clamped to `[0, MAX_RATIO]`; [`PRIOR_RATIO`] with fewer than two passes.
+fn ratio(passes: &[Pass]) -> f64 {
+    let m: Vec<f64> = passes.iter().map(|p| p.marked as f64).collect();
+    let r = match m.len() {
+        0 | 1 => PRIOR_RATIO,
+        2 | 3 => m[m.len() - 1] / m[m.len() - 2].max(1.0),
+        n => (m[n - 1] + m[n - 2]) / (m[n - 3] + m[n - 4]).max(1.0),
+    };
+    // Two steps of the pairs' ratio are one step of a pass: its square root.
+    let r = if m.len() >= 4 { r.sqrt() } else { r };
+    if r.is_finite() {
+        r.clamp(0.0, MAX_RATIO)
+    } else {
+        PRIOR_RATIO
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn passes(m: &[u64]) -> Vec<Pass> {
+        m.iter().map(|&marked| Pass { marked }).collect()
+    }
+
+    #[test]
+    fn the_ratio_follows_the_last_passes_and_stays_below_one() {
+        assert_eq!(ratio(&passes(&[])), PRIOR_RATIO);
+        assert_eq!(ratio(&passes(&[10])), PRIOR_RATIO);
+        assert_eq!(ratio(&passes(&[10, 5])), 0.5);
+        assert_eq!(ratio(&passes(&[10, 50])), MAX_RATIO);
+        // Pairs: (4 + 4) / (16 + 16) = 1/4 over two passes: 1/2 a pass.
+        assert!((ratio(&passes(&[16, 16, 4, 4])) - 0.5).abs() < 1e-12);
+        assert_eq!(ratio(&passes(&[10, 10, 0, 0])), 0.0);
+    }
+
+    fn secs(d: Duration) -> f64 {
+        d.as_secs_f64()
+    }
+
+    #[test]
+    fn a_geometric_continuation_sums_the_passes_to_come() {
+        assert_eq!(continuation(0.0), 0.0);
+        assert!((continuation(0.5) - 1.0).abs() < 1e-12);
+        assert!((continuation(MAX_RATIO) - 9.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_range_scales_the_rate_so_far_and_nothing_before_work_is_done() {
+        assert_eq!(range(10.0, 0, 5.0, 0.0, true), None);
+        assert_eq!(range(0.0, 4, 5.0, 0.0, true), None);
+        assert_eq!(range(f64::NAN, 4, 5.0, 0.0, true), None);
+        // 4 expansions in 8 s: 2 s each; 3 certain + 2 projected left: 10 s.
+        let e = range(8.0, 4, 3.0, 2.0, false).unwrap();
+        assert!((secs(e.point) - 10.0).abs() < 1e-9);
+        assert!((secs(e.low) - 10.0 * LOW).abs() < 1e-9);
+        assert!((secs(e.high) - 10.0 * HIGH).abs() < 1e-9);
+        assert!(e.low <= e.point && e.point <= e.high);
+    }
+
+    #[test]
+    fn an_open_ended_program_states_at_least_its_elapsed_time_times_past() {
+        // The point says 1 s left after 100 s: the passes to come are not known, so the
+        // upper bound is the elapsed term.
+        let e = range(100.0, 100, 1.0, 0.0, true).unwrap();
+        assert!((secs(e.point) - 1.0).abs() < 1e-9);
+        assert!((secs(e.high) - 100.0 * PAST).abs() < 1e-9);
+        // A one-pass program keeps the point's range.
+        let e = range(100.0, 100, 1.0, 0.0, false).unwrap();
+        assert!((secs(e.high) - HIGH).abs() < 1e-9);
+        // The point's range wins when it is the larger.
+        let e = range(1.0, 1, 1000.0, 0.0, true).unwrap();
+        assert!((secs(e.high) - 1000.0 * HIGH).abs() < 1e-6);
+        // Absurd inputs saturate instead of panicking.
+        let e = range(1e300, 1, 1e300, 1e300, true).unwrap();
+        assert_eq!(secs(e.high), 1e9);
+    }
+}
