@@ -194,7 +194,7 @@ pub fn range(
     more: f64,
     open_ended: bool,
 ) -> Option<Estimate> {
-    if done == 0 || !(elapsed > 0.0) {
+    if done == 0 || elapsed.is_nan() || elapsed <= 0.0 {
         return None;
     }
     let point = elapsed / done as f64 * (certain + more);
