@@ -601,10 +601,10 @@ fn calibrate_cmd(
     positions: usize,
     max_depth: u32,
 ) -> anyhow::Result<()> {
-    let eval_name = eval
-        .and_then(Path::file_name)
-        .map(PathBuf::from)
-        .unwrap_or_default();
+    let eval_arg = match eval.and_then(Path::file_name) {
+        Some(name) => format!("--eval {} ", name.to_string_lossy()),
+        None => String::new(),
+    };
     let eval = load_eval(eval)?;
     let text = std::fs::read_to_string(games)
         .with_context(|| format!("cannot read {}", games.display()))?;
@@ -621,12 +621,19 @@ fn calibrate_cmd(
     let mut searcher = Searcher::new(eval);
     let fit = calibrate::calibrate(&mut searcher, &boards, &config);
     let text = format!(
-        "# command: bookfarm-worker calibrate --eval {} --games {} --positions {positions} --max-depth {max_depth}\n{}",
-        eval_name.display(),
+        "# command: bookfarm-worker calibrate {eval_arg}--games {} --positions {positions} --max-depth {max_depth}{}\n{}",
         games.file_name().map_or_else(
             || games.display().to_string(),
             |f| f.to_string_lossy().into_owned()
         ),
+        if eval_arg.is_empty() {
+            format!(
+                "  (no --eval: the embedded default weights, {})",
+                bookfarm_engine::eval::DEFAULT_EVAL_VERSION
+            )
+        } else {
+            String::new()
+        },
         calibrate::report(&fit, &boards.len(), games)
     );
     std::fs::write(out_path, &text)

@@ -42,10 +42,10 @@ impl Default for SearchOptions {
 }
 
 /// Incremented whenever an engine change alters any leaf-search result (move, score, depth,
-/// selectivity, exactness or node count) for the same options and weights. Part of the
-/// [`SearchSignature`]: results are compared and reused across machines only under one
-/// signature.
-pub const SEARCH_REVISION: u32 = 4;
+/// selectivity, exactness or node count) for the same options and weights, and whenever the
+/// embedded default weights (with their probcut model) change. Part of the [`SearchSignature`]:
+/// results are compared and reused across machines only under one signature.
+pub const SEARCH_REVISION: u32 = 5;
 
 impl SearchOptions {
     /// The options a searcher uses with `eval`: the defaults, with the probcut model calibrated
