@@ -115,6 +115,10 @@ pub struct BenchArgs {
     /// runs x86-64-v3.
     #[arg(long)]
     pub portable_codegen: bool,
+    /// Probcut sigma model, as with `search` (`auto`, `edax`, `bookfarm`, `seed1` or a file):
+    /// for comparing weights each with its own model, e.g. 1.1.0 with its calibrated file.
+    #[arg(long, default_value = "auto")]
+    pub probcut: String,
 }
 
 fn probcut_model(spec: &str, eval: &Arc<Eval>) -> anyhow::Result<ProbcutModel> {
@@ -392,12 +396,16 @@ fn select_backend(name: Option<&str>) -> anyhow::Result<Kernels> {
 fn bench(args: &BenchArgs) -> anyhow::Result<()> {
     let kernels = select_backend(args.backend.as_deref())?;
     let (eval, fingerprint) = load_eval_with_fingerprint(args.eval.as_deref())?;
-    let signature = bookfarm_runner::signature(&eval, &fingerprint);
+    let opts = SearchOptions {
+        probcut: probcut_model(&args.probcut, &eval)?,
+        ..SearchOptions::for_eval(&eval)
+    };
+    let signature = bookfarm_engine::search::SearchSignature::new(&opts, &fingerprint).to_string();
     let boards: Vec<Board> = match &args.obf {
         Some(p) => read_obf(p)?.into_iter().map(|p| p.board).collect(),
         None => bench_positions(),
     };
-    let mut searcher = Searcher::new(eval);
+    let mut searcher = Searcher::with_options(eval, opts);
     searcher.set_portable_codegen(args.portable_codegen);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

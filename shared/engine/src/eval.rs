@@ -11,7 +11,10 @@ pub mod default;
 pub mod extra;
 pub mod features;
 
-pub use default::{DEFAULT_EVAL_FNV1A64, DEFAULT_EVAL_VERSION, default_eval, is_default_eval};
+pub use default::{
+    DEFAULT_EVAL_FNV1A64, DEFAULT_EVAL_VERSION, default_eval, eval_from_bytes_shared,
+    is_default_eval,
+};
 pub use features::{FEATURE_OFFSET, Features, Lanes, N_FEATURES, N_PACKED, N_WEIGHTS};
 
 use crate::board::Board;

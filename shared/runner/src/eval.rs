@@ -67,10 +67,12 @@ pub fn load_eval(path: Option<&std::path::Path>) -> Result<(Arc<Eval>, String), 
                 path: name.clone(),
                 source,
             })?;
-            let e = Eval::from_bytes(&bytes)
+            // The default image comes back as the shared default instance (same probcut model,
+            // same signature as the embedded weights).
+            let e = bookfarm_engine::eval::eval_from_bytes_shared(&bytes)
                 .map_err(|source| LoadEvalError::Parse { path: name, source })?;
             let fingerprint = format_fingerprint(&e, &bytes);
-            Ok((Arc::new(e), fingerprint))
+            Ok((e, fingerprint))
         }
         None => {
             let bytes = bookfarm_engine::eval::default::default_eval_dat();
@@ -104,6 +106,22 @@ mod tests {
         assert_eq!(
             default_fp,
             eval_fingerprint(&bookfarm_engine::eval::default::default_eval_dat())
+        );
+    }
+
+    #[test]
+    fn the_default_weights_file_searches_as_the_embedded_weights() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("eval.dat");
+        std::fs::write(&path, bookfarm_engine::eval::default::default_eval_dat()).expect("write");
+        let (embedded, embedded_fp) = load_eval(None).expect("default");
+        let (from_file, file_fp) = load_eval(Some(&path)).expect("file");
+        assert!(bookfarm_engine::eval::is_default_eval(&from_file));
+        assert_eq!(file_fp, embedded_fp);
+        // Same probcut model, so the same signature as every worker on the embedded weights.
+        assert_eq!(
+            signature(&from_file, &file_fp),
+            signature(&embedded, &embedded_fp)
         );
     }
 }

@@ -608,7 +608,7 @@ fn print_match(prefix: &str, r: &play::MatchResult, secs: f32) {
 /// Weights from a file, or the embedded default evaluation.
 fn eval_or_default(path: Option<&PathBuf>) -> Result<Arc<Eval>> {
     Ok(match path {
-        Some(p) => Arc::new(weights::load(p)?),
+        Some(p) => weights::load_shared(p)?,
         None => default_eval(),
     })
 }

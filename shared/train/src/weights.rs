@@ -32,6 +32,11 @@ pub enum WeightsError {
 
 /// Parse a plain or gzip-compressed (`1f 8b` magic) eval.dat image.
 pub fn from_bytes(bytes: &[u8]) -> Result<Eval, WeightsError> {
+    Ok(Eval::from_bytes(&decompressed(bytes)?)?)
+}
+
+/// The plain image of a plain or gzip-compressed (`1f 8b` magic) file.
+fn decompressed(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, WeightsError> {
     if bytes.starts_with(&[0x1f, 0x8b]) {
         let mut raw = Vec::with_capacity(FILE_SIZE);
         GzDecoder::new(bytes)
@@ -40,10 +45,29 @@ pub fn from_bytes(bytes: &[u8]) -> Result<Eval, WeightsError> {
                 path: "-".into(),
                 source,
             })?;
-        Ok(Eval::from_bytes(&raw)?)
+        Ok(raw.into())
     } else {
-        Ok(Eval::from_bytes(bytes)?)
+        Ok(bytes.into())
     }
+}
+
+/// [`load`] as a shared instance: the engine's default instance when the (decompressed) file is
+/// the embedded default image ([`bookfarm_engine::eval::eval_from_bytes_shared`]), so that a
+/// search with it uses the default weights' probcut model, as with no file at all.
+pub fn load_shared(path: &Path) -> Result<std::sync::Arc<Eval>, WeightsError> {
+    let with_path = |e: WeightsError| match e {
+        WeightsError::Io { source, .. } => WeightsError::Io {
+            path: path.display().to_string(),
+            source,
+        },
+        other => other,
+    };
+    let bytes = std::fs::read(path).map_err(|source| WeightsError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let raw = decompressed(&bytes).map_err(with_path)?;
+    Ok(bookfarm_engine::eval::eval_from_bytes_shared(&raw)?)
 }
 
 /// Load a plain or gzip-compressed eval.dat file.

@@ -195,10 +195,8 @@ fn service_config(
     if let Some(p) = eval.or(file.eval.as_deref()) {
         let bytes =
             std::fs::read(p).with_context(|| format!("reading evaluation {}", p.display()))?;
-        let eval = Arc::new(
-            Eval::from_bytes(&bytes)
-                .with_context(|| format!("loading evaluation {}", p.display()))?,
-        );
+        let eval = bookfarm_engine::eval::eval_from_bytes_shared(&bytes)
+            .with_context(|| format!("loading evaluation {}", p.display()))?;
         let hash = bookfarm_proto::eval_fingerprint(&bytes);
         cfg.signature = Some(bookfarm_runner::signature(&eval, &hash));
         cfg.eval_hash = Some(hash);

@@ -54,9 +54,27 @@ pub fn default_eval() -> Arc<Eval> {
 }
 
 /// True when `eval` is the shared instance returned by [`default_eval`] (a cheap pointer check
-/// that never builds the default weights).
+/// that never builds the default weights). Weights loaded from a file are that instance when
+/// they come through [`eval_from_bytes_shared`] and the file is the default image.
 pub fn is_default_eval(eval: &Arc<Eval>) -> bool {
     DEFAULT.get().is_some_and(|d| Arc::ptr_eq(d, eval))
+}
+
+/// Parse an `eval.dat` (or `bookfarm-eval2`) image like [`Eval::from_bytes`], returning the
+/// shared [`default_eval`] instance when `bytes` is the embedded default image byte for byte.
+///
+/// Whoever loads weights from a file must use this: a searcher picks the probcut model
+/// calibrated for the default weights only for that instance ([`is_default_eval`]), so the
+/// default weights read from their file search exactly as the embedded ones and announce the
+/// same signature.
+pub fn eval_from_bytes_shared(bytes: &[u8]) -> Result<Arc<Eval>, super::EvalError> {
+    if bytes.len() == super::FILE_SIZE
+        && fnv1a64(bytes) == DEFAULT_EVAL_FNV1A64
+        && bytes == default_eval_dat().as_slice()
+    {
+        return Ok(default_eval());
+    }
+    Ok(Arc::new(Eval::from_bytes(bytes)?))
 }
 
 #[cfg(test)]
@@ -82,6 +100,37 @@ mod tests {
             "start eval {}",
             e.eval0(&Board::start())
         );
+    }
+
+    #[test]
+    fn the_default_image_loads_as_the_default_instance() {
+        let img = default_eval_dat();
+        let e = eval_from_bytes_shared(&img).expect("the default image loads");
+        assert!(is_default_eval(&e));
+        // Same searches as the embedded weights: the calibrated probcut model, not Edax's.
+        let opts = crate::search::SearchOptions::for_eval(&e);
+        assert_eq!(
+            opts.probcut,
+            crate::search::probcut::ProbcutModel::calibrated_default_weights().expect("parses")
+        );
+        assert_ne!(opts.probcut, crate::search::probcut::ProbcutModel::EDAX);
+        // Any other image is a weights instance of its own, with Edax's model.
+        let mut other = img.clone();
+        let last = other.len() - 1;
+        other[last] ^= 1;
+        let o = eval_from_bytes_shared(&other).expect("a changed weight still loads");
+        assert!(!is_default_eval(&o));
+        assert_eq!(
+            crate::search::SearchOptions::for_eval(&o).probcut,
+            crate::search::probcut::ProbcutModel::EDAX
+        );
+        // Trailing bytes make another file (another fingerprint): not the default instance.
+        let mut longer = img;
+        longer.push(0);
+        assert!(!is_default_eval(
+            &eval_from_bytes_shared(&longer).expect("loads")
+        ));
+        assert!(eval_from_bytes_shared(&[]).is_err());
     }
 
     #[test]
