@@ -69,6 +69,12 @@ pub struct CoordinatorFile {
     /// Backup lease of a round search leased for more than this many times its level's mean
     /// search time (default 4; 0 turns backup leases off).
     pub backup_after: Option<u32>,
+    /// A job expected to take this many seconds at the farm's pace goes to fast always-on
+    /// workers first (default 120).
+    pub long_job_secs: Option<u64>,
+    /// Seconds a long job is held for them after a part-time or slower worker was first
+    /// refused it (default 30; 0: never held).
+    pub reserve_secs: Option<u64>,
     /// Search threads of the coordinator's verifier, its share of this machine's CPU for the
     /// trust root's searches (validating untrusted results, spot checks; default 1, needs
     /// `eval`; 0: none, then only `--trusted` workers validate).
@@ -138,6 +144,8 @@ impl CoordinatorFile {
                 .map_or(d.max_lease_cap, |s| Duration::from_secs(s.max(1))),
             speculation: self.speculation.unwrap_or(d.speculation),
             backup_after: self.backup_after.unwrap_or(d.backup_after),
+            long_job: self.long_job_secs.map_or(d.long_job, Duration::from_secs),
+            reserve_for: self.reserve_secs.map_or(d.reserve_for, Duration::from_secs),
             verify_threads: self.verify_threads.unwrap_or(1),
             trust: crate::service::TrustRules {
                 earn_after: self.trust_after.unwrap_or(d.trust.earn_after).max(1),

@@ -104,6 +104,12 @@ pub struct ServiceConfig {
     /// Backup leases: an idle worker may get a second lease of a round search whose lease is
     /// older than this many times its level's mean search time (0: off).
     pub backup_after: u32,
+    /// A job expected to take this long at the farm's pace is a *long* job: it goes to fast
+    /// always-on workers first (see `jobs::fit`).
+    pub long_job: Duration,
+    /// How long a long job is held for fast always-on workers after a part-time or slower
+    /// worker was first refused it (zero: never held).
+    pub reserve_for: Duration,
     /// Share of the growth thread's time that planning speculation may take (0 < s ≤ 1; 1: no
     /// limit). A plan that took t blocks the next one for t / s − t, so a coordinator whose
     /// growth thread is saturated by results spends it on ingest rather than on guesses.
@@ -202,6 +208,8 @@ impl Default for ServiceConfig {
             retry_after: Duration::from_millis(200),
             speculation: 2,
             backup_after: 4,
+            long_job: Duration::from_secs(120),
+            reserve_for: Duration::from_secs(30),
             speculation_share: 0.25,
             predictor_level: 2,
             async_threads: DEFAULT_ASYNC_THREADS,

@@ -18,6 +18,9 @@
 //!   extend it).
 
 mod checks;
+mod fit;
+
+pub(crate) use fit::Skipped;
 
 use super::status::RATE_WINDOW;
 use super::trust::{Need, Standing, TrustState};
@@ -99,6 +102,9 @@ pub(crate) struct JobEntry {
     pub(crate) need: Option<Need>,
     /// When a spot check becomes open to earned workers of other owners (see [`checks`]).
     relax_at: Option<Duration>,
+    /// When a worker was first refused it as a long job held for fast always-on workers (see
+    /// [`fit`]).
+    reserved_since: Option<Duration>,
     queued: bool,
 }
 
@@ -119,6 +125,7 @@ impl JobEntry {
             prefetched: false,
             need: None,
             relax_at: None,
+            reserved_since: None,
             queued,
         }
     }
@@ -191,6 +198,9 @@ pub(crate) struct WorkerEntry {
     /// When its active hours end, on the service's clock (from its last lease call; None:
     /// no limit).
     pub(crate) available_until: Option<Duration>,
+    /// Its lease-to-result times over the farm's for the same searches, an exponential mean
+    /// (1: the farm's pace; None: not measured yet; see [`fit`]).
+    pub(crate) slowness: Option<f64>,
 }
 
 #[derive(Debug, Default)]
@@ -221,6 +231,11 @@ pub(crate) struct Jobs {
     /// Mean lease-to-result time per level, measured by the coordinator (not reported by
     /// workers, who could lie about it): what "runs far longer than usual" means.
     search_time: HashMap<u8, f64>,
+    /// The same per (level, empties): a job's expected duration (see [`fit`]).
+    shape_time: HashMap<(u8, u8), f64>,
+    /// Whether a worker preferred for long jobs is registered, and when that was computed
+    /// (see [`fit`]).
+    preferred_cache: Option<(Duration, bool)>,
     /// Results accepted per contributor — (anonymous, owner or an anonymous worker's name) —
     /// since the history last took them (see `super::history`).
     pub(crate) contributions: HashMap<(bool, String), u64>,
@@ -290,6 +305,7 @@ impl Jobs {
     /// Register a worker.
     pub(crate) fn add_worker(&mut self, id: Uuid, w: WorkerEntry) {
         self.threads += w.threads as usize;
+        self.preferred_cache = None;
         if let Some(old) = self.workers.insert(id, w) {
             self.threads -= old.threads as usize;
         }
@@ -527,6 +543,7 @@ impl Jobs {
     /// speculative work, then backup leases of round searches that run far longer than their
     /// level's mean (`cfg.backup_after`; the search is a pure function of its request, so
     /// whichever lease answers first serves, and the other's result is a duplicate).
+    #[cfg(test)]
     pub(crate) fn lease(
         &mut self,
         worker: &Uuid,
@@ -534,7 +551,22 @@ impl Jobs {
         now: Duration,
         cfg: &ServiceConfig,
     ) -> Vec<Job> {
+        self.lease_fitting(worker, slots, now, cfg).0
+    }
+
+    /// [`Jobs::lease`] of the jobs that fit the worker (see [`fit`]): a worker with a limit of
+    /// time gets only jobs expected to end within it, and long jobs are held for fast always-on
+    /// workers for a while; also says what was skipped for these reasons.
+    pub(crate) fn lease_fitting(
+        &mut self,
+        worker: &Uuid,
+        slots: usize,
+        now: Duration,
+        cfg: &ServiceConfig,
+    ) -> (Vec<Job>, Skipped) {
         let mut out = Vec::new();
+        let mut skipped = Skipped::default();
+        let fit = self.fit_of(worker, now);
         let (who, verifier) = self
             .workers
             .get(worker)
@@ -565,18 +597,19 @@ impl Jobs {
             let next = match check {
                 Some(k) => Some(k),
                 None if verifier => None,
-                None => self
+                None if fit.unconstrained() => self
                     .queue
                     .first()
                     .copied()
                     .filter(|k| k.0 != JobClass::Check),
+                None => self.next_fitting(&fit, now, cfg, &mut skipped),
             };
             // A round search whose lessees all fell silent (crashed, most likely) outranks
             // speculative work: the program waits for it, and the lease timeout is long.
             let rescue = match next {
                 Some(k) if k.0 == JobClass::Round => None,
                 _ if verifier => None,
-                _ => self.silent_backup_candidate(worker, now, cfg),
+                _ => self.silent_backup_candidate(worker, &fit, now, cfg),
             };
             let id = match (rescue, next) {
                 (Some(id), _) => {
@@ -589,7 +622,7 @@ impl Jobs {
                     k.3
                 }
                 (None, None) if verifier => break,
-                (None, None) => match self.backup_candidate(worker, now, cfg) {
+                (None, None) => match self.backup_candidate(worker, &fit, now, cfg) {
                     Some(id) => {
                         self.counters.backup_leased += 1;
                         metrics::counter!(crate::telemetry::BACKUP_LEASED).increment(1);
@@ -637,7 +670,7 @@ impl Jobs {
         self.counters.leased += out.len() as u64;
         metrics::counter!(crate::telemetry::JOBS_LEASED).increment(out.len() as u64);
         self.update_gauges();
-        out
+        (out, skipped)
     }
 
     /// Why [`Jobs::lease`] gave `worker` nothing, as far as the job table tells: `None` when
@@ -679,6 +712,7 @@ impl Jobs {
     fn silent_backup_candidate(
         &self,
         worker: &Uuid,
+        fit: &fit::Fit,
         now: Duration,
         cfg: &ServiceConfig,
     ) -> Option<Uuid> {
@@ -696,6 +730,7 @@ impl Jobs {
                 j.leases.len() < MAX_LEASES
                     && !j.leased_to(worker)
                     && j.leases.iter().all(|l| silent(&l.worker))
+                    && self.fits(fit, j, cfg)
             })
         })
     }
@@ -703,7 +738,13 @@ impl Jobs {
     /// The first round search (in growth's order) worth a backup lease for `worker`: leased
     /// to others only, fewer than [`MAX_LEASES`] leases, its oldest lease older than
     /// `cfg.backup_after` times its level's mean search time.
-    fn backup_candidate(&self, worker: &Uuid, now: Duration, cfg: &ServiceConfig) -> Option<Uuid> {
+    fn backup_candidate(
+        &self,
+        worker: &Uuid,
+        fit: &fit::Fit,
+        now: Duration,
+        cfg: &ServiceConfig,
+    ) -> Option<Uuid> {
         if cfg.backup_after == 0 {
             return None;
         }
@@ -717,6 +758,7 @@ impl Jobs {
                 j.leases.len() < MAX_LEASES
                     && !j.leased_to(worker)
                     && now.saturating_sub(oldest).as_secs_f64() > mean * f64::from(cfg.backup_after)
+                    && self.fits(fit, j, cfg)
             })
         })
     }
@@ -730,9 +772,11 @@ impl Jobs {
             return;
         };
         let t = now.saturating_sub(l.at).as_secs_f64();
-        let mean = self.search_time.entry(j.key.level).or_insert(t);
-        // An exponential mean over roughly the last 32 results of the level.
-        *mean += (t - *mean) / 32.0;
+        let (level, empties) = (
+            j.key.level,
+            u8::try_from(j.key.board.empties()).unwrap_or(u8::MAX),
+        );
+        self.measure(worker, level, empties, t);
     }
 
     /// End `worker`'s lease of job `id`; a job left without lease goes back to the front of
@@ -777,6 +821,7 @@ impl Jobs {
             }
         }
         let w = self.workers.remove(&wid)?;
+        self.preferred_cache = None;
         self.threads -= w.threads as usize;
         self.trust.verifiers -= usize::from(w.verifier);
         Some((w.name, n))

@@ -183,12 +183,20 @@ impl Coordinator {
             return Ok(idle(IdleReason::Paused));
         }
         let slots = (ask.free.min(MAX_LEASE_SLOTS) as usize).min(room);
-        let jobs = g.lease(worker, slots, now, &self.0.cfg);
+        let (jobs, skipped) = g.lease_fitting(worker, slots, now, &self.0.cfg);
         if !jobs.is_empty() || !asked {
             return Ok(Offer { jobs, idle: None });
         }
         if room == 0 {
             return Ok(idle(IdleReason::RateLimited));
+        }
+        // Jobs are queued but none fits this worker: say which rule held them back (a
+        // reservation ends after a while; what is left of the active hours does not grow).
+        if skipped.reserved {
+            return Ok(idle(IdleReason::Reserved));
+        }
+        if skipped.no_fit {
+            return Ok(idle(IdleReason::NoFit));
         }
         let known = g.idle_reason(worker, &self.0.cfg);
         drop(g);

@@ -286,6 +286,7 @@ impl Coordinator {
                 part_time: false,
                 release: String::new(),
                 available_until: None,
+                slowness: None,
             },
         );
         g.update_gauges();
