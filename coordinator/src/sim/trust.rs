@@ -475,10 +475,16 @@ mod tests {
             })
             .collect();
         cfg.async_options.early_child = true;
-        let liars = Mix::of(100, 5.0, 1.0, Some(LiarKind::Rate { per_mille: 100 }));
+        // Leases expire as on a real farm (as `sim trust` runs): a blocked liar's lease ends.
+        cfg.faults = Some(super::super::Faults {
+            crash_percent: 0.0,
+            lease_timeout: Duration::from_secs(60),
+            restart_after: Duration::from_secs(120),
+        });
+        let liars = Mix::of(100, 5.0, 5.0, Some(LiarKind::Rate { per_mille: 100 }));
         let r = simulate_trust(&cfg, liars, dir().path()).unwrap();
         assert!(r.lies_told > 0, "{}", r.row());
-        assert_eq!(r.report.blocked.len(), 1, "{}", r.row());
+        assert!(!r.report.blocked.is_empty(), "{}", r.row());
         assert_eq!(r.lies_in_core, 0, "{}", r.row());
     }
 }
