@@ -83,6 +83,31 @@
     document.querySelector("#contributors tbody").replaceChildren(frag);
   }
 
+  async function trust() {
+    const t = await bf.api("/api/v1/trust");
+    const h = t.health;
+    bf.set("trust-overhead", (100 * h.replication_overhead).toFixed(1) + " %");
+    bf.set("trust-checks", bf.num(h.pending_checks) + " · " + Math.round(h.oldest_check_seconds) + " s");
+    bf.set("trust-invalid", bf.num(h.invalid) + " · " + bf.num(h.reached_book));
+    bf.set("trust-blocked", bf.num(h.blocked_contributors));
+    bf.set("trust-replays", bf.num(h.rollbacks));
+    const frag = document.createDocumentFragment();
+    for (const c of t.cards) {
+      const card = bf.el("div", { class: "card trust-card" + (c.blocked ? " blocked" : ""), "data-name": c.name });
+      card.appendChild(bf.el("div", { class: "k" }, c.name + (c.owner ? " · " + c.owner : "")));
+      card.appendChild(bf.el("div", { class: "v small", "data-key": "standing" }, c.standing + (c.trusted ? " (trusted credential)" : "")));
+      card.appendChild(bf.el("div", { class: "sub", "data-key": "figures" },
+        "credit " + bf.num(c.credit) + " · checks " + bf.num(c.checks) + " · caught " + bf.num(c.caught) +
+        " · streak " + bf.num(c.streak) + (c.sessions === null ? "" : " · sessions " + bf.num(c.sessions))));
+      if (c.blocked) {
+        card.appendChild(bf.el("div", { class: "sub", "data-key": "reason" }, "blocked: " + c.reason));
+      }
+      frag.appendChild(card);
+    }
+    document.getElementById("trust-cards").replaceChildren(frag);
+  }
+
   bf.poll(workers, 2000);
+  bf.poll(trust, 2000);
   bf.poll(contributors, 2000);
 })();

@@ -825,6 +825,52 @@ async fn events_page_shows_a_liar_caught_blocked_and_replayed() {
         LIMIT,
     );
     wait_js(&tab, &format!("{} === '1'", cell("op", "machines")), LIMIT);
+    // The trust cards: the liar's says blocked, why, and what was caught; the honest
+    // credential's is trusted, credited and not blocked; the farm's figures count the lies.
+    let card = |name: &str, key: &str| {
+        format!(
+            "document.querySelector('#trust-cards .trust-card[data-name=\"{name}\"] \
+             [data-key={key}]')?.textContent"
+        )
+    };
+    wait_js(
+        &tab,
+        &format!("{} === 'blocked'", card("mallory", "standing")),
+        LIMIT,
+    );
+    let figures = js_str(&tab, &card("mallory", "figures"));
+    let caught = figures
+        .split(" · ")
+        .find_map(|f| f.strip_prefix("caught "))
+        .and_then(|n| n.replace(',', "").parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no caught count in {figures:?}"));
+    assert!(
+        caught > 0,
+        "the liar's card counts its caught lies: {figures:?}"
+    );
+    let reason = js_str(&tab, &card("mallory", "reason"));
+    assert!(
+        reason.starts_with("blocked: ") && reason.len() > "blocked: ".len(),
+        "the liar's card says why it is blocked: {reason:?}"
+    );
+    wait_js(
+        &tab,
+        &format!("{}?.startsWith('trusted')", card("op1", "standing")),
+        LIMIT,
+    );
+    assert_eq!(
+        js(&tab, &format!("{} === undefined", card("op1", "reason"))),
+        true,
+        "the honest credential is not blocked"
+    );
+    assert!(
+        numbers(&js_str(
+            &tab,
+            "document.getElementById('trust-invalid').textContent"
+        ))[0]
+            > 0,
+        "the farm's card counts the lies caught"
+    );
     screenshot(&tab, &shots, "workers-liar.png");
     assert_eq!(js(&tab, "window.__alerts"), 0, "no script ran");
 }

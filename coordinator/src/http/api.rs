@@ -85,7 +85,7 @@ pub struct StatusV1 {
 }
 
 /// The validation figures of [`StatusV1`] (see the coordinator's `service::trust`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct ValidationV1 {
     /// Results held until a trusted source agreed.
     pub held: u64,
@@ -340,6 +340,122 @@ impl WorkersV1 {
         WorkersV1 {
             api: VERSION,
             workers: rows,
+        }
+    }
+}
+
+/// `/api/v1/trust`: what the trust model knows, farm-wide and per contributor (the workers
+/// page's trust cards).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrustV1 {
+    /// [`VERSION`].
+    pub api: u32,
+    /// The farm-wide figures (the same as [`StatusV1::validation`]).
+    pub health: ValidationV1,
+    /// One card per contributor: those with a trust record, then credentials without one.
+    pub cards: Vec<TrustCardV1>,
+}
+
+/// One contributor's trust card.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrustCardV1 {
+    /// Credential name, `(local)`, `(coordinator)` or `(anonymous) NAME`.
+    pub name: String,
+    /// Owner (empty for the coordinator's own).
+    pub owner: String,
+    /// `untrusted|earned|trusted|root`, or `blocked`.
+    pub standing: String,
+    /// The operator trusts its credential (null: not a credential).
+    pub trusted: Option<bool>,
+    /// Consecutive results that agreed with the trust root.
+    pub streak: u64,
+    /// Credit: its results validated or used by the book.
+    pub credit: u64,
+    /// Its results that checked others' work (replicas, spot and core checks) or repeated
+    /// the trust root's.
+    pub checks: u64,
+    /// Its results caught disagreeing with the settled result (lies, or a broken machine).
+    pub caught: u64,
+    /// Its calls are refused: blocked for invalid results, or its credential blocked or
+    /// revoked.
+    pub blocked: bool,
+    /// Why (empty: not blocked).
+    pub reason: String,
+    /// Sessions open with its credential now (null: not a credential).
+    pub sessions: Option<u32>,
+    /// From its first result to earned trust, seconds (null: not earned).
+    pub time_to_trust_seconds: Option<f64>,
+}
+
+impl TrustV1 {
+    /// The cards from the status's validation figures, the contributors' trust records and
+    /// the credential registry.
+    pub fn new(
+        health: ValidationV1,
+        credit: &[CreditReport],
+        credentials: &[CredentialInfo],
+    ) -> TrustV1 {
+        let by_name: BTreeMap<&str, &CredentialInfo> = credentials
+            .iter()
+            .map(|c| (c.record.name.as_str(), c))
+            .collect();
+        let card = |name: &str, owner: &str, c: Option<&CreditReport>| {
+            let cred = by_name.get(name).copied();
+            let cred_blocked = cred.is_some_and(|c| c.record.state != CredentialState::Active);
+            let trust_blocked = c.is_some_and(|c| c.blocked);
+            let reason = match (cred, c) {
+                (Some(k), _) if cred_blocked => {
+                    let state = match k.record.state {
+                        CredentialState::Revoked => "revoked",
+                        _ => "blocked",
+                    };
+                    if k.record.reason.is_empty() {
+                        state.to_string()
+                    } else {
+                        format!("{state}: {}", k.record.reason)
+                    }
+                }
+                (_, Some(c)) if trust_blocked => {
+                    format!("{} invalid results", c.invalid)
+                }
+                _ => String::new(),
+            };
+            TrustCardV1 {
+                name: name.to_string(),
+                owner: owner.to_string(),
+                standing: if cred_blocked || trust_blocked {
+                    "blocked".into()
+                } else {
+                    c.map_or(Standing::Untrusted, |c| c.standing)
+                        .as_str()
+                        .to_string()
+                },
+                trusted: cred.map(|k| k.record.trusted),
+                streak: c.map_or(0, |c| c.streak),
+                credit: c.map_or(0, |c| c.results),
+                checks: c.map_or(0, |c| c.replicas),
+                caught: c.map_or(0, |c| c.invalid),
+                blocked: cred_blocked || trust_blocked,
+                reason,
+                sessions: cred.map(|k| u32::try_from(k.live_sessions).unwrap_or(u32::MAX)),
+                time_to_trust_seconds: c.and_then(|c| c.time_to_trust).map(|d| d.as_secs_f64()),
+            }
+        };
+        let mut cards: Vec<TrustCardV1> = credit
+            .iter()
+            .map(|c| card(&c.name, &c.owner, Some(c)))
+            .collect();
+        let seen: BTreeSet<&str> = credit.iter().map(|c| c.name.as_str()).collect();
+        cards.extend(
+            credentials
+                .iter()
+                .filter(|k| !seen.contains(k.record.name.as_str()))
+                .map(|k| card(&k.record.name, &k.record.owner, None)),
+        );
+        TrustV1 {
+            api: VERSION,
+            health,
+            cards,
         }
     }
 }

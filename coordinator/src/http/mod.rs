@@ -233,6 +233,13 @@ async fn api_contributors(State(s): State<AppState>) -> Response {
     ))
 }
 
+async fn api_trust(State(s): State<AppState>) -> Response {
+    let status = s.c.status();
+    let credit = status.credit.clone();
+    let health = api::status_of(status).validation;
+    json(&api::TrustV1::new(health, &credit, &s.ids.list()))
+}
+
 #[derive(Debug, serde::Deserialize)]
 struct Since {
     /// Only points after this time (milliseconds since the epoch).
@@ -536,6 +543,7 @@ pub fn router_with(c: Coordinator, ids: Identities, grpc: Option<Admission>) -> 
         .route("/api/v1/programs", get(api_programs))
         .route("/api/v1/workers", get(api_workers))
         .route("/api/v1/contributors", get(api_contributors))
+        .route("/api/v1/trust", get(api_trust))
         .route("/api/v1/history", get(api_history))
         .route("/api/v1/events", get(api_events))
         .route("/api/v1/book/position", get(api_position))

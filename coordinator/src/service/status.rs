@@ -183,6 +183,9 @@ pub struct CreditReport {
     pub cpu: Duration,
     /// Invalid results.
     pub invalid: u64,
+    /// Results it sent beyond those credited: replicas that checked others' work (validation,
+    /// spot and core checks) and repeats of the trust root's.
+    pub replicas: u64,
     /// Blocked for invalid results.
     pub blocked: bool,
     /// Time from its first result to earned trust (None: not earned).
@@ -212,6 +215,7 @@ pub fn credit_report(
         nodes: t.nodes,
         cpu: Duration::from_micros(t.cpu_us),
         invalid: t.invalid,
+        replicas: t.replicas,
         blocked: t.blocked,
         time_to_trust: (t.earned_ms > 0)
             .then(|| Duration::from_millis(t.earned_ms.saturating_sub(t.first_ms))),

@@ -818,3 +818,109 @@ async fn the_published_book_is_the_export_cached_until_the_book_changes() {
     assert!(head.contains("filename=\"book.egbk3\""), "{head}");
     assert_eq!(egb, exported(&w2.c, BookFormat::Egbk3, &egb));
 }
+
+/// The trust cards join the contributors' trust records with the credential registry: a
+/// contributor blocked for invalid results, a credential the operator blocked (its reason), a
+/// credential without results yet, and the coordinator's own searches.
+#[test]
+fn trust_cards_say_who_is_trusted_what_was_caught_and_why_a_contributor_is_blocked() {
+    let report = |name: &str, owner: &str, standing, invalid, blocked| CreditReport {
+        name: name.into(),
+        owner: owner.into(),
+        standing,
+        streak: 7,
+        results: 40,
+        nodes: 1000,
+        cpu: Duration::from_secs(2),
+        invalid,
+        replicas: 5,
+        blocked,
+        time_to_trust: None,
+    };
+    let cred = |name: &str, trusted, state, reason: &str, live_sessions| CredentialInfo {
+        record: crate::store::CredentialRecord {
+            name: name.into(),
+            owner: format!("{name}-owner"),
+            trusted,
+            state,
+            reason: reason.into(),
+            created_unix: 0,
+            token_sha256: [0; 32],
+        },
+        live_sessions,
+    };
+    let credit = [
+        report("(coordinator)", "", Standing::Root, 0, false),
+        report("liar", "liar-owner", Standing::Untrusted, 3, true),
+        report("rude", "rude-owner", Standing::Earned, 0, false),
+        report("op", "op-owner", Standing::Given, 0, false),
+    ];
+    let creds = [
+        cred("liar", false, CredentialState::Blocked, "", 0),
+        cred("rude", false, CredentialState::Revoked, "spam", 0),
+        cred("op", true, CredentialState::Active, "", 2),
+        cred("new", false, CredentialState::Active, "", 1),
+    ];
+    let health = ValidationV1 {
+        invalid: 3,
+        blocked_contributors: 2,
+        ..ValidationV1::default()
+    };
+    let t = TrustV1::new(health, &credit, &creds);
+    let names: Vec<&str> = t.cards.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["(coordinator)", "liar", "rude", "op", "new"]);
+    assert_eq!(t.health.invalid, 3);
+    let by = |n: &str| t.cards.iter().find(|c| c.name == n).unwrap();
+    let root = by("(coordinator)");
+    assert_eq!(
+        (
+            root.standing.as_str(),
+            root.trusted,
+            root.blocked,
+            root.sessions
+        ),
+        ("root", None, false, None)
+    );
+    let liar = by("liar");
+    assert_eq!(
+        (
+            liar.standing.as_str(),
+            liar.caught,
+            liar.blocked,
+            liar.reason.as_str()
+        ),
+        ("blocked", 3, true, "blocked")
+    );
+    let rude = by("rude");
+    assert_eq!(
+        (rude.standing.as_str(), rude.blocked, rude.reason.as_str()),
+        ("blocked", true, "revoked: spam")
+    );
+    let op = by("op");
+    assert_eq!(
+        (
+            op.standing.as_str(),
+            op.trusted,
+            op.credit,
+            op.checks,
+            op.streak,
+            op.sessions,
+            op.blocked,
+            op.reason.as_str()
+        ),
+        ("trusted", Some(true), 40, 5, 7, Some(2), false, "")
+    );
+    let new = by("new");
+    assert_eq!(
+        (new.standing.as_str(), new.credit, new.caught, new.sessions),
+        ("untrusted", 0, 0, Some(1))
+    );
+    // A record blocked by the trust rules whose credential is still active says why.
+    let t = TrustV1::new(
+        t.health,
+        &[report("x", "x-owner", Standing::Untrusted, 4, true)],
+        &[],
+    );
+    assert_eq!(t.cards[0].reason, "4 invalid results");
+    assert_eq!(t.cards[0].standing, "blocked");
+}
