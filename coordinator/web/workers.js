@@ -95,7 +95,10 @@
     for (const c of t.cards) {
       const card = bf.el("div", { class: "card trust-card" + (c.blocked ? " blocked" : ""), "data-name": c.name });
       card.appendChild(bf.el("div", { class: "k" }, c.name + (c.owner ? " · " + c.owner : "")));
-      card.appendChild(bf.el("div", { class: "v small", "data-key": "standing" }, c.standing + (c.trusted ? " (trusted credential)" : "")));
+      card.appendChild(bf.el("div", { class: "v small", "data-key": "standing" }, c.standing));
+      if (c.trusted !== null) {
+        card.appendChild(bf.el("div", { class: "sub", "data-key": "credential" }, c.trusted ? "trusted credential" : "untrusted credential"));
+      }
       card.appendChild(bf.el("div", { class: "sub", "data-key": "figures" },
         "credit " + bf.num(c.credit) + " · checks " + bf.num(c.checks) + " · caught " + bf.num(c.caught) +
         " · streak " + bf.num(c.streak) + (c.sessions === null ? "" : " · sessions " + bf.num(c.sessions))));
