@@ -103,7 +103,7 @@
         "credit " + bf.num(c.credit) + " · checks " + bf.num(c.checks) + " · caught " + bf.num(c.caught) +
         " · streak " + bf.num(c.streak) + (c.sessions === null ? "" : " · sessions " + bf.num(c.sessions))));
       if (c.blocked) {
-        card.appendChild(bf.el("div", { class: "sub", "data-key": "reason" }, "blocked: " + c.reason));
+        card.appendChild(bf.el("div", { class: "sub", "data-key": "reason" }, c.reason));
       }
       frag.appendChild(card);
     }

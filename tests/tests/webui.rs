@@ -850,8 +850,13 @@ async fn events_page_shows_a_liar_caught_blocked_and_replayed() {
     );
     let reason = js_str(&tab, &card("mallory", "reason"));
     assert!(
-        reason.starts_with("blocked: ") && reason.len() > "blocked: ".len(),
+        reason.starts_with("blocked") && reason.len() > "blocked: ".len(),
         "the liar's card says why it is blocked: {reason:?}"
+    );
+    assert_eq!(
+        reason.matches("blocked").count(),
+        1,
+        "the reason says blocked once: {reason:?}"
     );
     wait_js(
         &tab,

@@ -409,14 +409,19 @@ impl TrustV1 {
                         CredentialState::Revoked => "revoked",
                         _ => "blocked",
                     };
-                    if k.record.reason.is_empty() {
+                    let why = k.record.reason.as_str();
+                    // A reason that names the state already ("blocked by the coordinator: …")
+                    // reads on its own.
+                    if why.is_empty() {
                         state.to_string()
+                    } else if why.starts_with(state) {
+                        why.to_string()
                     } else {
-                        format!("{state}: {}", k.record.reason)
+                        format!("{state}: {why}")
                     }
                 }
                 (_, Some(c)) if trust_blocked => {
-                    format!("{} invalid results", c.invalid)
+                    format!("blocked: {} invalid results", c.invalid)
                 }
                 _ => String::new(),
             };

@@ -921,6 +921,6 @@ fn trust_cards_say_who_is_trusted_what_was_caught_and_why_a_contributor_is_block
         &[report("x", "x-owner", Standing::Untrusted, 4, true)],
         &[],
     );
-    assert_eq!(t.cards[0].reason, "4 invalid results");
+    assert_eq!(t.cards[0].reason, "blocked: 4 invalid results");
     assert_eq!(t.cards[0].standing, "blocked");
 }
