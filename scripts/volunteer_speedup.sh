@@ -37,7 +37,9 @@ for b in "$COORD" "$WORKER"; do
 done
 rm -rf "$WORK" && mkdir -p "$WORK"
 EVAL=$WORK/eval.dat
-gzip -dc shared/engine/weights/bookfarm-eval-*.dat.gz > "$EVAL"
+# The default weights: the file the engine embeds (older versions stay in the same directory).
+WEIGHTS=shared/engine/$(grep -o 'weights/bookfarm-eval-[0-9.]*\.dat\.gz' shared/engine/src/eval/default.rs)
+gzip -dc "$WEIGHTS" > "$EVAL"
 
 PIDS=()
 cleanup() {
