@@ -474,27 +474,14 @@ fn eta(a: &EtaArgs) -> anyhow::Result<()> {
                     n += 1;
                     let dir = tmp.path().join(format!("run-{n}"));
                     std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
-                    let cfg = SimConfig {
-                        workers: w,
-                        threads: 1,
-                        speed_spread: a.spread,
-                        seed,
-                        times: times.clone(),
-                        level: 4,
+                    let cfg = sim::eta::eta_config(
+                        program.clone(),
+                        w,
                         depth,
-                        ops: vec![program.clone()],
-                        speculation: 2,
-                        backup_after: 4,
-                        guess: Guess::Noisy {
-                            move_error_percent: 40,
-                            score_noise: 4,
-                        },
-                        faults: None,
-                        coordinator: sim::CoordinatorModel::free(),
-                        models: sim::WorkerModels::honest(),
-                        truth: sim::Truth::Hash,
-                        async_options: AsyncOptions::default(),
-                    };
+                        seed,
+                        a.spread,
+                        times.clone(),
+                    );
                     let run =
                         sim::eta::eta_run(&cfg, &dir).with_context(|| format!("simulation {n}"))?;
                     std::fs::remove_dir_all(&dir).ok();

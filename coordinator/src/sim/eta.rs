@@ -66,6 +66,40 @@ impl EtaRun {
     }
 }
 
+/// The farm `sim eta` calibrates on: `workers` one-thread workers whose speeds spread over
+/// [1/`spread`, `spread`], level-4 books of `depth` plies growing by `program` over hash results,
+/// with speculation and backup leases as the service's defaults, coordinator CPU free.
+pub fn eta_config(
+    program: bookfarm_book::program::Program,
+    workers: usize,
+    depth: u8,
+    seed: u64,
+    spread: f64,
+    times: super::TimeTable,
+) -> SimConfig {
+    SimConfig {
+        workers,
+        threads: 1,
+        speed_spread: spread,
+        seed,
+        times,
+        level: 4,
+        depth,
+        ops: vec![program],
+        speculation: 2,
+        backup_after: 4,
+        guess: super::Guess::Noisy {
+            move_error_percent: 40,
+            score_noise: 4,
+        },
+        faults: None,
+        coordinator: super::CoordinatorModel::free(),
+        models: super::WorkerModels::honest(),
+        truth: super::Truth::Hash,
+        async_options: bookfarm_book::schedule::AsyncOptions::default(),
+    }
+}
+
 /// Simulate `cfg` (its `ops` should hold one program) and read the estimate after every event.
 pub fn eta_run(cfg: &SimConfig, dir: &Path) -> Result<EtaRun> {
     let mut readings: Vec<Reading> = Vec::new();
@@ -147,38 +181,24 @@ pub fn coverage(runs: &[EtaRun], fractions: &[f64]) -> Vec<Coverage> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::{CoordinatorModel, Guess, TimeTable, Truth, WorkerModels};
+    use crate::sim::TimeTable;
     use bookfarm_book::program::{Operation, Program};
-    use bookfarm_book::schedule::AsyncOptions;
 
     /// A tiny deviate build, read after every event: the estimate appears once the program
     /// has expanded a position, every stated range is ordered, and the checks at each
     /// fraction follow from the readings (the calibration itself is `sim eta`'s table).
     #[test]
     fn a_simulated_build_is_read_after_every_event() {
-        let cfg = SimConfig {
-            workers: 4,
-            threads: 1,
-            speed_spread: 4.0,
-            seed: 1,
-            times: TimeTable::recorded(4).unwrap(),
-            level: 4,
-            depth: 10,
-            ops: vec![Program::new(Operation::Deviate {
+        let cfg = eta_config(
+            Program::new(Operation::Deviate {
                 params: bookfarm_book::select::Deviate::new(2, 4),
-            })],
-            speculation: 2,
-            backup_after: 4,
-            guess: Guess::Noisy {
-                move_error_percent: 40,
-                score_noise: 4,
-            },
-            faults: None,
-            coordinator: CoordinatorModel::free(),
-            models: WorkerModels::honest(),
-            truth: Truth::Hash,
-            async_options: AsyncOptions::default(),
-        };
+            }),
+            4,
+            10,
+            1,
+            4.0,
+            TimeTable::recorded(4).unwrap(),
+        );
         let dir = tempfile::tempdir().unwrap();
         let run = eta_run(&cfg, dir.path()).unwrap();
         assert!(run.report.positions > 1);
