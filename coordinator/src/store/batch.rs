@@ -343,7 +343,7 @@ impl Store {
             let v = encode(&k, &written)?;
             b.batch.insert(k, v);
         }
-        tree.apply_batch(b.batch)?;
+        super::sled_gate::apply(&tree, b.batch)?;
         use std::sync::atomic::Ordering::Relaxed;
         if replace {
             self.chunk_bytes.store(written, Relaxed);

@@ -56,8 +56,9 @@ pub struct CredentialRecord {
 /// The credential tree of a store (a cheap-clone handle).
 #[derive(Debug, Clone)]
 pub struct CredentialStore {
-    db: sled::Db,
     tree: sled::Tree,
+    /// After the tree: its drop may be the store's last flush.
+    db: super::sled_gate::Db,
 }
 
 impl Store {
@@ -100,7 +101,7 @@ impl CredentialStore {
         if swapped.is_err() {
             return Ok(false);
         }
-        self.db.flush()?;
+        super::sled_gate::flush(&self.db)?;
         Ok(true)
     }
 
@@ -108,7 +109,7 @@ impl CredentialStore {
     pub fn put(&self, rec: &CredentialRecord) -> Result<(), StoreError> {
         self.tree
             .insert(rec.name.as_bytes(), encode(rec.name.as_bytes(), rec)?)?;
-        self.db.flush()?;
+        super::sled_gate::flush(&self.db)?;
         Ok(())
     }
 }

@@ -129,7 +129,7 @@ pub fn restore_lines(
             }
         }
     }
-    db.flush()?;
+    super::sled_gate::flush(&db)?;
     Ok(())
 }
 

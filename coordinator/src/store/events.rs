@@ -15,12 +15,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// sequence numbers).
 #[derive(Debug, Clone)]
 pub struct EventStore {
-    db: sled::Db,
     tree: sled::Tree,
     /// The sequence number of the next event (numbers start at 1).
     next: Arc<AtomicU64>,
     /// Most records kept.
     max: u64,
+    /// After the tree: its drop may be the store's last flush.
+    db: super::sled_gate::Db,
 }
 
 impl Store {
@@ -59,7 +60,7 @@ impl EventStore {
     /// Append an event and flush (an operator's change, durable on return).
     pub fn append_durable(&self, e: &EventRecord) -> Result<u64, StoreError> {
         let seq = self.append(e)?;
-        self.db.flush()?;
+        super::sled_gate::flush(&self.db)?;
         Ok(seq)
     }
 
@@ -72,7 +73,7 @@ impl EventStore {
         for k in self.tree.range(..first_kept.to_be_bytes()).keys() {
             b.remove(k?);
         }
-        self.tree.apply_batch(b)?;
+        super::sled_gate::apply(&self.tree, b)?;
         Ok(())
     }
 

@@ -125,7 +125,7 @@ pub(super) fn migrate(db: &sled::Db, dir: &Path, steps: &[Step]) -> Result<(), S
             return Err(StoreError::Unversioned(dir.display().to_string()));
         }
         db.insert(FORMAT_KEY, version_value(newest)?)?;
-        db.flush()?;
+        super::sled_gate::flush(db)?;
         return Ok(());
     };
     if version == 0 {
@@ -150,22 +150,18 @@ pub(super) fn migrate(db: &sled::Db, dir: &Path, steps: &[Step]) -> Result<(), S
         writes.to(db).insert(FORMAT_KEY, version_value(next)?);
         let (trees, batches): (Vec<sled::Tree>, Vec<sled::Batch>) =
             writes.trees.into_iter().unzip();
-        use sled::Transactional;
         use sled::transaction::TransactionError;
-        trees[..]
-            .transaction(|tx| {
-                for (tree, batch) in tx.iter().zip(&batches) {
-                    tree.apply_batch(batch)?;
-                }
-                Ok::<(), sled::transaction::ConflictableTransactionError<std::convert::Infallible>>(
-                    (),
-                )
-            })
-            .map_err(|e| match e {
-                TransactionError::Storage(e) => StoreError::Sled(e),
-                TransactionError::Abort(never) => match never {},
-            })?;
-        db.flush()?;
+        super::sled_gate::transaction(&trees[..], |tx| {
+            for (tree, batch) in tx.iter().zip(&batches) {
+                tree.apply_batch(batch)?;
+            }
+            Ok::<(), sled::transaction::ConflictableTransactionError<std::convert::Infallible>>(())
+        })
+        .map_err(|e| match e {
+            TransactionError::Storage(e) => StoreError::Sled(e),
+            TransactionError::Abort(never) => match never {},
+        })?;
+        super::sled_gate::flush(db)?;
         version = next;
     }
     Ok(())

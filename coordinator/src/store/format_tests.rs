@@ -827,7 +827,7 @@ fn an_empty_store_is_new_and_gets_this_builds_version() {
         let db = open_sled(dir.path(), 1 << 20).unwrap();
         db.open_tree("book").unwrap();
         db.open_tree("credentials").unwrap();
-        db.flush().unwrap();
+        super::sled_gate::flush(&db).unwrap();
     }
     let s = Store::open(dir.path()).unwrap();
     assert!(!s.has_book().unwrap());

@@ -62,7 +62,7 @@ pub(super) fn drop_unfinished_generations(db: &sled::Db) -> Result<Vec<u8>, Stor
                 tree = %String::from_utf8_lossy(&name),
                 "dropping a book generation left by an interrupted replacement"
             );
-            db.drop_tree(&name)?;
+            super::sled_gate::drop_tree(db, &name)?;
         }
     }
     Ok(current)
@@ -263,7 +263,7 @@ impl Store {
         let name = book_tree_name(generation);
         // A tree of that name is an earlier attempt's that failed before its switch.
         if self.db.tree_names().iter().any(|n| n == name.as_bytes()) {
-            self.db.drop_tree(&name)?;
+            super::sled_gate::drop_tree(&self.db, &name)?;
         }
         let tree = self.db.open_tree(&name)?;
         let mut b = Batch::default();
@@ -277,7 +277,7 @@ impl Store {
         b.put_header(book.header())?;
         // The new base is the book replays start from.
         b.put_meta("replay-base", &HeaderRecord::from(book.header()))?;
-        tree.apply_batch(b.batch)?;
+        super::sled_gate::apply(&tree, b.batch)?;
         self.flush()?;
         Ok(tree)
     }
@@ -298,7 +298,7 @@ impl Store {
     /// Drop a generation the pointer no longer names, and its base file (a kill before this
     /// ends leaves them to the next open, which drops them).
     fn drop_generation(&self, old: &sled::Tree) -> Result<(), StoreError> {
-        self.db.drop_tree(old.name())?;
+        super::sled_gate::drop_tree(&self.db, old.name())?;
         self.remove_stale_bases()
     }
 }

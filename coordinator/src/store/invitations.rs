@@ -13,7 +13,6 @@ use super::credentials::CredentialRecord;
 use super::keys::{CREDENTIALS_TREE, INVITATIONS_TREE, decode, encode};
 use super::{Store, StoreError};
 use serde::{Deserialize, Serialize};
-use sled::Transactional;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 
 /// One invitation.
@@ -54,9 +53,10 @@ pub enum EnrolError {
 /// The invitation tree of a store (a cheap-clone handle).
 #[derive(Debug, Clone)]
 pub struct InvitationStore {
-    db: sled::Db,
     tree: sled::Tree,
     credentials: sled::Tree,
+    /// After the trees: its drop may be the store's last flush.
+    db: super::sled_gate::Db,
 }
 
 impl Store {
@@ -96,7 +96,7 @@ impl InvitationStore {
         if swapped.is_err() {
             return Ok(false);
         }
-        self.db.flush()?;
+        super::sled_gate::flush(&self.db)?;
         Ok(true)
     }
 
@@ -104,7 +104,7 @@ impl InvitationStore {
     pub fn put(&self, rec: &InvitationRecord) -> Result<(), StoreError> {
         self.tree
             .insert(rec.name.as_bytes(), encode(rec.name.as_bytes(), rec)?)?;
-        self.db.flush()?;
+        super::sled_gate::flush(&self.db)?;
         Ok(())
     }
 
@@ -131,7 +131,7 @@ impl InvitationStore {
             )),
             None => None,
         };
-        let r = (&self.tree, &self.credentials).transaction(|(inv, creds)| {
+        let r = super::sled_gate::transaction(&(&self.tree, &self.credentials), |(inv, creds)| {
             if let Some((name, before, after)) = &spent {
                 match inv.get(name.as_bytes())? {
                     Some(v) if v.as_ref() == before.as_slice() => {}
@@ -150,7 +150,7 @@ impl InvitationStore {
             Err(TransactionError::Abort(e)) => return Err(e),
             Err(TransactionError::Storage(e)) => return Err(StoreError::Sled(e).into()),
         }
-        self.db.flush().map_err(StoreError::Sled)?;
+        super::sled_gate::flush(&self.db).map_err(StoreError::Sled)?;
         Ok(())
     }
 }

@@ -58,6 +58,7 @@ mod invitations;
 mod keys;
 mod load;
 mod record;
+mod sled_gate;
 mod sled_repair;
 mod sums;
 mod to_v2;
@@ -227,7 +228,6 @@ pub const DEFAULT_CACHE_CAPACITY: u64 = 64 << 20;
 /// The sled-backed store.
 #[derive(Debug)]
 pub struct Store {
-    db: sled::Db,
     /// The tree of the current book generation (switched by [`Store::create_book`]).
     tree: std::sync::RwLock<sled::Tree>,
     /// Held by [`Store::create_book`].
@@ -245,6 +245,8 @@ pub struct Store {
     fold_min_bytes: AtomicU64,
     /// Replacements of the position records applied since the store was opened.
     replacements: AtomicU64,
+    /// Declared after the tree handles: its drop is the store's last flush ([`sled_gate::Db`]).
+    db: sled_gate::Db,
 }
 
 impl Store {
@@ -393,7 +395,7 @@ impl Store {
 
     /// Make every write applied so far durable (blocking fsync).
     pub fn flush(&self) -> Result<(), StoreError> {
-        self.db.flush()?;
+        sled_gate::flush(&self.db)?;
         Ok(())
     }
 }

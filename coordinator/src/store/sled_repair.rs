@@ -90,7 +90,7 @@ fn remove_unfinished_sled_files(dir: &Path) -> Result<(), StoreError> {
 /// holds it for a moment, spacejam/sled#1234), so a reopen right after a drop in the same
 /// process can find the lock taken: the lock is retried for up to [`LOCK_WAIT`]. Another
 /// process holding the store still fails, after that wait.
-pub(super) fn open_sled(dir: &Path, cache_bytes: u64) -> Result<sled::Db, StoreError> {
+pub(super) fn open_sled(dir: &Path, cache_bytes: u64) -> Result<super::sled_gate::Db, StoreError> {
     let config = sled::Config::new()
         .path(dir)
         .cache_capacity(cache_bytes)
@@ -107,7 +107,7 @@ pub(super) fn open_sled(dir: &Path, cache_bytes: u64) -> Result<sled::Db, StoreE
             {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
-            r => return Ok(r?),
+            r => return Ok(super::sled_gate::Db::new(r?)),
         }
     }
 }

@@ -512,7 +512,7 @@ fn result_groups_replace_older_results_and_removals_drop_them() {
 
 /// sled's open with its lock retried as [`Store::open_with_cache`] does (the dropped store's
 /// flusher may still hold it).
-fn raw_sled_open(dir: &std::path::Path) -> sled::Result<sled::Db> {
+fn raw_sled_open(dir: &std::path::Path) -> sled::Result<super::sled_gate::Db> {
     let deadline = std::time::Instant::now() + LOCK_WAIT;
     loop {
         match sled::Config::new().path(dir).open() {
@@ -520,7 +520,7 @@ fn raw_sled_open(dir: &std::path::Path) -> sled::Result<sled::Db> {
                 assert!(e.to_string().contains("lock"), "{e}");
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
-            r => return r,
+            r => return r.map(super::sled_gate::Db::new),
         }
     }
 }

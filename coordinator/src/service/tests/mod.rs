@@ -130,7 +130,12 @@ fn close(c: Coordinator) {
 /// store is closed (see [`close`]).
 fn release(c: Coordinator) {
     let shared = c.0;
+    let deadline = Instant::now() + Duration::from_secs(120);
     while Arc::strong_count(&shared) > 1 {
+        assert!(
+            Instant::now() < deadline,
+            "another thread still holds the coordinator after 120 s"
+        );
         std::thread::sleep(Duration::from_millis(1));
     }
     drop(shared);
