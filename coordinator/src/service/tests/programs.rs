@@ -34,17 +34,8 @@ fn answer_rounds(c: &Coordinator, name: &str, rounds: usize, slots: u32) {
     }
 }
 
-/// The two long program tests run one at a time: sled 0.34's concurrency control is global to
-/// the process, and one of them dropping its store (`Drop` flushes) while the other applies a
-/// batch deadlocked inside sled when they ran in parallel.
-fn one_long_test_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static LONG: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LONG.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 #[test]
 fn programs_run_in_queue_order_and_a_queued_one_can_be_cancelled() {
-    let _long = one_long_test_at_a_time();
     let f = fixture(2, 10, ServiceConfig::default());
     // Opening a new book queued its `book new` as program #1.
     assert_eq!(states(&f.c, true), [(1, ProgramState::Running)]);
@@ -100,7 +91,6 @@ fn programs_run_in_queue_order_and_a_queued_one_can_be_cancelled() {
 
 #[test]
 fn replace_cancels_the_queue_and_the_running_program() {
-    let _long = one_long_test_at_a_time();
     let f = fixture(2, 10, ServiceConfig::default());
     drive(&f.c, 4);
     f.c.start(deviate24()).unwrap();
