@@ -5,8 +5,7 @@ use bookfarm_engine::eval::Eval;
 use bookfarm_proto::domain::Identity;
 use bookfarm_worker::WorkerConfig;
 use bookfarm_worker::client::Client;
-use bookfarm_worker::config::WorkerFile;
-use bookfarm_worker::polite::{ActiveHours, PoliteSettings, Priority};
+use bookfarm_worker::config::{RunArgs, Settings};
 use bookfarm_worker::{enrol, eval_cache};
 use clap::Subcommand;
 use std::path::PathBuf;
@@ -38,118 +37,7 @@ pub enum RunCommand {
     },
     /// Lease and run leaf-search jobs from a coordinator until stopped (Ctrl-C/SIGTERM drains:
     /// leased jobs are finished and delivered; a second signal exits at once).
-    Run {
-        /// Coordinator URL.
-        #[arg(long, env = "BOOKFARM_COORDINATOR")]
-        coordinator: Option<String>,
-        /// Search threads, 1..=4096 (default: all cores).
-        #[arg(long, env = "BOOKFARM_THREADS", value_parser = clap::value_parser!(u16).range(1..=4096))]
-        threads: Option<u16>,
-        /// Worker name shown by the coordinator (default: host name).
-        #[arg(long, env = "BOOKFARM_NAME")]
-        name: Option<String>,
-        /// Evaluation weights (Edax eval.dat format; default: the embedded bookfarm weights);
-        /// must match the coordinator's.
-        #[arg(long, env = "BOOKFARM_EVAL")]
-        eval: Option<PathBuf>,
-        /// This worker's credential (`bookfarm-coordinator workers add NAME` prints it); empty
-        /// for a coordinator on a loopback address without credentials.
-        #[arg(long, env = "BOOKFARM_TOKEN", hide_env_values = true)]
-        token: Option<String>,
-        /// Read the credential from this file (first line), as container secrets and systemd
-        /// credentials (`LoadCredential=`) hand it over.
-        #[arg(long, env = "BOOKFARM_TOKEN_FILE", conflicts_with = "token")]
-        token_file: Option<PathBuf>,
-        /// Jobs leased beyond the free threads, 0..=64.
-        #[arg(long, value_parser = clap::value_parser!(u8).range(0..=64))]
-        lookahead: Option<u8>,
-        /// CA certificate (PEM) of a TLS coordinator (use an https:// URL).
-        #[arg(long, env = "BOOKFARM_TLS_CA")]
-        tls_ca: Option<PathBuf>,
-        /// Server name to verify instead of the URL's host.
-        #[arg(long)]
-        tls_domain: Option<String>,
-        /// Configuration file (worker.toml).
-        #[arg(long, env = "BOOKFARM_WORKER_CONFIG")]
-        config: Option<PathBuf>,
-        #[command(flatten)]
-        polite: PoliteArgs,
-    },
-}
-
-/// The polite settings on the command line (over `worker.toml`).
-#[derive(Debug, Clone, clap::Args)]
-pub struct PoliteArgs {
-    /// Scheduling priority of the search threads: idle (SCHED_IDLE: only when nothing else
-    /// wants the CPU), low (nice 19) or normal [default: idle].
-    #[arg(long, env = "BOOKFARM_PRIORITY")]
-    priority: Option<Priority>,
-    /// Share of each search thread's core the searches may use, 0.01..=1 [default: 1].
-    #[arg(long, env = "BOOKFARM_CPU_SHARE", value_parser = cpu_share)]
-    cpu_share: Option<f64>,
-    /// Local hours when the worker may search, e.g. 19:00-07:30 or 00:00-08:00,12:00-13:00
-    /// [default: always].
-    #[arg(long, env = "BOOKFARM_ACTIVE_HOURS")]
-    active_hours: Option<ActiveHours>,
-    /// Pause while the machine runs on its battery [default: true].
-    #[arg(long, env = "BOOKFARM_PAUSE_ON_BATTERY")]
-    pause_on_battery: Option<bool>,
-    /// A paused worker finishes or hands back its jobs within this many seconds [default: 30].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=86_400))]
-    pause_grace: Option<u64>,
-    /// Seconds between two progress lines (0: none) [default: 60].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=86_400))]
-    progress_secs: Option<u64>,
-    /// The power-supply class directory watched for the battery.
-    #[arg(long, env = "BOOKFARM_POWER_SUPPLY_DIR", hide = true)]
-    power_supply_dir: Option<PathBuf>,
-}
-
-fn cpu_share(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(x) if (0.01..=1.0).contains(&x) => Ok(x),
-        _ => Err(format!("{s:?}: expected a share between 0.01 and 1")),
-    }
-}
-
-impl PoliteArgs {
-    /// The settings: these flags over the file's over the volunteer defaults.
-    fn settings(self, file: &WorkerFile) -> anyhow::Result<PoliteSettings> {
-        let d = PoliteSettings::volunteer();
-        let priority = match (self.priority, &file.priority) {
-            (Some(p), _) => p,
-            (None, Some(p)) => p.parse().context("priority in the config file")?,
-            (None, None) => d.priority,
-        };
-        let active_hours = match (self.active_hours, &file.active_hours) {
-            (Some(h), _) => Some(h),
-            (None, Some(h)) => Some(h.parse().context("active_hours in the config file")?),
-            (None, None) => None,
-        };
-        let cpu_share = match self.cpu_share.or(file.cpu_share) {
-            Some(x) => cpu_share(&x.to_string())
-                .map_err(anyhow::Error::msg)
-                .context("cpu_share")?,
-            None => d.cpu_share,
-        };
-        let secs = |s: Option<u64>| s.map(Duration::from_secs);
-        Ok(PoliteSettings {
-            priority,
-            cpu_share,
-            active_hours,
-            pause_on_battery: self
-                .pause_on_battery
-                .or(file.pause_on_battery)
-                .unwrap_or(d.pause_on_battery),
-            pause_grace: secs(self.pause_grace.or(file.pause_grace_secs)).unwrap_or(d.pause_grace),
-            power_supply: self.power_supply_dir.unwrap_or(d.power_supply),
-            progress_every: match self.progress_secs.or(file.progress_secs) {
-                Some(0) => None,
-                Some(s) => Some(Duration::from_secs(s)),
-                None => d.progress_every,
-            },
-        })
-    }
+    Run(RunArgs),
 }
 
 fn host_name() -> String {
@@ -310,97 +198,34 @@ async fn coordinator_eval(
 
 /// Run the worker command.
 pub fn run(cmd: RunCommand) -> anyhow::Result<()> {
-    if let RunCommand::Enroll {
-        url,
-        code,
-        name,
-        tls_ca,
-        force,
-    } = cmd
-    {
-        return enroll(url, code, name, tls_ca, force);
-    }
-    let RunCommand::Run {
-        coordinator,
-        threads,
-        name,
-        eval,
-        token,
-        token_file,
-        lookahead,
-        tls_ca,
-        tls_domain,
-        config,
-        polite,
-    } = cmd
-    else {
-        unreachable!("enroll returned above");
+    let args = match cmd {
+        RunCommand::Enroll {
+            url,
+            code,
+            name,
+            tls_ca,
+            force,
+        } => return enroll(url, code, name, tls_ca, force),
+        RunCommand::Run(args) => args,
     };
-    // The enrolment (`enroll`), under the flags, the environment and the file.
-    let enrolled = match enrol::config_dir() {
-        Ok(d) => enrol::load(&d)?,
-        Err(_) => None,
-    };
-    let file = match &config {
-        Some(p) => WorkerFile::parse(
-            &std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?,
-        )
-        .with_context(|| format!("parsing {}", p.display()))?,
-        None => WorkerFile::default(),
-    };
-    let polite = polite.settings(&file)?;
-    let eval_path = eval.or(file.eval.clone());
-    let tls_ca = match tls_ca
-        .or(file.tls_ca.clone())
-        .or(enrolled.as_ref().and_then(|e| e.tls_ca.clone()))
-    {
-        Some(p) => Some(std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?),
+    // The enrolment (`enroll`) and the settings file (`--config`, else worker.toml beside the
+    // enrolment), under the flags and the environment.
+    let dir = enrol::config_dir().ok();
+    let enrolled = match &dir {
+        Some(d) => enrol::load(d)?,
         None => None,
     };
-    let token = match token_file {
-        Some(p) => Some(
-            std::fs::read_to_string(&p)
-                .with_context(|| format!("reading {}", p.display()))?
-                .lines()
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_string(),
-        ),
-        None => token,
-    };
-    let d = WorkerConfig::default();
+    let settings = Settings::load(args.config.as_deref(), dir.as_deref())?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let coordinator = coordinator
-        .or(file.coordinator)
-        .or(enrolled.as_ref().map(|e| e.coordinator.clone()))
-        .unwrap_or(d.coordinator);
-    // The enrolled token is for its own coordinator only: never sent to another.
-    let enrolled = enrolled.filter(|e| e.coordinator == coordinator);
-    let cfg = WorkerConfig {
-        coordinator,
-        threads: threads
-            .map(usize::from)
-            .or(file.threads)
-            .unwrap_or(cores)
-            .max(1),
-        lookahead: lookahead
-            .map(usize::from)
-            .or(file.lookahead)
-            .unwrap_or(d.lookahead),
-        name: name.or(file.name).unwrap_or_else(host_name),
-        token: token
-            .or(file.token)
-            .or(enrolled.as_ref().map(|e| e.token.clone()))
-            .unwrap_or_default(),
-        max_backoff: file
-            .max_backoff_secs
-            .map_or(d.max_backoff, Duration::from_secs),
-        tls_ca,
-        tls_domain: tls_domain.or(file.tls_domain.clone()),
-        polite,
-        ..d
-    };
+    let resolved =
+        bookfarm_worker::config::resolve(args, &settings, enrolled.as_ref(), cores, host_name)?;
+    match &settings.path {
+        Some(p) => {
+            tracing::info!(path = %p.display(), token = resolved.token_from, "settings file")
+        }
+        None => tracing::info!(token = resolved.token_from, "no settings file"),
+    }
+    let (cfg, eval_path) = (resolved.config, resolved.eval);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
