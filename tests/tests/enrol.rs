@@ -1,7 +1,9 @@
-//! A volunteer from nothing (issue 37): the real `bookfarm-coordinator` and `bookfarm-worker`
-//! binaries, a home directory with nothing in it. The operator invites; the volunteer types
+//! A volunteer from nothing: the real `bookfarm-coordinator` and `bookfarm-worker` binaries, a
+//! home directory with nothing in it. The operator invites; the volunteer types
 //! `bookfarm-worker enroll URL CODE` and `bookfarm-worker run`; the worker gets its credential,
-//! fetches the coordinator's (non-default) evaluation, and its results are accepted.
+//! fetches the coordinator's (non-default) evaluation, and its results are accepted. Or the
+//! operator allows open enrolment (`serve --open-enrolment`) and the volunteer enrols without a
+//! code; without that flag the same command is refused.
 
 use bookfarm_proto::pb;
 use bookfarm_tests::deploy::binary;
@@ -204,4 +206,126 @@ async fn a_volunteer_enrols_with_a_code_fetches_the_evaluation_and_searches() {
         !logged.contains("fetching the coordinator's evaluation"),
         "{logged}"
     );
+}
+
+/// The coordinator's `serve` on `db`, on 127.0.0.1:`port`, admin token `adm`.
+fn serve(coord: &Path, db: &str, port: u16, extra: &[&str]) -> Proc {
+    let mut args = vec![
+        "serve".to_string(),
+        "--db".into(),
+        db.into(),
+        "--listen".into(),
+        format!("127.0.0.1:{port}"),
+        "--http".into(),
+        format!("127.0.0.1:{}", free_port()),
+        "--admin-token".into(),
+        "adm".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    Proc::spawn(coord.to_str().unwrap(), &args)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_enrolment_only_when_the_operator_allows_it() {
+    let coord = binary("bookfarm-coordinator");
+    let worker = binary("bookfarm-worker");
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db").display().to_string();
+    ok(Command::new(&coord).args(["book", "new", "2", "8", "--db", &db]));
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let enrol = || {
+        let mut c = Command::new(&worker);
+        c.args(["enroll", &url, "--name", "bob-pc"]);
+        home_env(&mut c, &home);
+        c.env("RUST_LOG", "warn");
+        c
+    };
+    // Invitations only (the default): enrolling without a code is refused, nothing written.
+    let mut closed = serve(&coord, &db, port, &[]);
+    let mut a = admin_as(port, "adm").await;
+    status(&mut a).await;
+    let out = enrol().output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("enrols workers with an invitation code only"),
+        "{err}"
+    );
+    assert!(!home.join(".config/bookfarm").exists(), "nothing written");
+    drop(a);
+    assert!(
+        closed
+            .terminate_within(Duration::from_secs(60))
+            .await
+            .success(),
+        "the coordinator stops cleanly"
+    );
+    // The operator opens enrolment: the same command gets an untrusted credential of its own.
+    let _open = serve(&coord, &db, port, &["--open-enrolment"]);
+    let mut a = admin_as(port, "adm").await;
+    ok(&mut enrol());
+    let text = std::fs::read_to_string(home.join(".config/bookfarm/credential.toml")).unwrap();
+    assert!(text.contains("bfw_") && text.contains(&url), "{text}");
+    let creds = a
+        .list_credentials(pb::ListCredentialsRequest::default())
+        .await
+        .unwrap()
+        .into_inner()
+        .credentials;
+    assert_eq!(creds.len(), 1, "{creds:?}");
+    let c = &creds[0];
+    assert!(c.name.starts_with("bob-pc-"), "{c:?}");
+    assert!(!c.trusted, "an open enrolment is untrusted: {c:?}");
+    assert_eq!(c.owner, c.name, "it owns itself: {c:?}");
+    // It runs with no flag, and gets work or says why it has none.
+    start_deviate(&mut a, 2, 4).await;
+    let log = dir.path().join("worker.log");
+    let env = [
+        ("HOME", home.display().to_string()),
+        (
+            "XDG_CONFIG_HOME",
+            home.join(".config").display().to_string(),
+        ),
+        ("XDG_CACHE_HOME", home.join(".cache").display().to_string()),
+        ("BOOKFARM_THREADS", "1".into()),
+        ("RUST_LOG", "info".into()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let _w = Proc::spawn_logged(worker.to_str().unwrap(), &["run".into()], &env, &log);
+    let guard = std::time::Instant::now();
+    let (me, logged) = loop {
+        let s = status(&mut a).await;
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let me = s.workers.into_iter().find(|w| w.owner == c.name);
+        if let Some(w) = me
+            && (w.completed > 0 || text.contains("idle: "))
+        {
+            break (w, text);
+        }
+        // A hang guard, not a timing assertion.
+        assert!(guard.elapsed() < Duration::from_secs(120), "{text}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        logged.contains("token=\"enrolment\""),
+        "the enrolled credential was used: {logged}"
+    );
+    // Nothing here can vouch for it (no trusted worker, no verifier without `serve --eval`): it
+    // stays untrusted.
+    assert!(
+        !me.trusted && me.standing == "untrusted",
+        "an open enrolment is untrusted: {me:?}"
+    );
+    // Work, or a reason the coordinator gave (not "no reason").
+    if me.completed == 0 {
+        assert!(
+            bookfarm_runner::domain::IdleReason::ALL
+                .iter()
+                .any(|r| logged.contains(&format!("idle: {}", r.explain()))),
+            "{logged}"
+        );
+    }
 }
