@@ -279,7 +279,14 @@ impl Programs {
         now_ms: u64,
     ) -> ProgramRecord {
         r.state = state;
-        r.finished_ms = Some(now_ms);
+        // End times strictly increase in the order programs end, so the order a restart
+        // loads (by end time) is the order they ended even within one millisecond.
+        let after_last = self
+            .finished
+            .back()
+            .and_then(|l| l.finished_ms)
+            .map_or(0, |ms| ms + 1);
+        r.finished_ms = Some(now_ms.max(after_last));
         r.report = report;
         self.dirty.insert(r.id);
         self.finished.push_back(r.clone());
@@ -441,6 +448,29 @@ mod tests {
         assert_eq!(back.list(true).last().map(|r| r.id), Some(1));
         let mut back = back;
         assert_eq!(back.push(deviate(9), 4, false), 6);
+    }
+
+    /// Two programs that end within one millisecond are listed in the order they ended, before
+    /// and after a restart.
+    #[test]
+    fn programs_ended_in_one_millisecond_keep_their_order_across_a_restart() {
+        let mut p = Programs::default();
+        for rel in 0..3 {
+            p.push(deviate(rel), 1, false);
+        }
+        p.start_front(2);
+        let three = p.take_waiting(3).unwrap();
+        p.end(three, ProgramState::Cancelled, "cancelled".into(), 5);
+        p.end_front(ProgramState::Done, "done".into(), 5);
+        let listed = |p: &Programs| -> Vec<u64> { p.list(true).iter().map(|r| r.id).collect() };
+        assert_eq!(listed(&p), [2, 1, 3]);
+        let mut records = p.list(true);
+        records.reverse();
+        let order: Vec<u64> = p.queued().map(|r| r.id).collect();
+        let back = Programs::load(records, &order);
+        assert_eq!(listed(&back), [2, 1, 3]);
+        let ends: Vec<Option<u64>> = back.list(true).iter().map(|r| r.finished_ms).collect();
+        assert_eq!(ends, [None, Some(6), Some(5)]);
     }
 
     #[test]
