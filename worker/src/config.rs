@@ -204,6 +204,22 @@ pub enum TokenFileError {
     },
 }
 
+/// The permission bits of `path` if group or others may read it (unix; elsewhere None).
+fn others_may_read(path: &Path) -> std::io::Result<Option<u32>> {
+    let meta = std::fs::metadata(path)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = meta.permissions().mode() & 0o777;
+        Ok((mode & 0o044 != 0).then_some(mode))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        Ok(None)
+    }
+}
+
 /// The token in `path`: its first line, trimmed. On unix the file must not be readable by
 /// group or others (mode 0600 or 0400, as `enroll`, `workers add --token-file`, systemd's
 /// `LoadCredential=` and the Kubernetes manifest's `defaultMode: 0400` make it), as OpenSSH
@@ -213,20 +229,12 @@ pub fn read_token_file(path: &Path) -> Result<String, TokenFileError> {
         path: path.to_path_buf(),
         source,
     };
-    let meta = std::fs::metadata(path).map_err(read)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o044 != 0 {
-            return Err(TokenFileError::TooOpen {
-                path: path.to_path_buf(),
-                mode,
-            });
-        }
+    if let Some(mode) = others_may_read(path).map_err(read)? {
+        return Err(TokenFileError::TooOpen {
+            path: path.to_path_buf(),
+            mode,
+        });
     }
-    #[cfg(not(unix))]
-    let _ = meta;
     let text = std::fs::read_to_string(path).map_err(read)?;
     let token = text.trim().lines().next().unwrap_or_default().trim();
     if token.is_empty() {
@@ -248,6 +256,9 @@ pub struct Settings {
     priority: Option<Priority>,
     /// Its parsed active hours.
     active_hours: Option<ActiveHours>,
+    /// Its permission bits when group or others may read it (unix; None: only its owner, or
+    /// not read from disk).
+    readable_by_others: Option<u32>,
 }
 
 impl Settings {
@@ -269,7 +280,12 @@ impl Settings {
             }
             Err(source) => return Err(ConfigError::Read { path, source }),
         };
-        Settings::from_text(&path, &text)
+        let mut s = Settings::from_text(&path, &text)?;
+        s.readable_by_others = others_may_read(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(s)
     }
 
     /// Parse and check `text`, the contents of `path`.
@@ -355,6 +371,7 @@ impl Settings {
             file,
             priority,
             active_hours,
+            readable_by_others: None,
         })
     }
 
@@ -527,6 +544,17 @@ pub fn resolve(
             "--token-file",
         )
     } else if let Some(t) = &f.token {
+        // The same rule as a token file: a token others can read is refused, not sent.
+        if let Some(mode) = s.readable_by_others {
+            let p = s.path.as_deref().unwrap_or(Path::new("")).display();
+            return Err(s.bad(
+                "token",
+                format!(
+                    "the file is readable by other users (mode {mode:04o}) and holds the \
+                     worker's credential: `chmod 600 {p}`, or move the token to a token_file"
+                ),
+            ));
+        }
         (t.trim().to_string(), "token")
     } else if let Some(p) = &f.token_file {
         (
@@ -909,6 +937,28 @@ mod tests {
         assert_eq!(s.file.token_file.as_deref(), Some(t.as_path()));
         let r = resolve(flags(&[]), &s, None, 1, String::new).unwrap();
         assert_eq!(r.config.token, "bfw_secret");
+        // A token in a settings file others may read is refused when it is the one used.
+        write_mode(&conf, "token = \"bfw_in_file\"\n", 0o644);
+        let s = Settings::load(Some(&conf), None).unwrap();
+        let m = resolve(flags(&[]), &s, None, 1, String::new)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            m.contains("worker.toml: token: ") && m.contains("chmod 600"),
+            "{m}"
+        );
+        let r = resolve(flags(&["--token", "bfw_flag"]), &s, None, 1, String::new).unwrap();
+        assert_eq!(
+            r.config.token, "bfw_flag",
+            "a flag's token is not the file's"
+        );
+        write_mode(&conf, "token = \"bfw_in_file\"\n", 0o600);
+        let s = Settings::load(Some(&conf), None).unwrap();
+        let r = resolve(flags(&[]), &s, None, 1, String::new).unwrap();
+        assert_eq!(
+            (r.config.token.as_str(), r.token_from),
+            ("bfw_in_file", "token")
+        );
         // A missing CA certificate named by the file.
         let s = Settings::from_text(&conf, "tls_ca = \"/nonexistent/ca.pem\"\n").unwrap();
         let m = resolve(flags(&[]), &s, None, 1, String::new)
