@@ -197,12 +197,9 @@ pub struct EventPage {
 }
 
 impl EventLog {
-    /// The log in `store`'s `events` tree, keeping at most `max` events; every kind's counter
-    /// is created at zero (alerts on `increase` then see the first event).
+    /// The log in `store`'s `events` tree, keeping at most `max` events (each kind's counter
+    /// is created at zero with the recorder, by [`crate::telemetry::register`]).
     pub fn open(store: &Store, max: u64) -> Result<EventLog, StoreError> {
-        for k in KINDS {
-            metrics::counter!(crate::telemetry::EVENTS, "kind" => k.name()).increment(0);
-        }
         Ok(EventLog {
             store: Some(store.events(max)?),
         })

@@ -255,8 +255,14 @@ pub const METRICS: &[Metric] = &[
 ];
 
 /// Describe every metric to the installed recorder and create the unlabelled counters and
-/// histograms at zero (gauges are set at every scrape; labelled series appear with their label).
+/// histograms at zero, and [`EVENTS`] at zero for every event kind (gauges are set at every
+/// scrape; the per-worker series appear with their worker). Only what exists when the recorder
+/// is installed is created: a counter's first increment is invisible to `increase()` unless a
+/// zero was scraped before it.
 pub fn register() {
+    for k in crate::events::KINDS {
+        metrics::counter!(EVENTS, "kind" => k.name()).increment(0);
+    }
     for m in METRICS {
         match m.kind {
             Kind::Counter => {
@@ -281,6 +287,26 @@ pub fn register() {
 mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    /// What a first scrape shows: every unlabelled counter, and every event kind's counter, at
+    /// zero (an alert on `increase()` misses the first event of a series born at 1).
+    #[test]
+    fn registration_creates_the_counters_at_zero() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        metrics::with_local_recorder(&recorder, register);
+        let text = recorder.handle().render();
+        for k in crate::events::KINDS {
+            let line = format!("{EVENTS}{{kind=\"{}\"}} 0", k.name());
+            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+        }
+        for m in METRICS
+            .iter()
+            .filter(|m| m.kind == Kind::Counter && m.labels.is_empty())
+        {
+            let line = format!("{} 0", m.name);
+            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+        }
+    }
 
     #[test]
     fn names_are_unique_and_follow_prometheus_conventions() {

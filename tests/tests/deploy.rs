@@ -11,6 +11,7 @@ use bookfarm_tests::deploy::{
     kustomize, load_yaml, strings, text, tool_available, url_path,
 };
 use bookfarm_tests::{Proc, free_port};
+use promql_parser::label::MatchOp;
 use promql_parser::parser::{Expr, LabelModifier, VectorSelector};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -680,6 +681,54 @@ fn promtool_accepts_the_rules_and_their_tests() {
     promtool(&["check", "config", "prometheus.yml"], tmp.path());
 }
 
+/// Every alert of `alerts.yml` has a unit test in `alerts_test.yml` where it fires, carrying
+/// the rule's own labels, and one where it stays quiet; the tests name no other alert (promtool
+/// accepts `exp_alerts: []` for an alert that does not exist, so a misspelt name would test
+/// nothing). Needs no promtool: it holds wherever the repository is checked out.
+#[test]
+fn every_alert_has_a_firing_and_a_quiet_unit_test() {
+    let dir = deploy_dir().join("prometheus");
+    let rules = &load_yaml(&dir.join("alerts.yml"))[0];
+    let mut alerts: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for g in items(&rules["groups"]) {
+        for r in items(&g["rules"]) {
+            let name = text(&r["alert"]).expect("an alerting rule");
+            assert!(
+                alerts.insert(name.clone(), labels(&r["labels"])).is_none(),
+                "{name} defined twice"
+            );
+        }
+    }
+    assert!(alerts.len() >= 10, "{alerts:?}");
+    let tests = &load_yaml(&dir.join("alerts_test.yml"))[0];
+    assert_eq!(strings(&tests["rule_files"]), ["alerts.yml"]);
+    let (mut firing, mut quiet) = (BTreeSet::new(), BTreeSet::new());
+    for t in items(&tests["tests"]) {
+        for case in items(&t["alert_rule_test"]) {
+            let name = text(&case["alertname"]).expect("alertname");
+            let rule = alerts
+                .get(&name)
+                .unwrap_or_else(|| panic!("alerts_test.yml tests {name}, which alerts.yml lacks"));
+            let expected = items(&case["exp_alerts"]);
+            if expected.is_empty() {
+                quiet.insert(name);
+                continue;
+            }
+            for e in expected {
+                let got = labels(&e["exp_labels"]);
+                for (k, v) in rule {
+                    assert_eq!(got.get(k), Some(v), "{name}: label {k} of a firing case");
+                }
+            }
+            firing.insert(name);
+        }
+    }
+    for name in alerts.keys() {
+        assert!(firing.contains(name), "no unit test shows {name} firing");
+        assert!(quiet.contains(name), "no unit test shows {name} quiet");
+    }
+}
+
 #[test]
 fn image_compose_and_systemd_match_the_binaries() {
     let (paths, jobs) = check_image_compose_systemd();
@@ -714,9 +763,9 @@ fn get(url: &str) -> (u16, String) {
     })
 }
 
-/// Series in a Prometheus text exposition: name → label names seen.
-fn scrape_series(body: &str) -> BTreeMap<String, BTreeSet<String>> {
-    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+/// Series in a Prometheus text exposition: name → label name → the values seen.
+fn scrape_series(body: &str) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+    let mut out: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
     for l in body
         .lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
@@ -729,8 +778,11 @@ fn scrape_series(body: &str) -> BTreeMap<String, BTreeSet<String>> {
             .map(|(i, _)| i)
         {
             for kv in inner.split(',') {
-                if let Some((k, _)) = kv.split_once('=') {
-                    labels.insert(k.trim().to_string());
+                if let Some((k, v)) = kv.split_once('=') {
+                    labels
+                        .entry(k.trim().to_string())
+                        .or_default()
+                        .insert(v.trim().trim_matches('"').to_string());
                 }
             }
         }
@@ -827,8 +879,8 @@ fn live() -> Live {
 
 #[derive(Default)]
 struct Selectors {
-    /// (metric name, label names matched or grouped by).
-    found: Vec<(String, BTreeSet<String>)>,
+    /// (metric name, label names matched, with the value of each equality matcher).
+    found: Vec<(String, BTreeMap<String, Option<String>>)>,
     grouping: BTreeSet<String>,
 }
 
@@ -841,7 +893,10 @@ impl promql_parser::util::ExprVisitor for Selectors {
                 .matchers
                 .matchers
                 .iter()
-                .map(|m| m.name.clone())
+                .map(|m| {
+                    let value = matches!(m.op, MatchOp::Equal).then(|| m.value.clone());
+                    (m.name.clone(), value)
+                })
                 .collect();
             self.found.push((name, labels));
         };
@@ -930,7 +985,7 @@ fn operators_kit_names_only_what_a_live_coordinator_serves() {
         for (name, matched) in &s.found {
             if name == "up" {
                 // Prometheus's own series for a scrape job: the job must be one we configure.
-                assert!(matched.contains("job"), "{what}: up without a job");
+                assert!(matched.contains_key("job"), "{what}: up without a job");
                 let job = expr
                     .split("job=\"")
                     .nth(1)
@@ -945,10 +1000,20 @@ fn operators_kit_names_only_what_a_live_coordinator_serves() {
             let labels = series
                 .get(name)
                 .unwrap_or_else(|| panic!("{what}: {name} is not in the coordinator's /metrics"));
-            for l in matched {
-                assert!(labels.contains(l), "{what}: {name} has no label {l}");
+            for (l, value) in matched {
+                let values = labels
+                    .get(l)
+                    .unwrap_or_else(|| panic!("{what}: {name} has no label {l}"));
+                // An equality matcher selects a series the coordinator serves from its first
+                // scrape (a kind counted at 0 before its first event).
+                if let Some(v) = value {
+                    assert!(
+                        values.contains(v),
+                        "{what}: {name}{{{l}=\"{v}\"}} is not in /metrics: {l} takes {values:?}"
+                    );
+                }
             }
-            available.extend(labels.iter().cloned());
+            available.extend(labels.keys().cloned());
             named.insert(name.clone());
         }
         for l in s.grouping.iter().chain(legend) {
