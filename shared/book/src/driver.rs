@@ -36,7 +36,7 @@ use crate::mem::MemBook;
 use crate::model::MAX_LEVEL;
 use crate::negamax::renegamax;
 use crate::program::{Operation, Program};
-use crate::research::{Upgrade, finish_research, start_research, upgrade_mark};
+use crate::research::{finish_research, start_research, upgrade_mark};
 use crate::searches::{analysis_levels, analysis_request};
 use crate::select::{Deviate, DeviatePass, deviate_pass, enhance_mark, extend_mark, play_mark};
 use bookfarm_engine::search::{LeafRequest, LeafResult};
@@ -508,7 +508,7 @@ impl Driver {
             Operation::Play => Some(PassKind::Play),
             Operation::Extend => Some(PassKind::Extend),
             Operation::Expand { .. } => Some(PassKind::Given),
-            Operation::Upgrade { .. } => Some(PassKind::Upgrade),
+            Operation::Upgrade { .. } | Operation::StoreAnalysis { .. } => Some(PassKind::Upgrade),
             Operation::New
             | Operation::AddGames { .. }
             | Operation::Audit { .. }
@@ -621,13 +621,16 @@ impl Driver {
                 self.state.phase = Phase::Done;
                 return;
             }
-            PassKind::Upgrade => {
-                let params = match &self.state.program.operation {
-                    Operation::Upgrade { params } => *params,
-                    _ => Upgrade { level: 0, error: 0 },
-                };
-                upgrade_mark(book, root, params.clamped())
-            }
+            PassKind::Upgrade => match &self.state.program.operation {
+                Operation::Upgrade { params } => upgrade_mark(book, root, params.clamped()),
+                // The root alone, when its level is below the stored level and it has a leaf.
+                Operation::StoreAnalysis { level } => {
+                    let raise = book.level(root) < (*level).min(MAX_LEVEL)
+                        && book.leaf(root).mv != Move::None;
+                    raise.then_some(root).into_iter().collect()
+                }
+                _ => Vec::new(),
+            },
             PassKind::DeviateRoot => deviate_pass(book, root, params, s, DeviatePass::RootSide),
             PassKind::DeviateOpponent => {
                 deviate_pass(book, root, params, s, DeviatePass::OpponentSide)
@@ -705,6 +708,7 @@ impl Driver {
             || match &self.state.program.operation {
                 Operation::Enhance { until_stable, .. } => *until_stable && it.changed(),
                 Operation::Upgrade { .. } => marked > 0,
+                Operation::StoreAnalysis { .. } => false,
                 _ => it.changed(),
             };
         match (again, self.first_pass()) {
@@ -745,10 +749,11 @@ impl Driver {
             .unwrap_or_default()
     }
 
-    /// The level an upgrade program re-searches at.
+    /// The level an upgrade program (or the store of an analysis) re-searches at.
     fn upgrade_level(&self) -> Option<u8> {
         match &self.state.program.operation {
             Operation::Upgrade { params } => Some(params.clamped().level),
+            Operation::StoreAnalysis { level } => Some((*level).min(MAX_LEVEL)),
             _ => None,
         }
     }

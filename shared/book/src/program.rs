@@ -159,6 +159,16 @@ pub enum Operation {
         /// The last level.
         up_to: u8,
     },
+    /// `expand analyze --store`: the deepest level of an analysis stored in the book. The
+    /// missing positions of the root line are added first (as `book store` adds a game's),
+    /// then the root position's leaf is re-searched at `level` with its links excluded and its
+    /// level raised to `level` (the re-search of [`crate::research`]; a position already at
+    /// `level` or above, or without a leaf move, is left as it is: a level is never lowered),
+    /// then the book is negamaxed from the start position.
+    StoreAnalysis {
+        /// The level the root's leaf is searched at (1..=60).
+        level: u8,
+    },
 }
 
 impl Operation {
@@ -189,6 +199,7 @@ impl Operation {
                 format!("analyze at level {from}")
             }
             Operation::Analyze { from, up_to, .. } => format!("analyze levels {from}..{up_to}"),
+            Operation::StoreAnalysis { level } => format!("store the analysis at level {level}"),
         }
     }
 
@@ -219,6 +230,7 @@ impl Operation {
                 | Operation::Play
                 | Operation::Extend
                 | Operation::Upgrade { .. }
+                | Operation::StoreAnalysis { .. }
         )
     }
 }
@@ -509,6 +521,7 @@ mod tests {
                 from: 4,
                 up_to: 12,
             },
+            Operation::StoreAnalysis { level: 14 },
         ]
     }
 

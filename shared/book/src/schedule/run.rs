@@ -47,7 +47,8 @@ pub fn async_selector(program: &Program) -> Option<(Selector, Board)> {
         | Operation::Expand { .. }
         | Operation::Audit { .. }
         | Operation::Search { .. }
-        | Operation::Analyze { .. } => return None,
+        | Operation::Analyze { .. }
+        | Operation::StoreAnalysis { .. } => return None,
     };
     Some((selector, program.root_board()?))
 }

@@ -3,8 +3,8 @@
 
 use crate::common;
 use bookfarm_book::driver::run_serial;
-use bookfarm_book::model::BookHeader;
-use bookfarm_book::program::Operation;
+use bookfarm_book::model::{BAD_LINK, BookHeader, Position};
+use bookfarm_book::program::{Operation, Program};
 use bookfarm_book::research::{self, Upgrade};
 use bookfarm_book::{Link, MemBook, Score, extract, grow, play};
 use bookfarm_engine::formats::Game;
@@ -245,4 +245,76 @@ fn audit_plays_best_lines_to_the_end() {
         assert_eq!(a.result, if black { score } else { -score });
         assert_eq!(a.contradicts(), a.result.signum() != -1);
     }
+}
+
+/// `expand analyze --store` on book-tiny (level 2): storing the analysis of a book position at
+/// level 4 re-searches its leaf alone at level 4 with its links excluded and raises its level,
+/// changing no other position; storing it again searches nothing; storing a position one move
+/// past the book adds it (as `book store` adds a game's positions) before raising it.
+#[test]
+fn store_analysis_raises_one_leaf_and_adds_a_missing_line() {
+    let (Some(book), Some(mut search)) = (golden_book("book-tiny.dat"), engine()) else {
+        return;
+    };
+    let store = |line: &str, level: u8| Program {
+        root: parse_moves(line).expect("line"),
+        ..Program::new(Operation::StoreAnalysis { level })
+    };
+    let line = "f5f6e6f4e3";
+    let id = book.probe(&board_after(line)).expect("in book-tiny");
+    let before = book.position(id);
+    assert!(before.level < 4 && before.leaf.mv != Move::None);
+    let mut up = book.clone();
+    let mut requests = Vec::new();
+    let st = run_serial(&mut up, store(line, 4), &mut |r: &LeafRequest| {
+        requests.push(*r);
+        search(r)
+    });
+    let expected = grow::leaf_request(&Position {
+        leaf: BAD_LINK,
+        level: 4,
+        ..before.clone()
+    })
+    .expect("a move is not linked");
+    assert_eq!(requests, vec![expected], "the position's leaf alone, at level 4");
+    let after = up.get(&before.board).expect("kept");
+    assert_eq!(after.level, 4);
+    assert_eq!(after.leaf.mv, search(&expected).mv);
+    assert_eq!(i32::from(after.leaf.score), search(&expected).score);
+    assert_eq!(st.changes.searches, 1);
+    assert_eq!(up.len(), book.len());
+    for p in book.positions().filter(|p| p.board != before.board) {
+        let q = up.get(&p.board).expect("no position removed");
+        assert_eq!((q.level, q.leaf), (p.level, p.leaf), "{}: untouched", p.board);
+    }
+    // Negamaxed from the start: a second negamax changes no value.
+    let mut again = up.clone();
+    let start = again.find(&Board::start()).expect("start");
+    bookfarm_book::negamax::renegamax(&mut again, start);
+    assert!(up.positions().all(|p| again.get(&p.board).map(|q| q.value) == Some(p.value)));
+
+    // Stored already: nothing to search, nothing changed.
+    let mut same = up.clone();
+    let st = run_serial(&mut same, store(line, 4), &mut |r: &LeafRequest| {
+        panic!("searched {r:?}")
+    });
+    assert_eq!(st.changes.searches, 0);
+    assert!(up.positions().all(|p| same.get(&p.board) == Some(p.clone())));
+
+    // One move past the book (the position's leaf move): added at the book's level, linked,
+    // then raised to level 4.
+    let past = format!("{line}{}", {
+        let b = board_after(line);
+        let sym = bookfarm_engine::symmetry::find_symmetry(&before.board, &b).expect("symmetric");
+        bookfarm_engine::symmetry::transform_move(before.leaf.mv, sym).to_string()
+    });
+    assert!(book.probe(&board_after(&past)).is_none());
+    let mut grown = book.clone();
+    let st = run_serial(&mut grown, store(&past, 4), &mut search);
+    let new = grown.probe(&board_after(&past)).expect("added");
+    assert_eq!(grown.len(), book.len() + 1);
+    assert_eq!(grown.level(new), 4);
+    assert_eq!(st.changes.positions, 1);
+    let parent = grown.probe(&board_after(line)).expect("parent");
+    assert_eq!(grown.level(parent), before.level, "the parent is not raised");
 }
