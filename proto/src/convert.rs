@@ -452,8 +452,13 @@ impl TryFrom<&Program> for pb::StartExpansionRequest {
                 position: Some(board.into()),
                 level: u32::from(*from),
                 up_to: u32::from(*up_to),
+                store: false,
             }),
-            Operation::New | Operation::Enhance { .. } | Operation::Expand { .. } => {
+            // Queued only behind its analysis (AnalyzePosition.store).
+            Operation::New
+            | Operation::Enhance { .. }
+            | Operation::Expand { .. }
+            | Operation::StoreAnalysis { .. } => {
                 return Err(unsupported());
             }
         };

@@ -871,6 +871,7 @@ async fn an_analysis_runs_next_and_each_level_shows_in_the_api_as_it_lands() {
                     position: Some((&board).into()),
                     level: 2,
                     up_to: 4,
+                    store: false,
                 },
             )),
             ..Default::default()
@@ -991,6 +992,81 @@ async fn an_analysis_runs_next_and_each_level_shows_in_the_api_as_it_lands() {
             .any(|(p, state, _)| *p == queued.program && *state == pb::ProgramState::Done as i32),
         "{listed:?}"
     );
+}
+
+/// `expand analyze f5d6c3 --level 2 --up-to 4 --store` on a new book (the start position
+/// alone) with one worker process: the analysis, then the store program right behind it, which
+/// adds the line's missing positions at the book's level and re-searches the analysed
+/// position's leaf at level 4 (links excluded): the exported book holds the line, the position
+/// at level 4 with the engine's leaf, and the API still lists the analysis's three levels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_analysis_stored_with_a_worker_raises_its_position_in_the_book() {
+    let Some(eval) = eval_path() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    new_store(&db, 2, 14);
+    let (port, http) = (free_port(), free_port());
+    let _c = coordinator(&db, port, Some(http), 60, &eval);
+    let mut a = admin(port).await;
+    let moves = "f5d6c3";
+    let board = bookfarm_engine::formats::transcript::board_after(moves).unwrap();
+    let queued = a
+        .start_expansion(pb::StartExpansionRequest {
+            selector: Some(pb::start_expansion_request::Selector::Analyze(
+                pb::AnalyzePosition {
+                    position: Some((&board).into()),
+                    level: 2,
+                    up_to: 4,
+                    store: true,
+                },
+            )),
+            from: moves.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("expand analyze --store")
+        .into_inner();
+    assert!(queued.store_program > queued.program, "{queued:?}");
+    let _w = Proc::spawn(WORKER, &worker_args(port, &eval, "w1"));
+    let t0 = std::time::Instant::now();
+    loop {
+        let listed = programs(&mut a).await;
+        let done = |id: u64| {
+            listed
+                .iter()
+                .any(|(p, state, _)| *p == id && *state == pb::ProgramState::Done as i32)
+        };
+        if done(queued.program) && done(queued.store_program) {
+            break;
+        }
+        assert!(t0.elapsed() < LIMIT, "not done: {listed:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let book = check_book(&export(&mut a).await);
+    let (weights, _) = bookfarm_runner::load_eval(Some(&eval)).unwrap();
+    let mut searcher = bookfarm_runner::exec::engine_factory(weights)();
+    let abort = std::sync::atomic::AtomicBool::new(false);
+    for line in ["f5", "f5d6"] {
+        let b = bookfarm_engine::formats::transcript::board_after(line).unwrap();
+        let id = book.probe(&b).unwrap_or_else(|| panic!("{line} added"));
+        assert_eq!(book.level(id), 2, "{line}: the book's level");
+    }
+    let p = book.position(book.probe(&board).expect("the analysed position added"));
+    assert_eq!(p.level, 4);
+    let request = bookfarm_book::grow::leaf_request(&bookfarm_book::model::Position {
+        leaf: bookfarm_book::model::BAD_LINK,
+        ..p.clone()
+    })
+    .expect("a move to search");
+    assert_eq!(request.level, 4);
+    let leaf = searcher.search(&request, &abort);
+    assert_eq!((p.leaf.mv, i32::from(p.leaf.score)), (leaf.mv, leaf.score));
+    let levels: Vec<u8> = api_analysis(http, moves)
+        .await
+        .iter()
+        .map(|(l, _)| *l)
+        .collect();
+    assert_eq!(levels, [2, 3, 4]);
 }
 
 /// The operator's command-line tool (`bookfarm-coordinator`, built by the workspace).

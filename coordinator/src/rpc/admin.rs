@@ -54,16 +54,29 @@ impl pb::admin_service_server::AdminService for AdminApi {
     ) -> Result<Response<pb::StartExpansionResponse>, Status> {
         let r = req.into_inner();
         let (replace, from) = (r.replace, r.from.clone());
+        // An analysis's `from` is the line its `store` adds (it has no root of its own).
+        let store = matches!(
+            &r.selector,
+            Some(pb::start_expansion_request::Selector::Analyze(a)) if a.store
+        );
+        if store && replace {
+            return Err(Status::invalid_argument(
+                "--replace does not apply to an analysis",
+            ));
+        }
         let mut program = Program::try_from(r).map_err(cv)?;
         let c = self.c.clone();
-        let q = tokio::task::spawn_blocking(move || {
+        let (q, stored) = tokio::task::spawn_blocking(move || {
+            if store {
+                return c.start_analysis(program, Some(&from));
+            }
             if !from.trim().is_empty() {
                 program.root = c.resolve_root(&from)?;
             }
             if replace {
-                c.replace(program)
+                c.replace(program).map(|q| (q, None))
             } else {
-                c.start(program)
+                c.start(program).map(|q| (q, None))
             }
         })
         .await
@@ -75,6 +88,7 @@ impl pb::admin_service_server::AdminService for AdminApi {
             position: u32::try_from(q.position).unwrap_or(u32::MAX),
             cancelled: q.cancelled,
             existing: q.existing,
+            store_program: stored.map_or(0, |s| s.program),
         }))
     }
 

@@ -1184,6 +1184,21 @@ impl Growth {
                         .collect();
                 format!("analysed at levels {}", levels.join(", "))
             }
+            Operation::StoreAnalysis { .. } => {
+                let stored = program
+                    .root_board()
+                    .and_then(|b| self.book.probe(&b))
+                    .map_or("not in the book".to_string(), |id| {
+                        let p = self.book.position(id);
+                        format!("at level {}, value {}", p.level, p.value)
+                    });
+                format!(
+                    "{}: {} new positions, {} searches; the position is {stored}",
+                    program.describe(),
+                    st.changes.positions,
+                    st.changes.searches,
+                )
+            }
             _ if program.schedule == Schedule::Async && st.iterations == 0 => format!(
                 "{} (asynchronous): {} new positions, {} links, {} searches; root value {}",
                 program.describe(),

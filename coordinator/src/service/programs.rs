@@ -16,7 +16,7 @@
 
 use crate::events::CostRecord;
 use crate::store::{Batch, ProgramRecord, ProgramState, StoreError};
-use bookfarm_book::program::{Operation, Program, Schedule};
+use bookfarm_book::program::{Program, Schedule};
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
 
@@ -179,8 +179,8 @@ impl Programs {
     }
 
     /// Queue `program` next: after the current program (which keeps running) and the
-    /// programs right behind it that were queued next before (`expand analyze`: top priority,
-    /// first come first served). Returns its id and its place in the queue (1: it runs now).
+    /// programs right behind it that were queued next before (`expand analyze` and its
+    /// `--store`: top priority, first come first served). Returns its id and its place in the queue (1: it runs now).
     pub(crate) fn push_next(&mut self, program: Program, now_ms: u64) -> (u64, usize) {
         let at = match self.queue.len() {
             0 => 0,
@@ -189,7 +189,7 @@ impl Programs {
                     .queue
                     .iter()
                     .skip(1)
-                    .take_while(|r| matches!(r.program.operation, Operation::Analyze { .. }))
+                    .take_while(|r| r.program.operation.is_top_priority())
                     .count()
             }
         };
@@ -357,6 +357,7 @@ impl Programs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bookfarm_book::program::Operation;
 
     fn deviate(rel: i32) -> Program {
         Program::new(Operation::Deviate {

@@ -11,10 +11,12 @@ use super::{Coordinator, GrowthMode, Predictor};
 use crate::error::{CoordinatorError, Result};
 use crate::events::{EventKind, event};
 use crate::store::{Batch, ProgramRecord, ProgramState};
+use bookfarm_book::mem::MemBook;
 use bookfarm_book::program::{Operation, Program, Schedule, check_root, resolve_root};
 use bookfarm_book::schedule::run::async_selector;
 use bookfarm_engine::Move;
 use bookfarm_engine::search::LeafRequest;
+use bookfarm_engine::symmetry::canonical;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -374,26 +376,60 @@ impl Coordinator {
         self.queue_program(program, true)
     }
 
+    /// Queue the analysis `analysis` (an [`Operation::Analyze`], top priority), and with
+    /// `store_from` (the position's move list, or its OBF board in the book) the program that
+    /// stores its deepest level in the book right behind it ([`Operation::StoreAnalysis`]: the
+    /// line's missing positions added, the position's leaf re-searched at that level). Both
+    /// are checked before either is queued: a position the book cannot hold (past its depth,
+    /// an OBF board not in it) or a line to another position queues nothing. Returns the
+    /// analysis and the store program. Durable on return.
+    pub fn start_analysis(
+        &self,
+        analysis: Program,
+        store_from: Option<&str>,
+    ) -> Result<(Queued, Option<Queued>)> {
+        let Operation::Analyze { board, up_to, .. } = &analysis.operation else {
+            return Err(CoordinatorError::InvalidArgument(format!(
+                "{} is not an analysis",
+                analysis.describe()
+            )));
+        };
+        let store = match store_from {
+            None => None,
+            Some(text) => {
+                // The line is the store program's root: say which option it came from.
+                let root = self.resolve_root(text).map_err(|e| match e {
+                    CoordinatorError::InvalidArgument(m) => CoordinatorError::InvalidArgument(
+                        format!("--store: {}", m.trim_start_matches("--from: ")),
+                    ),
+                    e => e,
+                })?;
+                let store = Program {
+                    root,
+                    ..Program::new(Operation::StoreAnalysis { level: *up_to })
+                };
+                let same = store
+                    .root_board()
+                    .is_some_and(|b| canonical(&b).0 == canonical(board).0);
+                if !same {
+                    return Err(CoordinatorError::InvalidArgument(format!(
+                        "--store: {text:?} does not reach the analysed position"
+                    )));
+                }
+                let growth = self.growth();
+                check_program(&analysis, &growth.book, &self.0.cfg)?;
+                check_program(&store, &growth.book, &self.0.cfg)?;
+                Some(store)
+            }
+        };
+        let queued = self.start(analysis)?;
+        let stored = store.map(|p| self.start(p)).transpose()?;
+        Ok((queued, stored))
+    }
+
     fn queue_program(&self, program: Program, replace: bool) -> Result<Queued> {
         let mut growth = self.growth();
-        if !program.root.is_empty() && !program.operation.has_root() {
-            return Err(CoordinatorError::InvalidArgument(format!(
-                "--from applies to deviate, enhance, play, extend and upgrade, not to {}",
-                program.describe()
-            )));
-        }
-        if program.schedule == Schedule::Async && async_selector(&program).is_none() {
-            return Err(CoordinatorError::InvalidArgument(format!(
-                "the asynchronous schedule applies to deviate, enhance, play, extend and \
-                 upgrade, not to {}",
-                program.describe()
-            )));
-        }
-        if !program.root.is_empty() {
-            check_root(&program.root, &growth.book)
-                .map_err(|e| CoordinatorError::InvalidArgument(e.to_string()))?;
-        }
-        check_neutral(&program, &self.0.cfg)?;
+        check_program(&program, &growth.book, &self.0.cfg)?;
         if !replace
             && program.operation.is_book_neutral()
             && let Some((at, r)) = growth
@@ -427,8 +463,9 @@ impl Coordinator {
             "",
             String::new(),
         ));
-        // An analysis runs next (top priority; the running program is not interrupted).
-        let (id, position) = if matches!(program.operation, Operation::Analyze { .. }) {
+        // An analysis and the store of one run next (top priority; the running program is
+        // not interrupted).
+        let (id, position) = if program.operation.is_top_priority() {
             growth.programs.push_next(program, super::now_ms())
         } else {
             (growth.push(program), growth.programs.len())
@@ -555,10 +592,34 @@ impl Coordinator {
     }
 }
 
-/// The bounds of a book-neutral program: a search program holds 1..=`search_max_positions`
+/// Whether `program` may be queued on `book`: a root line only for the programs that start
+/// from one, and legal within the book's depth; the asynchronous schedule only for the
+/// selectors and upgrade; the bounds of each kind ([`check_bounds`]).
+fn check_program(program: &Program, book: &MemBook, cfg: &super::ServiceConfig) -> Result<()> {
+    if !program.root.is_empty() && !program.operation.has_root() {
+        return Err(CoordinatorError::InvalidArgument(format!(
+            "--from applies to deviate, enhance, play, extend and upgrade, not to {}",
+            program.describe()
+        )));
+    }
+    if program.schedule == Schedule::Async && async_selector(program).is_none() {
+        return Err(CoordinatorError::InvalidArgument(format!(
+            "the asynchronous schedule applies to deviate, enhance, play, extend and \
+             upgrade, not to {}",
+            program.describe()
+        )));
+    }
+    if !program.root.is_empty() {
+        check_root(&program.root, book)
+            .map_err(|e| CoordinatorError::InvalidArgument(e.to_string()))?;
+    }
+    check_bounds(program, cfg)
+}
+
+/// The bounds of a program's own figures: a search program holds 1..=`search_max_positions`
 /// positions searched at a level in 1..=60; an analysis's levels are in 1..=60, `up_to` not
-/// below `from`.
-fn check_neutral(program: &Program, cfg: &super::ServiceConfig) -> Result<()> {
+/// below `from`; an analysis is stored at a level in 1..=60.
+fn check_bounds(program: &Program, cfg: &super::ServiceConfig) -> Result<()> {
     let bad = |m: String| Err(CoordinatorError::InvalidArgument(m));
     match &program.operation {
         Operation::Search { positions, level } => {
@@ -582,6 +643,9 @@ fn check_neutral(program: &Program, cfg: &super::ServiceConfig) -> Result<()> {
             return bad(format!(
                 "analyze levels {from}..{up_to}: expected 1 <= level <= up-to <= 60"
             ));
+        }
+        Operation::StoreAnalysis { level } if !(1..=60).contains(level) => {
+            return bad(format!("store level {level}: expected 1..=60"));
         }
         _ => {}
     }

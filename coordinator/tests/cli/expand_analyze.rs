@@ -1,6 +1,8 @@
 //! `bookfarm-coordinator expand analyze` against a real `serve` process: a bad position or bad
 //! levels are refused naming them and nothing is queued; a good one is queued and listed by
-//! `expand list` with its searches (done/total), then cancelled.
+//! `expand list` with its searches (done/total), then cancelled. With `--store`, a position the
+//! book cannot hold is refused with nothing queued, and a good one queues the analysis and the
+//! program that stores it right behind it.
 
 use std::process::{Child, Command, Output, Stdio};
 
@@ -145,4 +147,80 @@ fn expand_analyze_refuses_bad_input_before_sending_and_lists_its_searches() {
             .any(|l| l.starts_with(&format!("#{id} ")) && l.contains("cancelled")),
         "{list}"
     );
+
+    // --store of a position the book cannot hold: refused, nothing queued.
+    let past = line_of(12); // the book holds 10 plies
+    let not_in_book = bookfarm_engine::formats::obf::ObfPosition {
+        board: bookfarm_engine::formats::transcript::board_after(&past).expect("line"),
+        black_to_move: true,
+        scores: Vec::new(),
+        best_score: None,
+        comment: None,
+    }
+    .to_obf_line();
+    for (line, says) in [
+        (past.as_str(), "depth"),
+        (not_in_book.as_str(), "not in the book"),
+    ] {
+        let args = ["expand", "analyze", line, "--level", "2", "--store"];
+        let (ok, out, err) = text(&cli(&url, &args));
+        assert!(!ok, "{args:?} accepted: {out}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let (ok, now, err) = text(&cli(&url, &["expand", "list"]));
+    assert!(ok, "{err}");
+    assert!(!now.contains("analyze"), "queued: {now}");
+
+    // A good one: the analysis, then the store right behind it.
+    let (ok, out, err) = text(&cli(
+        &url,
+        &[
+            "expand", "analyze", "f5d6c3", "--level", "2", "--up-to", "4", "--store",
+        ],
+    ));
+    assert!(ok, "{err}");
+    let ids: Vec<u64> = out
+        .lines()
+        .filter_map(|l| l.split_once('#'))
+        .filter_map(|(_, r)| r.split_whitespace().next()?.parse().ok())
+        .collect();
+    assert_eq!(ids.len(), 2, "{out}");
+    assert!(
+        out.contains(&format!(
+            "program #{} queued right behind it: store the analysis at level 4",
+            ids[1]
+        )),
+        "{out}"
+    );
+    let (ok, list, err) = text(&cli(&url, &["expand", "list"]));
+    assert!(ok, "{err}");
+    let rows: Vec<&str> = list.lines().filter(|l| l.starts_with('#')).collect();
+    let at = |id: u64| {
+        rows.iter()
+            .position(|l| l.starts_with(&format!("#{id} ")))
+            .unwrap_or_else(|| panic!("#{id} in {list}"))
+    };
+    assert_eq!(at(ids[1]), at(ids[0]) + 1, "{list}");
+    assert!(
+        rows[at(ids[1])].contains("store the analysis at level 4 from f5d6c3"),
+        "{list}"
+    );
+    for id in ids {
+        let (ok, _, err) = text(&cli(&url, &["expand", "cancel", &id.to_string()]));
+        assert!(ok, "{err}");
+    }
+}
+
+/// A legal line of `plies` moves from the start (each the lowest legal square).
+fn line_of(plies: usize) -> String {
+    use bookfarm_engine::{Board, Move, Square};
+    let mut b = Board::start();
+    let mut line = String::new();
+    for _ in 0..plies {
+        let sq = b.moves().trailing_zeros() as u8;
+        let mv = Move::Square(Square::new(sq).expect("a legal square"));
+        line.push_str(&mv.to_string());
+        b = b.play_move(mv).expect("legal");
+    }
+    line
 }

@@ -210,6 +210,16 @@ impl Operation {
         matches!(self, Operation::Search { .. } | Operation::Analyze { .. })
     }
 
+    /// Whether a queue runs the operation before the programs queued before it (after the
+    /// running one and the top-priority programs queued earlier): an analysis (`expand
+    /// analyze`) and the store of one.
+    pub fn is_top_priority(&self) -> bool {
+        matches!(
+            self,
+            Operation::Analyze { .. } | Operation::StoreAnalysis { .. }
+        )
+    }
+
     /// `book enhance MID END` as the coordinator runs it (every command and the admin API):
     /// repeated until an iteration adds nothing, where Edax runs one iteration (edax-spec
     /// §4.7).

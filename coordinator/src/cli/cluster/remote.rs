@@ -161,7 +161,7 @@ pub enum ExpandSelector {
     /// Analyse one position now: its full-width leaf search at --level, then at every deeper
     /// level up to --up-to, one level after the other; each level's result is shown by `book
     /// show`, `book line`, the API and the explorer as it lands. Queued next, after the
-    /// running program (which is not interrupted). The book is not changed.
+    /// running program (which is not interrupted). The book is not changed unless --store.
     Analyze {
         /// The position: a move list from the start (f5d6c3) or an OBF board (64 cells, then
         /// the side to move).
@@ -170,6 +170,13 @@ pub enum ExpandSelector {
         /// The last level (default: --level).
         #[arg(long, value_parser = crate::cli::args::search_level)]
         up_to: Option<u8>,
+        /// Also store the deepest level in the book: right behind the analysis, the line's
+        /// missing positions are added (as `book store` adds them) and the position's leaf is
+        /// re-searched at --up-to with its links excluded, raising its level. Refused, with
+        /// nothing queued, when the book cannot hold the position (past its depth; an OBF
+        /// board not in the book).
+        #[arg(long)]
+        store: bool,
     },
     /// The program queue: the running program and those waiting, in run order (with --all,
     /// then the last finished and cancelled ones).
@@ -246,11 +253,11 @@ pub fn run(cmd: AdminCommand) -> anyhow::Result<()> {
                 }
                 search(&file, level, &out, flush, &remote)
             }
-            (None, ExpandSelector::Analyze { line, up_to }) => {
+            (None, ExpandSelector::Analyze { line, up_to, store }) => {
                 if replace || from.is_some() || schedule != Schedule::Auto {
                     anyhow::bail!("--replace, --from and --schedule do not apply to an analysis");
                 }
-                analyze(&line, level, up_to.unwrap_or(level), wait, &remote)
+                analyze(&line, level, up_to.unwrap_or(level), store, wait, &remote)
             }
             (None, selector) => {
                 if wait || replace || level > 0 || from.is_some() || schedule != Schedule::Auto {
@@ -447,10 +454,18 @@ fn search(
     })
 }
 
-/// `expand analyze LINE --level L [--up-to L2] [--wait]`: the position is read here (a bad
-/// line is refused, nothing is sent), then the analysis queued; with `wait`, its report when
-/// it ends.
-fn analyze(line: &str, level: u8, up_to: u8, wait: bool, remote: &Remote) -> anyhow::Result<()> {
+/// `expand analyze LINE --level L [--up-to L2] [--store] [--wait]`: the position is read here
+/// (a bad line is refused, nothing is sent), then the analysis queued (with `store`, and the
+/// program that stores it, the coordinator checking both first); with `wait`, their reports
+/// when they end.
+fn analyze(
+    line: &str,
+    level: u8,
+    up_to: u8,
+    store: bool,
+    wait: bool,
+    remote: &Remote,
+) -> anyhow::Result<()> {
     if level == 0 {
         anyhow::bail!("--level: an analysis needs a level in 1..=60");
     }
@@ -460,7 +475,13 @@ fn analyze(line: &str, level: u8, up_to: u8, wait: bool, remote: &Remote) -> any
         from: level,
         up_to,
     });
-    let request = pb::StartExpansionRequest::try_from(&program)?;
+    let mut request = pb::StartExpansionRequest::try_from(&program)?;
+    if store {
+        if let Some(pb::start_expansion_request::Selector::Analyze(a)) = &mut request.selector {
+            a.store = true;
+        }
+        request.from = line.trim().to_string();
+    }
     io::runtime()?.block_on(async {
         let mut c = admin(remote).await?;
         let r = c
@@ -474,9 +495,20 @@ fn analyze(line: &str, level: u8, up_to: u8, wait: bool, remote: &Remote) -> any
             r.position.saturating_sub(1),
             program.describe()
         );
+        if r.store_program != 0 {
+            println!(
+                "program #{} queued right behind it: store the analysis at level {up_to}",
+                r.store_program
+            );
+        }
         if wait {
-            let p = wait_for_program(&mut c, r.program).await?;
-            println!("{}", p.report);
+            for id in [r.program, r.store_program]
+                .into_iter()
+                .filter(|&id| id != 0)
+            {
+                let p = wait_for_program(&mut c, id).await?;
+                println!("{}", p.report);
+            }
         }
         Ok(())
     })

@@ -276,7 +276,11 @@ fn store_analysis_raises_one_leaf_and_adds_a_missing_line() {
         ..before.clone()
     })
     .expect("a move is not linked");
-    assert_eq!(requests, vec![expected], "the position's leaf alone, at level 4");
+    assert_eq!(
+        requests,
+        vec![expected],
+        "the position's leaf alone, at level 4"
+    );
     let after = up.get(&before.board).expect("kept");
     assert_eq!(after.level, 4);
     assert_eq!(after.leaf.mv, search(&expected).mv);
@@ -285,13 +289,21 @@ fn store_analysis_raises_one_leaf_and_adds_a_missing_line() {
     assert_eq!(up.len(), book.len());
     for p in book.positions().filter(|p| p.board != before.board) {
         let q = up.get(&p.board).expect("no position removed");
-        assert_eq!((q.level, q.leaf), (p.level, p.leaf), "{}: untouched", p.board);
+        assert_eq!(
+            (q.level, q.leaf),
+            (p.level, p.leaf),
+            "{}: untouched",
+            p.board
+        );
     }
     // Negamaxed from the start: a second negamax changes no value.
     let mut again = up.clone();
     let start = again.find(&Board::start()).expect("start");
     bookfarm_book::negamax::renegamax(&mut again, start);
-    assert!(up.positions().all(|p| again.get(&p.board).map(|q| q.value) == Some(p.value)));
+    assert!(
+        up.positions()
+            .all(|p| again.get(&p.board).map(|q| q.value) == Some(p.value))
+    );
 
     // Stored already: nothing to search, nothing changed.
     let mut same = up.clone();
@@ -299,7 +311,10 @@ fn store_analysis_raises_one_leaf_and_adds_a_missing_line() {
         panic!("searched {r:?}")
     });
     assert_eq!(st.changes.searches, 0);
-    assert!(up.positions().all(|p| same.get(&p.board) == Some(p.clone())));
+    assert!(
+        up.positions()
+            .all(|p| same.get(&p.board) == Some(p.clone()))
+    );
 
     // One move past the book (the position's leaf move): added at the book's level, linked,
     // then raised to level 4.
@@ -316,5 +331,9 @@ fn store_analysis_raises_one_leaf_and_adds_a_missing_line() {
     assert_eq!(grown.level(new), 4);
     assert_eq!(st.changes.positions, 1);
     let parent = grown.probe(&board_after(line)).expect("parent");
-    assert_eq!(grown.level(parent), before.level, "the parent is not raised");
+    assert_eq!(
+        grown.level(parent),
+        before.level,
+        "the parent is not raised"
+    );
 }
