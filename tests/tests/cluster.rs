@@ -841,7 +841,7 @@ async fn api_analysis(http: u16, moves: &str) -> Vec<(u8, i32)> {
 
 /// `expand analyze` of f5d6c3 at levels 2 to 4 with one manual worker searching one job at a
 /// time: the analysis is queued next (after the running program, the new book's first search,
-/// and before the two search programs waiting), its levels are requested one after the other, and after each level lands the
+/// and before the two search programs waiting), its levels are leased lowest first, and after each level lands the
 /// position's API page lists exactly the levels landed so far, with the engine's scores.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_analysis_runs_next_and_each_level_shows_in_the_api_as_it_lands() {

@@ -787,8 +787,10 @@ impl Driver {
 
     /// The step of a book-neutral program: `None` when every search has its result (the
     /// program is done), else the missing searches to list. A search program lists its first
-    /// `lookahead` missing requests (at least one) in file order; an analysis lists its
-    /// first level without a result alone (level by level).
+    /// `lookahead` missing requests (at least one) in file order, an analysis its first
+    /// `lookahead` levels without a result (at least one), lowest first: they do not depend on
+    /// each other's results, so a worker with several free threads searches several levels at
+    /// once, the lowest first, and each lands on its own.
     fn search_step(&mut self, results: &dyn Results, lookahead: usize) -> Option<Vec<LeafRequest>> {
         let (requests, cursor) = self.searching.get_or_insert_with(|| {
             let requests = match &self.state.program.operation {
@@ -811,10 +813,7 @@ impl Driver {
             self.state.iterations = 1;
             return None;
         }
-        let want = match self.state.program.operation {
-            Operation::Analyze { .. } => 1,
-            _ => lookahead.max(1),
-        };
+        let want = lookahead.max(1);
         let mut need = Vec::with_capacity(want.min(total - *cursor));
         let mut known = *cursor;
         for r in &requests[*cursor..] {

@@ -147,8 +147,9 @@ pub enum Operation {
         level: u8,
     },
     /// `expand analyze`: the full-width leaf searches of one position (its canonical board) at
-    /// the levels [`crate::searches::analysis_levels`] gives from `from` to `up_to`, one after
-    /// the other (each level is requested once the one before it has its result). The book is
+    /// the levels [`crate::searches::analysis_levels`] gives from `from` to `up_to`, lowest
+    /// first (the driver's lookahead lists the next levels with the first: a worker with
+    /// several free threads searches them side by side). The book is
     /// not changed.
     Analyze {
         /// The position (any orientation; the requests are its canonical board's).

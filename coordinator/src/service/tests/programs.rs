@@ -391,6 +391,72 @@ fn search_and_analysis_programs_list_their_searches_and_cost() {
     );
 }
 
+/// An analysis's levels are round work, lowest first, not one at a time: a worker with four
+/// free threads leases the four lowest levels in one lease (searched side by side), a
+/// one-thread worker then the next; each level shows as it lands, whatever the order. With
+/// speculation off, so that the lease owes nothing to guesses.
+#[test]
+fn a_multi_slot_worker_leases_several_levels_of_an_analysis_at_once() {
+    use bookfarm_book::searches::{analysis_levels, analysis_request};
+    let f = fixture(
+        2,
+        10,
+        ServiceConfig {
+            speculation: 0,
+            ..ServiceConfig::default()
+        },
+    );
+    drive(&f.c, 4);
+    let board = bookfarm_engine::formats::transcript::board_after("f5d6c3d3").unwrap();
+    let levels = analysis_levels(&board, 2, 10);
+    assert!(levels.len() >= 6, "{levels:?}");
+    let queued =
+        f.c.start(Program::new(Operation::Analyze {
+            board,
+            from: 2,
+            up_to: 10,
+        }))
+        .unwrap();
+    let id = identity();
+    let four = f.c.register(&id, "four", 4).unwrap();
+    let one = f.c.register(&id, "one", 1).unwrap();
+    let jobs = f.c.lease(&id, &four, 4).unwrap();
+    let target = analysis_request(&board, 2).board;
+    assert!(
+        jobs.iter().all(|j| j.board == target && j.excluded == 0),
+        "{jobs:?}"
+    );
+    let leased: Vec<u8> = jobs.iter().map(|j| j.level).collect();
+    assert_eq!(leased, levels[..4]);
+    let next = f.c.lease(&id, &one, 1).unwrap();
+    assert_eq!(
+        next.iter().map(|j| j.level).collect::<Vec<_>>(),
+        levels[4..5]
+    );
+    // The second level lands first: it shows alone.
+    f.c.submit(&id, &four, &mock_results(&jobs[1..2])).unwrap();
+    f.c.settle().unwrap();
+    let shown: Vec<u8> = f.c.analysis(&board).iter().map(|a| a.level).collect();
+    assert_eq!(shown, levels[1..2]);
+    f.c.submit(&id, &four, &mock_results(&jobs[..1])).unwrap();
+    f.c.submit(&id, &four, &mock_results(&jobs[2..])).unwrap();
+    f.c.submit(&id, &one, &mock_results(&next)).unwrap();
+    f.c.settle().unwrap();
+    let shown: Vec<u8> = f.c.analysis(&board).iter().map(|a| a.level).collect();
+    assert_eq!(shown, levels[..5]);
+    drive(&f.c, 4);
+    let done =
+        f.c.programs(true)
+            .into_iter()
+            .find(|p| p.record.id == queued.program)
+            .unwrap();
+    assert_eq!(
+        (done.record.state, done.figures.cost.searches),
+        (ProgramState::Done, levels.len() as u64),
+        "each level searched once"
+    );
+}
+
 #[test]
 fn a_search_program_resumed_after_a_restart_counts_its_stored_results_and_is_charged() {
     use bookfarm_book::searches::SearchSet;

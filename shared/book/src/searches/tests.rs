@@ -247,7 +247,8 @@ fn the_driver_searches_each_request_once_and_an_analysis_level_by_level() {
     assert_eq!(asked, input.requests(4));
     assert_eq!(st.searched, (2, 2));
     assert!(book.is_empty());
-    // An analysis asks for one level at a time, the next once the one before has its result.
+    // An analysis asks for its missing levels lowest first, as many as the lookahead allows
+    // (at least one), whatever landed before them.
     let b = board_after("f5d6c3").unwrap();
     let mut d = Driver::new(Program::new(Operation::Analyze {
         board: b,
@@ -255,13 +256,23 @@ fn the_driver_searches_each_request_once_and_an_analysis_level_by_level() {
         up_to: 3,
     }));
     let mut known: HashMap<LeafRequest, LeafResult> = HashMap::new();
-    for level in 1..=3 {
-        let Progress::Blocked(need) = d.run(&mut book, &known, 100) else {
-            panic!("done before level {level}")
-        };
-        assert_eq!(need, vec![analysis_request(&b, level)]);
-        known.insert(need[0], result(Move::Pass, i32::from(level)));
-    }
+    let level = |l: u8| analysis_request(&b, l);
+    assert_eq!(
+        d.run(&mut book, &known, 0),
+        Progress::Blocked(vec![level(1)])
+    );
+    assert_eq!(
+        d.run(&mut book, &known, 100),
+        Progress::Blocked(vec![level(1), level(2), level(3)])
+    );
+    known.insert(level(2), result(Move::Pass, 2));
+    assert_eq!(
+        d.run(&mut book, &known, 100),
+        Progress::Blocked(vec![level(1), level(3)])
+    );
+    assert_eq!(d.state().searched, (1, 3));
+    known.insert(level(1), result(Move::Pass, 1));
+    known.insert(level(3), result(Move::Pass, 3));
     assert_eq!(d.run(&mut book, &known, 100), Progress::Done);
     assert_eq!(d.state().searched, (3, 3));
 }
