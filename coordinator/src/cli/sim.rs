@@ -404,6 +404,9 @@ pub struct EtaArgs {
     /// Seeds (worker speeds), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     seeds: Vec<u64>,
+    /// Schedules the programs run on, comma-separated (`serial`, `async`): one table each.
+    #[arg(long, value_delimiter = ',', default_value = "serial,async", value_parser = args::schedule)]
+    schedules: Vec<Schedule>,
     /// Worker speeds spread log-uniformly over [1/S, S].
     #[arg(long, default_value_t = 4.0)]
     spread: f64,
@@ -451,11 +454,12 @@ fn eta(a: &EtaArgs) -> anyhow::Result<()> {
     let tmp = tempfile::tempdir().context("temporary directory")?;
     let fractions = [0.1, 0.25, 0.5, 0.75, 0.9];
     println!(
-        "# sim eta: programs {:?}, depths {:?}, workers {:?}, seeds {:?}, speeds spread {}, level-{} search times; range = point × [{}, {}], open-ended programs' high at least elapsed × {}",
+        "# sim eta: programs {:?}, depths {:?}, workers {:?}, seeds {:?}, schedules {:?}, speeds spread {}, level-{} search times; range = point × [{}, {}], open-ended programs' high at least elapsed × {}",
         a.programs,
         a.depths,
         a.workers,
         a.seeds,
+        a.schedules.iter().map(|s| s.name()).collect::<Vec<_>>(),
         a.spread,
         a.times,
         bookfarm_coordinator::service::eta::LOW,
@@ -463,62 +467,69 @@ fn eta(a: &EtaArgs) -> anyhow::Result<()> {
         bookfarm_coordinator::service::eta::PAST
     );
     if a.verbose {
-        println!("program	depth	workers	seed	positions	wall_s	held_25	held_50	held_75");
+        println!("schedule	program	depth	workers	seed	positions	wall_s	held_25	held_50	held_75");
     }
-    let mut runs = Vec::new();
     let mut n = 0;
-    for (pi, program) in programs.iter().enumerate() {
-        for &depth in &a.depths {
-            for &w in &a.workers {
-                for &seed in &a.seeds {
-                    n += 1;
-                    let dir = tmp.path().join(format!("run-{n}"));
-                    std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
-                    let cfg = sim::eta::eta_config(
-                        program.clone(),
-                        w,
-                        depth,
-                        seed,
-                        a.spread,
-                        times.clone(),
-                    );
-                    let run =
-                        sim::eta::eta_run(&cfg, &dir).with_context(|| format!("simulation {n}"))?;
-                    std::fs::remove_dir_all(&dir).ok();
-                    if a.verbose {
-                        let held = |f: f64| {
-                            run.check(f).map_or("-".to_string(), |(h, r, _)| {
-                                format!("{}({r:.2})", if h { "yes" } else { "no" })
-                            })
-                        };
-                        println!(
-                            "{}	{depth}	{w}	{seed}	{}	{:.1}	{}	{}	{}",
-                            a.programs[pi],
-                            run.report.positions,
-                            run.end - run.start,
-                            held(0.25),
-                            held(0.5),
-                            held(0.75)
+    for &schedule in &a.schedules {
+        let mut runs = Vec::new();
+        for (pi, program) in programs.iter().enumerate() {
+            for &depth in &a.depths {
+                for &w in &a.workers {
+                    for &seed in &a.seeds {
+                        n += 1;
+                        let dir = tmp.path().join(format!("run-{n}"));
+                        std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
+                        let cfg = sim::eta::eta_config(
+                            Program {
+                                schedule,
+                                ..program.clone()
+                            },
+                            w,
+                            depth,
+                            seed,
+                            a.spread,
+                            times.clone(),
                         );
+                        let run = sim::eta::eta_run(&cfg, &dir)
+                            .with_context(|| format!("simulation {n}"))?;
+                        std::fs::remove_dir_all(&dir).ok();
+                        if a.verbose {
+                            let held = |f: f64| {
+                                run.check(f).map_or("-".to_string(), |(h, r, _)| {
+                                    format!("{}({r:.2})", if h { "yes" } else { "no" })
+                                })
+                            };
+                            println!(
+                                "{}	{}	{depth}	{w}	{seed}	{}	{:.1}	{}	{}	{}",
+                                schedule.name(),
+                                a.programs[pi],
+                                run.report.positions,
+                                run.end - run.start,
+                                held(0.25),
+                                held(0.5),
+                                held(0.75)
+                            );
+                        }
+                        runs.push(run);
                     }
-                    runs.push(run);
                 }
             }
         }
-    }
-    println!("fraction	runs	held	coverage	actual/point p10	p50	p90	width/actual p50");
-    for c in sim::eta::coverage(&runs, &fractions) {
-        println!(
-            "{:.0} %	{}	{}	{:.0} %	{:.2}	{:.2}	{:.2}	{:.2}",
-            c.fraction * 100.0,
-            c.runs,
-            c.held,
-            100.0 * c.held as f64 / c.runs.max(1) as f64,
-            c.ratio[0],
-            c.ratio[1],
-            c.ratio[2],
-            c.width
-        );
+        println!("schedule	fraction	runs	held	coverage	actual/point p10	p50	p90	width/actual p50");
+        for c in sim::eta::coverage(&runs, &fractions) {
+            println!(
+                "{}	{:.0} %	{}	{}	{:.0} %	{:.2}	{:.2}	{:.2}	{:.2}",
+                schedule.name(),
+                c.fraction * 100.0,
+                c.runs,
+                c.held,
+                100.0 * c.held as f64 / c.runs.max(1) as f64,
+                c.ratio[0],
+                c.ratio[1],
+                c.ratio[2],
+                c.width
+            );
+        }
     }
     Ok(())
 }

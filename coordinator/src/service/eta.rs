@@ -14,6 +14,16 @@
 //!   point × HIGH]`, whose upper bound is, for a program that runs until a pass marks nothing,
 //!   at least `elapsed × PAST`.
 //!
+//! A program on the asynchronous schedule has no passes: its frontier (the positions its
+//! selection marks now) is expanded as results land, and each expansion may mark new positions.
+//! The same estimate reads it as a branching process (see [`Trace::estimate_async`]):
+//! - **time per expansion** `τ`: elapsed time over the expansions applied since this coordinator
+//!   first saw it run;
+//! - **expansions left**: the frontier `F` now and what it will mark, `F × ρ/(1 − ρ)`, `ρ` the
+//!   marks each expansion made over the later half of the expansions so far (`1 + ΔF/Δapplied`;
+//!   [`PRIOR_RATIO`] before there are [`MIN_ASYNC_APPLIED`] of them), at most [`MAX_RATIO`];
+//! - the same [`range`].
+//!
 //! Calibration (`sim eta`, the table in `docs/benchmarks.md`): at 25, 50 and 75 % of a
 //! simulated build the range holds the actual end in at least 80 % of the builds. The
 //! point alone underestimates open-ended programs (deviate's passes stay small for hundreds
@@ -44,6 +54,23 @@ pub const HIGH: f64 = 2.5;
 /// Least upper bound of an open-ended program's range, as a factor of its elapsed time.
 pub const PAST: f64 = 3.5;
 
+/// Expansions an asynchronous program applies before its marks per expansion are measured
+/// (before: [`PRIOR_RATIO`]).
+pub const MIN_ASYNC_APPLIED: u64 = 8;
+
+/// Most frontier samples kept (thinned to every other one beyond: the estimate reads the
+/// samples' halfway point and the last, so the resolution lost is at the old end).
+const MAX_SAMPLES: usize = 256;
+
+/// One observation of an asynchronous program.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Sample {
+    /// Expansions applied (its counter, since it started or resumed).
+    applied: u64,
+    /// Positions its selection marks.
+    marked: u64,
+}
+
 /// One pass of the running program as the runner saw it start.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Pass {
@@ -62,6 +89,8 @@ pub struct Trace {
     passes: Vec<Pass>,
     /// `DriverState::passes` at the last observation.
     seen_passes: u32,
+    /// An asynchronous program's frontier as observed (first, then each change; thinned).
+    samples: Vec<Sample>,
 }
 
 /// A point estimate and the stated range, from now.
@@ -84,6 +113,7 @@ impl Trace {
                 started: now,
                 passes: Vec::new(),
                 seen_passes: st.passes,
+                samples: Vec::new(),
             };
             if let Phase::Expanding { todo, .. } = &st.phase {
                 self.passes.push(Pass {
@@ -100,6 +130,61 @@ impl Trace {
                 });
             }
         }
+    }
+
+    /// Observe asynchronous program `id` at `now` (after each growth run): `applied`
+    /// expansions so far (its counter), `marked` positions marked now.
+    pub fn observe_async(&mut self, id: u64, applied: u64, marked: u64, now: Duration) {
+        if id != self.program {
+            *self = Trace {
+                program: id,
+                started: now,
+                ..Trace::default()
+            };
+        }
+        let s = Sample { applied, marked };
+        if self.samples.last() == Some(&s) {
+            return;
+        }
+        // The counter restarts with the program's state (a resume): follow it from there.
+        if self.samples.last().is_some_and(|l| l.applied > applied) {
+            self.samples.clear();
+            self.started = now;
+        }
+        self.samples.push(s);
+        if self.samples.len() > MAX_SAMPLES {
+            let last = self.samples.len() - 1;
+            let mut i = 0;
+            self.samples.retain(|_| {
+                let keep = i % 2 == 0 || i == last;
+                i += 1;
+                keep
+            });
+        }
+    }
+
+    /// The estimate for asynchronous program `id` at `now`, its frontier `marked` now;
+    /// `open_ended`: it runs until its selection marks nothing (None: not known yet, or not
+    /// a program this trace follows).
+    pub fn estimate_async(
+        &self,
+        id: u64,
+        marked: u64,
+        open_ended: bool,
+        now: Duration,
+    ) -> Option<Estimate> {
+        if id != self.program || id == 0 {
+            return None;
+        }
+        let (first, last) = (self.samples.first()?, self.samples.last()?);
+        let done = last.applied - first.applied;
+        let elapsed = now.saturating_sub(self.started).as_secs_f64();
+        let more = if open_ended {
+            marked as f64 * continuation(marks_per_expansion(&self.samples))
+        } else {
+            0.0
+        };
+        range(elapsed, done, marked as f64, more, open_ended)
     }
 
     /// The program observed (0: none).
@@ -157,7 +242,7 @@ impl Trace {
 
 /// An operation of one pass (Edax's expand, and enhance without `until_stable`): nothing
 /// follows its marked positions.
-fn one_pass(op: &Operation) -> bool {
+pub(crate) fn one_pass(op: &Operation) -> bool {
     matches!(
         op,
         Operation::Expand { .. }
@@ -216,6 +301,32 @@ pub fn range(
     })
 }
 
+/// Positions an asynchronous program's expansions marked, per expansion, over the later half
+/// of its expansions so far: `1 + ΔF/Δapplied` (each expansion takes its position off the
+/// frontier `F`), clamped to `[0, MAX_RATIO]`; [`PRIOR_RATIO`] before [`MIN_ASYNC_APPLIED`]
+/// expansions.
+fn marks_per_expansion(samples: &[Sample]) -> f64 {
+    let (Some(first), Some(last)) = (samples.first(), samples.last()) else {
+        return PRIOR_RATIO;
+    };
+    if last.applied.saturating_sub(first.applied) < MIN_ASYNC_APPLIED {
+        return PRIOR_RATIO;
+    }
+    let half = first.applied + (last.applied - first.applied) / 2;
+    let from = samples
+        .iter()
+        .rev()
+        .find(|s| s.applied <= half)
+        .unwrap_or(first);
+    let applied = (last.applied - from.applied) as f64;
+    let m = 1.0 + (last.marked as f64 - from.marked as f64) / applied.max(1.0);
+    if m.is_finite() {
+        m.clamp(0.0, MAX_RATIO)
+    } else {
+        PRIOR_RATIO
+    }
+}
+
 /// The ratio of one pass's marks to the previous one's, from the last passes: the last two
 /// passes over the two before (deviate alternates its two sides), or the last over the one
 /// before, clamped to `[0, MAX_RATIO]`; [`PRIOR_RATIO`] with fewer than two passes.
@@ -256,6 +367,70 @@ mod tests {
 
     fn secs(d: Duration) -> f64 {
         d.as_secs_f64()
+    }
+
+    fn samples(s: &[(u64, u64)]) -> Vec<Sample> {
+        s.iter()
+            .map(|&(applied, marked)| Sample { applied, marked })
+            .collect()
+    }
+
+    #[test]
+    fn marks_per_expansion_follow_the_frontier_over_the_later_half() {
+        assert_eq!(marks_per_expansion(&[]), PRIOR_RATIO);
+        // Too few expansions to measure.
+        assert_eq!(
+            marks_per_expansion(&samples(&[(0, 10), (3, 12)])),
+            PRIOR_RATIO
+        );
+        // The frontier shrinks by 1 every 2 expansions over the later half: 0.5 marks each.
+        // (The first half, growing, is not read.)
+        let s = samples(&[(0, 10), (10, 40), (20, 35)]);
+        assert!((marks_per_expansion(&s) - 0.5).abs() < 1e-12);
+        // A steady frontier: one mark per expansion, no end in sight: at most MAX_RATIO.
+        assert_eq!(marks_per_expansion(&samples(&[(0, 5), (40, 5)])), MAX_RATIO);
+        // A frontier emptying as fast as it is expanded: nothing more.
+        assert_eq!(marks_per_expansion(&samples(&[(0, 20), (20, 0)])), 0.0);
+    }
+
+    #[test]
+    fn an_asynchronous_program_is_read_from_its_frontier() {
+        let at = Duration::from_secs;
+        let mut t = Trace::default();
+        t.observe_async(3, 0, 40, at(100));
+        // No expansion yet: unknown.
+        assert_eq!(t.estimate_async(3, 40, true, at(110)), None);
+        t.observe_async(3, 10, 40, at(120));
+        t.observe_async(3, 20, 30, at(140));
+        // 20 expansions in 40 s: 2 s each. Over the later half (10 → 20) the frontier lost
+        // 10: 0 marks per expansion, so the 30 marked are all: 60 s.
+        let e = t.estimate_async(3, 30, true, at(140)).unwrap();
+        assert!((secs(e.point) - 60.0).abs() < 1e-9, "{e:?}");
+        assert!((secs(e.high) - (60.0 * HIGH).max(40.0 * PAST)).abs() < 1e-9);
+        // Another program's estimate is not this trace's; a new program starts over.
+        assert_eq!(t.estimate_async(4, 30, true, at(140)), None);
+        t.observe_async(4, 0, 5, at(150));
+        assert_eq!(t.estimate_async(4, 5, true, at(160)), None);
+        // A counter that restarts (the program resumed) is followed from there.
+        t.observe_async(4, 10, 5, at(170));
+        t.observe_async(4, 2, 5, at(200));
+        t.observe_async(4, 12, 5, at(210));
+        let e = t.estimate_async(4, 5, false, at(210)).unwrap();
+        // 10 expansions in 10 s; a one-pass program: the 5 marked only.
+        assert!((secs(e.point) - 5.0).abs() < 1e-9, "{e:?}");
+    }
+
+    #[test]
+    fn the_frontier_samples_stay_bounded() {
+        let mut t = Trace::default();
+        for i in 0..10_000u64 {
+            t.observe_async(1, i, 10_000 - i, Duration::from_secs(i));
+        }
+        assert!(t.samples.len() <= MAX_SAMPLES, "{}", t.samples.len());
+        assert_eq!(t.samples.first().map(|s| s.applied), Some(0));
+        assert_eq!(t.samples.last().map(|s| s.applied), Some(9_999));
+        // Each expansion took one position off: 0 marks per expansion.
+        assert_eq!(marks_per_expansion(&t.samples), 0.0);
     }
 
     #[test]

@@ -845,7 +845,13 @@ impl Growth {
         if self.replay.replaying().is_some() {
             return;
         }
-        if let (Some(d), Some(r)) = (self.driver.as_ref(), self.programs.front()) {
+        let Some(r) = self.programs.front() else {
+            return;
+        };
+        if let Some(g) = self.asynchronous.as_ref() {
+            self.eta
+                .observe_async(r.id, g.stats().applied, g.marked() as u64, now);
+        } else if let Some(d) = self.driver.as_ref() {
             self.eta.observe(r.id, d.state(), now);
         }
     }
@@ -859,7 +865,15 @@ impl Growth {
         if self.replay.replaying().is_some() {
             return None;
         }
-        let (d, r) = (self.driver.as_ref()?, self.programs.front()?);
+        let r = self.programs.front()?;
+        if let Some(g) = self.asynchronous.as_ref() {
+            let open_ended = !super::eta::one_pass(&g.program().operation);
+            let e = self
+                .eta
+                .estimate_async(r.id, g.marked() as u64, open_ended, now);
+            return Some((r.id, e));
+        }
+        let d = self.driver.as_ref()?;
         Some((r.id, self.eta.estimate(r.id, d.state(), now)))
     }
 

@@ -67,8 +67,9 @@ impl EtaRun {
 }
 
 /// The farm `sim eta` calibrates on: `workers` one-thread workers whose speeds spread over
-/// [1/`spread`, `spread`], level-4 books of `depth` plies growing by `program` over hash results,
-/// with speculation and backup leases as the service's defaults, coordinator CPU free.
+/// [1/`spread`, `spread`], level-4 books of `depth` plies growing by `program` over hash results
+/// on `program`'s schedule, with speculation (serial schedule only: the asynchronous one makes no
+/// guesses) and backup leases as the service's defaults, coordinator CPU free.
 pub fn eta_config(
     program: bookfarm_book::program::Program,
     workers: usize,
@@ -77,6 +78,10 @@ pub fn eta_config(
     spread: f64,
     times: super::TimeTable,
 ) -> SimConfig {
+    let speculation = match program.schedule {
+        bookfarm_book::program::Schedule::Async => 0,
+        _ => 2,
+    };
     SimConfig {
         workers,
         threads: 1,
@@ -86,7 +91,7 @@ pub fn eta_config(
         level: 4,
         depth,
         ops: vec![program],
-        speculation: 2,
+        speculation,
         backup_after: 4,
         guess: super::Guess::Noisy {
             move_error_percent: 40,
@@ -182,41 +187,50 @@ pub fn coverage(runs: &[EtaRun], fractions: &[f64]) -> Vec<Coverage> {
 mod tests {
     use super::*;
     use crate::sim::TimeTable;
-    use bookfarm_book::program::{Operation, Program};
+    use bookfarm_book::program::{Operation, Program, Schedule};
 
-    /// A tiny deviate build, read after every event: the estimate appears once the program
-    /// has expanded a position, every stated range is ordered, and the checks at each
-    /// fraction follow from the readings (the calibration itself is `sim eta`'s table).
+    /// A tiny deviate build on each schedule, read after every event: the estimate appears
+    /// once the program has expanded a position, every stated range is ordered, and the checks
+    /// at each fraction follow from the readings (the calibration itself is `sim eta`'s table).
     #[test]
     fn a_simulated_build_is_read_after_every_event() {
-        let cfg = eta_config(
-            Program::new(Operation::Deviate {
-                params: bookfarm_book::select::Deviate::new(2, 4),
-            }),
-            4,
-            10,
-            1,
-            4.0,
-            TimeTable::recorded(4).unwrap(),
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let run = eta_run(&cfg, dir.path()).unwrap();
-        assert!(run.report.positions > 1);
-        assert!(run.start < run.end, "{} .. {}", run.start, run.end);
-        assert!(run.readings.windows(2).all(|w| w[0].t < w[1].t));
-        let stated: Vec<Stated> = run.readings.iter().filter_map(|r| r.estimate).collect();
-        assert!(!stated.is_empty());
-        assert!(stated.iter().all(|e| e.low <= e.point && e.point <= e.high));
-        for f in [0.25, 0.5, 0.75] {
-            let (held, ratio, _) = run.check(f).unwrap();
-            let r = run.at(f).unwrap();
-            let e = r.estimate.unwrap();
-            let left = run.end - r.t;
-            assert_eq!(held, left >= e.low - 1e-3 && left <= e.high + 1e-3);
-            assert!((ratio - left / e.point.max(1e-9)).abs() < 1e-9);
+        for schedule in [Schedule::Serial, Schedule::Async] {
+            let cfg = eta_config(
+                Program {
+                    schedule,
+                    ..Program::new(Operation::Deviate {
+                        params: bookfarm_book::select::Deviate::new(2, 4),
+                    })
+                },
+                4,
+                10,
+                1,
+                4.0,
+                TimeTable::recorded(4).unwrap(),
+            );
+            let dir = tempfile::tempdir().unwrap();
+            let run = eta_run(&cfg, dir.path()).unwrap();
+            assert_eq!(run.report.schedule, schedule);
+            assert!(run.report.finished, "{}", run.report.row());
+            assert!(run.report.positions > 1);
+            assert!(run.start < run.end, "{} .. {}", run.start, run.end);
+            assert!(run.readings.windows(2).all(|w| w[0].t < w[1].t));
+            let stated: Vec<Stated> = run.readings.iter().filter_map(|r| r.estimate).collect();
+            assert!(!stated.is_empty(), "{schedule:?}: never an estimate");
+            assert!(stated.iter().all(|e| e.low <= e.point && e.point <= e.high));
+            for f in [0.25, 0.5, 0.75] {
+                let (held, ratio, _) = run.check(f).unwrap();
+                let r = run.at(f).unwrap();
+                let e = r
+                    .estimate
+                    .unwrap_or_else(|| panic!("{schedule:?}: unknown at {f}"));
+                let left = run.end - r.t;
+                assert_eq!(held, left >= e.low - 1e-3 && left <= e.high + 1e-3);
+                assert!((ratio - left / e.point.max(1e-9)).abs() < 1e-9);
+            }
+            let c = coverage(std::slice::from_ref(&run), &[0.5]);
+            assert_eq!(c[0].runs, 1);
+            assert_eq!(c[0].held, usize::from(run.check(0.5).unwrap().0));
         }
-        let c = coverage(std::slice::from_ref(&run), &[0.5]);
-        assert_eq!(c[0].runs, 1);
-        assert_eq!(c[0].held, usize::from(run.check(0.5).unwrap().0));
     }
 }
