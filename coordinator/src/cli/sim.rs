@@ -454,7 +454,7 @@ fn eta(a: &EtaArgs) -> anyhow::Result<()> {
     let tmp = tempfile::tempdir().context("temporary directory")?;
     let fractions = [0.1, 0.25, 0.5, 0.75, 0.9];
     println!(
-        "# sim eta: programs {:?}, depths {:?}, workers {:?}, seeds {:?}, schedules {:?}, speeds spread {}, level-{} search times; range = point × [{}, {}], open-ended programs' high at least elapsed × {}",
+        "# sim eta: programs {:?}, depths {:?}, workers {:?}, seeds {:?}, schedules {:?}, speeds spread {}, level-{} search times; range = work left × [{}, {}], open-ended programs' high at least elapsed × {} and point at least elapsed × {}",
         a.programs,
         a.depths,
         a.workers,
@@ -464,7 +464,8 @@ fn eta(a: &EtaArgs) -> anyhow::Result<()> {
         a.times,
         bookfarm_coordinator::service::eta::LOW,
         bookfarm_coordinator::service::eta::HIGH,
-        bookfarm_coordinator::service::eta::PAST
+        bookfarm_coordinator::service::eta::PAST,
+        bookfarm_coordinator::service::eta::MEDIAN_PAST
     );
     if a.verbose {
         println!("schedule	program	depth	workers	seed	positions	wall_s	held_25	held_50	held_75");

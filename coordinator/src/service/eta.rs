@@ -10,9 +10,10 @@
 //!   taken as a geometric continuation of the passes so far (each pass marks `ρ` times the
 //!   previous one's positions, `ρ` from the last passes, [`PRIOR_RATIO`] before there are
 //!   two; an operation with one pass has none to come);
-//! - the **point** `τ × left`, turned into the stated range (see [`range`]): `[point × LOW,
-//!   point × HIGH]`, whose upper bound is, for a program that runs until a pass marks nothing,
-//!   at least `elapsed × PAST`.
+//! - the **work left** `τ × left`, turned into the stated range (see [`range`]): `[work × LOW,
+//!   work × HIGH]`, whose upper bound is, for a program that runs until a pass marks nothing,
+//!   at least `elapsed × PAST`; the point is the work left, for such a program at least
+//!   `elapsed × MEDIAN_PAST`.
 //!
 //! A program on the asynchronous schedule has no passes: its frontier (the positions its
 //! selection marks now) is expanded as results land, and each expansion may mark new positions.
@@ -26,10 +27,10 @@
 //!
 //! Calibration (`sim eta`, the table in `docs/benchmarks.md`): at 25, 50 and 75 % of a
 //! simulated build the range holds the actual end in at least 80 % of the builds. The
-//! point alone underestimates open-ended programs (deviate's passes stay small for hundreds
-//! of iterations, then stop: actual ÷ point has a median near 10), so their upper bound is
-//! the elapsed-time term, and the range is wide; a reading in the first tenth of a run
-//! misses more often than not.
+//! work left alone underestimates open-ended programs (deviate's passes stay small for hundreds
+//! of iterations, then stop; an asynchronous frontier stays a handful of positions: actual ÷
+//! work has a median of 4 to 30), so their point and upper bound are elapsed-time terms, and
+//! the range is wide; a reading in the first tenth of a run misses more often than not.
 //!
 //! Nothing here reads a clock or the book: [`Trace`] is fed by the growth runner and read by
 //! the status.
@@ -53,6 +54,11 @@ pub const HIGH: f64 = 2.5;
 
 /// Least upper bound of an open-ended program's range, as a factor of its elapsed time.
 pub const PAST: f64 = 3.5;
+
+/// Least point estimate of an open-ended program, as a factor of its elapsed time: with
+/// nothing else known a program is as likely past half its run as not (Gott's median), and
+/// the passes or the frontier foretell less than that (`sim eta`).
+pub const MEDIAN_PAST: f64 = 1.0;
 
 /// Expansions an asynchronous program applies before its marks per expansion are measured
 /// (before: [`PRIOR_RATIO`]).
@@ -263,9 +269,11 @@ fn continuation(rho: f64) -> f64 {
 /// has `certain` units left for sure and `more` projected; `open_ended`: how many passes are
 /// to come is not known (a program that runs until a pass marks nothing).
 ///
-/// - point = τ × (certain + more), τ = elapsed ÷ done (the program's own rate so far);
-/// - low = point × [`LOW`];
-/// - high = point × [`HIGH`], and for an open-ended program at least elapsed × [`PAST`]: the
+/// - work = τ × (certain + more), τ = elapsed ÷ done (the program's own rate so far);
+/// - point = work, and for an open-ended program at least elapsed × [`MEDIAN_PAST`] (the work
+///   term alone was 4 to 30 times too short in `sim eta`);
+/// - low = work × [`LOW`];
+/// - high = work × [`HIGH`], and for an open-ended program at least elapsed × [`PAST`]: the
 ///   size of the passes to come is not predictable from the passes so far (deviate's passes
 ///   stay small for hundreds of iterations, then stop), so the upper bound also scales with
 ///   how long the program has run, as Gott's Δt argument does (a program past a quarter of its
@@ -282,9 +290,10 @@ pub fn range(
     if done == 0 || elapsed.is_nan() || elapsed <= 0.0 {
         return None;
     }
-    let point = elapsed / done as f64 * (certain + more);
-    let mut high = point * HIGH;
+    let work = elapsed / done as f64 * (certain + more);
+    let (mut point, mut high) = (work, work * HIGH);
     if open_ended {
+        point = point.max(elapsed * MEDIAN_PAST);
         high = high.max(elapsed * PAST);
     }
     let secs = |s: f64| {
@@ -296,7 +305,7 @@ pub fn range(
     };
     Some(Estimate {
         point: secs(point),
-        low: secs(point * LOW),
+        low: secs(work * LOW),
         high: secs(high),
     })
 }
@@ -455,11 +464,12 @@ mod tests {
 
     #[test]
     fn an_open_ended_program_states_at_least_its_elapsed_time_times_past() {
-        // The point says 1 s left after 100 s: the passes to come are not known, so the
-        // upper bound is the elapsed term.
+        // The work left says 1 s after 100 s: the passes to come are not known, so the
+        // point and the upper bound are the elapsed terms; the lower bound stays the work's.
         let e = range(100.0, 100, 1.0, 0.0, true).unwrap();
-        assert!((secs(e.point) - 1.0).abs() < 1e-9);
+        assert!((secs(e.point) - 100.0 * MEDIAN_PAST).abs() < 1e-9);
         assert!((secs(e.high) - 100.0 * PAST).abs() < 1e-9);
+        assert!((secs(e.low) - LOW).abs() < 1e-9);
         // A one-pass program keeps the point's range.
         let e = range(100.0, 100, 1.0, 0.0, false).unwrap();
         assert!((secs(e.high) - HIGH).abs() < 1e-9);
