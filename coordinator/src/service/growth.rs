@@ -1128,7 +1128,17 @@ impl Growth {
     /// changed (at W = 1,000 the set holds thousands of requests).
     pub(crate) fn take_needed(&mut self) -> Needed {
         match self.asynchronous.as_mut() {
-            None => Needed::List(self.needed.clone()),
+            None => {
+                // The analyses waiting behind the current program go first (see
+                // `analyses_ahead`).
+                let mut list = self.analyses_ahead();
+                if list.is_empty() {
+                    return Needed::List(self.needed.clone());
+                }
+                let ahead: RequestSet = list.iter().copied().collect();
+                list.extend(self.needed.iter().filter(|r| !ahead.contains(r)));
+                Needed::List(list)
+            }
             Some(g) if self.async_synced => Needed::Delta(g.take_delta()),
             Some(g) => {
                 g.take_delta();
@@ -1136,6 +1146,35 @@ impl Growth {
                 Needed::Whole(g.needed())
             }
         }
+    }
+
+    /// The searches without a result of the analyses queued right behind the current program
+    /// (queue order, each analysis's levels lowest first): round work ahead of the current
+    /// program's own, so that an analysis asked for while a long program runs is searched at
+    /// once (pre-emption: the program's searches wait, its steps do not change). The results
+    /// are kept as any result; the analysis shows each level as it lands and ends as soon as
+    /// it reaches the front of the queue. A book-neutral search cannot change the book, so
+    /// the book and the replay log are the same whenever it is searched. Serial schedule
+    /// only: the asynchronous program's needed set is handed over by changes, and an
+    /// analysis waits for it.
+    fn analyses_ahead(&self) -> Vec<LeafRequest> {
+        let mut out = Vec::new();
+        for r in self
+            .programs
+            .queued()
+            .skip(1)
+            .take_while(|r| r.program.operation.is_top_priority())
+        {
+            if let Operation::Analyze { board, from, up_to } = &r.program.operation {
+                out.extend(
+                    bookfarm_book::searches::analysis_levels(board, *from, *up_to)
+                        .into_iter()
+                        .map(|level| bookfarm_book::searches::analysis_request(board, level))
+                        .filter(|q| self.results.get(q).is_none()),
+                );
+            }
+        }
+        out
     }
 
     /// Hand the asynchronous program's needed set over whole at the next [`Growth::take_needed`]

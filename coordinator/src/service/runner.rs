@@ -464,7 +464,8 @@ impl Coordinator {
             String::new(),
         ));
         // An analysis and the store of one run next (top priority; the running program is
-        // not interrupted).
+        // not interrupted, but an analysis's searches go before its own: see
+        // `Growth::take_needed`).
         let (id, position) = if program.operation.is_top_priority() {
             growth.programs.push_next(program, super::now_ms())
         } else {

@@ -457,6 +457,77 @@ fn a_multi_slot_worker_leases_several_levels_of_an_analysis_at_once() {
     );
 }
 
+/// An analysis queued while a long program runs is searched at once: its levels are leased
+/// before the running program's searches (which wait; the program keeps running), each shows
+/// as it lands, and the analysis ends as soon as the program does. The book is the serial
+/// book of the program alone.
+#[test]
+fn an_analysis_is_searched_before_the_running_programs_searches() {
+    use bookfarm_book::searches::{analysis_levels, analysis_request};
+    let f = fixture(
+        2,
+        10,
+        ServiceConfig {
+            speculation: 0,
+            ..ServiceConfig::default()
+        },
+    );
+    drive(&f.c, 4);
+    let deviate = f.c.start(deviate24()).unwrap();
+    let id = identity();
+    let w = f.c.register(&id, "one", 1).unwrap();
+    // The deviate runs: answer a few of its searches.
+    for _ in 0..3 {
+        let jobs = f.c.lease(&id, &w, 1).unwrap();
+        f.c.submit(&id, &w, &mock_results(&jobs)).unwrap();
+        f.c.settle().unwrap();
+    }
+    let board = bookfarm_engine::formats::transcript::board_after("f5d6c3d3").unwrap();
+    let levels = analysis_levels(&board, 3, 6);
+    let target = analysis_request(&board, 3).board;
+    let analysis =
+        f.c.start(Program::new(Operation::Analyze {
+            board,
+            from: 3,
+            up_to: 6,
+        }))
+        .unwrap();
+    assert_eq!(analysis.position, 2, "queued behind the running program");
+    for (i, level) in levels.iter().enumerate() {
+        let jobs = f.c.lease(&id, &w, 1).unwrap();
+        assert_eq!(
+            jobs.iter()
+                .map(|j| (j.board, j.excluded, j.level))
+                .collect::<Vec<_>>(),
+            [(target, 0, *level)],
+            "the analysis's next level first"
+        );
+        f.c.submit(&id, &w, &mock_results(&jobs)).unwrap();
+        f.c.settle().unwrap();
+        let shown: Vec<u8> = f.c.analysis(&board).iter().map(|a| a.level).collect();
+        assert_eq!(shown, levels[..=i]);
+        assert_eq!(
+            states(&f.c, false)[..2],
+            [
+                (deviate.program, ProgramState::Running),
+                (analysis.program, ProgramState::Queued)
+            ]
+        );
+    }
+    // Then the deviate's searches again; both end, the analysis searching nothing more.
+    let before = f.c.counters().completed;
+    drive(&f.c, 4);
+    assert_eq!(states(&f.c, false), []);
+    let done =
+        f.c.programs(true)
+            .into_iter()
+            .find(|p| p.record.id == analysis.program)
+            .unwrap();
+    assert_eq!(done.record.state, ProgramState::Done);
+    assert!(f.c.counters().completed > before, "the deviate went on");
+    assert_same_book(&f.c, &serial_book(2, 10, &[deviate24()]));
+}
+
 #[test]
 fn a_search_program_resumed_after_a_restart_counts_its_stored_results_and_is_charged() {
     use bookfarm_book::searches::SearchSet;
