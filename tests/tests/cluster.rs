@@ -841,8 +841,9 @@ async fn api_analysis(http: u16, moves: &str) -> Vec<(u8, i32)> {
 
 /// `expand analyze` of f5d6c3 at levels 2 to 4 with one manual worker searching one job at a
 /// time: the analysis is queued next (after the running program, the new book's first search,
-/// and before the two search programs waiting), its levels are leased lowest first, and after each level lands the
-/// position's API page lists exactly the levels landed so far, with the engine's scores.
+/// and before the two search programs waiting), its levels are leased lowest first and before
+/// that program's search, and after each level lands the position's API page lists exactly the
+/// levels landed so far, with the engine's scores; the analysis ends once that program has.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_analysis_runs_next_and_each_level_shows_in_the_api_as_it_lands() {
     use bookfarm_proto::pb::worker_service_client::WorkerServiceClient;
@@ -936,6 +937,8 @@ async fn an_analysis_runs_next_and_each_level_shows_in_the_api_as_it_lands() {
         };
         let b = bookfarm_engine::Board::try_from(job.position.expect("job position")).unwrap();
         let analysis = b == target && job.excluded == 0;
+        // The running program's search waits for the analysis's levels.
+        assert!(analysis, "{job:?} leased before the analysis's levels");
         // The search programs queued before it wait for the analysis.
         assert!(
             !searched.contains(&b),
@@ -983,15 +986,59 @@ async fn an_analysis_runs_next_and_each_level_shows_in_the_api_as_it_lands() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
-    // Level by level, lowest first.
+    // Level by level, lowest first, all while the new book's program still ran.
     assert_eq!(levels_seen, levels);
-    let listed = programs(&mut a).await;
-    assert!(
-        listed
+    // The analysis ends once that program has (its search is answered now).
+    let t1 = std::time::Instant::now();
+    loop {
+        let listed = programs(&mut a).await;
+        if listed
             .iter()
-            .any(|(p, state, _)| *p == queued.program && *state == pb::ProgramState::Done as i32),
-        "{listed:?}"
-    );
+            .any(|(p, state, _)| *p == queued.program && *state == pb::ProgramState::Done as i32)
+        {
+            break;
+        }
+        assert!(t1.elapsed() < LIMIT, "analysis not done: {listed:?}");
+        let lease = w
+            .lease_jobs(pb::LeaseJobsRequest {
+                identity: Some(identity.clone()),
+                worker_id: worker_id.clone(),
+                free_slots: 1,
+                ..Default::default()
+            })
+            .await
+            .expect("lease")
+            .into_inner();
+        let Some(job) = lease.jobs.into_iter().next() else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let b = bookfarm_engine::Board::try_from(job.position.expect("job position")).unwrap();
+        let leaf = searcher.search(
+            &bookfarm_engine::search::LeafRequest {
+                board: b,
+                excluded: job.excluded,
+                level: job.level as u8,
+            },
+            &abort,
+        );
+        w.submit_results(pb::SubmitResultsRequest {
+            identity: Some(identity.clone()),
+            worker_id: worker_id.clone(),
+            results: vec![pb::LeafResult {
+                job_id: job.job_id.clone(),
+                r#move: u32::from(leaf.mv.code()),
+                score: leaf.score,
+                depth: leaf.depth,
+                selectivity: u32::from(leaf.selectivity),
+                exact: leaf.exact,
+                nodes: leaf.nodes,
+                elapsed_us: leaf.elapsed.as_micros() as u64,
+            }],
+        })
+        .await
+        .expect("submit");
+    }
 }
 
 /// `expand analyze f5d6c3 --level 2 --up-to 4 --store` on a new book (the start position

@@ -1170,7 +1170,7 @@ impl Growth {
                     bookfarm_book::searches::analysis_levels(board, *from, *up_to)
                         .into_iter()
                         .map(|level| bookfarm_book::searches::analysis_request(board, level))
-                        .filter(|q| self.results.get(q).is_none()),
+                        .filter(|q| !self.results.contains_key(q)),
                 );
             }
         }
