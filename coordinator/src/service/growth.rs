@@ -1130,13 +1130,22 @@ impl Growth {
         match self.asynchronous.as_mut() {
             None => {
                 // The analyses waiting behind the current program go first (see
-                // `analyses_ahead`).
-                let mut list = self.analyses_ahead();
-                if list.is_empty() {
+                // `analyses_ahead`), unless it is one of them (first come, first served).
+                let ahead = self.analyses_ahead();
+                if ahead.is_empty() {
                     return Needed::List(self.needed.clone());
                 }
-                let ahead: RequestSet = list.iter().copied().collect();
-                list.extend(self.needed.iter().filter(|r| !ahead.contains(r)));
+                let front_first = self
+                    .programs
+                    .front()
+                    .is_some_and(|r| r.program.operation.is_top_priority());
+                let (mut list, then) = if front_first {
+                    (self.needed.clone(), ahead)
+                } else {
+                    (ahead, self.needed.clone())
+                };
+                let mut seen: RequestSet = list.iter().copied().collect();
+                list.extend(then.into_iter().filter(|r| seen.insert(*r)));
                 Needed::List(list)
             }
             Some(g) if self.async_synced => Needed::Delta(g.take_delta()),
@@ -1150,7 +1159,7 @@ impl Growth {
 
     /// The searches without a result of the analyses queued right behind the current program
     /// (queue order, each analysis's levels lowest first): round work ahead of the current
-    /// program's own, so that an analysis asked for while a long program runs is searched at
+    /// program's own (behind them when it is an analysis or the store of one), so that an analysis asked for while a long program runs is searched at
     /// once (pre-emption: the program's searches wait, its steps do not change). The results
     /// are kept as any result; the analysis shows each level as it lands and ends as soon as
     /// it reaches the front of the queue. A book-neutral search cannot change the book, so

@@ -514,6 +514,20 @@ fn an_analysis_is_searched_before_the_running_programs_searches() {
             ]
         );
     }
+    // A second analysis queued behind the first goes before the deviate too.
+    let other = bookfarm_engine::formats::transcript::board_after("f5f6e6").unwrap();
+    f.c.start(Program::new(Operation::Analyze {
+        board: other,
+        from: 3,
+        up_to: 3,
+    }))
+    .unwrap();
+    let jobs = f.c.lease(&id, &w, 1).unwrap();
+    assert_eq!(
+        jobs.iter().map(|j| (j.board, j.level)).collect::<Vec<_>>(),
+        [(analysis_request(&other, 3).board, 3)]
+    );
+    f.c.submit(&id, &w, &mock_results(&jobs)).unwrap();
     // Then the deviate's searches again; both end, the analysis searching nothing more.
     let before = f.c.counters().completed;
     drive(&f.c, 4);
