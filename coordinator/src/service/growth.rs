@@ -902,11 +902,12 @@ impl Growth {
 
     /// `records` listed, the running one with its progress.
     fn views(&self, records: Vec<ProgramRecord>) -> Vec<super::programs::ProgramView> {
-        let running = self
-            .driver
-            .as_ref()
-            .filter(|_| self.replay.replaying().is_none())
-            .map(|d| (progress(d.state()), figures(d.state())));
+        let running = match (&self.asynchronous, &self.driver) {
+            _ if self.replay.replaying().is_some() => None,
+            (Some(g), _) => Some((async_progress(g), async_figures(g))),
+            (None, Some(d)) => Some((progress(d.state()), figures(d.state()))),
+            (None, None) => None,
+        };
         records
             .into_iter()
             .map(|record| {
@@ -1531,6 +1532,32 @@ fn figures(st: &DriverState) -> super::programs::ProgramProgress {
     };
     f.cost.positions = changes_so_far(st).positions as u64;
     f
+}
+
+/// Where a running asynchronous program stands, as figures: the expansions applied out of
+/// those applied and marked now (the frontier grows as it goes), and the positions it added.
+fn async_figures(g: &AsyncGrowth) -> super::programs::ProgramProgress {
+    let applied = g.stats().applied;
+    let mut f = super::programs::ProgramProgress {
+        done: applied,
+        total: applied + g.marked() as u64,
+        unit: "expansions",
+        ..Default::default()
+    };
+    f.cost.positions = g.changes().positions as u64;
+    f
+}
+
+/// Where a running asynchronous program stands, in words.
+fn async_progress(g: &AsyncGrowth) -> String {
+    let ch = g.changes();
+    format!(
+        "asynchronous: {} expansions, {} positions marked; {} new positions, {} searches so far",
+        g.stats().applied,
+        g.marked(),
+        ch.positions,
+        ch.searches
+    )
 }
 
 /// Where a running program stands, in words.

@@ -144,7 +144,7 @@ fn the_job_table_follows_the_asynchronous_programs_needed_set_by_deltas() {
         .collect();
     let mut held: Vec<Vec<Job>> = vec![Vec::new(); ws.len()];
     let mut rng: u64 = 0x2545_f491_4f6c_dd1d;
-    let mut checked = 0;
+    let (mut checked, mut with_eta) = (0, 0);
     for round in 0..100_000usize {
         let k = round % ws.len();
         held[k].extend(f.c.lease(&id, &ws[k], 3).unwrap());
@@ -157,6 +157,22 @@ fn the_job_table_follows_the_asynchronous_programs_needed_set_by_deltas() {
         if let Some(needed) = needed {
             assert_eq!(round_work(&f.c), needed, "after {round} rounds");
             checked += 1;
+            // Status says where the program stands, and from its first expansion when it ends.
+            let (running, _) = f.c.current_programs();
+            let running = running.expect("the running program");
+            assert!(
+                running.progress.starts_with("asynchronous: "),
+                "{}",
+                running.progress
+            );
+            let fig = running.figures;
+            assert_eq!(fig.unit, "expansions");
+            assert!(fig.done <= fig.total, "{fig:?}");
+            if fig.done > 0 {
+                let eta = fig.eta.expect("an estimate after the first expansion");
+                assert!(eta.low <= eta.high, "{eta:?}");
+                with_eta += 1;
+            }
         }
         if held.iter().all(Vec::is_empty) {
             if f.c.status().queued == 0 {
@@ -175,11 +191,13 @@ fn the_job_table_follows_the_asynchronous_programs_needed_set_by_deltas() {
         let take: Vec<Job> = held[k].drain(..n).collect();
         let results: Vec<JobResult> = take.iter().map(mock_result).collect();
         f.c.submit(&id, &ws[k], &results).unwrap();
+        // The estimate's time per expansion is on the service clock.
+        f.clock.advance(Duration::from_millis(100));
     }
     f.c.settle().unwrap();
     assert!(
-        checked > 10,
-        "the program ran asynchronously ({checked} checks)"
+        checked > 10 && with_eta > 0,
+        "the program ran asynchronously ({checked} checks, {with_eta} with an estimate)"
     );
     assert!(
         f.c.growth().async_needed().is_none(),
