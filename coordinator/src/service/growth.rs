@@ -923,6 +923,7 @@ impl Growth {
                         "waiting for a replay of the earlier programs".into(),
                         Default::default(),
                     ),
+                    (_, ProgramState::Queued) => self.searched_ahead(&record.program),
                     _ => Default::default(),
                 };
                 super::programs::ProgramView {
@@ -933,6 +934,34 @@ impl Growth {
                 }
             })
             .collect()
+    }
+
+    /// What a queued analysis searched ahead of the running program (see `analyses_ahead`):
+    /// its levels with a result of all it searches (nothing for another program).
+    fn searched_ahead(&self, program: &Program) -> (String, super::programs::ProgramProgress) {
+        let Operation::Analyze { board, from, up_to } = &program.operation else {
+            return Default::default();
+        };
+        let levels = bookfarm_book::searches::analysis_levels(board, *from, *up_to);
+        let done = levels
+            .iter()
+            .filter(|&&l| {
+                self.results
+                    .contains_key(&bookfarm_book::searches::analysis_request(board, l))
+            })
+            .count();
+        let figures = super::programs::ProgramProgress {
+            done: done as u64,
+            total: levels.len() as u64,
+            unit: SEARCHES,
+            ..Default::default()
+        };
+        let progress = if done > 0 {
+            "searched ahead of the running program".into()
+        } else {
+            String::new()
+        };
+        (progress, figures)
     }
 
     /// Whether a program is queued or running (a replay included).

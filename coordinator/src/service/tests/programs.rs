@@ -506,6 +506,12 @@ fn an_analysis_is_searched_before_the_running_programs_searches() {
         f.c.settle().unwrap();
         let shown: Vec<u8> = f.c.analysis(&board).iter().map(|a| a.level).collect();
         assert_eq!(shown, levels[..=i]);
+        // Listed queued, with the levels searched so far.
+        let fig = f.c.programs(false)[1].figures;
+        assert_eq!(
+            (fig.unit, fig.done, fig.total),
+            ("searches", i as u64 + 1, levels.len() as u64)
+        );
         assert_eq!(
             states(&f.c, false)[..2],
             [
