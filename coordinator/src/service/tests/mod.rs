@@ -94,10 +94,16 @@ pub(crate) fn test_signature(eval: &str) -> String {
     .to_string()
 }
 
+/// A coordinator over a store in a temporary directory. The coordinator is not dropped when
+/// the test ends: sled 0.34's drop of a database flushes in a loop, and that flush was seen to
+/// wait forever for a log position nothing would write (gdb: `TreeInner::drop` in
+/// `make_stable`, no other thread in sled), which then stops every other test at the next
+/// batch. Tests that restart drop it explicitly ([`close`], [`release`]); the rest leave it to
+/// the process's exit.
 struct Fixture {
     dir: tempfile::TempDir,
     clock: Arc<ManualClock>,
-    c: Coordinator,
+    c: std::mem::ManuallyDrop<Coordinator>,
 }
 
 fn fixture(level: u8, depth: u8, cfg: ServiceConfig) -> Fixture {
@@ -107,15 +113,23 @@ fn fixture(level: u8, depth: u8, cfg: ServiceConfig) -> Fixture {
     store.create(&h, &entries).unwrap();
     let clock = Arc::new(ManualClock::default());
     let c = Coordinator::open(store, dir.path(), cfg, clock.clone()).unwrap();
-    Fixture { dir, clock, c }
+    Fixture {
+        dir,
+        clock,
+        c: std::mem::ManuallyDrop::new(c),
+    }
 }
 
 fn reopen(f: Fixture, cfg: ServiceConfig) -> Fixture {
     let Fixture { dir, clock, c } = f;
-    close(c);
+    close(std::mem::ManuallyDrop::into_inner(c));
     let store = Store::open(dir.path()).unwrap();
     let c = Coordinator::open(store, dir.path(), cfg, clock.clone()).unwrap();
-    Fixture { dir, clock, c }
+    Fixture {
+        dir,
+        clock,
+        c: std::mem::ManuallyDrop::new(c),
+    }
 }
 
 /// Flush and drop `c`, and wait until its store is closed: a growth runner thread that has just

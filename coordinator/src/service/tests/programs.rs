@@ -169,7 +169,7 @@ fn a_program_cancelled_while_it_ran_is_replayed_as_it_was_cut() {
     // A rollback requested (as catching a liar stores it) and a restart: the start replays
     // every logged program from the base book.
     let Fixture { dir, clock, c } = f;
-    close(c);
+    close(std::mem::ManuallyDrop::into_inner(c));
     {
         let store = Store::open(dir.path()).unwrap();
         let mut b = Batch::default();

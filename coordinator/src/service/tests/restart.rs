@@ -90,7 +90,7 @@ fn killed_between_checkpoints_resumes_to_the_same_book_without_searching_again()
     // The kill: what the store holds is durable, and nothing else is written.
     f.c.0.store.flush().unwrap();
     let Fixture { dir, clock, c } = f;
-    release(c);
+    release(std::mem::ManuallyDrop::into_inner(c));
     {
         // The stored book is the last checkpoint's, behind the one in memory; every result is
         // stored.
@@ -168,7 +168,7 @@ fn assert_stored_book_survives_a_kill(f: Fixture, cfg: ServiceConfig) {
     assert_eq!(stored, before, "the last checkpoint is the book in memory");
     f.c.0.store.flush().unwrap();
     let Fixture { dir, clock, c } = f;
-    release(c);
+    release(std::mem::ManuallyDrop::into_inner(c));
     let c = Coordinator::open(Store::open(dir.path()).unwrap(), dir.path(), cfg, clock).unwrap();
     let mut after = c.snapshot().1;
     after.sort_by_key(|p| p.board);
@@ -234,7 +234,7 @@ fn a_rollback_requested_before_a_kill_is_replayed_at_the_next_start() {
     // stores (its result removed, a rollback requested) is durable, and nothing else ran.
     f.c.flush().unwrap();
     let Fixture { dir, clock, c } = f;
-    release(c);
+    release(std::mem::ManuallyDrop::into_inner(c));
     {
         let store = Store::open(dir.path()).unwrap();
         let mut b = Batch::default();

@@ -88,7 +88,7 @@ fn workers_with_another_search_signature_are_refused_naming_the_difference() {
     assert!(f.c.register(&other_weights, "w77", 1).is_err());
     let Fixture { dir, c, .. } = f;
     c.flush().unwrap();
-    release(c);
+    release(std::mem::ManuallyDrop::into_inner(c));
     let store = Store::open(dir.path()).unwrap();
     let cfg = ServiceConfig {
         signature: Some(test_signature("77")),
