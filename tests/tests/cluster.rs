@@ -915,7 +915,6 @@ async fn an_analysis_runs_next_and_each_level_shows_in_the_api_as_it_lands() {
         .worker_id;
     let (weights, _) = bookfarm_runner::load_eval(Some(&eval)).unwrap();
     let mut searcher = bookfarm_runner::exec::engine_factory(weights)();
-    let abort = std::sync::atomic::AtomicBool::new(false);
     let mut landed: Vec<(u8, i32)> = Vec::new();
     let mut levels_seen = Vec::new();
     let t0 = std::time::Instant::now();
@@ -944,30 +943,7 @@ async fn an_analysis_runs_next_and_each_level_shows_in_the_api_as_it_lands() {
             !searched.contains(&b),
             "{job:?} leased before the analysis ended"
         );
-        let leaf = searcher.search(
-            &bookfarm_engine::search::LeafRequest {
-                board: b,
-                excluded: job.excluded,
-                level: job.level as u8,
-            },
-            &abort,
-        );
-        w.submit_results(pb::SubmitResultsRequest {
-            identity: Some(identity.clone()),
-            worker_id: worker_id.clone(),
-            results: vec![pb::LeafResult {
-                job_id: job.job_id.clone(),
-                r#move: u32::from(leaf.mv.code()),
-                score: leaf.score,
-                depth: leaf.depth,
-                selectivity: u32::from(leaf.selectivity),
-                exact: leaf.exact,
-                nodes: leaf.nodes,
-                elapsed_us: leaf.elapsed.as_micros() as u64,
-            }],
-        })
-        .await
-        .expect("submit");
+        let leaf = answer(&mut w, &identity, &worker_id, searcher.as_mut(), &job, b).await;
         if analysis {
             levels_seen.push(job.level as u8);
             landed.push((job.level as u8, leaf.score));
@@ -1014,30 +990,7 @@ async fn an_analysis_runs_next_and_each_level_shows_in_the_api_as_it_lands() {
             continue;
         };
         let b = bookfarm_engine::Board::try_from(job.position.expect("job position")).unwrap();
-        let leaf = searcher.search(
-            &bookfarm_engine::search::LeafRequest {
-                board: b,
-                excluded: job.excluded,
-                level: job.level as u8,
-            },
-            &abort,
-        );
-        w.submit_results(pb::SubmitResultsRequest {
-            identity: Some(identity.clone()),
-            worker_id: worker_id.clone(),
-            results: vec![pb::LeafResult {
-                job_id: job.job_id.clone(),
-                r#move: u32::from(leaf.mv.code()),
-                score: leaf.score,
-                depth: leaf.depth,
-                selectivity: u32::from(leaf.selectivity),
-                exact: leaf.exact,
-                nodes: leaf.nodes,
-                elapsed_us: leaf.elapsed.as_micros() as u64,
-            }],
-        })
-        .await
-        .expect("submit");
+        answer(&mut w, &identity, &worker_id, searcher.as_mut(), &job, b).await;
     }
 }
 
@@ -1114,6 +1067,45 @@ async fn an_analysis_stored_with_a_worker_raises_its_position_in_the_book() {
         .map(|(l, _)| *l)
         .collect();
     assert_eq!(levels, [2, 3, 4]);
+}
+
+/// Search `job` (on `board`) with the engine and submit the result as `worker_id`; returns it.
+async fn answer(
+    w: &mut bookfarm_proto::pb::worker_service_client::WorkerServiceClient<
+        tonic::transport::Channel,
+    >,
+    identity: &pb::WorkerIdentity,
+    worker_id: &str,
+    searcher: &mut dyn bookfarm_runner::exec::LeafSearcher,
+    job: &pb::Job,
+    board: bookfarm_engine::Board,
+) -> bookfarm_engine::search::LeafResult {
+    let abort = std::sync::atomic::AtomicBool::new(false);
+    let leaf = searcher.search(
+        &bookfarm_engine::search::LeafRequest {
+            board,
+            excluded: job.excluded,
+            level: job.level as u8,
+        },
+        &abort,
+    );
+    w.submit_results(pb::SubmitResultsRequest {
+        identity: Some(identity.clone()),
+        worker_id: worker_id.to_string(),
+        results: vec![pb::LeafResult {
+            job_id: job.job_id.clone(),
+            r#move: u32::from(leaf.mv.code()),
+            score: leaf.score,
+            depth: leaf.depth,
+            selectivity: u32::from(leaf.selectivity),
+            exact: leaf.exact,
+            nodes: leaf.nodes,
+            elapsed_us: leaf.elapsed.as_micros() as u64,
+        }],
+    })
+    .await
+    .expect("submit");
+    leaf
 }
 
 /// The operator's command-line tool (`bookfarm-coordinator`, built by the workspace).
