@@ -200,6 +200,10 @@ fn root_value(book: &MemBook) -> String {
     bookfarm_book::extract::root_value(book).map_or_else(|| "unknown".into(), |v| v.to_string())
 }
 
+/// The job-table priorities below the asynchronous program's own (which [`Growth::take_needed`]
+/// shifts by this much): those of the analyses' searches that go ahead of it, in queue order.
+const AHEAD_PRIORITIES: u32 = 1 << 16;
+
 /// What the programs wait for, handed to the job table (see [`Growth::take_needed`]).
 #[derive(Debug)]
 pub(crate) enum Needed {
@@ -233,6 +237,9 @@ pub(crate) struct Growth {
     /// The job table holds the asynchronous program's needed set (as of its last delta taken):
     /// from then on only the changes are handed over ([`Growth::take_needed`]).
     async_synced: bool,
+    /// The analyses' searches last handed to the job table ahead of the asynchronous
+    /// program's own (see [`Growth::take_needed`]).
+    ahead_handed: Vec<LeafRequest>,
     /// Paused by an operator (no leases; results still land).
     pub(crate) paused: bool,
     /// The last finished program.
@@ -510,6 +517,7 @@ impl Growth {
             asynchronous: None,
             landed_keys: Vec::new(),
             async_synced: false,
+            ahead_handed: Vec::new(),
             paused: record.paused,
             last: record.last,
             needed: Vec::new(),
@@ -803,12 +811,14 @@ impl Growth {
         }
         if let Some(r) = self.programs.take_waiting(id) {
             tracing::info!(program = id, "queued program cancelled");
-            self.events.push(event(
+            let mut e = event(
                 EventKind::ProgramCancelled,
                 &describe(&r.program),
                 "",
                 "cancelled before it started".into(),
-            ));
+            );
+            e.program = id;
+            self.events.push(e);
             return Ok(self.programs.end(
                 r,
                 ProgramState::Cancelled,
@@ -1155,48 +1165,74 @@ impl Growth {
     /// What the programs wait for, for the job table (after [`Growth::advance`]): the serial
     /// program's round work as a whole list; the asynchronous program's needed set whole once
     /// (at its start), then only what changed since the last call, so a run costs what it
-    /// changed (at W = 1,000 the set holds thousands of requests).
+    /// changed (at W = 1,000 the set holds thousands of requests). The searches of the
+    /// analyses queued behind the current program go first on either schedule (see
+    /// `analyses_ahead`).
     pub(crate) fn take_needed(&mut self) -> Needed {
-        match self.asynchronous.as_mut() {
-            None => {
-                // The analyses waiting behind the current program go first (see
-                // `analyses_ahead`), unless it is one of them (first come, first served).
-                let ahead = self.analyses_ahead();
-                if ahead.is_empty() {
-                    return Needed::List(self.needed.clone());
-                }
-                let front_first = self
-                    .programs
-                    .front()
-                    .is_some_and(|r| r.program.operation.is_top_priority());
-                let (mut list, then) = if front_first {
-                    (self.needed.clone(), ahead)
-                } else {
-                    (ahead, self.needed.clone())
-                };
-                let mut seen: RequestSet = list.iter().copied().collect();
-                list.extend(then.into_iter().filter(|r| seen.insert(*r)));
-                Needed::List(list)
+        let ahead: Vec<LeafRequest> = self.analyses_ahead().into_iter().map(|(q, _)| q).collect();
+        let Some(g) = self.asynchronous.as_mut() else {
+            // Ahead of the current program's own, unless it is one of them (first come,
+            // first served).
+            if ahead.is_empty() {
+                return Needed::List(self.needed.clone());
             }
-            Some(g) if self.async_synced => Needed::Delta(g.take_delta()),
-            Some(g) => {
-                g.take_delta();
-                self.async_synced = true;
-                Needed::Whole(g.needed())
+            let front_first = self
+                .programs
+                .front()
+                .is_some_and(|r| r.program.operation.is_top_priority());
+            let (mut list, then) = if front_first {
+                (self.needed.clone(), ahead)
+            } else {
+                (ahead, self.needed.clone())
+            };
+            let mut seen: RequestSet = list.iter().copied().collect();
+            list.extend(then.into_iter().filter(|r| seen.insert(*r)));
+            return Needed::List(list);
+        };
+        // The asynchronous program's priorities come after the analyses' (below
+        // `AHEAD_PRIORITIES`, in queue order). While the analyses' searches are unchanged,
+        // only the program's changes are handed over; when they change (an analysis queued,
+        // a level landed: rare, a few searches each) the whole set is, so the table drops
+        // what no longer goes ahead.
+        if self.async_synced && ahead == self.ahead_handed {
+            let mut d = g.take_delta();
+            for (_, p) in &mut d.added {
+                *p = p.saturating_add(AHEAD_PRIORITIES);
             }
+            d.removed.retain(|r| !ahead.contains(r));
+            return Needed::Delta(d);
         }
+        g.take_delta();
+        self.async_synced = true;
+        let mut whole: Vec<(LeafRequest, u32)> = ahead
+            .iter()
+            .enumerate()
+            .map(|(i, q)| {
+                let p = u32::try_from(i).unwrap_or(u32::MAX);
+                (*q, p.min(AHEAD_PRIORITIES - 1))
+            })
+            .collect();
+        whole.extend(
+            g.needed()
+                .into_iter()
+                .map(|(q, p)| (q, p.saturating_add(AHEAD_PRIORITIES))),
+        );
+        self.ahead_handed = ahead;
+        Needed::Whole(whole)
     }
 
     /// The searches without a result of the analyses queued right behind the current program
     /// (queue order, each analysis's levels lowest first): round work ahead of the current
-    /// program's own (behind them when it is an analysis or the store of one), so that an analysis asked for while a long program runs is searched at
-    /// once (pre-emption: the program's searches wait, its steps do not change). The results
-    /// are kept as any result; the analysis shows each level as it lands and ends as soon as
-    /// it reaches the front of the queue. A book-neutral search cannot change the book, so
-    /// the book and the replay log are the same whenever it is searched. Serial schedule
-    /// only: the asynchronous program's needed set is handed over by changes, and an
-    /// analysis waits for it.
-    fn analyses_ahead(&self) -> Vec<LeafRequest> {
+    /// program's own (behind them when it is an analysis or the store of one), so that an
+    /// analysis asked for while a long program runs is searched at once (pre-emption: the
+    /// program's searches wait, its steps do not change), on the serial and the asynchronous
+    /// schedule. The results are kept as any result; the analysis shows each level as it
+    /// lands and ends as soon as it reaches the front of the queue. A book-neutral search
+    /// cannot change the book, so the book and the replay log are the same whenever it is
+    /// searched.
+    ///
+    /// Each search comes with the id of the analysis it belongs to.
+    fn analyses_ahead(&self) -> Vec<(LeafRequest, u64)> {
         let mut out = Vec::new();
         for r in self
             .programs
@@ -1209,11 +1245,31 @@ impl Growth {
                     bookfarm_book::searches::analysis_levels(board, *from, *up_to)
                         .into_iter()
                         .map(|level| bookfarm_book::searches::analysis_request(board, level))
-                        .filter(|q| !self.results.contains_key(q)),
+                        .filter(|q| !self.results.contains_key(q))
+                        .map(|q| (q, r.id)),
                 );
             }
         }
         out
+    }
+
+    /// The queued analysis each search listed ahead of the current program's own belongs to
+    /// (see `analyses_ahead`; the first in the queue when two ask the same): what it costs is
+    /// charged to that analysis, not to the running program. A search the current serial
+    /// program waits for too is the current program's.
+    pub(crate) fn ahead_owners(&self) -> RequestMap<u64> {
+        let ahead = self.analyses_ahead();
+        let mut owners = RequestMap::default();
+        if ahead.is_empty() {
+            return owners;
+        }
+        let own: RequestSet = self.needed.iter().copied().collect();
+        for (q, id) in ahead {
+            if !own.contains(&q) {
+                owners.entry(q).or_insert(id);
+            }
+        }
+        owners
     }
 
     /// Hand the asynchronous program's needed set over whole at the next [`Growth::take_needed`]

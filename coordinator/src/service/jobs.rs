@@ -26,6 +26,7 @@ use super::status::RATE_WINDOW;
 use super::trust::{Need, Standing, TrustState};
 use super::{QuarantineReport, ServiceConfig, max_lease_duration};
 use crate::events::CostRecord;
+use bookfarm_book::driver::RequestMap;
 use bookfarm_engine::search::LeafRequest;
 use bookfarm_proto::domain::{IdleReason, Job};
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
@@ -255,7 +256,7 @@ pub(crate) struct Jobs {
 }
 
 /// Search time and searches accepted, in all and per program.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Cost {
     /// Since the coordinator started.
     pub(crate) total: CostRecord,
@@ -263,13 +264,26 @@ pub(crate) struct Cost {
     pub(crate) program: CostRecord,
     /// The running program's id (0: none started since the coordinator started).
     pub(crate) program_id: u64,
+    /// The queued program each request searched ahead of the running program's own belongs
+    /// to (a queued analysis's levels: see `Growth::ahead_owners`), as of the last growth
+    /// run.
+    pub(crate) ahead: RequestMap<u64>,
+    /// What was charged to queued programs (searches done ahead of the running program),
+    /// by program id: a program starts with it as its cost so far.
+    pub(crate) queued: HashMap<u64, CostRecord>,
 }
 
 impl Jobs {
-    /// Charge an accepted search of `search_us` microseconds (a `replica`: not the first
-    /// answer to its request) to the farm and the running program.
-    pub(crate) fn charge(&mut self, search_us: u64, replica: bool) {
-        for c in [&mut self.cost.total, &mut self.cost.program] {
+    /// Charge an accepted search of `key` taking `search_us` microseconds (a `replica`: not
+    /// the first answer to its request) to the farm and to the program it belongs to: the
+    /// queued program it was searched ahead for, else the running program.
+    pub(crate) fn charge(&mut self, key: &LeafRequest, search_us: u64, replica: bool) {
+        let cost = &mut self.cost;
+        let program = match cost.ahead.get(key) {
+            Some(id) => cost.queued.entry(*id).or_default(),
+            None => &mut cost.program,
+        };
+        for c in [&mut cost.total, program] {
             c.cpu_us = c.cpu_us.saturating_add(search_us);
             c.searches += 1;
             if replica {

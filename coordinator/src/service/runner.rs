@@ -9,7 +9,7 @@ use super::growth::{AutoSchedule, Growth, Landed, Needed};
 use super::programs::{MAX_QUEUED, ProgramView};
 use super::{Coordinator, GrowthMode, Predictor};
 use crate::error::{CoordinatorError, Result};
-use crate::events::{EventKind, event};
+use crate::events::{CostRecord, EventKind, event};
 use crate::store::{Batch, ProgramRecord, ProgramState};
 use bookfarm_book::mem::MemBook;
 use bookfarm_book::program::{Operation, Program, Schedule, check_root, resolve_root};
@@ -174,6 +174,7 @@ impl Coordinator {
             growth.resync_needed();
         }
         let needed = growth.take_needed();
+        let ahead = growth.ahead_owners();
         // Speculate only at a round's tail: when fewer round searches wait than the workers
         // have threads (before that, every idle thread gets round work anyway); plan again
         // when the speculative searches planned run low too, or the program moved to another
@@ -183,6 +184,7 @@ impl Coordinator {
             for k in &applied {
                 jobs.landed.remove(k);
             }
+            jobs.cost.ahead = ahead;
             match &needed {
                 Needed::List(list) => jobs.sync(list, None),
                 // The previous program's speculation goes: this one makes no guesses.
@@ -272,14 +274,24 @@ impl Coordinator {
         let mut g = self.jobs();
         for mut e in events {
             match e.kind {
+                // A program starts with what was searched ahead for it while it waited.
                 EventKind::ProgramStarted => {
-                    g.cost.program = Default::default();
+                    g.cost.program = g.cost.queued.remove(&e.program).unwrap_or_default();
                     g.cost.program_id = e.program;
+                    g.cost.ahead.retain(|_, id| *id != e.program);
                 }
-                // A running program that ends: what was charged to it is its cost.
-                EventKind::ProgramDone | EventKind::ProgramCancelled if e.cost.is_some() => {
-                    let spent = std::mem::take(&mut g.cost.program);
-                    g.cost.program_id = 0;
+                // A program that ends: what was charged to it is its cost (a queued one's: what
+                // was searched ahead for it).
+                EventKind::ProgramDone | EventKind::ProgramCancelled
+                    if e.cost.is_some() || g.cost.queued.contains_key(&e.program) =>
+                {
+                    let spent = if e.cost.is_some() {
+                        g.cost.program_id = 0;
+                        std::mem::take(&mut g.cost.program)
+                    } else {
+                        g.cost.ahead.retain(|_, id| *id != e.program);
+                        g.cost.queued.remove(&e.program).unwrap_or_default()
+                    };
                     let c = e.cost.get_or_insert_with(Default::default);
                     c.cpu_us = spent.cpu_us;
                     c.searches = spent.searches;
@@ -535,9 +547,13 @@ impl Coordinator {
 
     /// Fill the cost figures of listed programs (see [`super::ProgramProgress::cost`]).
     fn add_costs(&self, list: &mut [ProgramView]) {
-        let running = {
+        let (running, queued) = {
             let g = self.jobs();
-            (g.cost.program_id, g.cost.program)
+            let queued: Vec<(u64, CostRecord)> = list
+                .iter()
+                .filter_map(|p| Some((p.record.id, *g.cost.queued.get(&p.record.id)?)))
+                .collect();
+            ((g.cost.program_id, g.cost.program), queued)
         };
         let costs = self.0.costs.lock().unwrap_or_else(|p| p.into_inner());
         for p in list.iter_mut() {
@@ -558,7 +574,14 @@ impl Coordinator {
                         *cost = c;
                     }
                 }
-                ProgramState::Queued => {}
+                // Searched ahead of the running program (an analysis's levels).
+                ProgramState::Queued => {
+                    if let Some((_, c)) = queued.iter().find(|(id, _)| *id == r.id) {
+                        cost.cpu_us = c.cpu_us;
+                        cost.searches = c.searches;
+                        cost.replica_cpu_us = c.replica_cpu_us;
+                    }
+                }
             }
         }
     }

@@ -155,7 +155,7 @@ impl Coordinator {
         if reached_book {
             intake.rollback.push(key);
         }
-        count(g, worker, r, now, replica);
+        count(g, worker, (&key, r), now, replica);
         Ok(())
     }
 
@@ -338,14 +338,20 @@ fn close_or_check(
 }
 
 /// Count an accepted result in the farm's and its worker's figures.
-fn count(g: &mut Jobs, worker: &Uuid, r: &JobResult, now: Duration, replica: bool) {
+fn count(
+    g: &mut Jobs,
+    worker: &Uuid,
+    (key, r): (&LeafRequest, &JobResult),
+    now: Duration,
+    replica: bool,
+) {
     g.counters.completed += 1;
     let l = Sample {
         at: now,
         nodes: r.leaf.nodes,
         search_us: u64::try_from(r.leaf.elapsed.as_micros()).unwrap_or(u64::MAX),
     };
-    g.charge(l.search_us, replica);
+    g.charge(key, l.search_us, replica);
     g.recent.push_back(l);
     if let Some(w) = g.workers.get_mut(worker) {
         w.completed += 1;

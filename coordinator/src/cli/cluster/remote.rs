@@ -161,8 +161,8 @@ pub enum ExpandSelector {
     /// Analyse one position now: its full-width leaf search at --level, then at every deeper
     /// level up to --up-to, one level after the other; each level's result is shown by `book
     /// show`, `book line`, the API and the explorer as it lands. Queued next, after the
-    /// running program, whose searches wait for the analysis's (its steps do not change; under
-    /// the asynchronous schedule the analysis waits for it). The book is not changed unless
+    /// running program, whose searches wait for the analysis's (its steps do not change; on
+    /// either schedule), and charged for its own searches. The book is not changed unless
     /// --store.
     Analyze {
         /// The position: a move list from the start (f5d6c3) or an OBF board (64 cells, then

@@ -473,6 +473,7 @@ fn an_analysis_is_searched_before_the_running_programs_searches() {
         },
     );
     drive(&f.c, 4);
+    let searches_before = f.c.counters().completed;
     let deviate = f.c.start(deviate24()).unwrap();
     let id = identity();
     let w = f.c.register(&id, "one", 1).unwrap();
@@ -482,6 +483,8 @@ fn an_analysis_is_searched_before_the_running_programs_searches() {
         f.c.submit(&id, &w, &mock_results(&jobs)).unwrap();
         f.c.settle().unwrap();
     }
+    let deviate_cost = f.c.programs(false)[0].figures.cost;
+    assert_eq!(deviate_cost.searches, 3);
     let board = bookfarm_engine::formats::transcript::board_after("f5d6c3d3").unwrap();
     let levels = analysis_levels(&board, 3, 6);
     let target = analysis_request(&board, 3).board;
@@ -506,12 +509,19 @@ fn an_analysis_is_searched_before_the_running_programs_searches() {
         f.c.settle().unwrap();
         let shown: Vec<u8> = f.c.analysis(&board).iter().map(|a| a.level).collect();
         assert_eq!(shown, levels[..=i]);
-        // Listed queued, with the levels searched so far.
-        let fig = f.c.programs(false)[1].figures;
+        // Listed queued, with the levels searched so far, and charged for them (the mock
+        // engine reports 1 µs per search); the running deviate is not.
+        let list = f.c.programs(false);
+        let fig = list[1].figures;
         assert_eq!(
             (fig.unit, fig.done, fig.total),
             ("searches", i as u64 + 1, levels.len() as u64)
         );
+        assert_eq!(
+            (fig.cost.searches, fig.cost.cpu_us),
+            (i as u64 + 1, i as u64 + 1)
+        );
+        assert_eq!(list[0].figures.cost, deviate_cost);
         assert_eq!(
             states(&f.c, false)[..2],
             [
@@ -538,13 +548,18 @@ fn an_analysis_is_searched_before_the_running_programs_searches() {
     let before = f.c.counters().completed;
     drive(&f.c, 4);
     assert_eq!(states(&f.c, false), []);
-    let done =
-        f.c.programs(true)
-            .into_iter()
-            .find(|p| p.record.id == analysis.program)
-            .unwrap();
-    assert_eq!(done.record.state, ProgramState::Done);
+    let ended = f.c.programs(true);
+    let cost = |id: u64| {
+        let p = ended.iter().find(|p| p.record.id == id).unwrap();
+        assert_eq!(p.record.state, ProgramState::Done);
+        p.figures.cost.searches
+    };
     assert!(f.c.counters().completed > before, "the deviate went on");
+    // Each search is charged to the program it was searched for.
+    let all = f.c.counters().completed - searches_before;
+    assert_eq!(cost(analysis.program), levels.len() as u64);
+    assert_eq!(cost(analysis.program + 1), 1);
+    assert_eq!(cost(deviate.program), all - levels.len() as u64 - 1);
     assert_same_book(&f.c, &serial_book(2, 10, &[deviate24()]));
 }
 

@@ -5,6 +5,7 @@
 use super::*;
 use crate::service::growth::AutoSchedule;
 use crate::service::jobs::JobClass;
+use crate::store::ProgramState;
 use bookfarm_book::program::Schedule;
 
 fn auto(p: Program) -> Program {
@@ -204,5 +205,110 @@ fn the_job_table_follows_the_asynchronous_programs_needed_set_by_deltas() {
         "the program finished"
     );
     assert!(round_work(&f.c).is_empty());
+    assert_finished(&f.c, &recorded(&f.c, q.program));
+}
+
+/// An analysis queued while an asynchronous program runs is searched at once, as on the
+/// serial schedule: its levels are leased before the program's own searches (first come,
+/// first served among analyses), each shows as it lands and is charged to its analysis; then
+/// the round work is the program's needed set again, and the program goes on to its finished
+/// book.
+#[test]
+fn an_analysis_goes_ahead_of_an_asynchronous_programs_searches() {
+    use bookfarm_book::searches::{analysis_levels, analysis_request};
+    let f = fixture(
+        2,
+        10,
+        ServiceConfig {
+            speculation: 0,
+            ..ServiceConfig::default()
+        },
+    );
+    drive(&f.c, 1);
+    let searches_before = f.c.counters().completed;
+    let q = f.c.start(asynchronous(deviate24())).unwrap();
+    let id = identity();
+    let w = f.c.register(&id, "one", 1).unwrap();
+    let answer = |jobs: &[Job]| {
+        f.c.submit(&id, &w, &jobs.iter().map(mock_result).collect::<Vec<_>>())
+            .unwrap();
+        f.c.settle().unwrap();
+    };
+    for _ in 0..3 {
+        answer(&f.c.lease(&id, &w, 1).unwrap());
+    }
+    assert!(
+        f.c.growth().async_needed().is_some(),
+        "running asynchronously"
+    );
+    let board = bookfarm_engine::formats::transcript::board_after("f5d6c3d3").unwrap();
+    let levels = analysis_levels(&board, 3, 6);
+    let analysis =
+        f.c.start(Program::new(Operation::Analyze {
+            board,
+            from: 3,
+            up_to: 6,
+        }))
+        .unwrap();
+    assert_eq!(analysis.position, 2, "queued behind the running program");
+    let other = bookfarm_engine::formats::transcript::board_after("f5f6e6").unwrap();
+    let second =
+        f.c.start(Program::new(Operation::Analyze {
+            board: other,
+            from: 3,
+            up_to: 3,
+        }))
+        .unwrap();
+    let mut expected: Vec<(Board, u8)> = levels
+        .iter()
+        .map(|&l| (analysis_request(&board, l).board, l))
+        .collect();
+    expected.push((analysis_request(&other, 3).board, 3));
+    for (i, want) in expected.iter().enumerate() {
+        let jobs = f.c.lease(&id, &w, 1).unwrap();
+        assert_eq!(
+            jobs.iter().map(|j| (j.board, j.level)).collect::<Vec<_>>(),
+            [*want],
+            "search {i}: the analyses' levels first, in queue order"
+        );
+        answer(&jobs);
+        if i < levels.len() {
+            let shown: Vec<u8> = f.c.analysis(&board).iter().map(|a| a.level).collect();
+            assert_eq!(shown, levels[..=i]);
+        }
+    }
+    // Both still queued behind the running program, charged for their searches; the round
+    // work is the program's own again.
+    let listed = f.c.programs(false);
+    assert_eq!(
+        listed
+            .iter()
+            .map(|p| (p.record.id, p.record.state, p.figures.cost.searches))
+            .collect::<Vec<_>>(),
+        [
+            (q.program, ProgramState::Running, 3),
+            (analysis.program, ProgramState::Queued, levels.len() as u64),
+            (second.program, ProgramState::Queued, 1),
+        ]
+    );
+    let needed: HashSet<LeafRequest> =
+        f.c.growth()
+            .async_needed()
+            .expect("still running")
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect();
+    assert_eq!(round_work(&f.c), needed);
+    drive(&f.c, 2);
+    let ended = f.c.programs(true);
+    let cost = |id: u64| {
+        let p = ended.iter().find(|p| p.record.id == id).unwrap();
+        assert_eq!(p.record.state, ProgramState::Done, "#{id}");
+        p.figures.cost.searches
+    };
+    let all = f.c.counters().completed - searches_before;
+    assert_eq!(cost(analysis.program), levels.len() as u64);
+    assert_eq!(cost(second.program), 1);
+    assert_eq!(cost(q.program), all - levels.len() as u64 - 1);
     assert_finished(&f.c, &recorded(&f.c, q.program));
 }
