@@ -38,12 +38,15 @@ pub(super) type Step = fn(&sled::Db) -> Result<Writes, StoreError>;
 /// - 2 → 3 ([`super::to_v3`]): the event log's tree;
 /// - 3 → 4 ([`super::to_v4`]): the programs of the queue numbered, one record each with its
 ///   state; the replay log records where a cancelled program was cut;
-/// - 4 → 5 ([`super::to_v5`]): every record sealed with a checksum of its key and value.
+/// - 4 → 5 ([`super::to_v5`]): every record sealed with a checksum of its key and value;
+/// - 5 → 6 ([`super::to_v6`]): nothing rewritten; a queued program may be
+///   `Operation::StoreAnalysis`, which builds of version 5 cannot read.
 pub(super) const MIGRATIONS: &[Step] = &[
     super::to_v2::step,
     super::to_v3::step,
     super::to_v4::step,
     super::to_v5::step,
+    super::to_v6::step,
 ];
 
 /// The store format this build writes (version 1 was the first versioned layout; the current

@@ -959,8 +959,11 @@ fn the_step_to_version_5_seals_every_record_and_changes_nothing_else() {
         assert_eq!(stored_version(&db).unwrap(), Some(4));
     }
     let v4 = dump::dump(dir.path()).unwrap();
-    drop(Store::open_book(dir.path()).unwrap());
-    assert_eq!(version_in(dir.path()), Some(5));
+    {
+        let db = open_sled(dir.path(), 1 << 20).unwrap();
+        migrate(&db, dir.path(), &super::format::MIGRATIONS[..4]).unwrap();
+        assert_eq!(stored_version(&db).unwrap(), Some(5));
+    }
     let v5 = dump::dump(dir.path()).unwrap();
     let (a, b) = (tree_records(&v4), tree_records(&v5));
     assert!(a.len() > 90, "{}", a.len());
@@ -982,6 +985,66 @@ fn the_step_to_version_5_seals_every_record_and_changes_nothing_else() {
     };
     assert_eq!(files(&v4), files(&v5));
     assert!(!files(&v5).is_empty());
+}
+
+/// Format 6 marks the stores whose queue may hold a program builds of format 5 cannot read
+/// (`Operation::StoreAnalysis`, queued by `expand analyze --store`): a version-5 store holding
+/// one (as the build before format 6 wrote it) opens with this build, migrated, its program
+/// intact; a build of format 5 (its migration steps) then refuses the store by its version,
+/// with its usual message, instead of failing on the program's record, and writes nothing.
+#[test]
+fn a_store_that_may_hold_a_store_analysis_program_is_refused_by_format_5_builds() {
+    let v5_steps = &super::format::MIGRATIONS[..4];
+    let store = ProgramRecord {
+        id: 7,
+        program: Program {
+            root: bookfarm_engine::formats::transcript::parse_moves("f5d6c3").unwrap(),
+            ..Program::new(Operation::StoreAnalysis { level: 6 })
+        },
+        state: ProgramState::Queued,
+        submitted_ms: 1_700_000_000_000,
+        started_ms: None,
+        finished_ms: None,
+        report: String::new(),
+    };
+    let dir = restored(V3);
+    {
+        let db = open_sled(dir.path(), 1 << 20).unwrap();
+        migrate(&db, dir.path(), v5_steps).unwrap();
+        assert_eq!(stored_version(&db).unwrap(), Some(5));
+        let sealed = db.get(keys::BOOK_TREE_KEY).unwrap().unwrap();
+        let book = db
+            .open_tree(keys::unseal(keys::BOOK_TREE_KEY, &sealed).unwrap())
+            .unwrap();
+        let k = keys::program_key(store.id);
+        book.insert(k, keys::encode(&k, &store).unwrap()).unwrap();
+        super::sled_gate::flush(&db).unwrap();
+    }
+    let s = Store::open_book(dir.path()).unwrap();
+    assert_eq!(stored_version(&s.db).unwrap(), Some(6));
+    assert_eq!(FORMAT_VERSION, 6);
+    let loaded = s.load(dir.path()).unwrap();
+    assert!(loaded.programs.contains(&store), "{:?}", loaded.programs);
+    drop(s);
+    let db = open_sled(dir.path(), 1 << 20).unwrap();
+    let e = migrate(&db, dir.path(), v5_steps).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            StoreError::NewerFormat {
+                found: 6,
+                known: 5,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .contains("format version 6, newer than this build's 5"),
+        "{e}"
+    );
+    assert_eq!(stored_version(&db).unwrap(), Some(6), "nothing written");
 }
 
 /// A record damaged on disk is never served: for every record of a real store (the version-3

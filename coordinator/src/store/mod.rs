@@ -65,6 +65,7 @@ mod to_v2;
 mod to_v3;
 mod to_v4;
 mod to_v5;
+mod to_v6;
 
 pub use batch::{Batch, CHUNK_POSITIONS};
 pub use credentials::{CredentialRecord, CredentialState, CredentialStore};
