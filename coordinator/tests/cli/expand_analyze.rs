@@ -1,8 +1,8 @@
 //! `bookfarm-coordinator expand analyze` against a real `serve` process: a bad position or bad
 //! levels are refused naming them and nothing is queued; a good one is queued and listed by
 //! `expand list` with its searches (done/total), then cancelled. With `--store`, a position the
-//! book cannot hold is refused with nothing queued, and a good one queues the analysis and the
-//! program that stores it right behind it.
+//! book cannot hold is refused with nothing queued, and a good one (the start position
+//! included) queues the analysis and the program that stores it right behind it.
 
 use std::process::{Child, Command, Output, Stdio};
 
@@ -208,6 +208,47 @@ fn expand_analyze_refuses_bad_input_before_sending_and_lists_its_searches() {
     for id in ids {
         let (ok, _, err) = text(&cli(&url, &["expand", "cancel", &id.to_string()]));
         assert!(ok, "{err}");
+    }
+
+    // From the start position: the empty line, or the start's OBF board (in the book).
+    let start = bookfarm_engine::formats::obf::ObfPosition {
+        board: bookfarm_engine::Board::start(),
+        black_to_move: true,
+        scores: Vec::new(),
+        best_score: None,
+        comment: None,
+    }
+    .to_obf_line();
+    for line in ["", start.as_str()] {
+        let args = [
+            "expand", "analyze", line, "--level", "2", "--up-to", "3", "--store",
+        ];
+        let (ok, out, err) = text(&cli(&url, &args));
+        assert!(ok, "{line:?}: {err}");
+        let ids: Vec<u64> = out
+            .lines()
+            .filter_map(|l| l.split_once('#'))
+            .filter_map(|(_, r)| r.split_whitespace().next()?.parse().ok())
+            .collect();
+        assert_eq!(ids.len(), 2, "{line:?}: {out}");
+        assert!(
+            out.contains("queued right behind it: store the analysis at level 3"),
+            "{line:?}: {out}"
+        );
+        let (ok, list, err) = text(&cli(&url, &["expand", "list"]));
+        assert!(ok, "{err}");
+        let row = list
+            .lines()
+            .find(|l| l.starts_with(&format!("#{} ", ids[1])))
+            .unwrap_or_else(|| panic!("#{} in {list}", ids[1]));
+        assert!(
+            row.contains("store the analysis at level 3") && !row.contains(" from "),
+            "from the start: {list}"
+        );
+        for id in ids {
+            let (ok, _, err) = text(&cli(&url, &["expand", "cancel", &id.to_string()]));
+            assert!(ok, "{err}");
+        }
     }
 }
 

@@ -337,3 +337,59 @@ fn store_analysis_raises_one_leaf_and_adds_a_missing_line() {
         "the parent is not raised"
     );
 }
+
+/// `expand analyze --store` from the start position (the empty line: nothing to add before
+/// it): in a book of the start alone (as `book new` makes it) the start's leaf is re-searched
+/// at level 4 and its level raised, as for any position. In book-tiny every move of the start
+/// is linked (its children are one position by symmetry), so it has no leaf to store: nothing
+/// is searched or changed.
+#[test]
+fn store_analysis_from_the_start_position() {
+    let (Some(tiny), Some(mut search)) = (golden_book("book-tiny.dat"), engine()) else {
+        return;
+    };
+    let store = Program {
+        root: Vec::new(),
+        ..Program::new(Operation::StoreAnalysis { level: 4 })
+    };
+    let mut book = MemBook::new(BookHeader::new(2, 10));
+    grow::add_board(&mut book, &Board::start(), &mut search);
+    let before = book.get(&Board::start()).expect("the start");
+    assert!(
+        before.level < 4 && before.leaf.mv != Move::None,
+        "{before:?}"
+    );
+    let mut requests = Vec::new();
+    let st = run_serial(&mut book, store.clone(), &mut |r: &LeafRequest| {
+        requests.push(*r);
+        search(r)
+    });
+    let expected = grow::leaf_request(&Position {
+        leaf: BAD_LINK,
+        level: 4,
+        ..before.clone()
+    })
+    .expect("a move to search");
+    assert_eq!(
+        requests,
+        vec![expected],
+        "the start's leaf alone, at level 4"
+    );
+    let after = book.get(&Board::start()).expect("kept");
+    assert_eq!(after.level, 4);
+    assert_eq!(after.leaf.mv, search(&expected).mv);
+    assert_eq!(i32::from(after.leaf.score), search(&expected).score);
+    assert_eq!((book.len(), st.changes.searches), (1, 1));
+
+    let start = tiny.get(&Board::start()).expect("the start");
+    assert_eq!(start.leaf.mv, Move::None, "every move linked");
+    let mut same = tiny.clone();
+    let st = run_serial(&mut same, store, &mut |r: &LeafRequest| {
+        panic!("searched {r:?}")
+    });
+    assert_eq!((st.changes.searches, st.changes.positions), (0, 0));
+    assert!(
+        tiny.positions()
+            .all(|p| same.get(&p.board) == Some(p.clone()))
+    );
+}
