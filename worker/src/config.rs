@@ -204,32 +204,52 @@ pub enum TokenFileError {
     },
 }
 
-/// The permission bits of `path` if group or others may read it (unix; elsewhere None).
-fn others_may_read(path: &Path) -> std::io::Result<Option<u32>> {
-    let meta = std::fs::metadata(path)?;
+/// The permission bits of `path` if they expose the credential in it (see [`careless`]: the
+/// worker's own user owns it and may write it, and group or others may read it; unix,
+/// elsewhere None).
+fn exposed(path: &Path) -> std::io::Result<Option<u32>> {
     #[cfg(unix)]
     {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = meta.permissions().mode() & 0o777;
-        Ok((mode & 0o044 != 0).then_some(mode))
+        exposed_to(path, rustix::process::geteuid().as_raw())
     }
     #[cfg(not(unix))]
     {
-        let _ = meta;
-        Ok(None)
+        std::fs::metadata(path).map(|_| None)
     }
 }
 
-/// The token in `path`: its first line, trimmed. On unix the file must not be readable by
-/// group or others (mode 0600 or 0400, as `enroll`, `workers add --token-file`, systemd's
-/// `LoadCredential=` and the Kubernetes manifest's `defaultMode: 0400` make it), as OpenSSH
-/// requires of a private key: a token others can read is refused, not sent.
+/// [`exposed`] for a worker running as user `me`.
+#[cfg(unix)]
+fn exposed_to(path: &Path, me: u32) -> std::io::Result<Option<u32>> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path)?;
+    let mode = meta.mode() & 0o7777;
+    Ok(careless(meta.uid(), mode, me).then_some(mode))
+}
+
+/// The credential-file rule (unix): a file is refused when the worker's user (`me`) owns it,
+/// may write it, and lets group or others read it (`mode & 0o044`). That is the file a user
+/// made with a umask of 022 (mode 0644) and may fix with `chmod 600`, as OpenSSH refuses a
+/// private key its user owns and others may read. Any other file was provisioned for the
+/// worker and its mode is the provisioner's choice: a secret another user owns (Docker's and
+/// podman's `/run/secrets/NAME`, root's, mode 0444; a Kubernetes Secret), or one nobody may
+/// write (a read-only secret mounted for a worker that runs as root, mode 0444 or 0440).
+#[cfg(unix)]
+fn careless(owner: u32, mode: u32, me: u32) -> bool {
+    owner == me && mode & 0o200 != 0 && mode & 0o044 != 0
+}
+
+/// The token in `path`: its first line, trimmed. On unix a file the worker's own user owns
+/// and may write must not be readable by group or others (mode 0600, as `enroll`, `workers
+/// add --token-file` and systemd's `LoadCredential=` make it); a secret provisioned for the
+/// worker (another user's, or one nobody may write: container secrets) is read whatever its
+/// mode. A token a user left open to others is refused, not sent.
 pub fn read_token_file(path: &Path) -> Result<String, TokenFileError> {
     let read = |source| TokenFileError::Read {
         path: path.to_path_buf(),
         source,
     };
-    if let Some(mode) = others_may_read(path).map_err(read)? {
+    if let Some(mode) = exposed(path).map_err(read)? {
         return Err(TokenFileError::TooOpen {
             path: path.to_path_buf(),
             mode,
@@ -256,8 +276,8 @@ pub struct Settings {
     priority: Option<Priority>,
     /// Its parsed active hours.
     active_hours: Option<ActiveHours>,
-    /// Its permission bits when group or others may read it (unix; None: only its owner, or
-    /// not read from disk).
+    /// Its permission bits when they expose a token in it (see [`careless`]; None: they do
+    /// not, or it was not read from disk).
     readable_by_others: Option<u32>,
 }
 
@@ -281,7 +301,7 @@ impl Settings {
             Err(source) => return Err(ConfigError::Read { path, source }),
         };
         let mut s = Settings::from_text(&path, &text)?;
-        s.readable_by_others = others_may_read(&path).map_err(|source| ConfigError::Read {
+        s.readable_by_others = exposed(&path).map_err(|source| ConfigError::Read {
             path: path.clone(),
             source,
         })?;
@@ -413,8 +433,9 @@ pub struct RunArgs {
     /// for a coordinator on a loopback address without credentials.
     #[arg(long, env = "BOOKFARM_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
-    /// Read the credential from this file (first line; on unix not readable by group or
-    /// others), as container secrets and systemd credentials (`LoadCredential=`) hand it over.
+    /// Read the credential from this file (first line), as container secrets and systemd
+    /// credentials (`LoadCredential=`) hand it over. On unix a file of the worker's own user
+    /// that it may write must not be readable by group or others (chmod 600).
     #[arg(long, env = "BOOKFARM_TOKEN_FILE", conflicts_with = "token")]
     pub token_file: Option<PathBuf>,
     /// Jobs leased beyond the free threads, 0..=64.
@@ -858,6 +879,58 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         std::fs::write(path, text).unwrap();
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    /// The rule on real files: a file the worker's user owns and may write is refused when
+    /// group or others may read it; a secret mounted for it is read whatever its mode: one
+    /// nobody may write (Docker's and podman's 0444, 0440, for a worker running as root) or one
+    /// another user owns (root's secret for the image's user 65532; Kubernetes' 0644).
+    #[cfg(unix)]
+    #[test]
+    fn a_mounted_secret_is_read_and_a_careless_users_file_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path().join("token");
+        let me = rustix::process::geteuid().as_raw();
+        for (mode, refused) in [
+            (0o600, false),
+            (0o400, false),
+            (0o444, false),
+            (0o440, false),
+            (0o640, true),
+            (0o604, true),
+            (0o644, true),
+            (0o664, true),
+            (0o666, true),
+        ] {
+            write_mode(&t, "bfw_secret\n", mode);
+            assert_eq!(
+                exposed_to(&t, me).unwrap(),
+                refused.then_some(mode),
+                "{mode:04o}"
+            );
+            match read_token_file(&t) {
+                Ok(token) => assert!(!refused && token == "bfw_secret", "{mode:04o}"),
+                Err(e) => assert!(
+                    refused && matches!(e, TokenFileError::TooOpen { .. }),
+                    "{mode:04o}: {e}"
+                ),
+            }
+            // Another user's file (the worker is not its owner): its mode is its owner's.
+            assert_eq!(exposed_to(&t, me + 1).unwrap(), None, "{mode:04o}");
+        }
+        if me == 0 {
+            // Root can hand the file to another user: the image's user 65532 owns it, mode
+            // 0644 (as a Kubernetes Secret without defaultMode), and the worker (root) reads it.
+            write_mode(&t, "bfw_secret\n", 0o644);
+            std::os::unix::fs::chown(&t, Some(65532), Some(65532)).unwrap();
+            assert_eq!(read_token_file(&t).unwrap(), "bfw_secret");
+        }
+        // The settings file's own token line follows the same rule.
+        let conf = dir.path().join("worker.toml");
+        write_mode(&conf, "token = \"bfw_in_file\"\n", 0o444);
+        let s = Settings::load(Some(&conf), None).unwrap();
+        let r = resolve(flags(&[]), &s, None, 1, String::new).unwrap();
+        assert_eq!(r.config.token, "bfw_in_file");
     }
 
     #[cfg(unix)]
