@@ -280,6 +280,24 @@ pub async fn start_deviate(c: &mut Admin, rel: i32, abs: i32) {
     .expect("start expansion");
 }
 
+/// Queue the program `selector` from the root line `from` (`""`: the start position, at the
+/// book's level); returns the program's number.
+pub async fn queue(
+    c: &mut Admin,
+    selector: pb::start_expansion_request::Selector,
+    from: &str,
+) -> u64 {
+    c.start_expansion(pb::StartExpansionRequest {
+        selector: Some(selector),
+        from: from.into(),
+        ..Default::default()
+    })
+    .await
+    .expect("queue a program")
+    .into_inner()
+    .program
+}
+
 /// Export the running book as book.dat bytes.
 pub async fn export(c: &mut Admin) -> Vec<u8> {
     export_as(c, pb::ExportFormat::Edax).await

@@ -10,4 +10,6 @@ mod egaroucid;
 mod golden;
 mod grow;
 mod quality;
+mod rooted;
+mod schedule;
 mod select;

@@ -35,6 +35,21 @@ fn home_env(cmd: &mut Command, home: &Path) {
         .env_remove("BOOKFARM_EVAL");
 }
 
+/// The environment of `bookfarm-worker run` in the home directory `home`: one search thread,
+/// info logs.
+fn run_env(home: &Path) -> [(&'static str, String); 5] {
+    [
+        ("HOME", home.display().to_string()),
+        (
+            "XDG_CONFIG_HOME",
+            home.join(".config").display().to_string(),
+        ),
+        ("XDG_CACHE_HOME", home.join(".cache").display().to_string()),
+        ("BOOKFARM_THREADS", "1".into()),
+        ("RUST_LOG", "info".into()),
+    ]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_volunteer_enrols_with_a_code_fetches_the_evaluation_and_searches() {
     let Some(eval) = eval_path() else { return };
@@ -52,23 +67,8 @@ async fn a_volunteer_enrols_with_a_code_fetches_the_evaluation_and_searches() {
     // The operator: a book, the coordinator serving its evaluation, an invitation.
     let eval_s = eval.display().to_string();
     ok(Command::new(&coord).args(["book", "new", "2", "8", "--db", &db_s, "--eval", &eval_s]));
-    let (port, http) = (free_port(), free_port());
-    let _serve = Proc::spawn(
-        coord.to_str().unwrap(),
-        &[
-            "serve".into(),
-            "--db".into(),
-            db_s.clone(),
-            "--listen".into(),
-            format!("127.0.0.1:{port}"),
-            "--http".into(),
-            format!("127.0.0.1:{http}"),
-            "--admin-token".into(),
-            "adm".into(),
-            "--eval".into(),
-            eval_s.clone(),
-        ],
-    );
+    let port = free_port();
+    let _serve = serve(&coord, &db_s, port, &["--eval", &eval_s]);
     let url = format!("http://127.0.0.1:{port}");
     let mut invite = Command::new(&coord);
     invite.args([
@@ -138,16 +138,7 @@ async fn a_volunteer_enrols_with_a_code_fetches_the_evaluation_and_searches() {
     );
     // ...and one to run: no flag, no token, no evaluation file.
     let log = dir.path().join("worker.log");
-    let mut run_env: Vec<(&str, String)> = vec![
-        ("HOME", home.display().to_string()),
-        (
-            "XDG_CONFIG_HOME",
-            home.join(".config").display().to_string(),
-        ),
-        ("XDG_CACHE_HOME", home.join(".cache").display().to_string()),
-        ("RUST_LOG", "info".into()),
-    ];
-    run_env.push(("BOOKFARM_THREADS", "1".into()));
+    let run_env = run_env(&home);
     let env: Vec<(&str, &str)> = run_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut w = Proc::spawn_logged(worker.to_str().unwrap(), &["run".into()], &env, &log);
     let mut a = admin_as(port, "adm").await;
@@ -283,17 +274,8 @@ async fn open_enrolment_only_when_the_operator_allows_it() {
     // It runs with no flag, and gets work or says why it has none.
     start_deviate(&mut a, 2, 4).await;
     let log = dir.path().join("worker.log");
-    let env = [
-        ("HOME", home.display().to_string()),
-        (
-            "XDG_CONFIG_HOME",
-            home.join(".config").display().to_string(),
-        ),
-        ("XDG_CACHE_HOME", home.join(".cache").display().to_string()),
-        ("BOOKFARM_THREADS", "1".into()),
-        ("RUST_LOG", "info".into()),
-    ];
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let run_env = run_env(&home);
+    let env: Vec<(&str, &str)> = run_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let _w = Proc::spawn_logged(worker.to_str().unwrap(), &["run".into()], &env, &log);
     let guard = std::time::Instant::now();
     let (me, logged) = loop {

@@ -2,7 +2,7 @@
 //! positions are added first, the program's values and window are the root's (Edax's
 //! `book deviate` from the current board), and nothing outside the root's subtree is added.
 
-mod common;
+use crate::common;
 use bookfarm_book::driver::run_serial;
 use bookfarm_book::grow::link_command;
 use bookfarm_book::mem::child_board;

@@ -326,19 +326,6 @@ async fn programs(a: &mut Admin) -> Vec<(u64, i32, String)> {
         .collect()
 }
 
-/// Queue `selector` from the root line `from`; returns the program's number.
-async fn queue(a: &mut Admin, selector: pb::start_expansion_request::Selector, from: &str) -> u64 {
-    a.start_expansion(pb::StartExpansionRequest {
-        selector: Some(selector),
-        from: from.into(),
-        ..Default::default()
-    })
-    .await
-    .expect("queue a program")
-    .into_inner()
-    .program
-}
-
 /// The program queue is acknowledged durably: programs queued and cancelled just before a
 /// kill -9 are listed the same after the restart, and then run in queue order to their end
 /// (the cancelled one never runs).
@@ -920,21 +907,9 @@ async fn an_analysis_runs_next_and_each_level_shows_in_the_api_as_it_lands() {
     let t0 = std::time::Instant::now();
     while landed.len() < levels.len() {
         assert!(t0.elapsed() < LIMIT, "analysis not done: {landed:?}");
-        let lease = w
-            .lease_jobs(pb::LeaseJobsRequest {
-                identity: Some(identity.clone()),
-                worker_id: worker_id.clone(),
-                free_slots: 1,
-                ..Default::default()
-            })
-            .await
-            .expect("lease")
-            .into_inner();
-        let Some(job) = lease.jobs.into_iter().next() else {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        let Some((job, b)) = lease_one(&mut w, &identity, &worker_id).await else {
             continue;
         };
-        let b = bookfarm_engine::Board::try_from(job.position.expect("job position")).unwrap();
         let analysis = b == target && job.excluded == 0;
         // The running program's search waits for the analysis's levels.
         assert!(analysis, "{job:?} leased before the analysis's levels");
@@ -975,21 +950,9 @@ async fn an_analysis_runs_next_and_each_level_shows_in_the_api_as_it_lands() {
             break;
         }
         assert!(t1.elapsed() < LIMIT, "analysis not done: {listed:?}");
-        let lease = w
-            .lease_jobs(pb::LeaseJobsRequest {
-                identity: Some(identity.clone()),
-                worker_id: worker_id.clone(),
-                free_slots: 1,
-                ..Default::default()
-            })
-            .await
-            .expect("lease")
-            .into_inner();
-        let Some(job) = lease.jobs.into_iter().next() else {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        let Some((job, b)) = lease_one(&mut w, &identity, &worker_id).await else {
             continue;
         };
-        let b = bookfarm_engine::Board::try_from(job.position.expect("job position")).unwrap();
         answer(&mut w, &identity, &worker_id, searcher.as_mut(), &job, b).await;
     }
 }
@@ -1067,6 +1030,33 @@ async fn an_analysis_stored_with_a_worker_raises_its_position_in_the_book() {
         .map(|(l, _)| *l)
         .collect();
     assert_eq!(levels, [2, 3, 4]);
+}
+
+/// Lease one job as `worker_id`, with its board; `None` after a short pause when none is
+/// leasable yet.
+async fn lease_one(
+    w: &mut bookfarm_proto::pb::worker_service_client::WorkerServiceClient<
+        tonic::transport::Channel,
+    >,
+    identity: &pb::WorkerIdentity,
+    worker_id: &str,
+) -> Option<(pb::Job, bookfarm_engine::Board)> {
+    let lease = w
+        .lease_jobs(pb::LeaseJobsRequest {
+            identity: Some(identity.clone()),
+            worker_id: worker_id.to_string(),
+            free_slots: 1,
+            ..Default::default()
+        })
+        .await
+        .expect("lease")
+        .into_inner();
+    let Some(job) = lease.jobs.into_iter().next() else {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        return None;
+    };
+    let b = bookfarm_engine::Board::try_from(job.position.expect("job position")).unwrap();
+    Some((job, b))
 }
 
 /// Search `job` (on `board`) with the engine and submit the result as `worker_id`; returns it.

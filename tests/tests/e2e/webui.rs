@@ -916,24 +916,13 @@ async fn programs_table_shows_the_queue_and_a_cancel() {
         ),
     );
     let mut a = admin(port).await;
-    let mut queue = async |selector: S, from: &str| {
-        a.start_expansion(pb::StartExpansionRequest {
-            selector: Some(selector),
-            from: from.into(),
-            ..Default::default()
-        })
-        .await
-        .expect("queue a program")
-        .into_inner()
-        .program
-    };
     let deviate = S::Deviate(pb::Deviate {
         relative_error: 2,
         absolute_error: 4,
     });
-    assert_eq!(queue(deviate, "").await, 2);
-    assert_eq!(queue(S::Play(pb::Play {}), "f5d6").await, 3);
-    assert_eq!(queue(S::Extend(pb::Extend {}), "f5f6").await, 4);
+    assert_eq!(queue(&mut a, deviate, "").await, 2);
+    assert_eq!(queue(&mut a, S::Play(pb::Play {}), "f5d6").await, 3);
+    assert_eq!(queue(&mut a, S::Extend(pb::Extend {}), "f5f6").await, 4);
     a.cancel_program(pb::CancelProgramRequest { id: 3 })
         .await
         .expect("cancel #3");

@@ -21,16 +21,6 @@ const UPGRADE: u32 = 6;
 const ERROR: i32 = 2;
 const AUDIT: u32 = 7;
 
-async fn start(a: &mut Admin, selector: pb::start_expansion_request::Selector) {
-    a.start_expansion(pb::StartExpansionRequest {
-        selector: Some(selector),
-        level: 0,
-        ..Default::default()
-    })
-    .await
-    .expect("start expansion");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upgrade_and_audit_with_worker_processes_equal_the_serial_programs() {
     let Some(eval) = eval_path() else { return };
@@ -72,12 +62,13 @@ async fn upgrade_and_audit_with_worker_processes_equal_the_serial_programs() {
     );
     negamax::negamax(&mut want);
 
-    start(
+    queue(
         &mut a,
         pb::start_expansion_request::Selector::Upgrade(pb::Upgrade {
             level: UPGRADE,
             error: ERROR,
         }),
+        "",
     )
     .await;
     let s = wait_for(&mut a, LIMIT, done).await;
@@ -116,12 +107,13 @@ async fn upgrade_and_audit_with_worker_processes_equal_the_serial_programs() {
     )
     .audit;
     assert_eq!(audit.len(), lines.len());
-    start(
+    queue(
         &mut a,
         pb::start_expansion_request::Selector::Audit(pb::Audit {
             level: AUDIT,
             queue: false,
         }),
+        "",
     )
     .await;
     let s = wait_for(&mut a, LIMIT, |s| {

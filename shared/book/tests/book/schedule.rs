@@ -6,7 +6,7 @@
 //! (3) every leaf is the result of a search of its position with its current links excluded;
 //! and retracting lies (retract-and-repair) ends in the same properties with honest leaves only.
 
-mod common;
+use crate::common;
 
 use bookfarm_book::driver::run_serial;
 use bookfarm_book::grow::{check_position, fix, link_command};

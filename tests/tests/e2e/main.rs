@@ -1,0 +1,17 @@
+//! The end-to-end tests in one test binary (one link of the workspace instead of one per file):
+//! real coordinator and worker processes, stores, a headless browser and the deployment tools;
+//! each module's docs say what it covers. `image.rs` stays a binary of its own: it builds the
+//! binaries for the container image (minutes of both cores), and no other test should share the
+//! machine with that build.
+
+mod cluster;
+mod deploy;
+mod enrol;
+mod hostile;
+mod polite;
+mod reliability;
+mod research;
+mod tls;
+mod trust;
+mod volunteer;
+mod webui;
