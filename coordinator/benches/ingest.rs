@@ -150,7 +150,11 @@ fn main() {
             },
             eval: None,
         };
-        let srv = tokio::spawn(server::serve(c.clone(), ids, l, None, opts, async {
+        let srv = tokio::spawn(server::serve(
+            bookfarm_coordinator::live::Live::fixed(c.clone(), ids),
+            l,
+            None,
+            opts, async {
             let _ = rx.await;
         }));
         // A few connections shared by the simulated workers (HTTP/2 multiplexing).

@@ -123,6 +123,9 @@ pub enum CoordinatorError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The service cannot answer now (its store is being reopened): retry shortly.
+    #[error("unavailable: {0}; retry shortly")]
+    Unavailable(String),
     /// A bug.
     #[error("internal error: {0}")]
     Internal(String),
@@ -149,6 +152,7 @@ impl ServiceError for CoordinatorError {
             E::TooMany { .. } => ErrorCode::ResourceExhausted,
             E::Blocked(_) => ErrorCode::PermissionDenied,
             E::Store(_) | E::Internal(_) => ErrorCode::Internal,
+            E::Unavailable(_) => ErrorCode::Unavailable,
         }
     }
 }

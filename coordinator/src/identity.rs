@@ -58,6 +58,9 @@ pub enum IdentityError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The store is being reopened (see [`Identities::detach`]): retry shortly.
+    #[error("unavailable: the store is being reopened; retry shortly")]
+    Reopening,
 }
 
 impl ServiceError for IdentityError {
@@ -71,6 +74,7 @@ impl ServiceError for IdentityError {
             IdentityError::InvalidArgument(_) => ErrorCode::InvalidArgument,
             IdentityError::FailedPrecondition(_) => ErrorCode::FailedPrecondition,
             IdentityError::Store(_) => ErrorCode::Internal,
+            IdentityError::Reopening => ErrorCode::Unavailable,
         }
     }
 }
@@ -224,14 +228,59 @@ struct State {
     by_hash: HashMap<[u8; 32], String>,
     sessions: HashMap<Uuid, Session>,
     invitations: BTreeMap<String, InvitationRecord>,
+    /// The store's credential tree (None: in memory).
+    store: Option<CredentialStore>,
+    /// The store's invitation tree (None: in memory).
+    invitation_store: Option<InvitationStore>,
+    /// Between [`Identities::detach`] and [`Identities::reattach`]: every change is refused.
+    detached: bool,
+}
+
+impl State {
+    /// Refused while the store is detached (a change made then would live in memory only).
+    fn writable(&self) -> Result<()> {
+        if self.detached {
+            return Err(IdentityError::Reopening);
+        }
+        Ok(())
+    }
+
+    /// Read the credentials and invitations of the stores (replacing those in memory).
+    fn load(
+        &mut self,
+        store: Option<CredentialStore>,
+        invitations: Option<InvitationStore>,
+    ) -> Result<()> {
+        let mut records = BTreeMap::new();
+        let mut by_hash = HashMap::new();
+        let mut invited = BTreeMap::new();
+        if let Some(s) = &invitations {
+            for i in s.list()? {
+                invited.insert(i.name.clone(), i);
+            }
+        }
+        if let Some(s) = &store {
+            for r in s.list()? {
+                if r.state != CredentialState::Revoked {
+                    by_hash.insert(r.token_sha256, r.name.clone());
+                }
+                records.insert(r.name.clone(), r);
+            }
+        }
+        self.records = records;
+        self.by_hash = by_hash;
+        self.invitations = invited;
+        self.store = store;
+        self.invitation_store = invitations;
+        self.detached = false;
+        Ok(())
+    }
 }
 
 #[derive(Debug)]
 struct Inner {
     cfg: IdentityConfig,
     admin_sha256: Option<[u8; 32]>,
-    store: Option<CredentialStore>,
-    invitations: Option<InvitationStore>,
     state: Mutex<State>,
     registrations: DefaultKeyedRateLimiter<IpAddr>,
     enrolments: DefaultKeyedRateLimiter<IpAddr>,
@@ -239,7 +288,7 @@ struct Inner {
     /// Wrong admin tokens per address in the current window (see [`ADMIN_GUESSES`]).
     admin_guesses: Mutex<HashMap<IpAddr, (Instant, u32)>>,
     /// Where the operator's changes are recorded (see [`Identities::set_events`]).
-    events: std::sync::OnceLock<EventLog>,
+    events: Mutex<Option<EventLog>>,
 }
 
 /// The credential registry and session table: a cheap-clone handle.
@@ -295,19 +344,7 @@ impl Identities {
         invitations: Option<InvitationStore>,
     ) -> Result<Identities> {
         let mut state = State::default();
-        if let Some(s) = &invitations {
-            for i in s.list()? {
-                state.invitations.insert(i.name.clone(), i);
-            }
-        }
-        if let Some(s) = &store {
-            for r in s.list()? {
-                if r.state != CredentialState::Revoked {
-                    state.by_hash.insert(r.token_sha256, r.name.clone());
-                }
-                state.records.insert(r.name.clone(), r);
-            }
-        }
+        state.load(store, invitations)?;
         let quota = Quota::per_minute(nz(cfg.registrations_per_minute))
             .allow_burst(nz(cfg.registration_burst));
         let enrolments =
@@ -323,25 +360,65 @@ impl Identities {
             registrations: DefaultKeyedRateLimiter::keyed(quota),
             enrolments: DefaultKeyedRateLimiter::keyed(enrolments),
             open_enrolments: DefaultDirectRateLimiter::direct(open_enrolments),
-            invitations,
             admin_guesses: Mutex::new(HashMap::new()),
             cfg,
-            store,
             state: Mutex::new(state),
-            events: std::sync::OnceLock::new(),
+            events: Mutex::new(None),
         })))
     }
 
     /// Record credential changes in `log` from now on (added, blocked, unblocked and revoked
-    /// by the operator; blocks for invalid results are the service's events). Set once.
+    /// by the operator; blocks for invalid results are the service's events).
     pub fn set_events(&self, log: EventLog) {
-        let _ = self.0.events.set(log);
+        *self.0.events.lock().unwrap_or_else(|p| p.into_inner()) = Some(log);
     }
 
     fn record(&self, e: crate::events::EventRecord) {
-        if let Some(log) = self.0.events.get() {
+        let log = self
+            .0
+            .events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(log) = log {
             log.record_durable(e);
         }
+    }
+
+    /// Let go of the store's handles (credentials, invitations, the event log), returned so
+    /// that the caller decides where they are dropped; until [`Identities::reattach`], every
+    /// change is refused ([`IdentityError::Reopening`]) and authentication goes on from memory.
+    pub fn detach(
+        &self,
+    ) -> (
+        Option<CredentialStore>,
+        Option<InvitationStore>,
+        Option<EventLog>,
+    ) {
+        let mut st = self.lock();
+        st.detached = true;
+        let taken = (st.store.take(), st.invitation_store.take());
+        drop(st);
+        let events = self
+            .0
+            .events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        (taken.0, taken.1, events)
+    }
+
+    /// Serve from a reopened store: its credentials and invitations replace those in memory
+    /// (sessions stay), and changes are recorded in it and in `events` again.
+    pub fn reattach(
+        &self,
+        store: CredentialStore,
+        invitations: InvitationStore,
+        events: EventLog,
+    ) -> Result<()> {
+        self.lock().load(Some(store), Some(invitations))?;
+        self.set_events(events);
+        Ok(())
     }
 
     /// Local use: anonymous, in memory.
@@ -601,7 +678,8 @@ impl Identities {
             token_sha256: token_sha256(&token),
         };
         let mut st = self.lock();
-        let taken = match &self.0.store {
+        st.writable()?;
+        let taken = match &st.store {
             Some(s) => !s.insert_new(&rec)?,
             None => st.records.contains_key(name),
         };
@@ -672,6 +750,7 @@ impl Identities {
         reason: &str,
     ) -> Result<(CredentialRecord, Vec<Uuid>)> {
         let mut st = self.lock();
+        st.writable()?;
         let Some(mut rec) = st.records.get(name).cloned() else {
             return Err(IdentityError::NotFound(name.to_string()));
         };
@@ -682,7 +761,7 @@ impl Identities {
         }
         rec.state = state;
         rec.reason = crate::text::clean(reason, crate::text::MAX_REASON_CHARS);
-        if let Some(s) = &self.0.store {
+        if let Some(s) = &st.store {
             s.put(&rec)?;
         }
         if state == CredentialState::Revoked {

@@ -10,6 +10,7 @@
 //!   embedded assets; [`http::api`]: its versioned JSON API);
 //! * [`telemetry`]: every Prometheus metric's name, kind and help, declared once;
 //! * [`progress`]: throughput, round ETA and the one-line progress of status snapshots;
+//! * [`live`]: the service the ports serve, reopened in-process after its store failed;
 //! * [`server`]: wiring everything into [`server::serve`] (store, both transports, the lease
 //!   reaper, shutdown);
 //! * [`text`]: worker-supplied strings made safe for logs and replies;
@@ -23,6 +24,7 @@ pub mod error;
 pub mod events;
 pub mod http;
 pub mod identity;
+pub mod live;
 pub mod local;
 pub mod offline;
 pub mod progress;

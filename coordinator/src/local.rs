@@ -9,6 +9,7 @@
 //! running the command again searches them again.
 
 use crate::error::{CoordinatorError, Result};
+use crate::live::Live;
 use crate::service::{Coordinator, State, StatusReport};
 use bookfarm_proto::domain::{Ack, Failure, Identity, JobResult};
 use bookfarm_proto::status::{ErrorCode, ServiceError};
@@ -47,7 +48,7 @@ fn call_error(e: &CoordinatorError) -> CallError {
 /// service's method of the same name.
 #[derive(Debug, Clone)]
 pub struct InProcess {
-    c: Coordinator,
+    live: Live,
     identity: Identity,
     /// Registers as the coordinator's verifier (check jobs only).
     verifier: bool,
@@ -57,8 +58,18 @@ impl InProcess {
     /// Calls into `c` with the identity of a worker searching with `search_signature` over
     /// weights whose fingerprint is `eval_hash`.
     pub fn new(c: Coordinator, eval_hash: &str, search_signature: &str) -> InProcess {
+        InProcess::over(
+            Live::fixed(c, crate::identity::Identities::local()),
+            eval_hash,
+            search_signature,
+        )
+    }
+
+    /// [`InProcess::new`] over the service `live` serves (unavailable while its store is being
+    /// reopened).
+    pub fn over(live: Live, eval_hash: &str, search_signature: &str) -> InProcess {
         InProcess {
-            c,
+            live,
             identity: Identity {
                 protocol_version: PROTOCOL_VERSION,
                 engine_version: ENGINE_VERSION.to_string(),
@@ -71,11 +82,16 @@ impl InProcess {
 
     /// [`InProcess::new`] for the coordinator's verifier: it answers validation and
     /// spot-check searches only (see `crate::service::trust`).
-    pub fn verifier(c: Coordinator, eval_hash: &str, search_signature: &str) -> InProcess {
+    pub fn verifier(live: Live, eval_hash: &str, search_signature: &str) -> InProcess {
         InProcess {
             verifier: true,
-            ..InProcess::new(c, eval_hash, search_signature)
+            ..InProcess::over(live, eval_hash, search_signature)
         }
+    }
+
+    /// The service.
+    fn c(&self) -> Result<Coordinator, CallError> {
+        self.live.get().map_err(|e| call_error(&e))
     }
 
     fn acks(&self, worker: Uuid, results: &[JobResult]) -> Result<Vec<(Uuid, Ack)>, CallError> {
@@ -83,7 +99,7 @@ impl InProcess {
             return Ok(Vec::new());
         }
         let a = self
-            .c
+            .c()?
             .submit(&self.identity, &worker, results)
             .map_err(|e| call_error(&e))?;
         Ok(results.iter().map(|r| r.job_id).zip(a).collect())
@@ -100,13 +116,14 @@ impl Transport for InProcess {
     }
 
     fn register(&mut self, who: &WorkerInfo) -> Result<Registration, CallError> {
+        let c = self.c()?;
         let worker_id = if self.verifier {
-            self.c.register_verifier(&self.identity, who.threads)
+            c.register_verifier(&self.identity, who.threads)
         } else {
-            self.c.register(&self.identity, &who.name, who.threads)
+            c.register(&self.identity, &who.name, who.threads)
         }
         .map_err(|e| call_error(&e))?;
-        let cfg = self.c.config();
+        let cfg = c.config();
         Ok(Registration {
             worker_id,
             heartbeat: cfg.heartbeat_interval,
@@ -121,12 +138,12 @@ impl Transport for InProcess {
         results: &[JobResult],
     ) -> Result<Leased, CallError> {
         let acks = self.acks(worker, results)?;
-        let offer = self
-            .c
+        let c = self.c()?;
+        let offer = c
             .offer_blocking(&self.identity, &worker, ask, GROWTH_WAIT)
             .map_err(|e| call_error(&e))?;
         let retry_after = if offer.jobs.is_empty() {
-            self.c.retry_after()
+            c.retry_after()
         } else {
             Duration::ZERO
         };
@@ -148,7 +165,7 @@ impl Transport for InProcess {
 
     fn heartbeat(&mut self, worker: Uuid, held: &[Uuid]) -> Result<Beat, CallError> {
         let (cancelled, credit) = self
-            .c
+            .c()?
             .heartbeat_credit(&self.identity, &worker, held)
             .map_err(|e| call_error(&e))?;
         Ok(Beat {
@@ -169,13 +186,13 @@ impl Transport for InProcess {
             reason: reason.to_string(),
             retryable,
         };
-        self.c
+        self.c()?
             .fail(&self.identity, &worker, &f)
             .map_err(|e| call_error(&e))
     }
 
     fn release(&mut self, worker: Uuid, jobs: &[Uuid]) -> Result<u32, CallError> {
-        self.c
+        self.c()?
             .release_leases(&self.identity, &worker, jobs)
             .map_err(|e| call_error(&e))
     }
@@ -299,7 +316,7 @@ pub async fn run(
 /// The coordinator's verifier running on `threads` threads of this process (its configured
 /// share of the CPU), until the returned handle is stopped or dropped.
 pub fn spawn_verifier(
-    c: Coordinator,
+    live: Live,
     threads: usize,
     factory: SearcherFactory,
     eval_hash: &str,
@@ -313,7 +330,7 @@ pub fn spawn_verifier(
         name: "verifier".into(),
         ..RunnerConfig::default()
     };
-    let transport = InProcess::verifier(c, eval_hash, search_signature);
+    let transport = InProcess::verifier(live, eval_hash, search_signature);
     let thread = std::thread::spawn(move || {
         if let Err(e) = runner.run(cfg, transport, &factory) {
             tracing::error!(error = %e, "verifier stopped");

@@ -4,6 +4,7 @@
 
 use crate::error::{CoordinatorError, Result};
 use crate::identity::{Identities, IdentityConfig};
+use crate::live::Live;
 use crate::rpc::conn::{Admission, ConnLimits, HttpListener};
 use crate::rpc::{AdminApi, EnrolmentApi, MAX_ENROL_MESSAGE_BYTES, WorkerApi};
 use crate::service::{Clock, Coordinator, ServiceConfig, SystemClock};
@@ -47,6 +48,25 @@ pub fn open_with_identities(
     let c = Coordinator::open(store, db, cfg, Arc::new(SystemClock::default()))?;
     let ids = Identities::open_with(ids, Some(creds), Some(invitations))
         .map_err(|e| CoordinatorError::Internal(format!("reading worker credentials: {e}")))?;
+    attach(&c, &ids);
+    Ok((c, ids))
+}
+
+/// [`open_with_identities`] as the [`Live`] service `serve` takes: reopened from `db` after
+/// its store failed (see [`crate::live`]).
+pub fn open_live(db: &Path, cfg: ServiceConfig, ids: IdentityConfig) -> Result<Live> {
+    let (c, ids) = open_with_identities(db, cfg, ids)?;
+    Ok(Live::reopening(
+        c,
+        ids,
+        db.to_path_buf(),
+        Arc::new(SystemClock::default()),
+    ))
+}
+
+/// Join a service and its credential registry: the registry records in the service's event
+/// log, and a credential the service catches with too many invalid results is blocked.
+pub(crate) fn attach(c: &Coordinator, ids: &Identities) {
     ids.set_events(c.events().clone());
     // A credential caught with too many invalid results is blocked like an operator would.
     let blocker = ids.clone();
@@ -60,7 +80,6 @@ pub fn open_with_identities(
             }
         }
     }));
-    Ok((c, ids))
 }
 
 /// Open with an injected clock.
@@ -148,8 +167,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     serve(
-        c,
-        Identities::local(),
+        Live::fixed(c, Identities::local()),
         grpc,
         http,
         ServeOptions::default(),
@@ -233,13 +251,13 @@ where
     }
 }
 
-/// Serve until `shutdown` resolves: gRPC on `grpc` (credentials checked by `ids` before a
-/// request body is read), HTTP on `http` (if any). On shutdown, requests in flight get up to
-/// `shutdown_grace` to finish, idle connections are not waited for, and the store is flushed
-/// before returning.
+/// Serve until `shutdown` resolves: gRPC on `grpc` (credentials checked by the service's
+/// registry before a request body is read), HTTP on `http` (if any). Every
+/// [`crate::live::WATCH_INTERVAL`] the store is checked and, once failed, reopened
+/// ([`Live::watch`]). On shutdown, requests in flight get up to `shutdown_grace` to finish,
+/// idle connections are not waited for, and the store is flushed before returning.
 pub async fn serve(
-    c: Coordinator,
-    ids: Identities,
+    live: Live,
     grpc: TcpListener,
     http: Option<TcpListener>,
     opts: ServeOptions,
@@ -259,9 +277,9 @@ pub async fn serve(
         }
     };
 
+    let ids = live.ids().clone();
     let reaper = {
-        let c = c.clone();
-        let ids = ids.clone();
+        let live = live.clone();
         let stop = wait_stop(stop_rx.clone());
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(REAPER_INTERVAL);
@@ -270,11 +288,30 @@ pub async fn serve(
                 tokio::select! {
                     _ = &mut stop => break,
                     _ = tick.tick() => {
-                        c.expire_leases();
-                        ids.expire_sessions();
-                        if let Err(e) = c.sample_history(crate::http::unix_ms()) {
-                            tracing::warn!(error = %e, "history not stored");
+                        live.ids().expire_sessions();
+                        if let Ok(c) = live.get() {
+                            c.expire_leases();
+                            if let Err(e) = c.sample_history(crate::http::unix_ms()) {
+                                tracing::warn!(error = %e, "history not stored");
+                            }
                         }
+                    }
+                }
+            }
+        })
+    };
+    let watcher = {
+        let live = live.clone();
+        let stop = wait_stop(stop_rx.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(crate::live::WATCH_INTERVAL);
+            tokio::pin!(stop);
+            loop {
+                tokio::select! {
+                    _ = &mut stop => break,
+                    _ = tick.tick() => {
+                        let live = live.clone();
+                        let _ = tokio::task::spawn_blocking(move || live.watch()).await;
                     }
                 }
             }
@@ -286,8 +323,7 @@ pub async fn serve(
         Some(l) => {
             let _ = crate::http::metrics_handle();
             let adm = Admission::new(limits.http());
-            let app =
-                crate::http::router_with(c.clone(), ids.clone(), Some(grpc_admission.clone()));
+            let app = crate::http::router_with(live.clone(), Some(grpc_admission.clone()));
             let stop = wait_stop(stop_rx.clone());
             tracing::info!(addr = %l.local_addr().map(|a| a.to_string()).unwrap_or_default(), "http listening");
             Some(tokio::spawn(async move {
@@ -313,7 +349,7 @@ pub async fn serve(
     // Interceptors see the metadata before the body is decoded: an unauthenticated request is
     // refused without reading it, whatever its size.
     let worker = InterceptedService::new(
-        WorkerServiceServer::new(WorkerApi::new(c.clone(), ids.clone()).with_eval(opts.eval))
+        WorkerServiceServer::new(WorkerApi::new(live.clone()).with_eval(opts.eval))
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES),
         ids.worker_interceptor(),
@@ -323,7 +359,7 @@ pub async fn serve(
         .max_decoding_message_size(MAX_ENROL_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_ENROL_MESSAGE_BYTES);
     let admin = InterceptedService::new(
-        AdminServiceServer::new(AdminApi::new(c.clone(), ids.clone()))
+        AdminServiceServer::new(AdminApi::new(live.clone()))
             .max_decoding_message_size(MAX_ADMIN_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES),
         ids.admin_interceptor(),
@@ -378,6 +414,7 @@ pub async fn serve(
         }
     };
     reaper.abort();
+    watcher.abort();
     if let Some(mut t) = http_task {
         // Requests in flight get the grace period; a connection that holds a partial request
         // (or will not close) is not waited for beyond it.
@@ -389,11 +426,11 @@ pub async fn serve(
             t.abort();
         }
     }
+    let c = live.get()?;
     if let Err(e) = c.save_history() {
         tracing::warn!(error = %e, "history not stored at shutdown");
     }
-    let c2 = c.clone();
-    tokio::task::spawn_blocking(move || c2.flush())
+    tokio::task::spawn_blocking(move || c.flush())
         .await
         .map_err(|e| CoordinatorError::Internal(format!("flush task: {e}")))??;
     tracing::info!("coordinator stopped, store flushed");

@@ -11,6 +11,7 @@ pub mod publish;
 pub mod web;
 
 use crate::identity::Identities;
+use crate::live::Live;
 use crate::rpc::conn::{Admission, HttpPeer};
 use crate::service::{Coordinator, SubtreeExport};
 use api::BookStatsV1;
@@ -58,7 +59,21 @@ pub fn metrics_handle() -> Option<PrometheusHandle> {
         .clone()
 }
 
-async fn metrics(State(c): State<Coordinator>) -> (StatusCode, String) {
+async fn metrics(State(s): State<AppState>) -> (StatusCode, String) {
+    // While the store is being reopened, the process's counters alone.
+    if let Ok(c) = s.live.get() {
+        set_gauges(&c);
+    }
+    match metrics_handle() {
+        Some(h) => (StatusCode::OK, h.render()),
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "metrics recorder unavailable\n".into(),
+        ),
+    }
+}
+
+fn set_gauges(c: &Coordinator) {
     let mut s = c.status();
     metrics::gauge!(crate::telemetry::RESULTS_PER_SECOND).set(s.results_per_second);
     metrics::gauge!(crate::telemetry::QUEUE_DEPTH).set(s.queued as f64);
@@ -82,13 +97,6 @@ async fn metrics(State(c): State<Coordinator>) -> (StatusCode, String) {
         metrics::gauge!(crate::telemetry::WORKER_IN_FLIGHT, "worker" => w.name.clone())
             .set(w.in_flight as f64);
     }
-    match metrics_handle() {
-        Some(h) => (StatusCode::OK, h.render()),
-        None => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "metrics recorder unavailable\n".into(),
-        ),
-    }
 }
 
 async fn healthz() -> &'static str {
@@ -100,8 +108,13 @@ async fn healthz() -> &'static str {
 pub const READY_MAX_AGE: Duration = Duration::from_secs(1);
 
 /// Whether the service can serve: the store takes writes (a full disk or a store stuck on an
-/// earlier write error says no) and the gRPC port has a free connection slot.
+/// earlier write error says no, and so does a store being reopened) and the gRPC port has a
+/// free connection slot.
 async fn readyz(State(s): State<AppState>) -> (StatusCode, String) {
+    let c = match s.live.get() {
+        Ok(c) => c,
+        Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {e}\n")),
+    };
     let mut last = s.ready.lock().await;
     let fresh = last
         .as_ref()
@@ -110,7 +123,7 @@ async fn readyz(State(s): State<AppState>) -> (StatusCode, String) {
     let store = match fresh {
         Some(r) => r,
         None => {
-            let c = s.c.clone();
+            let c = c.clone();
             let r = match tokio::task::spawn_blocking(move || c.probe_store()).await {
                 Ok(Ok(())) => Ok(()),
                 Ok(Err(e)) => Err(e.to_string()),
@@ -138,7 +151,7 @@ async fn readyz(State(s): State<AppState>) -> (StatusCode, String) {
             ),
         );
     }
-    let st = s.c.status();
+    let st = c.status();
     (
         StatusCode::OK,
         format!(
@@ -162,7 +175,7 @@ type ReadyCache = Arc<tokio::sync::Mutex<Option<(Instant, Result<(), String>)>>>
 /// What the HTTP handlers share.
 #[derive(Debug, Clone)]
 pub struct AppState {
-    c: Coordinator,
+    live: Live,
     ids: Identities,
     stats: StatsCache,
     ready: ReadyCache,
@@ -174,16 +187,30 @@ pub struct AppState {
 impl FromRef<AppState> for publish::PublishState {
     fn from_ref(s: &AppState) -> publish::PublishState {
         publish::PublishState {
-            c: s.c.clone(),
+            live: s.live.clone(),
             published: s.published.clone(),
         }
     }
 }
 
-impl FromRef<AppState> for Coordinator {
-    fn from_ref(s: &AppState) -> Coordinator {
-        s.c.clone()
+/// The service serving now: a handler's extractor, which answers 503 while the store is being
+/// reopened (see [`crate::live`]).
+struct Svc(Coordinator);
+
+impl axum::extract::FromRequestParts<AppState> for Svc {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        _: &mut axum::http::request::Parts,
+        s: &AppState,
+    ) -> Result<Svc, Response> {
+        s.live.get().map(Svc).map_err(|e| unavailable(&e))
     }
+}
+
+/// A 503 naming why.
+fn unavailable(e: &crate::error::CoordinatorError) -> Response {
+    (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response()
 }
 
 /// Milliseconds since the Unix epoch.
@@ -211,30 +238,30 @@ fn bad_request(msg: String) -> Response {
     r
 }
 
-async fn api_status(State(c): State<Coordinator>) -> Response {
+async fn api_status(Svc(c): Svc) -> Response {
     json(&api::status_of(c.status()))
 }
 
-async fn api_programs(State(c): State<Coordinator>) -> Response {
+async fn api_programs(Svc(c): Svc) -> Response {
     json(&api::ProgramsV1::new(&c.programs(true)))
 }
 
-async fn api_workers(State(s): State<AppState>) -> Response {
-    json(&api::WorkersV1::new(&s.c.status().workers, &s.ids.list()))
+async fn api_workers(Svc(c): Svc, State(s): State<AppState>) -> Response {
+    json(&api::WorkersV1::new(&c.status().workers, &s.ids.list()))
 }
 
-async fn api_contributors(State(s): State<AppState>) -> Response {
-    let status = s.c.status();
+async fn api_contributors(Svc(c): Svc, State(s): State<AppState>) -> Response {
+    let status = c.status();
     json(&api::ContributorsV1::new(
-        &s.c.contributors(unix_ms()),
+        &c.contributors(unix_ms()),
         &s.ids.list(),
         &status.workers,
         &status.credit,
     ))
 }
 
-async fn api_trust(State(s): State<AppState>) -> Response {
-    let status = s.c.status();
+async fn api_trust(Svc(c): Svc, State(s): State<AppState>) -> Response {
+    let status = c.status();
     let credit = status.credit.clone();
     let health = api::status_of(status).validation;
     json(&api::TrustV1::new(health, &credit, &s.ids.list()))
@@ -249,7 +276,7 @@ struct Since {
     tier: Option<String>,
 }
 
-async fn api_history(State(c): State<Coordinator>, Query(q): Query<Since>) -> Response {
+async fn api_history(Svc(c): Svc, Query(q): Query<Since>) -> Response {
     let mut h = c.history(q.since);
     match q.tier.as_deref() {
         None => {}
@@ -275,7 +302,7 @@ struct EventParams {
     limit: usize,
 }
 
-async fn api_events(State(c): State<Coordinator>, Query(p): Query<EventParams>) -> Response {
+async fn api_events(Svc(c): Svc, Query(p): Query<EventParams>) -> Response {
     let kinds = match api::kinds_of(&p.kind) {
         Ok(k) => k,
         Err(e) => return bad_request(e),
@@ -366,7 +393,7 @@ async fn blocking<T: Send + 'static>(
     })
 }
 
-async fn api_position(State(s): State<AppState>, Query(q): Query<PositionQuery>) -> Response {
+async fn api_position(Svc(c): Svc, Query(q): Query<PositionQuery>) -> Response {
     let options = match q.options() {
         Ok(o) => o,
         Err(e) => return bad_request(e),
@@ -379,7 +406,7 @@ async fn api_position(State(s): State<AppState>, Query(q): Query<PositionQuery>)
         Ok(p) => p,
         Err(e) => return bad_request(e.to_string()),
     };
-    let c = s.c.clone();
+    let c = c.clone();
     let r = blocking(move || {
         let view = c.position_view(&board);
         let info = c.explore(&board, black, options);
@@ -407,7 +434,7 @@ async fn api_position(State(s): State<AppState>, Query(q): Query<PositionQuery>)
     }
 }
 
-async fn api_game(State(c): State<Coordinator>, Query(q): Query<Moves>) -> Response {
+async fn api_game(Svc(c): Svc, Query(q): Query<Moves>) -> Response {
     let game = match game_of(&q.moves) {
         Ok(g) => g,
         Err(e) => return bad_request(e),
@@ -427,7 +454,7 @@ struct ExportQuery {
     format: String,
 }
 
-async fn api_export(State(c): State<Coordinator>, Query(q): Query<ExportQuery>) -> Response {
+async fn api_export(Svc(c): Svc, Query(q): Query<ExportQuery>) -> Response {
     let what = match q.format.as_str() {
         "lines" => SubtreeExport::Lines,
         f => match BookFormat::from_extension(f).filter(|f| *f != BookFormat::Csv) {
@@ -474,6 +501,10 @@ async fn api_export(State(c): State<Coordinator>, Query(q): Query<ExportQuery>) 
 }
 
 async fn api_book_stats(State(s): State<AppState>) -> Response {
+    let c = match s.live.get() {
+        Ok(c) => c,
+        Err(e) => return unavailable(&e),
+    };
     // Held across the computation: the requests that arrive meanwhile wait and reuse it.
     let mut g = s.stats.lock().await;
     let cached = g
@@ -483,7 +514,7 @@ async fn api_book_stats(State(s): State<AppState>) -> Response {
     let stats = match cached {
         Some(v) => v,
         None => {
-            let c = s.c.clone();
+            let c = c.clone();
             s.stats_computed
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let fresh = match tokio::task::spawn_blocking(move || c.book_stats()).await {
@@ -520,15 +551,15 @@ pub const HTTP_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The HTTP router: metrics and health, the web UI's pages and assets, and its JSON API.
 pub fn router(c: Coordinator, ids: Identities) -> Router {
-    router_with(c, ids, None)
+    router_with(Live::fixed(c, ids), None)
 }
 
 /// [`router`], with `/readyz` also saying no while the gRPC port (`grpc`) has no free
 /// connection slot.
-pub fn router_with(c: Coordinator, ids: Identities, grpc: Option<Admission>) -> Router {
+pub fn router_with(live: Live, grpc: Option<Admission>) -> Router {
     let state = AppState {
-        c,
-        ids,
+        ids: live.ids().clone(),
+        live,
         stats: Arc::new(tokio::sync::Mutex::new(None)),
         ready: Arc::new(tokio::sync::Mutex::new(None)),
         grpc,

@@ -35,6 +35,8 @@ pub const BURST: u32 = 3;
 /// One format's cached file.
 #[derive(Debug, Clone)]
 struct Encoded {
+    /// The service's reopens when it was encoded (a reopened service counts revisions anew).
+    reopens: u64,
     revision: Revision,
     bytes: bytes::Bytes,
     etag: HeaderValue,
@@ -69,7 +71,12 @@ impl Published {
 
     /// The file of `format` for the book as it is now: the cached one while the book has not
     /// changed, else a new encoding of one consistent copy.
-    async fn file(&self, c: &Coordinator, format: BookFormat) -> Result<Encoded, String> {
+    async fn file(
+        &self,
+        c: &Coordinator,
+        reopens: u64,
+        format: BookFormat,
+    ) -> Result<Encoded, String> {
         let slot = match format {
             BookFormat::Egbk3 => &self.egbk3,
             _ => &self.dat,
@@ -82,7 +89,10 @@ impl Published {
                 .await
                 .map_err(|e| e.to_string())?
         };
-        if let Some(e) = cached.as_ref().filter(|e| e.revision == now) {
+        if let Some(e) = cached
+            .as_ref()
+            .filter(|e| e.revision == now && e.reopens == reopens)
+        {
             return Ok(e.clone());
         }
         let c = c.clone();
@@ -93,6 +103,7 @@ impl Published {
             let digest = Sha256::digest(&bytes);
             let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
             Encoded {
+                reopens,
                 revision,
                 etag: HeaderValue::from_str(&format!("\"{hex}\""))
                     .unwrap_or_else(|_| HeaderValue::from_static("\"\"")),
@@ -110,7 +121,7 @@ impl Published {
 #[derive(Debug, Clone)]
 pub struct PublishState {
     /// The service.
-    pub c: Coordinator,
+    pub live: crate::live::Live,
     /// The cache and the limit.
     pub published: Arc<Published>,
 }
@@ -130,7 +141,11 @@ fn text(status: StatusCode, msg: &'static str) -> Response {
 }
 
 async fn serve(s: PublishState, req: Request, format: BookFormat) -> Response {
-    if !s.c.config().publish_book {
+    let c = match s.live.get() {
+        Ok(c) => c,
+        Err(e) => return (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    };
+    if !c.config().publish_book {
         return text(
             StatusCode::NOT_FOUND,
             "the book is not published here (publish_book = false)\n",
@@ -156,7 +171,7 @@ async fn serve(s: PublishState, req: Request, format: BookFormat) -> Response {
         }
         return r;
     }
-    let file = match s.published.file(&s.c, format).await {
+    let file = match s.published.file(&c, s.live.reopens(), format).await {
         Ok(f) => f,
         Err(e) => {
             tracing::warn!(error = %e, "published book not encoded");

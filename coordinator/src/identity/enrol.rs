@@ -112,7 +112,8 @@ impl Identities {
             revoked: false,
         };
         let mut st = self.lock();
-        let taken = match &self.0.invitations {
+        st.writable()?;
+        let taken = match &st.invitation_store {
             Some(s) => !s.insert_new(&rec)?,
             None => st.invitations.contains_key(&name),
         };
@@ -137,8 +138,9 @@ impl Identities {
         let Some(mut rec) = st.invitations.get(name).cloned() else {
             return Err(IdentityError::NotFound(format!("invitation {name}")));
         };
+        st.writable()?;
         rec.revoked = true;
-        if let Some(s) = &self.0.invitations {
+        if let Some(s) = &st.invitation_store {
             s.put(&rec)?;
         }
         st.invitations.insert(name.to_string(), rec.clone());
@@ -229,7 +231,8 @@ impl Identities {
             if st.records.contains_key(&name) {
                 continue;
             }
-            let stored = match &self.0.invitations {
+            st.writable()?;
+            let stored = match &st.invitation_store {
                 Some(s) => s.enrol(invitation.as_ref(), &record),
                 None => Ok(()),
             };

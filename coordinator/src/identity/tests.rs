@@ -341,3 +341,49 @@ fn admin_token_guesses_are_throttled_per_address() {
     );
     assert!(i.authenticate_admin_from(&meta("adm"), Some(other)).is_ok());
 }
+
+/// While detached from its store (the store is being reopened) the registry refuses every
+/// change and still authenticates from memory; reattached, it reads the store again.
+#[test]
+fn a_detached_registry_refuses_changes_until_reattached() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::store::Store::open(dir.path()).unwrap();
+    let open = || {
+        Identities::open(
+            IdentityConfig::default(),
+            Some(store.credentials().unwrap()),
+        )
+        .unwrap()
+    };
+    let i = open();
+    let (token, _) = i.add("a", Some("o"), false).unwrap();
+    let (creds, _, _) = i.detach();
+    assert!(creds.is_some());
+    assert_eq!(
+        code(i.add("b", None, false).unwrap_err()),
+        ErrorCode::Unavailable
+    );
+    assert_eq!(
+        code(i.set_state("a", CredentialState::Blocked, "x").unwrap_err()),
+        ErrorCode::Unavailable
+    );
+    assert_eq!(
+        code(
+            i.invite(Some("i"), 1, Duration::from_secs(60), None)
+                .unwrap_err()
+        ),
+        ErrorCode::Unavailable
+    );
+    assert!(i.authenticate_worker(&meta(&token)).is_ok());
+    // Written to the store meanwhile: the reattached registry reads it.
+    open().add("c", None, true).unwrap();
+    i.reattach(
+        store.credentials().unwrap(),
+        store.invitations().unwrap(),
+        EventLog::open(&store, 100).unwrap(),
+    )
+    .unwrap();
+    assert!(i.list().iter().any(|c| c.record.name == "c"));
+    i.add("b", None, false).unwrap();
+    assert!(open().list().iter().any(|c| c.record.name == "b"));
+}

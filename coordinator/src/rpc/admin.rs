@@ -5,6 +5,7 @@ use super::encode::{credential, invitation, program_info, status_response};
 use super::{cv, idst, st};
 use crate::error::CoordinatorError;
 use crate::identity::Identities;
+use crate::live::Live;
 use crate::service::{Coordinator, ProgramView};
 use crate::store::CredentialState;
 use bookfarm_book::program::Program;
@@ -18,14 +19,20 @@ use tonic::{Request, Response, Status};
 /// The operator-facing service (the admin interceptor has checked the caller).
 #[derive(Debug, Clone)]
 pub struct AdminApi {
-    c: Coordinator,
+    live: Live,
     ids: Identities,
 }
 
 impl AdminApi {
-    /// Handlers over the service and the credential registry.
-    pub fn new(c: Coordinator, ids: Identities) -> AdminApi {
-        AdminApi { c, ids }
+    /// Handlers over the service and its credential registry.
+    pub fn new(live: Live) -> AdminApi {
+        let ids = live.ids().clone();
+        AdminApi { live, ids }
+    }
+
+    /// The service (unavailable while its store is being reopened).
+    fn c(&self) -> Result<Coordinator, Status> {
+        self.live.get().map_err(st)
     }
 }
 
@@ -42,7 +49,7 @@ impl pb::admin_service_server::AdminService for AdminApi {
     ) -> Result<Response<pb::GetStatusResponse>, Status> {
         let r = req.into_inner();
         Ok(Response::new(status_response(
-            self.c.status(),
+            self.c()?.status(),
             r.worker_offset as usize,
             r.worker_limit as usize,
         )))
@@ -65,7 +72,7 @@ impl pb::admin_service_server::AdminService for AdminApi {
             ));
         }
         let mut program = Program::try_from(r).map_err(cv)?;
-        let c = self.c.clone();
+        let c = self.c()?;
         let (q, stored) = tokio::task::spawn_blocking(move || {
             if store {
                 return c.start_analysis(program, Some(&from));
@@ -96,7 +103,7 @@ impl pb::admin_service_server::AdminService for AdminApi {
         &self,
         req: Request<pb::ListProgramsRequest>,
     ) -> Result<Response<pb::ListProgramsResponse>, Status> {
-        let programs = self.c.programs(req.into_inner().finished);
+        let programs = self.c()?.programs(req.into_inner().finished);
         Ok(Response::new(pb::ListProgramsResponse {
             programs: programs.iter().map(program_info).collect(),
         }))
@@ -107,14 +114,14 @@ impl pb::admin_service_server::AdminService for AdminApi {
         req: Request<pb::CancelProgramRequest>,
     ) -> Result<Response<pb::CancelProgramResponse>, Status> {
         let id = req.into_inner().id;
-        let c = self.c.clone();
+        let c = self.c()?;
         let record = tokio::task::spawn_blocking(move || c.cancel(id))
             .await
             .map_err(|e| Status::internal(e.to_string()))?
             .map_err(st)?;
         // As listed now (with its cost), else as it was cancelled.
         let view = self
-            .c
+            .c()?
             .programs(true)
             .into_iter()
             .find(|p| p.record.id == id)
@@ -133,7 +140,7 @@ impl pb::admin_service_server::AdminService for AdminApi {
         &self,
         _req: Request<pb::PauseRequest>,
     ) -> Result<Response<pb::PauseResponse>, Status> {
-        self.c.set_paused(true).map_err(st)?;
+        self.c()?.set_paused(true).map_err(st)?;
         Ok(Response::new(pb::PauseResponse {}))
     }
 
@@ -141,7 +148,7 @@ impl pb::admin_service_server::AdminService for AdminApi {
         &self,
         _req: Request<pb::ResumeRequest>,
     ) -> Result<Response<pb::ResumeResponse>, Status> {
-        self.c.set_paused(false).map_err(st)?;
+        self.c()?.set_paused(false).map_err(st)?;
         Ok(Response::new(pb::ResumeResponse {}))
     }
 
@@ -154,7 +161,7 @@ impl pb::admin_service_server::AdminService for AdminApi {
         req: Request<pb::ProgramOutputRequest>,
     ) -> Result<Response<Self::GetProgramOutputStream>, Status> {
         let id = req.into_inner().id;
-        let c = self.c.clone();
+        let c = self.c()?;
         let out = tokio::task::spawn_blocking(move || c.search_output(id))
             .await
             .map_err(|e| Status::internal(e.to_string()))?
@@ -174,7 +181,7 @@ impl pb::admin_service_server::AdminService for AdminApi {
         req: Request<pb::ExportBookRequest>,
     ) -> Result<Response<Self::ExportBookStream>, Status> {
         let format = export_format(req.into_inner().format).map_err(cv)?;
-        let c = self.c.clone();
+        let c = self.c()?;
         let bytes = tokio::task::spawn_blocking(move || {
             // Stamped with the current date, as Edax's save does.
             let mut book = c.book_snapshot();
@@ -196,7 +203,7 @@ impl pb::admin_service_server::AdminService for AdminApi {
         &self,
         _req: Request<pb::BackupStoreRequest>,
     ) -> Result<Response<Self::BackupStoreStream>, Status> {
-        let c = self.c.clone();
+        let c = self.c()?;
         let (mut file, len, summary) = tokio::task::spawn_blocking(move || c.backup())
             .await
             .map_err(|e| Status::internal(e.to_string()))?
@@ -242,7 +249,7 @@ impl pb::admin_service_server::AdminService for AdminApi {
         req: Request<pb::ImportBookRequest>,
     ) -> Result<Response<pb::ImportBookResponse>, Status> {
         let r = req.into_inner();
-        let c = self.c.clone();
+        let c = self.c()?;
         let n = tokio::task::spawn_blocking(move || {
             let book = BookFormat::Edax
                 .read(&r.data)
@@ -260,7 +267,7 @@ impl pb::admin_service_server::AdminService for AdminApi {
         &self,
         _req: Request<pb::BookInfoRequest>,
     ) -> Result<Response<pb::BookInfoResponse>, Status> {
-        let (h, positions, links, leaves) = self.c.info();
+        let (h, positions, links, leaves) = self.c()?.info();
         Ok(Response::new(pb::BookInfoResponse {
             level: u32::try_from(h.level).unwrap_or(0),
             depth: u32::try_from(h.depth()).unwrap_or(0),
@@ -277,10 +284,11 @@ impl pb::admin_service_server::AdminService for AdminApi {
         req: Request<pb::ShowPositionRequest>,
     ) -> Result<Response<pb::ShowPositionResponse>, Status> {
         let r = req.into_inner();
-        let p = self.c.show(&r.moves).map_err(st)?;
+        let c = self.c()?;
+        let p = c.show(&r.moves).map_err(st)?;
         // `show` accepted the move list.
         let analysis = bookfarm_engine::formats::transcript::board_after(&r.moves)
-            .map(|b| self.c.analysis(&b))
+            .map(|b| c.analysis(&b))
             .unwrap_or_default()
             .iter()
             .map(|a| pb::Analysis {
@@ -343,7 +351,7 @@ impl pb::admin_service_server::AdminService for AdminApi {
         &self,
         _req: Request<pb::ListCredentialsRequest>,
     ) -> Result<Response<pb::ListCredentialsResponse>, Status> {
-        let credit = self.c.status().credit;
+        let credit = self.c()?.status().credit;
         Ok(Response::new(pb::ListCredentialsResponse {
             credentials: self
                 .ids
@@ -380,10 +388,10 @@ impl pb::admin_service_server::AdminService for AdminApi {
                 .map_err(|e| Status::internal(e.to_string()))?
                 .map_err(idst)?;
         // The credential's sessions end now: their leases go back to the queue.
-        self.c.drop_workers(&ended);
+        self.c()?.drop_workers(&ended);
         // Unblocking also lifts a block for invalid results (the trust ledger's).
         if state == CredentialState::Active {
-            let (c, name) = (self.c.clone(), rec.name.clone());
+            let (c, name) = (self.c()?, rec.name.clone());
             tokio::task::spawn_blocking(move || c.unblock_contributor(&name))
                 .await
                 .map_err(|e| Status::internal(e.to_string()))?
@@ -409,7 +417,7 @@ impl pb::admin_service_server::AdminService for AdminApi {
                     .collect::<Result<Vec<_>, Status>>()?,
             )
         };
-        let c = self.c.clone();
+        let c = self.c()?;
         let released =
             tokio::task::spawn_blocking(move || c.release_quarantined(boards.as_deref()))
                 .await

@@ -4,6 +4,7 @@
 use super::{acks, cv, identity, idst, results, st, worker_id};
 use crate::error::CoordinatorError;
 use crate::identity::{Identities, Principal, SessionError};
+use crate::live::Live;
 use crate::service::{Coordinator, RemoteWorker};
 use crate::text::{MAX_NAME_CHARS, MAX_REASON_CHARS, clean};
 use bookfarm_proto::domain::Failure;
@@ -50,19 +51,20 @@ impl std::fmt::Debug for EvalFile {
 /// The worker-facing service.
 #[derive(Debug, Clone)]
 pub struct WorkerApi {
-    c: Coordinator,
+    live: Live,
     ids: Identities,
     eval: Option<EvalFile>,
     fetches: Arc<DefaultKeyedRateLimiter<String>>,
 }
 
 impl WorkerApi {
-    /// Handlers over the service and the credential registry.
-    pub fn new(c: Coordinator, ids: Identities) -> WorkerApi {
+    /// Handlers over the service and its credential registry.
+    pub fn new(live: Live) -> WorkerApi {
+        let ids = live.ids().clone();
         let quota = Quota::per_hour(NonZeroU32::new(EVAL_FETCHES_PER_HOUR).expect("not 0"))
             .allow_burst(NonZeroU32::new(EVAL_FETCH_BURST).expect("not 0"));
         WorkerApi {
-            c,
+            live,
             ids,
             eval: None,
             fetches: Arc::new(DefaultKeyedRateLimiter::keyed(quota)),
@@ -73,6 +75,11 @@ impl WorkerApi {
     pub fn with_eval(mut self, eval: Option<EvalFile>) -> WorkerApi {
         self.eval = eval;
         self
+    }
+
+    /// The service (unavailable while its store is being reopened).
+    fn c(&self) -> Result<Coordinator, Status> {
+        self.live.get().map_err(st)
     }
 
     /// The worker id of a call, which must have been opened with the caller's credential.
@@ -105,14 +112,15 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
             part_time: r.part_time,
             release: &release,
         };
+        let c = self.c()?;
         let wid = self
             .ids
-            .open_session(&p, peer, || self.c.register_remote(&id, &who))
+            .open_session(&p, peer, || c.register_remote(&id, &who))
             .map_err(|e| match e {
                 SessionError::Identity(e) => idst(e),
                 SessionError::Register(e) => st(e),
             })?;
-        let cfg = self.c.config();
+        let cfg = c.config();
         Ok(Response::new(pb::RegisterWorkerResponse {
             worker_id: wid.to_string(),
             heartbeat_interval_ms: u32::try_from(cfg.heartbeat_interval.as_millis())
@@ -135,7 +143,7 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
             .iter()
             .filter_map(|j| Uuid::parse_str(j).ok())
             .collect();
-        let (cancelled, credit) = self.c.heartbeat_credit(&id, &w, &held).map_err(st)?;
+        let (cancelled, credit) = self.c()?.heartbeat_credit(&id, &w, &held).map_err(st)?;
         Ok(Response::new(pb::HeartbeatResponse {
             cancelled_job_ids: cancelled.iter().map(Uuid::to_string).collect(),
             credit: Some(pb::WorkerCredit::from(&credit)),
@@ -153,7 +161,7 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         let id = identity(r.identity)?;
         let rs = results(r.results)?;
         let reply = self
-            .c
+            .c()?
             .submit_and_lease(&id, &w, &rs, ask, GROWTH_WAIT)
             .await
             .map_err(st)?;
@@ -175,7 +183,7 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         let r = req.into_inner();
         let id = identity(r.identity)?;
         let rs = results(r.results)?;
-        let a = self.c.submit_durable(&id, &w, &rs).await.map_err(st)?;
+        let a = self.c()?.submit_durable(&id, &w, &rs).await.map_err(st)?;
         metrics::histogram!(crate::telemetry::SUBMIT_SECONDS).record(t0.elapsed().as_secs_f64());
         Ok(Response::new(pb::SubmitResultsResponse {
             acks: acks(a, &rs),
@@ -191,7 +199,7 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         let id = identity(r.identity.clone())?;
         let mut f = Failure::try_from(r).map_err(cv)?;
         f.reason = clean(&f.reason, MAX_REASON_CHARS);
-        let quarantined = self.c.fail_durable(&id, &w, &f).await.map_err(st)?;
+        let quarantined = self.c()?.fail_durable(&id, &w, &f).await.map_err(st)?;
         Ok(Response::new(pb::ReportFailureResponse { quarantined }))
     }
 
@@ -213,7 +221,7 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
             .iter()
             .filter_map(|j| Uuid::parse_str(j).ok())
             .collect();
-        let released = self.c.release_leases(&id, &w, &jobs).map_err(st)?;
+        let released = self.c()?.release_leases(&id, &w, &jobs).map_err(st)?;
         Ok(Response::new(pb::ReleaseResponse { released }))
     }
 
@@ -221,7 +229,8 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         &self,
         _req: Request<pb::GetSetupRequest>,
     ) -> Result<Response<pb::GetSetupResponse>, Status> {
-        let cfg = self.c.config();
+        let c = self.c()?;
+        let cfg = c.config();
         Ok(Response::new(pb::GetSetupResponse {
             protocol_version: bookfarm_proto::PROTOCOL_VERSION,
             engine_version: cfg.engine_version.clone().unwrap_or_default(),
@@ -241,7 +250,7 @@ impl pb::worker_service_server::WorkerService for WorkerApi {
         let p = Principal::of(&req)?;
         let peer = req.remote_addr().map(|a| a.ip());
         let want = req.into_inner().eval_hash;
-        let bytes = match (&self.eval, &self.c.config().eval_hash) {
+        let bytes = match (&self.eval, &self.c()?.config().eval_hash) {
             (Some(e), Some(h)) if *h == want => e.0.clone(),
             _ => {
                 return Err(Status::not_found(format!(

@@ -348,6 +348,12 @@ impl Coordinator {
         Ok(())
     }
 
+    /// Make sled's writes so far durable (blocking): an error means the store failed, and
+    /// sled keeps a write error for good (see `crate::live`).
+    pub fn flush_store(&self) -> Result<()> {
+        Ok(self.0.store.flush()?)
+    }
+
     /// Whether the store can take writes now (blocking; see `Store::probe_writable`): the
     /// readiness probe.
     pub fn probe_store(&self) -> Result<()> {

@@ -358,8 +358,15 @@ impl Store {
     /// directory (a full or read-only disk fails here), then a flush of sled (which fails
     /// while sled holds an earlier write error). The store's contents are not touched.
     pub fn probe_writable(&self) -> Result<(), StoreError> {
+        Store::probe_dir(&self.dir)?;
+        self.flush()
+    }
+
+    /// Whether the disk of the store directory `dir` takes writes now: a small file written,
+    /// synced and removed there (a full or read-only disk fails). Nothing of sled is touched.
+    pub fn probe_dir(dir: &Path) -> Result<(), StoreError> {
         use std::io::Write;
-        let path = self.dir.join(".write-probe");
+        let path = dir.join(".write-probe");
         let io = |source| StoreError::Io {
             path: path.display().to_string(),
             source,
@@ -370,8 +377,7 @@ impl Store {
             f.sync_all()
         })();
         let _ = std::fs::remove_file(&path);
-        r.map_err(io)?;
-        self.flush()
+        r.map_err(io)
     }
 
     /// Check the checksum of every record of every tree (the book's, the credentials, the

@@ -130,14 +130,14 @@ fn main() -> anyhow::Result<()> {
             ..d
         },
     };
-    let (c, ids) = server::open_with_identities(&a.db, cfg, ids).context("opening the store")?;
+    let live = server::open_live(&a.db, cfg, ids).context("opening the store")?;
     // The verifier: the coordinator's own searches (the code path of `serve --eval`).
     let _verifier = match &a.eval {
         Some(p) if a.verify_threads > 0 => {
             let (eval, hash) = bookfarm_runner::load_eval(Some(p))?;
             let sig = bookfarm_runner::signature(&eval, &hash);
             Some(bookfarm_coordinator::local::spawn_verifier(
-                c.clone(),
+                live.clone(),
                 a.verify_threads as usize,
                 bookfarm_runner::exec::engine_factory(eval),
                 &hash,
@@ -163,7 +163,7 @@ fn main() -> anyhow::Result<()> {
                 t.recv().await;
             }
         };
-        server::serve(c, ids, g, h, opts, stop).await?;
+        server::serve(live, g, h, opts, stop).await?;
         Ok(())
     })
 }

@@ -117,8 +117,7 @@ impl Farm {
         let port = l.local_addr().unwrap().port();
         let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let srv = tokio::spawn(server::serve(
-            c.clone(),
-            ids,
+            bookfarm_coordinator::live::Live::fixed(c.clone(), ids),
             l,
             None,
             server::ServeOptions::default(),

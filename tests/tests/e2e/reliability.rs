@@ -1,7 +1,8 @@
-//! Reliability without a credential (issue 40): connection floods from one address on both
-//! ports, a readiness probe that says no when the gRPC port is full, and SIGTERM with a partial
-//! HTTP request open, each against a real coordinator process on 127.0.0.1 (floods come from
-//! other loopback addresses, 127.0.0.2 and up).
+//! Reliability (issue 40): connection floods from one address on both ports, a readiness probe
+//! that says no when the gRPC port is full, and SIGTERM with a partial HTTP request open, each
+//! against a real coordinator process on 127.0.0.1 (floods come from other loopback addresses,
+//! 127.0.0.2 and up); and a full disk that heals without a restart (a coordinator process on a
+//! small tmpfs in a mount namespace of its own, with real workers).
 
 use bookfarm_proto::auth::Bearer;
 use bookfarm_proto::pb;
@@ -9,7 +10,7 @@ use bookfarm_proto::pb::worker_service_client::WorkerServiceClient;
 use bookfarm_proto::{ENGINE_VERSION, PROTOCOL_VERSION};
 use bookfarm_tests::*;
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -18,6 +19,7 @@ use tokio::net::{TcpSocket, TcpStream};
 use tonic::transport::{Channel, Endpoint};
 
 const COORD: &str = env!("CARGO_BIN_EXE_bft-coordinator");
+const WORKER: &str = env!("CARGO_BIN_EXE_bft-worker");
 const ADMIN: &str = "admin-s3cret";
 /// The issue's bound: an admin call answers, and a worker registers, within 5 s during a flood.
 const BOUND: Duration = Duration::from_secs(5);
@@ -364,4 +366,241 @@ async fn sigterm_with_a_partial_http_request_open() {
         t0.elapsed()
     );
     drop(partial);
+}
+
+/// The book of the full-disk test: level, depth, and the deviate window. sled writes its log
+/// into the pages it holds already, also on a full disk, so the store fails only once the log
+/// needs a new segment (512 KiB; the first is written whole when the store is created): this
+/// build's store grows to about 5.7 MB, and its log leaves the first segment at about 1,900 of
+/// its results, well before the end.
+const DISK_BOOK: (u8, u8, i32, i32) = (1, 18, 2, 4);
+/// Size of the coordinator's tmpfs (the store of [`DISK_BOOK`] takes about 0.5 MB of it when
+/// it is filled).
+const DISK_SIZE: &str = "32m";
+/// Results acknowledged before the disk is filled.
+const DISK_FILL_AFTER: u64 = 20;
+
+/// Runs `"$@"` (the coordinator) with the store `$2` copied onto a tmpfs of [`DISK_SIZE`]
+/// mounted at `$1` (visible only in this mount namespace), forwards SIGTERM to it, and once it
+/// has exited copies the store to `$3` (the tmpfs goes with the namespace).
+const ON_TMPFS: &str = r#"mnt=$1; src=$2; out=$3; shift 3
+mount -t tmpfs -o size=$SIZE tmpfs "$mnt" || exit 101
+cp -a "$src"/. "$mnt"/ || exit 102
+"$@" &
+pid=$!
+trap 'kill -TERM $pid' TERM
+wait $pid
+rc=$?
+if kill -0 $pid 2>/dev/null; then wait $pid; rc=$?; fi
+cp -a "$mnt"/. "$out"/ || exit 103
+exit $rc"#;
+
+/// Whether a process may mount a tmpfs in a mount namespace of its own here (`unshare -rm`, no
+/// root needed where user namespaces are allowed), and `setpriv` ties a child to its parent.
+fn tmpfs_namespace() -> Result<(), String> {
+    let d = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let out = std::process::Command::new("unshare")
+        .args(["-rm", "setpriv", "--pdeathsig", "KILL", "sh", "-c"])
+        .arg(r#"mount -t tmpfs -o size=1m tmpfs "$0" && touch "$0/x""#)
+        .arg(d.path())
+        .output()
+        .map_err(|e| format!("unshare: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`unshare -rm` + `mount -t tmpfs`: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Fill the file system of `path` with zeros until it is full; the bytes written.
+fn fill(path: &Path) -> u64 {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path).expect("filler file");
+    let chunk = vec![0u8; 64 * 1024];
+    let mut n = 0u64;
+    loop {
+        match f.write(&chunk) {
+            Ok(0) => break,
+            Ok(k) => n += k as u64,
+            Err(e) if e.raw_os_error() == Some(28) => break,
+            Err(e) => panic!("filling {}: {e}", path.display()),
+        }
+    }
+    // A partial page may still fit.
+    while let Ok(k) = f.write(&[0u8; 512]) {
+        if k == 0 {
+            break;
+        }
+        n += k as u64;
+    }
+    n
+}
+
+/// Wait until `GET /readyz` answers `code`; its body.
+async fn readyz_is(http: u16, code: u16) -> String {
+    let t0 = Instant::now();
+    loop {
+        if let Ok((c, body)) = http_get(http, "/readyz").await
+            && c == code
+        {
+            return body;
+        }
+        assert!(t0.elapsed() < HANG, "/readyz never answered {code}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Wait until the log at `log` holds `text`.
+async fn logged(log: &Path, text: &str) {
+    let t0 = Instant::now();
+    while !std::fs::read_to_string(log).is_ok_and(|l| l.contains(text)) {
+        assert!(
+            t0.elapsed() < HANG,
+            "the coordinator never logged {text:?}: {}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The job ids the workers were told were stored (their `--ack-log`).
+fn acked(log: &Path) -> std::collections::HashSet<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A full disk heals without a restart: a coordinator process whose store is on a small tmpfs
+/// builds with two worker processes; the tmpfs is filled until the store fails (results are
+/// refused, `/readyz` says 503); the filler is removed, and the same process reopens its store
+/// by itself: `/readyz` 200 again, the workers' results accepted again, the build finished to
+/// the book of an undisturbed build, and every result acknowledged to a worker in the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_heals_without_a_restart() {
+    let Some(eval) = eval_path() else { return };
+    if let Err(why) = tmpfs_namespace() {
+        assert!(
+            std::env::var_os(bookfarm_engine::testdata::REQUIRE_ENV).is_none(),
+            "the full-disk test cannot run: it needs a tmpfs in a mount namespace of its own \
+             ({why})"
+        );
+        eprintln!("skipped: the full-disk test needs a tmpfs in a mount namespace ({why})");
+        return;
+    }
+    let (level, depth, rel, abs) = DISK_BOOK;
+    let hash = eval_hash(&eval);
+    let dir = tempfile::tempdir().unwrap();
+    // The undisturbed build.
+    let reference = {
+        let db = dir.path().join("reference");
+        new_store(&db, level, depth);
+        let port = free_port();
+        let mut c = Proc::spawn(COORD, &serve_args(&db, port, &["--eval-hash", &hash]));
+        let mut a = admin(port).await;
+        start_deviate(&mut a, rel, abs).await;
+        let _w = Proc::spawn(WORKER, &worker_args(port, &eval, "r1"));
+        wait_for(&mut a, HANG, done).await;
+        let book = check_book(&export(&mut a).await);
+        assert!(c.terminate_within(HANG).await.success());
+        book
+    };
+    // The same build on a tmpfs.
+    let src = dir.path().join("src");
+    new_store(&src, level, depth);
+    let (mnt, after) = (dir.path().join("mnt"), dir.path().join("after"));
+    std::fs::create_dir(&mnt).unwrap();
+    std::fs::create_dir(&after).unwrap();
+    let (port, http) = (free_port(), free_port());
+    let mut args: Vec<String> = ["-rm", "sh", "-c", ON_TMPFS, "sh"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for p in [&mnt, &src, &after] {
+        args.push(p.display().to_string());
+    }
+    // The coordinator dies with the shell (a test that fails leaves no process behind).
+    args.extend(["setpriv", "--pdeathsig", "KILL", COORD].map(String::from));
+    args.extend(serve_args(
+        &mnt,
+        port,
+        &["--eval-hash", &hash, "--http", &format!("127.0.0.1:{http}")],
+    ));
+    let log = dir.path().join("coordinator.log");
+    let mut c = Proc::spawn_logged(
+        "unshare",
+        &args,
+        &[("RUST_LOG", "info"), ("NO_COLOR", "1"), ("SIZE", DISK_SIZE)],
+        &log,
+    );
+    // The store as the coordinator's mount namespace sees it.
+    let store = PathBuf::from(format!("/proc/{}/root{}", c.0.id(), mnt.display()));
+    let mut a = admin(port).await;
+    start_deviate(&mut a, rel, abs).await;
+    let acks = dir.path().join("acks.log");
+    let worker = |name: &str| {
+        let mut args = worker_args(port, &eval, name);
+        args.extend(["--ack-log".to_string(), acks.display().to_string()]);
+        Proc::spawn(WORKER, &args)
+    };
+    let (_w1, _w2) = (worker("w1"), worker("w2"));
+    wait_for(&mut a, HANG, |s| s.completed >= DISK_FILL_AFTER).await;
+    // The disk fills up: the store fails, results are refused.
+    let filler = store.join("filler");
+    let filled = fill(&filler);
+    logged(&log, "the store failed").await;
+    let body = readyz_is(http, 503).await;
+    let before = acked(&acks).len();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let full = acked(&acks).len();
+    assert_eq!(
+        before, full,
+        "results were acknowledged while the store had failed"
+    );
+    assert!(
+        !done(&status(&mut a).await),
+        "the build was meant to be unfinished"
+    );
+    // Space comes back: the same process reopens its store and goes on.
+    std::fs::remove_file(&filler).unwrap();
+    readyz_is(http, 200).await;
+    logged(&log, "store reopened").await;
+    let mut a = admin(port).await;
+    wait_for(&mut a, HANG, done).await;
+    let healed = check_book(&export(&mut a).await);
+    let log_text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        log_text.matches("grpc listening").count(),
+        1,
+        "the coordinator was restarted: {log_text}"
+    );
+    assert!(
+        acked(&acks).len() > full,
+        "no result was accepted after the heal"
+    );
+    assert_eq!(sorted(&reference).len(), sorted(&healed).len());
+    assert!(
+        sorted(&reference) == sorted(&healed),
+        "the healed build's book differs from the undisturbed one"
+    );
+    // Every acknowledged result is in the store (copied out once the coordinator stopped).
+    assert!(c.terminate_within(HANG).await.success(), "{log_text}");
+    let acked = acked(&acks);
+    {
+        let s = bookfarm_coordinator::store::Store::open(&after).unwrap();
+        let loaded = s.load(&after).unwrap();
+        let stored: std::collections::HashSet<String> =
+            loaded.done.iter().map(|u| u.to_string()).collect();
+        let lost: Vec<_> = acked.difference(&stored).collect();
+        assert!(lost.is_empty(), "acknowledged but lost: {lost:?}");
+    }
+    eprintln!(
+        "full disk: {filled} filler bytes; {full} results acknowledged before, {} in all; \
+         while full /readyz said {body:?}",
+        acked.len()
+    );
 }

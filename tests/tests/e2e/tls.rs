@@ -97,8 +97,10 @@ async fn worker_builds_a_book_over_tls() {
     };
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();
     let srv = tokio::spawn(server::serve(
-        c.clone(),
-        bookfarm_coordinator::identity::Identities::local(),
+        bookfarm_coordinator::live::Live::fixed(
+            c.clone(),
+            bookfarm_coordinator::identity::Identities::local(),
+        ),
         l,
         None,
         server::ServeOptions {

@@ -139,7 +139,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         }),
         None => None,
     };
-    let (c, ids) = match server::open_with_identities(&db, cfg, ids) {
+    let live = match server::open_live(&db, cfg, ids) {
         Ok(opened) => opened,
         // That message names the directory already.
         Err(e @ CoordinatorError::Store(StoreError::NoBook(_))) => return Err(e.into()),
@@ -147,20 +147,22 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             return Err(anyhow::Error::new(e).context(format!("opening store {}", db.display())));
         }
     };
+    // Not held across `serve`: a reopen after a store failure needs every handle let go.
+    let served = live.get()?.config().clone();
     let opts = server::ServeOptions {
         tls,
         limits: file.limits(),
         eval: eval_file,
     };
     // The trust root's own searches, on the configured share of this machine's threads.
-    let verifier = match (weights, c.config().verify_threads) {
+    let verifier = match (weights, served.verify_threads) {
         (Some(eval), n) if n > 0 => {
             let (hash, sig) = (
-                c.config().eval_hash.clone().unwrap_or_default(),
-                c.config().signature.clone().unwrap_or_default(),
+                served.eval_hash.clone().unwrap_or_default(),
+                served.signature.clone().unwrap_or_default(),
             );
             Some(bookfarm_coordinator::local::spawn_verifier(
-                c.clone(),
+                live.clone(),
                 n as usize,
                 bookfarm_runner::exec::engine_factory(eval),
                 &hash,
@@ -178,7 +180,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("binding HTTP {http}"))?;
         println!("serving gRPC on {listen}, HTTP on {http}");
-        server::serve(c, ids, g, Some(h), opts, io::shutdown_signal()).await?;
+        server::serve(live, g, Some(h), opts, io::shutdown_signal()).await?;
         Ok(())
     })
 }

@@ -681,7 +681,7 @@ async fn book_stats_are_computed_once_for_simultaneous_requests() {
     use axum::extract::State;
     use axum::http::StatusCode;
     let state = AppState {
-        c: w.c.clone(),
+        live: crate::live::Live::fixed(w.c.clone(), w.ids.clone()),
         ids: w.ids.clone(),
         stats: Arc::new(tokio::sync::Mutex::new(None)),
         ready: Arc::new(tokio::sync::Mutex::new(None)),
