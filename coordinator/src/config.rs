@@ -80,7 +80,7 @@ pub struct CoordinatorFile {
     /// `eval`; 0: none, then only `--trusted` workers validate).
     pub verify_threads: Option<u32>,
     /// N: consecutive results agreeing with the trust root that earn a credential trust
-    /// (default 10).
+    /// (default 3).
     pub trust_after: Option<u64>,
     /// K: invalid results that block a credential (default 3).
     pub block_after: Option<u64>,

@@ -6,6 +6,7 @@ use anyhow::{Context, bail};
 use bookfarm_book::program::{Operation, Program, Schedule};
 use bookfarm_book::schedule::{AsyncOptions, Order};
 use bookfarm_book::select::Deviate;
+use bookfarm_coordinator::service::{StreakRule, TrustRules};
 use bookfarm_coordinator::sim::{self, Guess, SimConfig, TimeTable};
 use bookfarm_engine::Board;
 use bookfarm_engine::search::Searcher;
@@ -254,9 +255,64 @@ pub struct TrustArgs {
     schedule: Schedule,
     #[command(flatten)]
     async_args: AsyncArgs,
+    #[command(flatten)]
+    rules: RulesArgs,
     /// Directory for the simulated stores (default: a temporary directory).
     #[arg(long)]
     dir: Option<PathBuf>,
+}
+
+/// The validation rules of `sim trust` (each defaults to the service's).
+#[derive(Debug, Args)]
+pub struct RulesArgs {
+    /// N: results a trust root must confirm before a new credential's word counts.
+    #[arg(long, default_value_t = TrustRules::default().earn_after, value_parser = clap::value_parser!(u64).range(1..))]
+    earn_after: u64,
+    /// Lowest spot-check probability of a result applied on one word (0 to 1).
+    #[arg(long, default_value_t = TrustRules::default().spot_floor, value_parser = probability)]
+    spot_floor: f64,
+    /// Results applied while a provisional result stays in the decisive core before its core
+    /// check.
+    #[arg(long, default_value_t = TrustRules::default().core_settle)]
+    core_settle: u64,
+    /// What lengthens a streak: `confirmed` (results a trust root confirmed) or `results`
+    /// (also results applied on the contributor's word with no check drawn).
+    #[arg(long, default_value = TrustRules::default().streak.as_str(), value_parser = streak_rule)]
+    streak: StreakRule,
+}
+
+impl RulesArgs {
+    fn rules(&self) -> TrustRules {
+        TrustRules {
+            earn_after: self.earn_after,
+            spot_floor: self.spot_floor,
+            core_settle: self.core_settle,
+            streak: self.streak,
+            ..TrustRules::default()
+        }
+    }
+
+    /// How the header line names the rules.
+    fn describe(&self) -> String {
+        format!(
+            "rules: N = {}, spot floor {}, core settle {}, streak counts {}",
+            self.earn_after,
+            self.spot_floor,
+            self.core_settle,
+            self.streak.as_str()
+        )
+    }
+}
+
+fn probability(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
+        _ => Err("expected a probability from 0 to 1".into()),
+    }
+}
+
+fn streak_rule(s: &str) -> Result<StreakRule, String> {
+    StreakRule::parse(s).ok_or_else(|| "expected `confirmed` or `results`".into())
 }
 
 /// The recorded duration table of `--times` and a checked `--spread` (what every simulation
@@ -303,7 +359,7 @@ fn trust_table(a: &TrustArgs) -> anyhow::Result<()> {
         })
     }];
     println!(
-        "# sim trust: deviate {} {} from a new book (level {}, depth {}, {}), {} results, level-{} search times, {} % trusted, {} % liars, no verifier, coordinator: {} RPC cores + 1 growth core, thread CPU charged",
+        "# sim trust: deviate {} {} from a new book (level {}, depth {}, {}), {} results, level-{} search times, {} % trusted, {} % liars, no verifier, coordinator: {} RPC cores + 1 growth core, thread CPU charged; {}",
         a.relative,
         a.absolute,
         a.level,
@@ -318,6 +374,7 @@ fn trust_table(a: &TrustArgs) -> anyhow::Result<()> {
         a.trusted_percent,
         a.liar_percent,
         a.coordinator_cores,
+        a.rules.describe(),
     );
     println!("{}", sim::trust::TrustRow::HEADER);
     for (i, w) in a.workers.iter().enumerate() {
@@ -350,6 +407,7 @@ fn trust_table(a: &TrustArgs) -> anyhow::Result<()> {
                 models: sim::WorkerModels::honest(),
                 async_options: a.async_args.options(),
                 truth: a.truth,
+                trust: a.rules.rules(),
             };
             let who = sim::trust::Mix::of(*w, a.trusted_percent, a.liar_percent, *kind);
             let r = sim::trust::simulate_trust(&cfg, who, &dir)
@@ -675,6 +733,7 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
                 models: sim::WorkerModels::honest(),
                 truth: a.truth,
                 async_options: a.async_args.options(),
+                trust: TrustRules::default(),
             };
             let r = sim::simulate(&cfg, &dir)
                 .with_context(|| format!("simulation with {w} workers ({name})"))?;

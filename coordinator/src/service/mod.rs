@@ -63,7 +63,7 @@ pub use status::{
     CreditReport, QuarantineReport, STATUS_REPORTS, State, StatusReport, TrustHealth, WorkerReport,
     credit_report,
 };
-pub use trust::{Standing, TrustCounters, TrustRules};
+pub use trust::{Standing, StreakRule, TrustCounters, TrustRules};
 pub use workers::{BlockHook, RemoteWorker};
 
 use crate::error::{CoordinatorError, Result};
@@ -307,6 +307,16 @@ impl Coordinator {
 
     fn now(&self) -> Duration {
         self.0.clock.now()
+    }
+
+    /// The check a replica of job `id` serves now (`None`: round work, or no such job): what
+    /// the simulator charges that search to.
+    pub(crate) fn check_kind(&self, id: &uuid::Uuid) -> Option<trust::CheckKind> {
+        self.jobs()
+            .jobs
+            .get(id)
+            .and_then(|j| j.need.as_ref())
+            .map(|n| n.kind)
     }
 }
 

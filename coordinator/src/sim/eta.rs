@@ -102,6 +102,7 @@ pub fn eta_config(
         models: super::WorkerModels::honest(),
         truth: super::Truth::Hash,
         async_options: bookfarm_book::schedule::AsyncOptions::default(),
+        trust: crate::service::TrustRules::default(),
     }
 }
 

@@ -25,9 +25,10 @@ pub mod trust;
 pub mod truth;
 
 use crate::error::{CoordinatorError, Result};
+use crate::service::trust::CheckKind;
 use crate::service::{
     Coordinator, GrowthMode, ManualClock, Predictor, PrefetchReport, ServiceConfig, State,
-    TrustCounters, new_book,
+    TrustCounters, TrustRules, new_book,
 };
 use crate::store::Store;
 use bookfarm_book::MemBook;
@@ -220,6 +221,40 @@ pub struct SimConfig {
     pub models: WorkerModels,
     /// How an asynchronous program orders its queue and applies expansions.
     pub async_options: AsyncOptions,
+    /// The service's validation rules (what a credential needs to earn trust, the spot-check
+    /// ramp and floor, core checks).
+    pub trust: TrustRules,
+}
+
+/// The search CPU seconds (at speed 1 × the worker's speed, as [`SimReport::spent_seconds`])
+/// the serial build does not use, by what the search was for: what the trust rules cost,
+/// cause by cause, and the rest. Their sum is [`SimReport::wasted_seconds`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct WasteByCause {
+    /// Replicas that validated a held result of a credential still earning trust.
+    pub earning: f64,
+    /// Spot checks of results applied on one word.
+    pub spot: f64,
+    /// Core checks of provisional results in the decisive core.
+    pub core: f64,
+    /// Replicas that settled a disagreement.
+    pub settle: f64,
+    /// Everything else: first answers the serial build does not use (re-searches after a
+    /// take-back, speculation, asynchronous repairs), answers a block or a take-back refused,
+    /// searches lost in crashes.
+    pub other: f64,
+}
+
+impl WasteByCause {
+    fn add(&mut self, kind: Option<CheckKind>, secs: f64) {
+        *match kind {
+            Some(CheckKind::Validation) => &mut self.earning,
+            Some(CheckKind::Spot) => &mut self.spot,
+            Some(CheckKind::Core) => &mut self.core,
+            Some(CheckKind::Settle) => &mut self.settle,
+            None => &mut self.other,
+        } += secs;
+    }
 }
 
 /// Worker crashes: a crashed worker's searches are lost, it stops heartbeating, and the
@@ -258,6 +293,8 @@ pub struct SimReport {
     pub wasted_seconds: f64,
     /// CPU seconds spent in all.
     pub spent_seconds: f64,
+    /// `wasted_seconds` by cause.
+    pub waste: WasteByCause,
     /// Virtual wall time of the build.
     pub wall_seconds: f64,
     /// Search capacity over the build: Σ speed × threads × wall.
@@ -484,6 +521,7 @@ struct Farm<'a> {
     searches: usize,
     spent: f64,
     wasted: f64,
+    waste: WasteByCause,
     crashes: u64,
     expired: u64,
     accepted_keys: HashSet<LeafRequest>,
@@ -647,17 +685,21 @@ impl Farm<'_> {
         };
         let (id, wid) = (self.id.clone(), self.ids[worker]);
         self.submitted[worker] += 1;
+        // What the search was for (a replica serves its job's check), before the submission
+        // closes the job or changes its check.
+        let kind = self.c.check_kind(&l.job.id);
+        let cost = l.secs * self.speeds[worker];
         let (acks, end) = self.rpc(now, |c| c.submit(&id, &wid, &[result]));
         let acks = match acks {
             Err(CoordinatorError::Blocked(_)) => {
-                self.wasted += l.secs * self.speeds[worker];
+                self.waste(None, cost);
                 self.retire(worker, end);
                 return Ok(());
             }
             // The job was taken back while the worker searched (a rollback after a catch
             // rebuilt the job table): the worker drops the result and leases again.
             Err(CoordinatorError::UnknownJob(_)) => {
-                self.wasted += l.secs * self.speeds[worker];
+                self.waste(None, cost);
                 self.idle.push_back(worker);
                 return self.lease_idle(end);
             }
@@ -665,13 +707,19 @@ impl Farm<'_> {
         };
         let fresh = acks.first() == Some(&Ack::Accepted) && self.accepted_keys.insert(req);
         if !fresh || !asked.contains(&req) {
-            self.wasted += l.secs * self.speeds[worker];
+            self.waste(kind, cost);
         }
         if self.c.landed_pending() > 0 {
             self.growth_needed(end);
         }
         self.idle.push_back(worker);
         self.lease_idle(end)
+    }
+
+    /// `secs` of search CPU the serial build does not use, spent on a search for `kind`.
+    fn waste(&mut self, kind: Option<CheckKind>, secs: f64) {
+        self.wasted += secs;
+        self.waste.add(kind, secs);
     }
 
     /// The growth core applies what landed.
@@ -708,7 +756,7 @@ impl Farm<'_> {
             if let Some(l) = self.leased[slot].take() {
                 let done = now.saturating_sub(l.started).as_secs_f64().min(l.secs);
                 self.spent += done * self.speeds[worker];
-                self.wasted += done * self.speeds[worker];
+                self.waste(None, done * self.speeds[worker]);
                 self.free_slots.push(slot);
             }
         }
@@ -816,6 +864,7 @@ fn simulate_full<T>(
         signature: Some(identity().search_signature),
         growth: GrowthMode::Deferred,
         async_options: cfg.async_options,
+        trust: cfg.trust,
         ..ServiceConfig::default()
     };
     let c = Coordinator::open(store, dir, service, clock.clone())?;
@@ -859,6 +908,7 @@ fn simulate_full<T>(
         searches: 0,
         spent: 0.0,
         wasted: 0.0,
+        waste: WasteByCause::default(),
         crashes: 0,
         expired: 0,
         accepted_keys: HashSet::new(),
@@ -980,6 +1030,7 @@ fn simulate_full<T>(
         searches: farm.searches,
         wasted_seconds: farm.wasted,
         spent_seconds: farm.spent,
+        waste: farm.waste,
         wall_seconds: wall.as_secs_f64(),
         capacity_seconds: capacity,
         efficiency: if capacity > 0.0 {
@@ -1070,6 +1121,7 @@ mod tests {
             models: WorkerModels::honest(),
             async_options: AsyncOptions::default(),
             truth: Truth::Hash,
+            trust: TrustRules::default(),
         }
     }
 

@@ -48,8 +48,8 @@ pub enum LiarKind {
 }
 
 impl LiarKind {
-    /// The kinds of the trust table: always, 10 %, a sleeper turning after 20 answers (twice
-    /// the streak that earns trust), core only, one in 500.
+    /// The kinds of the trust table: always, 10 %, a sleeper turning after 20 answers (well
+    /// after it earned trust), core only, one in 500.
     pub const TABLE: [LiarKind; 5] = [
         LiarKind::Always,
         LiarKind::Rate { per_mille: 100 },
@@ -214,8 +214,10 @@ pub struct TrustRow {
 }
 
 impl TrustRow {
-    /// The header of [`TrustRow::row`].
-    pub const HEADER: &'static str = "workers\ttrusted\tliar\tliars\tefficiency\toverhead\treplica_share\tlies_told\tliars_blocked\tresults_to_block_median\tresults_to_block_max\tinvalid\treached_book\tlies_in_book\tlies_in_core\trollbacks\treplay_cpu_s\tcoord_cpu_us_per_result\troot\thonest_root\tsame_best_line\tsame_book\tcore_share";
+    /// The header of [`TrustRow::row`]. `overhead` is the search CPU the serial build does not
+    /// use over all search CPU; `over_*` split it by cause ([`super::WasteByCause`]: earning
+    /// replicas, spot checks, core checks, settlements, the rest) and sum to it.
+    pub const HEADER: &'static str = "workers\ttrusted\tliar\tliars\tefficiency\toverhead\tover_earning\tover_spot\tover_core\tover_settle\tover_other\treplica_share\tlies_told\tliars_blocked\tresults_to_block_median\tresults_to_block_max\tinvalid\treached_book\tlies_in_book\tlies_in_core\trollbacks\treplay_cpu_s\tcoord_cpu_us_per_result\troot\thonest_root\tsame_best_line\tsame_book\tcore_share";
 
     /// One tab-separated row.
     pub fn row(&self) -> String {
@@ -233,14 +235,20 @@ impl TrustRow {
         let max = counts.last().map_or_else(|| "-".into(), u64::to_string);
         let opt = |v: Option<i32>| v.map_or_else(|| "-".into(), |v| v.to_string());
         let yes = |b: bool| if b { "yes" } else { "NO" };
+        let share = |secs: f64| secs / r.spent_seconds.max(f64::MIN_POSITIVE);
         format!(
-            "{}\t{}\t{}\t{}\t{:.3}\t{:.3}\t{:.3}\t{}\t{}/{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.2}\t{:.1}\t{}\t{}\t{}\t{}\t{:.3}",
+            "{}\t{}\t{}\t{}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{}\t{}/{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.2}\t{:.1}\t{}\t{}\t{}\t{}\t{:.3}",
             r.workers,
             self.mix.trusted,
             self.mix.kind.map_or_else(|| "honest".into(), |k| k.name()),
             self.mix.liars,
             r.efficiency,
-            r.wasted_seconds / r.spent_seconds.max(f64::MIN_POSITIVE),
+            share(r.wasted_seconds),
+            share(r.waste.earning),
+            share(r.waste.spot),
+            share(r.waste.core),
+            share(r.waste.settle),
+            share(r.waste.other),
             r.replica_share,
             self.lies_told,
             liars.len(),
@@ -376,6 +384,7 @@ mod tests {
             models: WorkerModels::honest(),
             async_options: Default::default(),
             truth: Truth::Hash,
+            trust: crate::service::TrustRules::default(),
         }
     }
 

@@ -219,9 +219,10 @@ fn long_record(c: &Coordinator, name: &str, streak: u64) {
 }
 
 /// An honest earned volunteer adds throughput: with a trusted worker and no verifier, its
-/// results are applied at once (not replicated), its spot checks run on the trusted worker
-/// (its streak grows past N only through them), the provisional results in the decisive core
-/// are confirmed before the build is done, and the book is the serial build's.
+/// results are applied at once (not replicated), its spot checks run on the trusted worker (its
+/// streak grows past N with them and with its unchecked results), the provisional results in
+/// the decisive core are confirmed before the build is done, and the book is the serial
+/// build's.
 #[test]
 fn spot_checks_run_without_a_verifier_and_earned_results_are_not_replicated() {
     let (f, id) = fixture_without_verifier(TrustRules::default());
@@ -236,9 +237,12 @@ fn spot_checks_run_without_a_verifier_and_earned_results_are_not_replicated() {
     let credit = |n: &str| s.credit.iter().find(|c| c.name == n).unwrap().clone();
     let vc = credit("vol");
     assert_eq!(vc.standing, Standing::Earned, "{vc:?}");
-    // N = 10 results validated by the trusted worker, then the streak grows only through the
-    // spot and core checks the trusted worker ran.
-    assert!(vc.streak > 10 && v.spot_checks > 0, "{vc:?} {v:?}");
+    // N results validated by the trusted worker, then the streak grows with the spot and core
+    // checks the trusted worker ran and the results applied on the volunteer's word.
+    assert!(
+        vc.streak > TrustRules::default().earn_after && v.spot_checks > 0,
+        "{vc:?} {v:?}"
+    );
     assert!(
         v.held <= 12,
         "only the new credential's first results wait: {v:?}"

@@ -4,8 +4,8 @@
 
 use super::core_watch::CoreWatch;
 use super::rules::{
-    CheckKind, Decision, Need, Replica, Standing, TrustRules, coin, decide, required_streak,
-    spot_probability, standing,
+    CheckKind, Decision, Need, Replica, Standing, StreakRule, TrustRules, coin, decide,
+    required_streak, spot_probability, standing,
 };
 use crate::error::Result;
 use crate::store::{Batch, CaseRecord, ReplicaRecord, ResultRecord, TrustRecord};
@@ -375,6 +375,17 @@ impl TrustState {
         let reached_book = was_applied && d.losers.contains(&case.replicas[0].contributor);
         self.count(&d, r.leaf.nodes, first, was_applied, reached_book);
         self.credit(rules, touched, who, &case, &d, at);
+        if rules.streak == StreakRule::Results
+            && first
+            && d.apply.is_some()
+            && d.need.is_none()
+            && matches!(standing, Standing::Earned | Standing::Given)
+        {
+            // Applied on its own word with no check drawn: a result not found wrong.
+            if let Some(t) = self.records.get_mut(who) {
+                t.streak += 1;
+            }
+        }
         for name in &d.losers {
             tracing::warn!(contributor = %name, request = ?key, "invalid result caught");
         }

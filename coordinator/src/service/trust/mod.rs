@@ -24,8 +24,12 @@
 //! once. A result applied on the word of earned contributors only is **provisional**.
 //!
 //! **Spot checks.** A result applied on one word is searched again with probability
-//! `max(1 / (streak + 1), spot_floor)`, `streak` being its contributor's consecutive results
-//! that agreed with a trust root (BOINC's adaptive replication): an earned one by a trust root
+//! `max(1 / (streak + 1), spot_floor)` (BOINC's adaptive replication), `streak` being its
+//! contributor's consecutive results not found wrong: with [`StreakRule::Results`] (the
+//! default, BOINC's consecutive valid results) those a trust root confirmed and those applied
+//! on its own word with no check drawn, so n results cost about ln n checks before the floor;
+//! with [`StreakRule::Confirmed`] only the confirmed ones (about √(2n) checks). An earned
+//! result is checked by a trust root
 //! (the verifier, else a trusted worker; an earned worker of another owner when none of them
 //! took it in time, the root settling any disagreement), a trusted one by the verifier when one
 //! runs. The coin is keyed with a secret of the coordinator's (`coin`), so a worker cannot tell
@@ -65,6 +69,24 @@
 //! an owner doubles the streak of trust-root-confirmed results all its credentials need, so an
 //! owner forces O(log n) take-backs over n results it submits.
 //!
+//! *Why the defaults (N = 3, streak counts results, floor 2 %, core settle 256) are safe:*
+//! the root value's guarantee depends on none of them: every provisional result of the final
+//! decisive core is confirmed by a trust root before a build is done, whatever N, the streak
+//! rule or the settle. N prices a fresh credential's first word (N honest searches, each
+//! replicated by a trust root, before its word counts at all); a new credential is still fully
+//! replicated until it earns trust. The ramp bounds what one earned credential gets away with:
+//! lying on every result from the moment it is earned, its k-th lie escapes with probability
+//! ∏ (1 − 1/(s + 1)) over its streak s = N, N + 1, …, that is N / (N + k) down to the floor,
+//! so it tells about 12 lies on average up to the first catch, that one included (11 under the
+//! former N = 10 with confirmed results only, whose probability stays 1/11 until a check); each
+//! catch resets
+//! its streak, doubles the streak all of its owner's credentials need, and K catches block
+//! it. Those lies outside the core change the book's shape until the catch takes them back;
+//! `sim trust` measures each liar kind under the defaults (docs/benchmarks.md). A provisional
+//! result waits in the core up to `core_settle` applied results before its check (at once
+//! when the programs are done), so a core lie can steer selection that long and costs a larger
+//! take-back when caught.
+//!
 //! *A patient liar can:* after earning trust, lie outside the decisive core; each such lie is
 //! checked with probability at least `spot_floor` (2 %), so a liar telling one lie in 500
 //! results keeps most of them until caught. Such lies change which positions a selector expands
@@ -88,7 +110,7 @@ mod tests;
 pub(crate) use ledger::{Taken, TrustState};
 pub use ledger::{TrustCounters, catches_by_owner};
 pub(crate) use rules::{CheckKind, Need};
-pub use rules::{Standing, TrustRules, required_streak, standing};
+pub use rules::{Standing, StreakRule, TrustRules, required_streak, standing};
 
 /// Contributor name of the coordinator's own verification searches.
 pub const VERIFIER: &str = "(coordinator)";

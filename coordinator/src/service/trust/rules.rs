@@ -40,12 +40,49 @@ impl Standing {
     }
 }
 
+/// Which results lengthen a contributor's streak, and with it lower its spot-check probability
+/// `max(1 / (streak + 1), spot_floor)` ([`TrustRules::streak`]). Earning is the same under
+/// both: an untrusted credential's results are never applied on its word, so until it is
+/// earned only results a trust root confirmed count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreakRule {
+    /// Only results a trust root confirmed (a validation, spot or core check that agreed): the
+    /// probability falls with the checks, so n results cost about √(2n) spot checks.
+    Confirmed,
+    /// Also every result applied on the contributor's own word with no check drawn (BOINC's
+    /// consecutive valid results): the probability falls with the results, so n results cost
+    /// about ln n spot checks before the floor.
+    Results,
+}
+
+impl StreakRule {
+    /// Its name on the command line and in tables (`confirmed|results`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StreakRule::Confirmed => "confirmed",
+            StreakRule::Results => "results",
+        }
+    }
+
+    /// Parse [`StreakRule::as_str`].
+    pub fn parse(s: &str) -> Option<StreakRule> {
+        match s.trim() {
+            "confirmed" => Some(StreakRule::Confirmed),
+            "results" => Some(StreakRule::Results),
+            _ => None,
+        }
+    }
+}
+
 /// The rules' parameters (service configuration).
 #[derive(Debug, Clone, Copy)]
 pub struct TrustRules {
     /// N: consecutive results agreeing with the trust root that earn an untrusted credential
     /// trust (doubled for each invalid result its owner was caught with, see
-    /// [`required_streak`]).
+    /// [`required_streak`]). Default 3: each new credential costs the farm N replicas, which
+    /// a first build at 1,000 workers gives to 950 volunteers (`sim trust`, docs/benchmarks.md);
+    /// what N buys is the price of a fresh credential's first word, not the root value's
+    /// safety (the decisive core is confirmed whatever N; see the threat model in `super`).
     pub earn_after: u64,
     /// K: invalid results that block a credential.
     pub block_after: u64,
@@ -53,20 +90,27 @@ pub struct TrustRules {
     pub spot_floor: f64,
     /// A provisional result that has stayed in the decisive core while this many results were
     /// applied gets a core check (every one in the core gets one once the programs are done).
+    /// Default 256. A longer wait skips more of the early core's churn (`sim trust`, depth 16,
+    /// 100 workers: core checks took 4.8 % of the search CPU at 256, 2.7 % at 4096, 2.0 %
+    /// checking the final core only), but a liar who lies on core results keeps the lies that
+    /// leave the core before their check (its rows at 4096 ended with lies in the book).
     pub core_settle: u64,
     /// Share of a worker's leases that may be core and spot checks while round work is queued
     /// (checks never starve round work).
     pub check_share: f64,
+    /// Which results lengthen a streak (the spot-check ramp).
+    pub streak: StreakRule,
 }
 
 impl Default for TrustRules {
     fn default() -> Self {
         TrustRules {
-            earn_after: 10,
+            earn_after: 3,
             block_after: 3,
             spot_floor: 0.02,
             core_settle: 256,
             check_share: 0.25,
+            streak: StreakRule::Results,
         }
     }
 }

@@ -166,12 +166,13 @@ fn spot_checks_fall_with_the_record_and_catches_raise_the_bar() {
     assert!((spot_probability(9, &r) - 0.1).abs() < 1e-12);
     assert_eq!(spot_probability(1_000_000, &r), r.spot_floor);
     // Each catch of an owner doubles the streak its credentials need.
-    assert_eq!(required_streak(&r, 0), 10);
-    assert_eq!(required_streak(&r, 1), 20);
-    assert_eq!(required_streak(&r, 3), 80);
-    assert_eq!(required_streak(&r, 64), 10 << 20, "bounded");
+    let n = r.earn_after;
+    assert_eq!(required_streak(&r, 0), n);
+    assert_eq!(required_streak(&r, 1), 2 * n);
+    assert_eq!(required_streak(&r, 3), 8 * n);
+    assert_eq!(required_streak(&r, 64), n << 20, "bounded");
     let rec = TrustRecord {
-        streak: 15,
+        streak: 2 * n - 1,
         ..TrustRecord::default()
     };
     assert_eq!(standing(&rec, &r, 0), Standing::Earned);
@@ -190,7 +191,7 @@ fn spot_checks_fall_with_the_record_and_catches_raise_the_bar() {
             TrustRecord {
                 owner: "a".into(),
                 invalid: 2,
-                streak: 30,
+                streak: 8 * n - 1,
                 ..TrustRecord::default()
             },
         ),
@@ -199,13 +200,13 @@ fn spot_checks_fall_with_the_record_and_catches_raise_the_bar() {
         "b".to_string(),
         TrustRecord {
             owner: "b".into(),
-            streak: 30,
+            streak: 8 * n - 1,
             ..TrustRecord::default()
         },
     ));
     let t = TrustState::load(records, Vec::new(), std::iter::empty(), 0);
     assert_eq!(t.catches.get("a"), Some(&3));
-    // a2's streak of 30 does not reach 80: its owner's three catches count against it.
+    // a2's streak of 8N − 1 does not reach 8N: its owner's three catches count against it.
     assert_eq!(t.standing_of("a2", &r), Standing::Untrusted);
     assert_eq!(t.standing_of("b", &r), Standing::Earned);
     let need = Need {
@@ -427,4 +428,87 @@ fn a_core_check_is_settled_by_a_trust_root_only() {
     assert!(root.need.is_none());
     assert!(!t.watch.is_provisional(&req(1)));
     assert_eq!(t.core_unconfirmed(), 0);
+}
+
+/// Under [`StreakRule::Results`] a result applied on an earned contributor's own word with no
+/// check drawn lengthens its streak (BOINC's consecutive valid results), so its spot checks fall
+/// with its results (about ln n in n) rather than with its checks (about √(2n)); a check still
+/// counts once, when a trust root confirms it, and earning is unchanged (only confirmed results
+/// count while a credential is untrusted).
+#[test]
+fn the_results_streak_rule_lowers_spot_checks_with_every_unchecked_result() {
+    let run = |streak: StreakRule| -> (u64, u64) {
+        let rules = TrustRules {
+            spot_floor: 0.0,
+            streak,
+            ..TrustRules::default()
+        };
+        let mut t = TrustState::load(Vec::new(), Vec::new(), std::iter::empty(), 0);
+        t.enroll("e", "alice", false, false);
+        t.enroll("g", "operator", true, false);
+        t.records.get_mut("e").unwrap().streak = rules.earn_after;
+        let (mut batch, mut touched) = (crate::store::Batch::default(), Vec::new());
+        let worker = uuid::Uuid::nil();
+        let mut checks = 0;
+        for i in 0..300u64 {
+            let key = LeafRequest {
+                board: bookfarm_engine::Board::start(),
+                level: 2,
+                excluded: i,
+            };
+            let r = bookfarm_proto::domain::JobResult {
+                job_id: uuid::Uuid::from_u128(u128::from(i) + 1),
+                leaf: res(4),
+            };
+            let before = t.records["e"].streak;
+            let taken = t
+                .take(
+                    &rules,
+                    &mut batch,
+                    &mut touched,
+                    (&worker, "e"),
+                    (key, &r),
+                    1,
+                )
+                .unwrap();
+            assert!(taken.apply.is_some(), "earned: applied at once");
+            if taken.need.is_none() {
+                let grew = t.records["e"].streak - before;
+                assert_eq!(grew, u64::from(streak == StreakRule::Results));
+                continue;
+            }
+            // Drawn: the streak waits for the trust root, which confirms it once.
+            assert_eq!(t.records["e"].streak, before);
+            checks += 1;
+            let check = bookfarm_proto::domain::JobResult {
+                job_id: uuid::Uuid::from_u128((1 << 64) + u128::from(i)),
+                leaf: res(4),
+            };
+            let done = t
+                .take(
+                    &rules,
+                    &mut batch,
+                    &mut touched,
+                    (&worker, "g"),
+                    (key, &check),
+                    1,
+                )
+                .unwrap();
+            assert!(done.need.is_none());
+            assert_eq!(t.records["e"].streak, before + 1);
+        }
+        (checks, t.records["e"].streak)
+    };
+    let n = TrustRules::default().earn_after;
+    let (confirmed, streak_c) = run(StreakRule::Confirmed);
+    let (results, streak_r) = run(StreakRule::Results);
+    // From an earned streak of N = 3: √(2·300 + 3²) − 3 ≈ 22 checks against ln(304 / 4) ≈ 4.
+    assert!((12..=36).contains(&confirmed), "{confirmed} checks");
+    assert!(results <= 10, "{results} checks");
+    assert!(
+        3 * results < confirmed,
+        "{results} against {confirmed} checks"
+    );
+    assert_eq!(streak_c, n + confirmed);
+    assert_eq!(streak_r, n + 300);
 }
