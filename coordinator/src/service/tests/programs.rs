@@ -11,6 +11,14 @@ fn states(c: &Coordinator, finished: bool) -> Vec<(u64, ProgramState)> {
         .collect()
 }
 
+/// Program number `id`, finished or not.
+fn program(c: &Coordinator, id: u64) -> ProgramView {
+    c.programs(true)
+        .into_iter()
+        .find(|p| p.record.id == id)
+        .unwrap_or_else(|| panic!("no program #{id}"))
+}
+
 fn play() -> Program {
     Program::new(Operation::Play)
 }
@@ -34,9 +42,14 @@ fn answer_rounds(c: &Coordinator, name: &str, rounds: usize, slots: u32) {
     }
 }
 
+/// The book depth of the queue tests: deviate 2 4, then extend, each still adds positions (1 ->
+/// 112 -> 1,564 in the serial book); at depth 10 extend adds 63,926 and these tests took 30-96 s
+/// each on 2 shared cores without telling more about the queue.
+const QUEUE_DEPTH: u8 = 7;
+
 #[test]
 fn programs_run_in_queue_order_and_a_queued_one_can_be_cancelled() {
-    let f = fixture(2, 10, ServiceConfig::default());
+    let f = fixture(2, QUEUE_DEPTH, ServiceConfig::default());
     // Opening a new book queued its `book new` as program #1.
     assert_eq!(states(&f.c, true), [(1, ProgramState::Running)]);
     let q = f.c.start(deviate24()).unwrap();
@@ -78,20 +91,19 @@ fn programs_run_in_queue_order_and_a_queued_one_can_be_cancelled() {
             (3, ProgramState::Cancelled)
         ]
     );
-    let listed = f.c.programs(true);
-    let deviate = listed.iter().find(|p| p.record.id == 2).unwrap();
+    let deviate = program(&f.c, 2);
     assert!(
         deviate.record.report.starts_with("deviate 2 4: "),
         "{deviate:?}"
     );
     assert!(deviate.record.started_ms.is_some() && deviate.record.finished_ms.is_some());
     // The cancelled program never ran: the book is the serial book of the others.
-    assert_same_book(&f.c, &serial_book(2, 10, &[deviate24(), extend()]));
+    assert_same_book(&f.c, &serial_book(2, QUEUE_DEPTH, &[deviate24(), extend()]));
 }
 
 #[test]
 fn replace_cancels_the_queue_and_the_running_program() {
-    let f = fixture(2, 10, ServiceConfig::default());
+    let f = fixture(2, QUEUE_DEPTH, ServiceConfig::default());
     drive(&f.c, 4);
     f.c.start(deviate24()).unwrap();
     f.c.start(play()).unwrap();
@@ -111,11 +123,7 @@ fn replace_cancels_the_queue_and_the_running_program() {
             (2, ProgramState::Cancelled)
         ]
     );
-    let deviate =
-        f.c.programs(true)
-            .into_iter()
-            .find(|p| p.record.id == 2)
-            .unwrap();
+    let deviate = program(&f.c, 2);
     assert!(
         deviate.record.report.starts_with("cancelled after "),
         "{:?}",
@@ -127,7 +135,7 @@ fn replace_cancels_the_queue_and_the_running_program() {
 
 #[test]
 fn the_queue_survives_a_restart() {
-    let f = fixture(2, 10, ServiceConfig::default());
+    let f = fixture(2, QUEUE_DEPTH, ServiceConfig::default());
     f.c.start(deviate24()).unwrap();
     f.c.start(play()).unwrap();
     f.c.start(extend()).unwrap();
@@ -141,7 +149,10 @@ fn the_queue_survives_a_restart() {
     // Numbers go on after the restart.
     assert_eq!(f.c.start(play()).unwrap().program, 5);
     drive(&f.c, 4);
-    assert_same_book(&f.c, &serial_book(2, 10, &[deviate24(), extend(), play()]));
+    assert_same_book(
+        &f.c,
+        &serial_book(2, QUEUE_DEPTH, &[deviate24(), extend(), play()]),
+    );
 }
 
 /// A program cancelled while it ran keeps what it added, and a replay (a caught liar's results
@@ -225,11 +236,7 @@ fn a_program_lists_its_progress_and_cost_and_keeps_its_cost_when_it_ends() {
     assert_eq!(status.last_program.as_ref().map(|p| p.record.id), Some(1));
     drive(&f.c, 4);
     // Ended: its cost in all, the same as its program_done event's.
-    let done =
-        f.c.programs(true)
-            .into_iter()
-            .find(|p| p.record.id == 2)
-            .unwrap();
+    let done = program(&f.c, 2);
     assert_eq!(done.record.state, ProgramState::Done);
     let cost = done.figures.cost;
     assert_eq!(cost.searches, f.c.counters().completed - searches_before);
@@ -337,11 +344,7 @@ fn search_and_analysis_programs_list_their_searches_and_cost() {
         Some((2, fig.done))
     );
     drive(&f.c, 4);
-    let done =
-        f.c.programs(true)
-            .into_iter()
-            .find(|p| p.record.id == 2)
-            .unwrap();
+    let done = program(&f.c, 2);
     assert_eq!(done.record.state, ProgramState::Done);
     assert_eq!(done.figures.cost.searches, total);
     assert_eq!(
@@ -380,11 +383,7 @@ fn search_and_analysis_programs_list_their_searches_and_cost() {
         assert_eq!(fig.eta, None, "too few landed for a pace");
     }
     drive(&f.c, 4);
-    let done =
-        f.c.programs(true)
-            .into_iter()
-            .find(|p| p.record.id == 3)
-            .unwrap();
+    let done = program(&f.c, 3);
     assert_eq!(
         (done.record.state, done.figures.cost.searches),
         (ProgramState::Done, levels)
@@ -445,11 +444,7 @@ fn a_multi_slot_worker_leases_several_levels_of_an_analysis_at_once() {
     let shown: Vec<u8> = f.c.analysis(&board).iter().map(|a| a.level).collect();
     assert_eq!(shown, levels[..5]);
     drive(&f.c, 4);
-    let done =
-        f.c.programs(true)
-            .into_iter()
-            .find(|p| p.record.id == queued.program)
-            .unwrap();
+    let done = program(&f.c, queued.program);
     assert_eq!(
         (done.record.state, done.figures.cost.searches),
         (ProgramState::Done, levels.len() as u64),
