@@ -225,6 +225,15 @@ pub async fn status(c: &mut Admin) -> pb::GetStatusResponse {
         .into_inner()
 }
 
+/// The worker credentials the coordinator lists.
+pub async fn credentials(c: &mut Admin) -> Vec<pb::Credential> {
+    c.list_credentials(pb::ListCredentialsRequest::default())
+        .await
+        .expect("list credentials")
+        .into_inner()
+        .credentials
+}
+
 /// Whether the status reports the expansion done.
 pub fn done(s: &pb::GetStatusResponse) -> bool {
     s.state == pb::ExpansionState::Done as i32

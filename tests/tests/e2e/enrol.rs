@@ -159,12 +159,7 @@ async fn a_volunteer_enrols_with_a_code_fetches_the_evaluation_and_searches() {
         logged.contains("the coordinator's evaluation fetched and cached"),
         "{logged}"
     );
-    let creds = a
-        .list_credentials(pb::ListCredentialsRequest::default())
-        .await
-        .unwrap()
-        .into_inner()
-        .credentials;
+    let creds = credentials(&mut a).await;
     assert_eq!(creds.len(), 1, "{creds:?}");
     let c = &creds[0];
     assert!(c.name.starts_with("alice-laptop-"), "{c:?}");
@@ -260,12 +255,7 @@ async fn open_enrolment_only_when_the_operator_allows_it() {
     ok(&mut enrol());
     let text = std::fs::read_to_string(home.join(".config/bookfarm/credential.toml")).unwrap();
     assert!(text.contains("bfw_") && text.contains(&url), "{text}");
-    let creds = a
-        .list_credentials(pb::ListCredentialsRequest::default())
-        .await
-        .unwrap()
-        .into_inner()
-        .credentials;
+    let creds = credentials(&mut a).await;
     assert_eq!(creds.len(), 1, "{creds:?}");
     let c = &creds[0];
     assert!(c.name.starts_with("bob-pc-"), "{c:?}");

@@ -183,11 +183,7 @@ async fn worker_credentials_are_refused_on_every_admin_rpc() {
     let mut a = admin_as(port, ADMIN).await;
     start_deviate(&mut a, 2, 4).await;
     let before = (status(&mut a).await, export(&mut a).await);
-    let creds = a
-        .list_credentials(pb::ListCredentialsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let creds = credentials(&mut a).await;
 
     let mut w = admin_as(port, &token).await;
     // Refused before decoding: a valid book or not makes no difference.
@@ -309,11 +305,7 @@ async fn worker_credentials_are_refused_on_every_admin_rpc() {
     // Exports stamp the current time in the header's date (bytes 10..18): compare the rest.
     let undated = |b: &[u8]| [&b[..10], &b[18..]].concat();
     assert_eq!(undated(&before.1), undated(&after.1), "same book");
-    let creds2 = a
-        .list_credentials(pb::ListCredentialsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let creds2 = credentials(&mut a).await;
     assert_eq!(creds, creds2);
 }
 
