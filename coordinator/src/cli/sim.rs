@@ -257,6 +257,12 @@ pub struct TrustArgs {
     async_args: AsyncArgs,
     #[command(flatten)]
     rules: RulesArgs,
+    /// How coordinator CPU is charged to virtual time: `measured` (each call's thread CPU: runs
+    /// differ with the machine's load) or `fixed` (a modelled cost per operation: 30 µs per
+    /// RPC call, 1 ms per growth run plus 50 µs per result it applies; with it a run is a
+    /// function of its options).
+    #[arg(long, default_value = "measured", value_parser = coordinator_cost)]
+    coordinator_cost: sim::Charge,
     /// Directory for the simulated stores (default: a temporary directory).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -311,6 +317,18 @@ fn probability(s: &str) -> Result<f64, String> {
     }
 }
 
+fn coordinator_cost(s: &str) -> Result<sim::Charge, String> {
+    match s.trim() {
+        "measured" => Ok(sim::Charge::Measured),
+        "fixed" => Ok(sim::Charge::Fixed {
+            per_call: std::time::Duration::from_micros(30),
+            per_run: std::time::Duration::from_millis(1),
+            per_result: std::time::Duration::from_micros(50),
+        }),
+        _ => Err("expected `measured` or `fixed`".into()),
+    }
+}
+
 fn streak_rule(s: &str) -> Result<StreakRule, String> {
     StreakRule::parse(s).ok_or_else(|| "expected `confirmed` or `results`".into())
 }
@@ -359,7 +377,7 @@ fn trust_table(a: &TrustArgs) -> anyhow::Result<()> {
         })
     }];
     println!(
-        "# sim trust: deviate {} {} from a new book (level {}, depth {}, {}), {} results, level-{} search times, {} % trusted, {} % liars, no verifier, coordinator: {} RPC cores + 1 growth core, thread CPU charged; {}",
+        "# sim trust: deviate {} {} from a new book (level {}, depth {}, {}), {} results, level-{} search times, {} % trusted, {} % liars, no verifier, coordinator: {} RPC cores + 1 growth core, {}; {}",
         a.relative,
         a.absolute,
         a.level,
@@ -374,6 +392,10 @@ fn trust_table(a: &TrustArgs) -> anyhow::Result<()> {
         a.trusted_percent,
         a.liar_percent,
         a.coordinator_cores,
+        match a.coordinator_cost {
+            sim::Charge::Measured => "thread CPU charged",
+            sim::Charge::Fixed { .. } => "fixed costs charged",
+        },
         a.rules.describe(),
     );
     println!("{}", sim::trust::TrustRow::HEADER);
@@ -402,7 +424,7 @@ fn trust_table(a: &TrustArgs) -> anyhow::Result<()> {
                 }),
                 coordinator: sim::CoordinatorModel {
                     rpc_cores: a.coordinator_cores,
-                    charge: sim::Charge::Measured,
+                    charge: a.coordinator_cost,
                 },
                 models: sim::WorkerModels::honest(),
                 async_options: a.async_args.options(),

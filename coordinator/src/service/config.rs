@@ -156,6 +156,10 @@ pub struct ServiceConfig {
     /// by simulations and tests that must repeat; a worker that knew it could tell which of
     /// its answers will be checked.
     pub trust_seed: Option<u64>,
+    /// Job and worker ids from a counter under this key instead of the clock and the OS
+    /// (`None`, the default). For simulations that must repeat only: the counter starts again
+    /// at every start, so a store would take new jobs for old ones.
+    pub seeded_ids: Option<u64>,
     /// Events the event log keeps (the oldest beyond are removed as new ones come; see
     /// `crate::events`).
     pub event_log_max: u64,
@@ -222,6 +226,7 @@ impl Default for ServiceConfig {
             trust: TrustRules::default(),
             verify_threads: 0,
             trust_seed: None,
+            seeded_ids: None,
             event_log_max: crate::events::DEFAULT_MAX_EVENTS,
             openings: Arc::new(Openings::builtin()),
             publish_book: false,

@@ -207,6 +207,9 @@ pub(crate) struct WorkerEntry {
 #[derive(Debug, Default)]
 pub(crate) struct Jobs {
     pub(crate) jobs: HashMap<Uuid, JobEntry>,
+    /// Ids from a counter under this key instead of the clock (see
+    /// `ServiceConfig::seeded_ids`): the key and the last id's number.
+    pub(crate) seeded_ids: Option<(u64, u64)>,
     by_key: HashMap<LeafRequest, Uuid>,
     queue: BTreeSet<QueueKey>,
     /// Round jobs with a lease, in growth's order (candidates for a backup lease).
@@ -274,6 +277,19 @@ pub(crate) struct Cost {
 }
 
 impl Jobs {
+    /// A new job id: time-ordered (the store's job index then grows at its end), or the next
+    /// of the seeded counter.
+    pub(crate) fn new_id(&mut self) -> Uuid {
+        self.seeded_id().unwrap_or_else(Uuid::now_v7)
+    }
+
+    /// The next id of the seeded counter, if ids are seeded.
+    pub(crate) fn seeded_id(&mut self) -> Option<Uuid> {
+        let (key, n) = self.seeded_ids.as_mut()?;
+        *n += 1;
+        Some(Uuid::from_u64_pair(*key, *n))
+    }
+
     /// Charge an accepted search of `key` taking `search_us` microseconds (a `replica`: not
     /// the first answer to its request) to the farm and to the program it belongs to: the
     /// queued program it was searched ahead for, else the running program.
@@ -432,11 +448,27 @@ impl Jobs {
                 self.remove(id);
             }
         }
-        let wanted = round.iter().map(|(k, p)| (*k, JobClass::Round, *p)).chain(
-            plan.iter()
-                .flatten()
-                .map(|(k, p)| (*k, JobClass::Speculative, *p)),
-        );
+        // In request order: new jobs of equal priority are queued (numbered) in this order,
+        // which must not depend on a hash map's per-process order.
+        let mut wanted: Vec<(LeafRequest, JobClass, u32)> = round
+            .iter()
+            .map(|(k, p)| (*k, JobClass::Round, *p))
+            .chain(
+                plan.iter()
+                    .flatten()
+                    .map(|(k, p)| (*k, JobClass::Speculative, *p)),
+            )
+            .collect();
+        wanted.sort_unstable_by_key(|(k, c, p)| {
+            (
+                *c,
+                *p,
+                k.board.player,
+                k.board.opponent,
+                k.excluded,
+                k.level,
+            )
+        });
         let mut new = Vec::new();
         for (key, class, prio) in wanted {
             if self.quarantined.contains_key(&key) || self.landed.contains(&key) {
@@ -448,7 +480,7 @@ impl Jobs {
                 // its end instead of splitting nodes all over the tree. A job id grants
                 // nothing by itself (results are taken only from a worker holding its lease),
                 // so predictability does not matter.
-                None => new.push((Uuid::now_v7(), class, prio, true)),
+                None => new.push((self.new_id(), class, prio, true)),
             }
             if let Some((id, _, _, true)) = new.last().copied() {
                 self.by_key.insert(key, id);
@@ -500,7 +532,7 @@ impl Jobs {
             match self.by_key.get(&key).copied() {
                 Some(id) => self.place(id, JobClass::Round, prio),
                 None => {
-                    let id = Uuid::now_v7();
+                    let id = self.new_id();
                     self.by_key.insert(key, id);
                     self.seq += 1;
                     let j = JobEntry::fresh(key, JobClass::Round, prio, self.seq, true);

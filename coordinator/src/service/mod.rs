@@ -221,6 +221,7 @@ impl Coordinator {
             cfg.signature.as_deref(),
         )?;
         let mut jobs = Jobs::default();
+        jobs.seeded_ids = cfg.seeded_ids.map(|key| (key, 0));
         jobs.done = loaded.done.into_iter().collect();
         jobs.trust = trust;
         jobs.blocks_recorded = jobs

@@ -246,7 +246,7 @@ impl Coordinator {
         let trusted = given || root;
         let standing = self.jobs().trust.standing_of(&who, &self.0.cfg.trust);
         self.check_identity_pinning(id, trusted || standing != trust::Standing::Untrusted)?;
-        let wid = Uuid::new_v4();
+        let wid = self.jobs().seeded_id().unwrap_or_else(Uuid::new_v4);
         let now = self.now();
         let mut g = self.jobs();
         if g.trust.blocked(&who) {

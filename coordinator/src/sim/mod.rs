@@ -865,6 +865,10 @@ fn simulate_full<T>(
         growth: GrowthMode::Deferred,
         async_options: cfg.async_options,
         trust: cfg.trust,
+        // The spot coin's key and the ids it is keyed with follow the seed: a run is a
+        // function of its configuration when its charges are fixed.
+        trust_seed: Some(mix(cfg.seed ^ 0xc017)),
+        seeded_ids: Some(mix(cfg.seed ^ 0x1d5)),
         ..ServiceConfig::default()
     };
     let c = Coordinator::open(store, dir, service, clock.clone())?;

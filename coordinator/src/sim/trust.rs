@@ -353,6 +353,7 @@ pub fn simulate_trust(cfg: &SimConfig, who: Mix, dir: &Path) -> Result<TrustRow>
 mod tests {
     use super::super::{Charge, CoordinatorModel, TimeTable, Truth};
     use super::*;
+    use crate::service::TrustCounters;
     use bookfarm_book::program::{Operation, Program};
     use std::time::Duration;
 
@@ -464,6 +465,27 @@ mod tests {
             r.row()
         );
         assert!(r.report.same_best_line, "{}", r.row());
+    }
+
+    /// With fixed coordinator charges a trust run is a function of its configuration: the same
+    /// farm of liars twice gives the same row (the spot coin's key and job ids follow the
+    /// seed, new jobs are numbered in request order).
+    #[test]
+    fn a_trust_run_with_fixed_charges_repeats() {
+        let dir = || tempfile::tempdir().unwrap();
+        let cfg = small_config(20);
+        let liars = Mix::of(20, 10.0, 10.0, Some(LiarKind::Rate { per_mille: 100 }));
+        let a = simulate_trust(&cfg, liars, dir().path()).unwrap();
+        let b = simulate_trust(&cfg, liars, dir().path()).unwrap();
+        assert!(a.lies_told > 0, "{}", a.row());
+        assert_eq!(a.row(), b.row());
+        // Every count repeats; the replays' CPU is measured by the service itself.
+        let counts = |r: &TrustRow| TrustCounters {
+            replay_cpu_us: 0,
+            ..r.report.validation
+        };
+        assert_eq!(counts(&a), counts(&b));
+        assert_eq!(a.report.blocked, b.report.blocked);
     }
 
     /// The asynchronous schedule with liars: a caught liar's open checks restart as ordinary

@@ -187,7 +187,7 @@ impl Jobs {
                 id
             }
             None => {
-                let id = Uuid::now_v7();
+                let id = self.new_id();
                 self.by_key.insert(key, id);
                 self.seq += 1;
                 self.jobs.insert(
