@@ -268,6 +268,7 @@ impl From<IdleReason> for pb::IdleReason {
             IdleReason::RateLimited => pb::IdleReason::RateLimited,
             IdleReason::NoFit => pb::IdleReason::NoFit,
             IdleReason::Reserved => pb::IdleReason::Reserved,
+            IdleReason::Earning => pb::IdleReason::Earning,
         }
     }
 }
@@ -285,6 +286,7 @@ pub fn idle_reason(value: i32) -> Option<IdleReason> {
         pb::IdleReason::RateLimited => Some(IdleReason::RateLimited),
         pb::IdleReason::NoFit => Some(IdleReason::NoFit),
         pb::IdleReason::Reserved => Some(IdleReason::Reserved),
+        pb::IdleReason::Earning => Some(IdleReason::Earning),
     }
 }
 

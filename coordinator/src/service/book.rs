@@ -54,7 +54,7 @@ impl Coordinator {
             Replay::load(None),
         )?;
         growth.set_writer(writer);
-        jobs.trust.cases.clear();
+        jobs.trust.clear_cases();
         jobs.trust.sources.clear();
         self.0.paused.store(false, Ordering::SeqCst);
         let n = growth.book.len() as u64;

@@ -625,6 +625,12 @@ impl Jobs {
             .get(&who)
             .map(|r| r.owner.clone())
             .unwrap_or_default();
+        // A credential still earning trust gets no more searches than the confirmations it
+        // still needs (every result of it is searched again by a trust root).
+        let slots = self
+            .trust
+            .earning_room(&who, &cfg.trust, || self.leases_of(&who))
+            .map_or(slots, |room| slots.min(room));
         self.relax_due(now);
         while out.len() < slots {
             // Checks first for those who can serve them (a held result blocks its round), core
@@ -724,17 +730,24 @@ impl Jobs {
     /// programs know whether the build is done).
     pub(crate) fn idle_reason(&self, worker: &Uuid, cfg: &ServiceConfig) -> Option<IdleReason> {
         let held_for_validation = || self.trust.cases.values().any(|c| !c.applied);
+        let who = self
+            .workers
+            .get(worker)
+            .map(|w| w.contributor.as_str())
+            .unwrap_or_default();
+        if self
+            .trust
+            .earning_room(who, &cfg.trust, || self.leases_of(who))
+            == Some(0)
+        {
+            return Some(IdleReason::Earning);
+        }
         match self.queue.first() {
             None if self.in_flight == 0 && !held_for_validation() => None,
             None if held_for_validation() => Some(IdleReason::WaitingForValidation),
             None => Some(IdleReason::QueueEmpty),
             // Only replicas of answered searches are queued (check jobs sort last).
             Some(k) if k.0 == JobClass::Check => {
-                let who = self
-                    .workers
-                    .get(worker)
-                    .map(|w| w.contributor.as_str())
-                    .unwrap_or_default();
                 if self.trust.standing_of(who, &cfg.trust) < Standing::Earned {
                     Some(IdleReason::NotEligible)
                 } else {
@@ -744,6 +757,15 @@ impl Jobs {
             // Work is queued that this worker may not take (the verifier serves checks only).
             Some(_) => Some(IdleReason::NotEligible),
         }
+    }
+
+    /// Leases held now by the workers of `contributor` (a credential may run several).
+    fn leases_of(&self, contributor: &str) -> usize {
+        self.workers
+            .values()
+            .filter(|w| w.contributor == contributor)
+            .map(|w| w.jobs.len())
+            .sum()
     }
 
     /// The job of a request, if any.

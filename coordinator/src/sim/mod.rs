@@ -39,7 +39,7 @@ use bookfarm_book::schedule::AsyncOptions;
 use bookfarm_engine::board::BitIter;
 use bookfarm_engine::search::{LeafRequest, LeafResult, SearchSignature};
 use bookfarm_engine::{Board, Move};
-use bookfarm_proto::domain::{Ack, Identity, Job, JobResult};
+use bookfarm_proto::domain::{Ack, Identity, IdleReason, Job, JobResult, LeaseAsk};
 use bookfarm_proto::{ENGINE_VERSION, PROTOCOL_VERSION};
 pub use cores::{Charge, CoordinatorModel};
 use std::cmp::Reverse;
@@ -475,6 +475,9 @@ enum Event {
     Crash { worker: usize, life: u32 },
     /// A crashed `worker` registers again.
     Restart { worker: usize },
+    /// `worker`, told its credential is earning trust (it holds as many unconfirmed results as
+    /// it still needs), leases again after the wait the service suggested.
+    Retry { worker: usize, life: u32 },
     /// The growth core starts a run over the results that landed.
     Growth,
     /// A growth run ended: what it planned can be leased.
@@ -566,6 +569,9 @@ impl Farm<'_> {
     /// What a worker may take depends on its standing and owner (checks go to trust roots, a
     /// replica to another owner), so an empty answer ends the round of calls only once a trust
     /// root and two volunteers (distinct owners) got one, or every idle thread of their kind.
+    /// A volunteer told it is earning trust (its own unconfirmed results hold it back, not the
+    /// queue) leaves the idle threads and leases again after the service's `retry_after`, as
+    /// a real worker does.
     fn lease_idle(&mut self, now: Duration) -> Result<()> {
         let mut tries = self.idle.len();
         let (mut roots, mut volunteers) = (0usize, 0usize);
@@ -584,7 +590,11 @@ impl Farm<'_> {
                 break;
             };
             let (id, wid) = (self.id.clone(), self.ids[w]);
-            let (got, start) = self.rpc(now, |c| c.lease(&id, &wid, 1));
+            let ask = LeaseAsk {
+                free: 1,
+                available: None,
+            };
+            let (got, start) = self.rpc(now, |c| c.offer(&id, &wid, ask));
             let got = match got {
                 Err(CoordinatorError::Blocked(_)) => {
                     self.retire(w, start);
@@ -592,7 +602,14 @@ impl Farm<'_> {
                 }
                 got => got?,
             };
-            let Some(job) = got.into_iter().next() else {
+            if got.idle == Some(IdleReason::Earning) {
+                volunteers = volunteers.saturating_sub(1);
+                let life = self.lives[w];
+                let at = start + self.c.retry_after();
+                self.schedule(at, Event::Retry { worker: w, life });
+                continue;
+            }
+            let Some(job) = got.jobs.into_iter().next() else {
                 empty.push(w);
                 if self.root(w) {
                     roots_empty += 1;
@@ -963,7 +980,7 @@ fn simulate_full<T>(
                 s.in_flight
             )));
         };
-        if matches!(next.event, Event::Restart { .. }) && farm.finished() {
+        if matches!(next.event, Event::Restart { .. } | Event::Retry { .. }) && farm.finished() {
             // A worker coming back after the build ended does not make it longer.
             continue;
         }
@@ -994,6 +1011,12 @@ fn simulate_full<T>(
                 farm.idle
                     .extend(std::iter::repeat_n(worker, cfg.threads as usize));
                 farm.lease_idle(end)?;
+            }
+            Event::Retry { worker, life } => {
+                if life == farm.lives[worker] && farm.up[worker] {
+                    farm.idle.push_front(worker);
+                    farm.lease_idle(now)?;
+                }
             }
             Event::Growth => farm.grow(now)?,
             Event::Grown => {

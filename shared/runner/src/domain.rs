@@ -88,11 +88,14 @@ pub enum IdleReason {
     NoFit,
     /// The queued searches are long ones, held for fast always-on machines for a while.
     Reserved,
+    /// This worker's credential is earning trust: as many of its results wait for a trusted
+    /// worker's confirmation as it still needs (more would only be searched twice).
+    Earning,
 }
 
 impl IdleReason {
     /// Every reason, in wire order.
-    pub const ALL: [IdleReason; 8] = [
+    pub const ALL: [IdleReason; 9] = [
         IdleReason::BuildDone,
         IdleReason::Paused,
         IdleReason::QueueEmpty,
@@ -101,6 +104,7 @@ impl IdleReason {
         IdleReason::RateLimited,
         IdleReason::NoFit,
         IdleReason::Reserved,
+        IdleReason::Earning,
     ];
 
     /// The sentence a worker logs.
@@ -123,6 +127,9 @@ impl IdleReason {
             IdleReason::NoFit => "no queued search fits in what is left of the active hours",
             IdleReason::Reserved => {
                 "the queued searches are long ones, held for fast always-on machines for a while"
+            }
+            IdleReason::Earning => {
+                "this credential is earning trust: its results wait for trusted workers to confirm them"
             }
         }
     }

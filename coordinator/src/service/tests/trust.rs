@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::events::EventKind;
+use bookfarm_proto::domain::{IdleReason, LeaseAsk};
 
 /// A trust record changed in counts only (here the local worker's, a root) is written at most
 /// once per checkpoint interval, so that a submission of results alone is one store write,
@@ -259,6 +260,75 @@ fn spot_checks_run_without_a_verifier_and_earned_results_are_not_replicated() {
         "replicas {} of {} nodes used: {v:?}",
         v.replica_nodes,
         v.used_nodes
+    );
+}
+
+/// A credential still earning trust gets no more searches than the confirmations it still
+/// needs: a volunteer with 8 threads, beside a trusted worker that takes one job every third
+/// turn, holds at most N unconfirmed results (answered or leased), is told it is earning while
+/// they wait, and so has exactly N results held for validation in the whole build; then it is
+/// earned and gets its threads' worth again. The book is the serial build's.
+#[test]
+fn a_credential_still_earning_gets_no_more_work_than_the_confirmations_it_needs() {
+    let rules = TrustRules::default();
+    let n = rules.earn_after;
+    let (f, id) = fixture_without_verifier(rules);
+    let op = f.c.register_with(&id, "t", 1, Some("op"), true).unwrap();
+    let vol = f.c.register_with(&id, "v", 8, Some("vol"), false).unwrap();
+    f.c.start(deviate24()).unwrap();
+    let ask = |free| LeaseAsk {
+        free,
+        available: None,
+    };
+    // The trusted worker alone until a pass has more searches than N.
+    for _ in 0..1_000 {
+        f.c.settle().unwrap();
+        if f.c.status().queued > n {
+            break;
+        }
+        let jobs = f.c.lease(&id, &op, 1).unwrap();
+        f.c.submit(&id, &op, &mock_results(&jobs)).unwrap();
+    }
+    assert!(f.c.status().queued > n, "a pass wider than N");
+    let (mut told_earning, mut most_while_earning, mut most_after) = (false, 0u64, 0usize);
+    for turn in 0..100_000usize {
+        f.c.settle().unwrap();
+        let earned = f.c.jobs().trust.standing_of("vol", &rules) >= Standing::Earned;
+        let offer = f.c.offer(&id, &vol, ask(8)).unwrap();
+        told_earning |= offer.idle == Some(IdleReason::Earning);
+        assert!(
+            earned || offer.idle != Some(IdleReason::Earning) || offer.jobs.is_empty(),
+            "{offer:?}"
+        );
+        if earned {
+            most_after = most_after.max(offer.jobs.len());
+        } else {
+            let held = f.c.status().validation.held;
+            let unconfirmed = held - f.c.jobs().trust.records["vol"].streak;
+            most_while_earning = most_while_earning.max(unconfirmed + offer.jobs.len() as u64);
+        }
+        f.c.submit(&id, &vol, &mock_results(&offer.jobs)).unwrap();
+        if turn % 3 == 0 {
+            let jobs = f.c.lease(&id, &op, 1).unwrap();
+            f.c.submit(&id, &op, &mock_results(&jobs)).unwrap();
+        }
+        let s = f.c.status();
+        if s.state == State::Done && s.in_flight == 0 && s.queued == 0 {
+            break;
+        }
+    }
+    f.c.settle().unwrap();
+    assert_same_book(&f.c, &serial_book(2, 10, &[deviate24()]));
+    let v = f.c.status().validation;
+    assert!(told_earning, "the volunteer waited for its confirmations");
+    assert_eq!(
+        most_while_earning, n,
+        "at most N unconfirmed results: {v:?}"
+    );
+    assert_eq!(v.held, n, "exactly N results held in the build: {v:?}");
+    assert!(
+        most_after > 1,
+        "earned: several jobs at once ({most_after})"
     );
 }
 

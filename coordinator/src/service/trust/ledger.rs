@@ -5,7 +5,7 @@
 use super::core_watch::CoreWatch;
 use super::rules::{
     CheckKind, Decision, Need, Replica, Standing, StreakRule, TrustRules, coin, decide,
-    required_streak, spot_probability, standing,
+    earning_room, required_streak, spot_probability, standing,
 };
 use crate::error::Result;
 use crate::store::{Batch, CaseRecord, ReplicaRecord, ResultRecord, TrustRecord};
@@ -102,7 +102,12 @@ pub struct TrustCounters {
 #[derive(Debug, Default)]
 pub(crate) struct TrustState {
     pub(crate) records: HashMap<String, TrustRecord>,
+    /// Open cases; changed only through [`TrustState::open_case`], [`TrustState::close_case`]
+    /// and [`TrustState::clear_cases`], which keep `open_replicas` in step.
     pub(crate) cases: HashMap<LeafRequest, Case>,
+    /// Replicas in open cases per contributor: a credential still earning trust counts its
+    /// unconfirmed results with them (see [`TrustState::earning_room`]).
+    pub(super) open_replicas: HashMap<String, usize>,
     /// Contributors vouching for each applied result with provenance.
     pub(crate) sources: HashMap<LeafRequest, Vouch>,
     pub(crate) counters: TrustCounters,
@@ -146,26 +151,79 @@ impl TrustState {
         let mut t = TrustState {
             catches: catches_by_owner(records.values()),
             records,
-            cases: cases
-                .into_iter()
-                .map(|(k, c)| {
-                    (
-                        k,
-                        Case {
-                            replicas: c.replicas.iter().map(replica_of).collect(),
-                            applied: c.applied,
-                        },
-                    )
-                })
-                .collect(),
             coin_key,
             written,
             ..TrustState::default()
         };
+        for (k, c) in cases {
+            let case = Case {
+                replicas: c.replicas.iter().map(replica_of).collect(),
+                applied: c.applied,
+            };
+            t.open_case(k, case);
+        }
         for (k, sources, result) in results {
             t.vouched(k, sources, &result);
         }
         t
+    }
+
+    /// Open (or replace) the case of `key`.
+    pub(crate) fn open_case(&mut self, key: LeafRequest, case: Case) {
+        for r in &case.replicas {
+            *self.open_replicas.entry(r.contributor.clone()).or_default() += 1;
+        }
+        if let Some(old) = self.cases.insert(key, case) {
+            self.uncount(&old);
+        }
+    }
+
+    /// Close the case of `key`, returning it.
+    pub(crate) fn close_case(&mut self, key: &LeafRequest) -> Option<Case> {
+        let case = self.cases.remove(key)?;
+        self.uncount(&case);
+        Some(case)
+    }
+
+    /// Close every case (a new book).
+    pub(crate) fn clear_cases(&mut self) {
+        self.cases.clear();
+        self.open_replicas.clear();
+    }
+
+    fn uncount(&mut self, case: &Case) {
+        for r in &case.replicas {
+            if let Some(n) = self.open_replicas.get_mut(&r.contributor) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    self.open_replicas.remove(&r.contributor);
+                }
+            }
+        }
+    }
+
+    /// How many more searches `contributor` may be given while it earns trust (see
+    /// [`earning_room`]): `None` when it is no credential still earning (earned, trusted, the
+    /// coordinator's own, or unknown), else the confirmations it still needs less its replicas
+    /// in open cases and the `leased` searches its workers hold now (asked only then: it walks
+    /// the workers). The rule knows nothing of programs or passes.
+    pub(crate) fn earning_room(
+        &self,
+        contributor: &str,
+        rules: &TrustRules,
+        leased: impl FnOnce() -> usize,
+    ) -> Option<usize> {
+        let r = self.records.get(contributor)?;
+        let catches = self.catches.get(&r.owner).copied().unwrap_or(0);
+        if standing(r, rules, catches) >= Standing::Earned {
+            return None;
+        }
+        let open = self.open_replicas.get(contributor).copied().unwrap_or(0);
+        Some(earning_room(
+            required_streak(rules, catches),
+            r.streak,
+            open.saturating_add(leased()),
+        ))
     }
 
     /// Whether `contributor` is a trust root (the coordinator's own, or trusted by the
@@ -359,7 +417,7 @@ impl TrustState {
             .get(who)
             .map(|t| t.owner.clone())
             .unwrap_or_default();
-        let mut case = self.cases.remove(&key).unwrap_or_default();
+        let mut case = self.close_case(&key).unwrap_or_default();
         let first = case.replicas.is_empty();
         let was_applied = case.applied;
         case.replicas.push(Replica {
@@ -415,7 +473,7 @@ impl TrustState {
             Some(_) => {
                 case.applied |= d.apply.is_some();
                 batch.put_case(&key, Some(&case_record(&case.replicas, case.applied)))?;
-                self.cases.insert(key, case);
+                self.open_case(key, case);
             }
             None => {
                 if !first {
@@ -583,7 +641,7 @@ impl TrustState {
             .collect();
         let mut restarted = Vec::new();
         for k in open {
-            let Some(mut case) = self.cases.remove(&k) else {
+            let Some(mut case) = self.close_case(&k) else {
                 continue;
             };
             if case
@@ -599,7 +657,7 @@ impl TrustState {
                 restarted.push(k);
             } else {
                 batch.put_case(&k, Some(&case_record(&case.replicas, case.applied)))?;
-                self.cases.insert(k, case);
+                self.open_case(k, case);
             }
         }
         let blocked = self.blocked(loser);
@@ -677,7 +735,7 @@ impl TrustState {
                         .collect();
                     let need = core_need(&replicas, Standing::Given);
                     batch.put_case(&key, Some(&case_record(&replicas, true)))?;
-                    self.cases.insert(
+                    self.open_case(
                         key,
                         Case {
                             replicas,

@@ -512,3 +512,106 @@ fn the_results_streak_rule_lowers_spot_checks_with_every_unchecked_result() {
     assert_eq!(streak_c, n + confirmed);
     assert_eq!(streak_r, n + 300);
 }
+
+/// A credential still earning trust may hold no more unconfirmed results (answered and waiting
+/// for a trust root, or leased) than the confirmations it still needs: each one is searched
+/// again, so more would cost replicas without bringing its trust closer. Confirmations open
+/// room again, a catch (streak reset, required streak doubled) sets the need anew, and an
+/// earned, trusted or unknown contributor has no such bound.
+#[test]
+fn a_credential_still_earning_holds_no_more_unconfirmed_results_than_it_needs() {
+    // The pure rule.
+    assert_eq!(rules::earning_room(3, 0, 0), 3);
+    assert_eq!(rules::earning_room(3, 1, 1), 1);
+    assert_eq!(rules::earning_room(3, 0, 3), 0);
+    assert_eq!(rules::earning_room(3, 2, 5), 0, "never below zero");
+    assert_eq!(rules::earning_room(6, 0, 2), 4, "after a catch: twice N");
+    // The ledger: answered results count while their cases are open, leases as told.
+    let rules = TrustRules::default();
+    let n = usize::try_from(rules.earn_after).unwrap();
+    let mut t = TrustState::load(Vec::new(), Vec::new(), std::iter::empty(), 0);
+    t.enroll("u", "alice", false, false);
+    t.enroll("g", "operator", true, false);
+    assert_eq!(t.earning_room("u", &rules, || 0), Some(n));
+    assert_eq!(
+        t.earning_room("u", &rules, || 1),
+        Some(n - 1),
+        "a lease counts"
+    );
+    assert_eq!(t.earning_room("g", &rules, || 0), None, "trusted: no bound");
+    assert_eq!(
+        t.earning_room("nobody", &rules, || 0),
+        None,
+        "unknown: no bound"
+    );
+    let (mut batch, mut touched) = (crate::store::Batch::default(), Vec::new());
+    let worker = uuid::Uuid::nil();
+    let mut answer = |t: &mut TrustState, who: &str, i: u64, score: i32| {
+        let r = bookfarm_proto::domain::JobResult {
+            job_id: uuid::Uuid::from_u128(u128::from(i) + (u128::from(who.as_bytes()[0]) << 64)),
+            leaf: res(score),
+        };
+        t.take(
+            &rules,
+            &mut batch,
+            &mut touched,
+            (&worker, who),
+            (req(i), &r),
+            1,
+        )
+        .unwrap()
+    };
+    for i in 0..3 {
+        let held = answer(&mut t, "u", i, 4);
+        assert!(held.apply.is_none(), "untrusted: held");
+    }
+    assert_eq!(
+        t.earning_room("u", &rules, || 0),
+        Some(0),
+        "3 held of 3 needed"
+    );
+    // A trust root confirms one: the need and the held results both fall by one.
+    assert!(answer(&mut t, "g", 0, 4).apply.is_some());
+    assert_eq!(t.records["u"].streak, 1);
+    assert_eq!(
+        t.earning_room("u", &rules, || 0),
+        Some(0),
+        "2 held, 2 needed"
+    );
+    assert!(answer(&mut t, "g", 1, 4).apply.is_some());
+    assert_eq!(
+        t.earning_room("u", &rules, || 0),
+        Some(0),
+        "1 held, 1 needed"
+    );
+    // A wrong answer, caught by the root: the streak resets and the owner's catch doubles N;
+    // the catch restarts its other held result (req(2)) as ordinary work.
+    assert!(answer(&mut t, "u", 3, 9).apply.is_none());
+    assert_eq!(
+        t.earning_room("u", &rules, || 0),
+        Some(0),
+        "2 held, 1 needed"
+    );
+    let settled = answer(&mut t, "g", 3, 4);
+    assert_eq!(settled.losers, ["u"]);
+    let caught = t
+        .catch(&rules, &mut crate::store::Batch::default(), "u")
+        .unwrap();
+    assert_eq!(caught.restarted, [req(2)]);
+    assert_eq!(t.records["u"].streak, 0);
+    assert_eq!(
+        t.earning_room("u", &rules, || 0),
+        Some(2 * n),
+        "needs 2N now"
+    );
+    // 2N confirmed results later: earned, and unbounded.
+    for i in 10..(10 + 2 * n as u64) {
+        assert!(answer(&mut t, "u", i, 4).apply.is_none());
+        assert!(answer(&mut t, "g", i, 4).apply.is_some());
+    }
+    assert_eq!(t.standing_of("u", &rules), Standing::Earned);
+    assert_eq!(t.earning_room("u", &rules, || 100), None);
+    // The count follows the cases: none is left open.
+    assert!(t.cases.is_empty());
+    assert!(t.open_replicas.is_empty());
+}
