@@ -85,6 +85,12 @@ pub const CPU_SHARE: std::ops::RangeInclusive<f64> = 0.01..=1.0;
 /// Seconds of the pause grace and the progress period (flag and file).
 pub const SECONDS: std::ops::RangeInclusive<u64> = 0..=86_400;
 
+/// The range of a flag that `worker.toml` also sets, as clap takes it: the file's.
+fn flag_range(r: &std::ops::RangeInclusive<usize>) -> std::ops::RangeInclusive<i64> {
+    let bound = |v: usize| i64::try_from(v).expect("a setting's bound fits an i64");
+    bound(*r.start())..=bound(*r.end())
+}
+
 /// The `worker.toml` file.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -420,7 +426,7 @@ pub struct RunArgs {
     #[arg(long, env = "BOOKFARM_COORDINATOR")]
     pub coordinator: Option<String>,
     /// Search threads, 1..=4096 (default: all cores).
-    #[arg(long, env = "BOOKFARM_THREADS", value_parser = clap::value_parser!(u16).range(1..=4096))]
+    #[arg(long, env = "BOOKFARM_THREADS", value_parser = clap::value_parser!(u16).range(flag_range(&THREADS)))]
     pub threads: Option<u16>,
     /// Worker name shown by the coordinator (default: host name).
     #[arg(long, env = "BOOKFARM_NAME")]
@@ -439,7 +445,7 @@ pub struct RunArgs {
     #[arg(long, env = "BOOKFARM_TOKEN_FILE", conflicts_with = "token")]
     pub token_file: Option<PathBuf>,
     /// Jobs leased beyond the free threads, 0..=64.
-    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=64))]
+    #[arg(long, value_parser = clap::value_parser!(u8).range(flag_range(&LOOKAHEAD)))]
     pub lookahead: Option<u8>,
     /// CA certificate (PEM) of a TLS coordinator (use an https:// URL).
     #[arg(long, env = "BOOKFARM_TLS_CA")]
@@ -473,10 +479,10 @@ pub struct PoliteArgs {
     #[arg(long, env = "BOOKFARM_PAUSE_ON_BATTERY")]
     pub pause_on_battery: Option<bool>,
     /// A paused worker finishes or hands back its jobs within this many seconds [default: 30].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(SECONDS))]
     pub pause_grace: Option<u64>,
     /// Seconds between two progress lines (0: none) [default: 60].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(SECONDS))]
     pub progress_secs: Option<u64>,
     /// The power-supply class directory watched for the battery.
     #[arg(long, env = "BOOKFARM_POWER_SUPPLY_DIR", hide = true)]
@@ -725,6 +731,32 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok.file.threads, Some(1));
+    }
+
+    /// The flags that `worker.toml` also sets accept exactly the file's ranges.
+    #[test]
+    fn a_flag_takes_the_range_of_its_file_setting() {
+        #[derive(Parser)]
+        struct Run {
+            #[command(flatten)]
+            args: RunArgs,
+        }
+        let parses =
+            |flag: &str, v: u64| Run::try_parse_from(["run", flag, &v.to_string()]).is_ok();
+        let usize_bounds =
+            |r: &std::ops::RangeInclusive<usize>| (*r.start() as u64, *r.end() as u64);
+        for (flag, (lo, hi)) in [
+            ("--threads", usize_bounds(&THREADS)),
+            ("--lookahead", usize_bounds(&LOOKAHEAD)),
+            ("--pause-grace", (*SECONDS.start(), *SECONDS.end())),
+            ("--progress-secs", (*SECONDS.start(), *SECONDS.end())),
+        ] {
+            assert!(parses(flag, lo) && parses(flag, hi), "{flag} {lo}..={hi}");
+            assert!(!parses(flag, hi + 1), "{flag} above {hi}");
+            if lo > 0 {
+                assert!(!parses(flag, lo - 1), "{flag} below {lo}");
+            }
+        }
     }
 
     #[test]

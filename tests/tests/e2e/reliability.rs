@@ -47,6 +47,29 @@ fn coordinator(db: &Path, port: u16, http: u16, extra: &[&str]) -> Proc {
     )
 }
 
+/// A coordinator process on a new level-2, depth-8 book, started with `extra` arguments and
+/// answering (an admin status call went through).
+struct Serving {
+    dir: tempfile::TempDir,
+    port: u16,
+    http: u16,
+    proc: Proc,
+}
+
+async fn serving(extra: &[&str]) -> Serving {
+    let dir = tempfile::tempdir().unwrap();
+    new_store(dir.path(), 2, 8);
+    let (port, http) = (free_port(), free_port());
+    let proc = coordinator(dir.path(), port, http, extra);
+    status(&mut admin_as(port, ADMIN).await).await;
+    Serving {
+        dir,
+        port,
+        http,
+        proc,
+    }
+}
+
 /// A TCP connection to `127.0.0.1:port` from the loopback address `src`.
 async fn tcp_from(src: IpAddr, port: u16) -> std::io::Result<TcpStream> {
     let s = TcpSocket::new_v4()?;
@@ -200,28 +223,21 @@ fn flood(
 /// Each flood asks for more connections than the whole gRPC cap.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn floods_from_one_address_lock_nobody_out() {
-    let dir = tempfile::tempdir().unwrap();
-    new_store(dir.path(), 2, 8);
-    let (port, http) = (free_port(), free_port());
-    let _c = coordinator(
-        dir.path(),
-        port,
-        http,
-        &[
-            "--max-connections",
-            "300",
-            "--max-http-connections",
-            "100",
-            "--max-connections-per-address",
-            "40",
-            "--handshake-timeout-ms",
-            "1500",
-            "--idle-timeout-ms",
-            "3000",
-        ],
-    );
     // Up before the floods.
-    status(&mut admin_as(port, ADMIN).await).await;
+    let c = serving(&[
+        "--max-connections",
+        "300",
+        "--max-http-connections",
+        "100",
+        "--max-connections-per-address",
+        "40",
+        "--handshake-timeout-ms",
+        "1500",
+        "--idle-timeout-ms",
+        "3000",
+    ])
+    .await;
+    let (port, http) = (c.port, c.http);
     let stop = Arc::new(AtomicBool::new(false));
     let opened = Arc::new(AtomicUsize::new(0));
     let floods = [
@@ -281,23 +297,16 @@ async fn floods_from_one_address_lock_nobody_out() {
 /// `/readyz` says no while every gRPC slot is taken, and yes again when they free up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_says_no_while_the_grpc_port_is_full() {
-    let dir = tempfile::tempdir().unwrap();
-    new_store(dir.path(), 2, 8);
-    let (port, http) = (free_port(), free_port());
-    let _c = coordinator(
-        dir.path(),
-        port,
-        http,
-        &[
-            "--max-connections",
-            "6",
-            "--max-connections-per-address",
-            "3",
-            "--handshake-timeout-ms",
-            "600000",
-        ],
-    );
-    status(&mut admin_as(port, ADMIN).await).await;
+    let c = serving(&[
+        "--max-connections",
+        "6",
+        "--max-connections-per-address",
+        "3",
+        "--handshake-timeout-ms",
+        "600000",
+    ])
+    .await;
+    let (port, http) = (c.port, c.http);
     let (code, body) = http_get(http, "/readyz").await.unwrap();
     assert_eq!(code, 200, "{body}");
     // Three addresses, three connections each: more than the 6 slots.
@@ -338,16 +347,8 @@ async fn readyz_says_no_while_the_grpc_port_is_full() {
 /// far beyond the test, only the shutdown's own bound can end that connection).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_with_a_partial_http_request_open() {
-    let dir = tempfile::tempdir().unwrap();
-    new_store(dir.path(), 2, 8);
-    let (port, http) = (free_port(), free_port());
-    let mut c = coordinator(
-        dir.path(),
-        port,
-        http,
-        &["--handshake-timeout-ms", "600000"],
-    );
-    status(&mut admin_as(port, ADMIN).await).await;
+    let mut c = serving(&["--handshake-timeout-ms", "600000"]).await;
+    let http = c.http;
     let mut partial = TcpStream::connect(("127.0.0.1", http)).await.unwrap();
     partial
         .write_all(b"GET /api/v1/status HTTP/1.1\r\nHost: x\r\n")
@@ -357,9 +358,9 @@ async fn sigterm_with_a_partial_http_request_open() {
     let (code, _) = http_get(http, "/healthz").await.unwrap();
     assert_eq!(code, 200);
     let t0 = Instant::now();
-    let st = c.terminate_within(HANG).await;
+    let st = c.proc.terminate_within(HANG).await;
     assert!(st.success(), "{st:?}");
-    let log = std::fs::read_to_string(dir.path().join("coordinator.log")).unwrap();
+    let log = std::fs::read_to_string(c.dir.path().join("coordinator.log")).unwrap();
     assert!(log.contains("coordinator stopped, store flushed"), "{log}");
     eprintln!(
         "SIGTERM with a partial HTTP request: exited in {:?}",

@@ -20,9 +20,8 @@ fn every_empty_lease_says_why() {
         2,
         10,
         ServiceConfig {
-            speculation: 0,
             lookahead: 0,
-            ..ServiceConfig::default()
+            ..without_speculation()
         },
     );
     let id = identity();
@@ -80,9 +79,8 @@ fn untrusted_workers_are_told_they_wait_for_validation_or_are_not_eligible() {
         2,
         10,
         ServiceConfig {
-            speculation: 0,
             backup_after: 0,
-            ..ServiceConfig::default()
+            ..without_speculation()
         },
     );
     f.c.start(deviate24()).unwrap();
@@ -202,9 +200,8 @@ fn an_unmeasured_level_fits_only_within_its_longest_lease() {
         2,
         10,
         ServiceConfig {
-            speculation: 0,
             max_lease_base: Duration::from_secs(600),
-            ..ServiceConfig::default()
+            ..without_speculation()
         },
     );
     f.c.start(deviate24()).unwrap();

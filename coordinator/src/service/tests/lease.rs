@@ -8,11 +8,7 @@ use super::*;
 /// next searches, instead of an empty reply and `retry_after` of sleep.
 #[test]
 fn an_idle_worker_waits_for_the_searches_in_flight() {
-    let cfg = ServiceConfig {
-        speculation: 0,
-        ..ServiceConfig::default()
-    };
-    let f = fixture(2, 10, cfg);
+    let f = fixture_without_speculation();
     f.c.start(deviate24()).unwrap();
     f.c.settle().unwrap();
     let id = identity();
@@ -306,9 +302,8 @@ fn released_and_dropped_leases_go_back_to_the_queue() {
 fn long_round_searches_get_one_backup_lease_and_the_first_answer_wins() {
     let cfg = ServiceConfig {
         lookahead: 0,
-        speculation: 0,
         backup_after: 4,
-        ..ServiceConfig::default()
+        ..without_speculation()
     };
     let f = fixture(2, 10, cfg);
     let id = identity();

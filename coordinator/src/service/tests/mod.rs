@@ -316,6 +316,19 @@ fn mock_results(jobs: &[Job]) -> Vec<JobResult> {
     jobs.iter().map(mock_result).collect()
 }
 
+/// Speculation off: the tests that count the round's searches and leases exactly.
+fn without_speculation() -> ServiceConfig {
+    ServiceConfig {
+        speculation: 0,
+        ..ServiceConfig::default()
+    }
+}
+
+/// A level-2, depth-10 book, speculation off.
+fn fixture_without_speculation() -> Fixture {
+    fixture(2, 10, without_speculation())
+}
+
 /// Speculation on (4 per thread), no lookahead, no backup leases.
 fn speculating() -> ServiceConfig {
     ServiceConfig {

@@ -397,14 +397,7 @@ fn search_and_analysis_programs_list_their_searches_and_cost() {
 #[test]
 fn a_multi_slot_worker_leases_several_levels_of_an_analysis_at_once() {
     use bookfarm_book::searches::{analysis_levels, analysis_request};
-    let f = fixture(
-        2,
-        10,
-        ServiceConfig {
-            speculation: 0,
-            ..ServiceConfig::default()
-        },
-    );
+    let f = fixture_without_speculation();
     drive(&f.c, 4);
     let board = bookfarm_engine::formats::transcript::board_after("f5d6c3d3").unwrap();
     let levels = analysis_levels(&board, 2, 10);
@@ -459,14 +452,7 @@ fn a_multi_slot_worker_leases_several_levels_of_an_analysis_at_once() {
 #[test]
 fn an_analysis_is_searched_before_the_running_programs_searches() {
     use bookfarm_book::searches::{analysis_levels, analysis_request};
-    let f = fixture(
-        2,
-        10,
-        ServiceConfig {
-            speculation: 0,
-            ..ServiceConfig::default()
-        },
-    );
+    let f = fixture_without_speculation();
     drive(&f.c, 4);
     let searches_before = f.c.counters().completed;
     let deviate = f.c.start(deviate24()).unwrap();

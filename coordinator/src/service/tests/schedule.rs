@@ -216,14 +216,7 @@ fn the_job_table_follows_the_asynchronous_programs_needed_set_by_deltas() {
 #[test]
 fn an_analysis_goes_ahead_of_an_asynchronous_programs_searches() {
     use bookfarm_book::searches::{analysis_levels, analysis_request};
-    let f = fixture(
-        2,
-        10,
-        ServiceConfig {
-            speculation: 0,
-            ..ServiceConfig::default()
-        },
-    );
+    let f = fixture_without_speculation();
     drive(&f.c, 1);
     let searches_before = f.c.counters().completed;
     let q = f.c.start(asynchronous(deviate24())).unwrap();
