@@ -292,7 +292,9 @@ impl Jobs {
 
     /// Charge an accepted search of `key` taking `search_us` microseconds (a `replica`: not
     /// the first answer to its request) to the farm and to the program it belongs to: the
-    /// queued program it was searched ahead for, else the running program.
+    /// queued program it was searched ahead for, else the running program. A search that lands
+    /// while no program runs (leased before its program ended) is the farm's alone: the ended
+    /// program's cost was recorded with its event.
     pub(crate) fn charge(&mut self, key: &LeafRequest, search_us: u64, replica: bool) {
         let cost = &mut self.cost;
         let program = match cost.ahead.get(key) {

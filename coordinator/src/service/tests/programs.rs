@@ -234,7 +234,10 @@ fn a_program_lists_its_progress_and_cost_and_keeps_its_cost_when_it_ends() {
     let status = f.c.status();
     assert_eq!(status.program.as_ref().map(|p| p.record.id), Some(2));
     assert_eq!(status.last_program.as_ref().map(|p| p.record.id), Some(1));
-    drive(&f.c, 4);
+    // To its end, answering every lease before the next growth run: a search that lands after
+    // its program ended (leased before, e.g. speculation) counts in the farm's figures and in
+    // no program's cost, so a worker that still held leases then would not add up below.
+    answer_rounds(&f.c, "t", usize::MAX, 4);
     // Ended: its cost in all, the same as its program_done event's.
     let done = program(&f.c, 2);
     assert_eq!(done.record.state, ProgramState::Done);
