@@ -170,7 +170,7 @@ impl Coordinator {
         let rules = self.0.cfg.trust;
         let mut blocked = Vec::new();
         for loser in std::mem::take(&mut intake.caught) {
-            let caught = g.trust.catch(&rules, batch, &loser)?;
+            let caught = g.trust.catch(&rules, batch, &mut intake.touched, &loser)?;
             let (owner, invalid) = g
                 .trust
                 .records

@@ -129,11 +129,15 @@ pub(crate) struct TrustState {
     pub(crate) counts_written_ms: u64,
 }
 
-/// Who vouches for an applied result, and the result (each of them was credited with it once:
-/// a caught contributor whose word alone kept it loses that credit with the result).
+/// Who vouches for an applied result, and the result. Each of them was credited with it once,
+/// and keeps that credit while the result stands, even once caught (others still vouch for
+/// it); when it is dropped, every one of them loses that credit with it.
 #[derive(Debug, Clone)]
 pub(crate) struct Vouch {
+    /// Vouching now: those not caught since.
     pub(crate) by: Vec<String>,
+    /// Credited with the result: every contributor that vouched for it.
+    pub(crate) credited: Vec<String>,
     pub(crate) result: LeafResult,
 }
 
@@ -250,6 +254,7 @@ impl TrustState {
             self.sources.insert(
                 key,
                 Vouch {
+                    credited: sources.clone(),
                     by: sources,
                     result: *result,
                 },
@@ -588,10 +593,12 @@ impl TrustState {
 
     /// A contributor was caught with an invalid result: drop every applied result no one else
     /// vouches for (trusted, or earned from another owner) and its replicas in open cases.
+    /// The contributors whose credit changed are added to `touched`.
     pub(crate) fn catch(
         &mut self,
         rules: &TrustRules,
         batch: &mut Batch,
+        touched: &mut Vec<String>,
         loser: &str,
     ) -> Result<Caught> {
         let mut dropped = Vec::new();
@@ -618,14 +625,19 @@ impl TrustState {
                 }
                 self.sources.insert(k, srcs);
             } else {
-                // Dropped on its word: the credit it was given for the result goes with it.
-                if let Some(t) = self.records.get_mut(loser) {
-                    let r = &srcs.result;
-                    t.results = t.results.saturating_sub(1);
-                    t.nodes = t.nodes.saturating_sub(r.nodes);
-                    t.cpu_us = t
-                        .cpu_us
-                        .saturating_sub(u64::try_from(r.elapsed.as_micros()).unwrap_or(0));
+                // Dropped on its word: the credit each voucher was given for the result goes
+                // with it (those caught before it too, and those not caught: their word alone
+                // does not validate it).
+                let r = &srcs.result;
+                for c in &srcs.credited {
+                    if let Some(t) = self.records.get_mut(c) {
+                        t.results = t.results.saturating_sub(1);
+                        t.nodes = t.nodes.saturating_sub(r.nodes);
+                        t.cpu_us = t
+                            .cpu_us
+                            .saturating_sub(u64::try_from(r.elapsed.as_micros()).unwrap_or(0));
+                        touched.push(c.clone());
+                    }
                 }
                 batch.remove_result(&k);
                 self.watch.remove(&k);

@@ -374,12 +374,78 @@ fn a_caught_contributor_loses_the_credit_of_what_was_dropped_on_its_word() {
     let w = t.records.get_mut("w").unwrap();
     (w.results, w.nodes, w.cpu_us) = (2, 90, 900);
     let mut batch = crate::store::Batch::default();
-    let caught = t.catch(&rules, &mut batch, "w").unwrap();
+    let caught = t.catch(&rules, &mut batch, &mut Vec::new(), "w").unwrap();
     assert_eq!(caught.dropped, vec![req(1)]);
     // The dropped result's credit is taken back; the one another owner still vouches for stays.
     let w = &t.records["w"];
     assert_eq!((w.results, w.nodes, w.cpu_us), (1, 50, 0));
     assert_eq!(t.sources[&req(2)].by, vec!["e".to_string()]);
+}
+
+/// Two liars of different owners tell the same lie on one request (the lying workers of the
+/// end-to-end trust test do): the untrusted one's held lie is validated by the earned one, and
+/// both are credited with it. Once the lie is dropped, whichever of them is caught first,
+/// neither keeps that credit.
+#[test]
+fn a_colluded_lie_leaves_no_credit_once_it_is_dropped() {
+    let rules = TrustRules::default();
+    for untrusted_caught_first in [true, false] {
+        let mut t = TrustState::load(Vec::new(), Vec::new(), std::iter::empty(), 0);
+        t.enroll("always", "a", false, false);
+        t.enroll("ten", "t", false, false);
+        t.records.get_mut("ten").unwrap().streak = rules.earn_after;
+        let (mut batch, mut touched) = (crate::store::Batch::default(), Vec::new());
+        let worker = uuid::Uuid::nil();
+        let lie = LeafResult {
+            nodes: 40,
+            elapsed: Duration::from_micros(900),
+            ..res(-6)
+        };
+        for (i, who) in ["always", "ten"].into_iter().enumerate() {
+            let r = bookfarm_proto::domain::JobResult {
+                job_id: uuid::Uuid::from_u128(i as u128 + 1),
+                leaf: lie,
+            };
+            t.take(
+                &rules,
+                &mut batch,
+                &mut touched,
+                (&worker, who),
+                (req(1), &r),
+                1,
+            )
+            .unwrap();
+        }
+        assert_eq!(t.sources[&req(1)].by, ["always", "ten"]);
+        assert_eq!(
+            (t.records["always"].results, t.records["ten"].results),
+            (1, 1)
+        );
+        // Each is caught (on other requests, by a trust root), in either order.
+        let order = if untrusted_caught_first {
+            ["always", "ten"]
+        } else {
+            ["ten", "always"]
+        };
+        let mut dropped = Vec::new();
+        for who in order {
+            dropped.extend(
+                t.catch(&rules, &mut batch, &mut touched, who)
+                    .unwrap()
+                    .dropped,
+            );
+        }
+        assert_eq!(dropped, [req(1)], "the lie leaves the book");
+        for who in ["always", "ten"] {
+            let r = &t.records[who];
+            assert_eq!(
+                (r.results, r.nodes, r.cpu_us),
+                (0, 0, 0),
+                "{who} (always caught first: {untrusted_caught_first}): no credit for a \
+                 dropped lie"
+            );
+        }
+    }
 }
 
 /// A core check stays open until a trust root answers: an earned replica of another owner that
@@ -595,7 +661,12 @@ fn a_credential_still_earning_holds_no_more_unconfirmed_results_than_it_needs() 
     let settled = answer(&mut t, "g", 3, 4);
     assert_eq!(settled.losers, ["u"]);
     let caught = t
-        .catch(&rules, &mut crate::store::Batch::default(), "u")
+        .catch(
+            &rules,
+            &mut crate::store::Batch::default(),
+            &mut Vec::new(),
+            "u",
+        )
         .unwrap();
     assert_eq!(caught.restarted, [req(2)]);
     assert_eq!(t.records["u"].streak, 0);
