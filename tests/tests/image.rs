@@ -1,15 +1,23 @@
 //! The container image, built with podman from `deploy/container/Containerfile` on a machine
-//! without registry access (`--build-arg BINARIES=prebuilt`: static binaries built here, FROM
-//! scratch), then checked from the outside: its configuration (non-root user, entrypoints,
-//! health check, ports) and its file system, exported and run (`--version`, `book new`, a
-//! ~2-second `local` build, `serve` answering the image's own health check).
+//! without registry access (`--build-arg BINARIES=prebuilt`: binaries built here, FROM scratch),
+//! then checked from the outside: its configuration (non-root user, entrypoints, health check,
+//! ports) and its file system, exported and run (`--version`, `book new`, a ~2-second `local`
+//! build, `serve` answering the image's own health check).
+//!
+//! Which binaries: by default the ones `cargo test --workspace` built already (dynamically
+//! linked, stripped when staged), so that CI does not compile the workspace a second time for
+//! another target and feature set (`deploy/container/prebuilt.sh`'s static build was about 200
+//! CPU seconds of CI's); the shared libraries `ldd` names for them are then added to the exported
+//! file system, beside the device nodes. That leaves the static build to
+//! `BOOKFARM_IMAGE_STATIC=1`, which stages `prebuilt.sh`'s static binaries (what users ship) and
+//! runs them with nothing added: CI does not build them, nor show that they need no library.
 //!
 //! Containers cannot run in this sandbox, so the exported file system is entered with `chroot`
 //! as the image's user when the test runs as root (only the device nodes a container runtime
 //! provides are added), and its binaries are run in place otherwise. Without podman the test
 //! prints why it is skipped; `BOOKFARM_REQUIRE_DEPLOY_TOOLS=1` (set by CI) makes that a failure.
 
-use bookfarm_tests::deploy::{containerfile, root, tool_available};
+use bookfarm_tests::deploy::{binary, containerfile, root, tool_available};
 use bookfarm_tests::{Proc, check_book, free_port};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -78,6 +86,45 @@ impl Rootfs {
     }
 }
 
+/// Stage the image's binaries as the `prebuilt` context in `ctx` (the layout
+/// `deploy/container/prebuilt.sh` makes); returns the shared libraries they need (none for the
+/// static build).
+fn stage(ctx: &Path) -> BTreeSet<PathBuf> {
+    if std::env::var_os("BOOKFARM_IMAGE_STATIC").is_some() {
+        must(
+            "deploy/container/prebuilt.sh",
+            Command::new(root().join("deploy/container/prebuilt.sh"))
+                .arg("dev")
+                .arg(ctx)
+                .output(),
+        );
+        return BTreeSet::new();
+    }
+    let bin = ctx.join("rootfs/usr/local/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(ctx.join("rootfs/var/lib/bookfarm")).unwrap();
+    let mut libraries = BTreeSet::new();
+    for name in ["bookfarm-coordinator", "bookfarm-worker"] {
+        let staged = bin.join(name);
+        must(
+            "strip",
+            Command::new("strip")
+                .arg("-o")
+                .arg(&staged)
+                .arg(binary(name))
+                .output(),
+        );
+        // `name => /path (address)`, and the loader as `/path (address)`.
+        let ldd = must("ldd", Command::new("ldd").arg(&staged).output());
+        libraries.extend(
+            ldd.lines()
+                .filter_map(|l| l.split_whitespace().find(|w| w.starts_with('/')))
+                .map(PathBuf::from),
+        );
+    }
+    libraries
+}
+
 #[test]
 fn the_image_builds_and_its_binaries_run_from_its_file_system() {
     if !tool_available("podman") {
@@ -85,14 +132,7 @@ fn the_image_builds_and_its_binaries_run_from_its_file_system() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let ctx = tmp.path().join("context");
-    // The static binaries, staged as the `prebuilt` context.
-    must(
-        "deploy/container/prebuilt.sh",
-        Command::new(root().join("deploy/container/prebuilt.sh"))
-            .arg("dev")
-            .arg(&ctx)
-            .output(),
-    );
+    let libraries = stage(&ctx);
     let containerfile_path = root().join("deploy/container/Containerfile");
     let stages = containerfile();
     for target in ["coordinator", "worker"] {
@@ -219,7 +259,7 @@ fn the_image_builds_and_its_binaries_run_from_its_file_system() {
         user: "65532:65532".into(),
     };
     if is_root {
-        // What a container runtime provides: /dev nodes (the static binaries read their random
+        // What a container runtime provides: /dev nodes (the binaries read their random
         // seed from /dev/urandom) and a writable volume on the store directory.
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -233,6 +273,13 @@ fn the_image_builds_and_its_binaries_run_from_its_file_system() {
                     .args(["c", "1", minor])
                     .output(),
             );
+        }
+        // The test build's binaries are dynamically linked: their libraries, where the
+        // binaries look for them.
+        for lib in &libraries {
+            let to = fs.join(lib.strip_prefix("/").expect("ldd names absolute paths"));
+            std::fs::create_dir_all(to.parent().expect("a library's directory")).unwrap();
+            std::fs::copy(lib, &to).unwrap_or_else(|e| panic!("{}: {e}", lib.display()));
         }
     } else {
         eprintln!("not root: running the exported binaries in place instead of in a chroot");

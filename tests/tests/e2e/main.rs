@@ -1,8 +1,9 @@
 //! The end-to-end tests in one test binary (one link of the workspace instead of one per file):
 //! real coordinator and worker processes, stores, a headless browser and the deployment tools;
 //! each module's docs say what it covers. `image.rs` stays a binary of its own: it builds the
-//! binaries for the container image (minutes of both cores), and no other test should share the
-//! machine with that build.
+//! container images with podman (a copy of both binaries per layer) and, with
+//! `BOOKFARM_IMAGE_STATIC=1`, the static binaries (minutes of both cores), and no other test
+//! should share the machine with that.
 
 mod cluster;
 mod deploy;
