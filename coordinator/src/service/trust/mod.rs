@@ -23,6 +23,16 @@
 //! a new credential is fully replicated until it earns trust. Any other weight is applied at
 //! once. A result applied on the word of earned contributors only is **provisional**.
 //!
+//! **Earning.** A credential still earning trust is given no more searches than the
+//! confirmations it still needs (its required streak less its streak), counting its results
+//! waiting in open cases and the searches its workers hold (`TrustState::earning_room`, applied
+//! at every lease); beyond them it is told it is earning (`IdleReason::Earning`) until a trust
+//! root confirms some. Every result of such a credential is searched again by a trust root, so
+//! a search beyond the confirmations it needs would cost a replica and bring its trust no
+//! closer: a new credential costs N replicas, not N plus whatever it searched while its first
+//! N waited. The bound only withholds work from an untrusted credential: which results reach
+//! the book, and who vouches for them, is unchanged.
+//!
 //! **Spot checks.** A result applied on one word is searched again with probability
 //! `max(1 / (streak + 1), spot_floor)` (BOINC's adaptive replication), `streak` being its
 //! contributor's consecutive results not found wrong: with [`StreakRule::Results`] (the
@@ -73,8 +83,8 @@
 //! the root value's guarantee depends on none of them: every provisional result of the final
 //! decisive core is confirmed by a trust root before a build is done, whatever N, the streak
 //! rule or the settle. N prices a fresh credential's first word (N honest searches, each
-//! replicated by a trust root, before its word counts at all); a new credential is still fully
-//! replicated until it earns trust. The ramp bounds what one earned credential gets away with:
+//! replicated by a trust root, before its word counts at all, and no more than N held at once);
+//! a new credential is still fully replicated until it earns trust. The ramp bounds what one earned credential gets away with:
 //! lying on every result from the moment it is earned, its k-th lie escapes with probability
 //! ∏ (1 − 1/(s + 1)) over its streak s = N, N + 1, …, that is N / (N + k) down to the floor,
 //! so it tells about 12 lies on average up to the first catch, that one included (11 under the
