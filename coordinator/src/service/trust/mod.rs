@@ -29,9 +29,10 @@
 //! at every lease); beyond them it is told it is earning (`IdleReason::Earning`) until a trust
 //! root confirms some. Every result of such a credential is searched again by a trust root, so
 //! a search beyond the confirmations it needs would cost a replica and bring its trust no
-//! closer: a new credential costs N replicas, not N plus whatever it searched while its first
-//! N waited. The bound only withholds work from an untrusted credential: which results reach
-//! the book, and who vouches for them, is unchanged.
+//! closer. (A held result an earned worker of another owner validated is applied but
+//! lengthens no streak, so a credential may still need more than N replicated results.) The
+//! bound only withholds work from an untrusted credential: which results reach the book, and
+//! who vouches for them, is unchanged.
 //!
 //! **Spot checks.** A result applied on one word is searched again with probability
 //! `max(1 / (streak + 1), spot_floor)` (BOINC's adaptive replication), `streak` being its
@@ -84,8 +85,9 @@
 //! decisive core is confirmed by a trust root before a build is done, whatever N, the streak
 //! rule or the settle. N prices a fresh credential's first word (N honest searches, each
 //! replicated by a trust root, before its word counts at all, and no more than N held at once);
-//! a new credential is still fully replicated until it earns trust. The ramp bounds what one earned credential gets away with:
-//! lying on every result from the moment it is earned, its k-th lie escapes with probability
+//! a new credential is still fully replicated until it earns trust. The ramp bounds what one
+//! earned credential gets away with: lying on every result from the moment it is earned, its
+//! k-th lie escapes with probability
 //! ∏ (1 − 1/(s + 1)) over its streak s = N, N + 1, …, that is N / (N + k) down to the floor,
 //! so it tells about 12 lies on average up to the first catch, that one included (11 under the
 //! former N = 10 with confirmed results only, whose probability stays 1/11 until a check); each
