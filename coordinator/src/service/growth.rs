@@ -234,6 +234,10 @@ pub(crate) struct Growth {
     /// Results landed since the asynchronous program last ran (it looks at their positions
     /// first).
     landed_keys: Vec<LeafRequest>,
+    /// Results the running asynchronous program may have applied that a landed result for
+    /// the same request replaced (a check overturned the first answer), since its last run:
+    /// the leaves they gave are retracted before it runs, and the new result repairs them.
+    replaced: Vec<(LeafRequest, LeafResult)>,
     /// The job table holds the asynchronous program's needed set (as of its last delta taken):
     /// from then on only the changes are handed over ([`Growth::take_needed`]).
     async_synced: bool,
@@ -516,6 +520,7 @@ impl Growth {
             driver,
             asynchronous: None,
             landed_keys: Vec::new(),
+            replaced: Vec::new(),
             async_synced: false,
             ahead_handed: Vec::new(),
             paused: record.paused,
@@ -590,6 +595,7 @@ impl Growth {
         self.driver = None;
         self.asynchronous = None;
         self.landed_keys.clear();
+        self.replaced.clear();
         self.todo_written = None;
         self.needed.clear();
         self.planned_from = None;
@@ -612,8 +618,11 @@ impl Growth {
         let Some(g) = self.asynchronous.as_mut().filter(|_| !dropped.is_empty()) else {
             return self.replay(store, dropped, through).map(Some);
         };
+        // A request whose wrong result a check replaced keeps the new result (the store's):
+        // its old leaf is retracted with the replaced results, before the program runs.
         let pairs: Vec<(LeafRequest, LeafResult)> = dropped
             .iter()
+            .filter(|k| !self.replaced.iter().any(|(r, _)| r == *k))
             .filter_map(|k| self.results.remove(k).map(|r| (*k, r)))
             .collect();
         let cleared = g.retract(&mut self.book, &pairs);
@@ -642,7 +651,12 @@ impl Growth {
                 self.prefetched.get_mut().insert(l.key);
             }
             self.guesses.remove(&l.key);
-            self.results.insert(l.key, l.result);
+            if let Some(old) = self.results.insert(l.key, l.result)
+                && self.asynchronous.is_some()
+                && (old.mv, old.score) != (l.result.mv, l.result.score)
+            {
+                self.replaced.push((l.key, old));
+            }
         }
     }
 
@@ -1093,6 +1107,15 @@ impl Growth {
                 }
             }
             if let Some(g) = self.asynchronous.as_mut() {
+                if !self.replaced.is_empty() {
+                    let replaced = std::mem::take(&mut self.replaced);
+                    let cleared = g.retract(&mut self.book, &replaced);
+                    tracing::warn!(
+                        replaced = replaced.len(),
+                        cleared = cleared.len(),
+                        "results replaced by a check: their leaves are searched again"
+                    );
+                }
                 let results = Consuming {
                     results: &self.results,
                     prefetched: &self.prefetched,

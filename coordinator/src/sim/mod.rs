@@ -1358,6 +1358,34 @@ mod tests {
         }
     }
 
+    /// A report's figures that are functions of the configuration (not the process's CPU and
+    /// real time, which are measured).
+    fn repeatable(r: &SimReport) -> String {
+        SimReport {
+            process_cpu_per_result: Duration::ZERO,
+            real_seconds: 0.0,
+            ..r.clone()
+        }
+        .row()
+    }
+
+    /// With fixed coordinator charges an asynchronous build is a function of its
+    /// configuration, as a serial one is: the same farm twice gives the same figures.
+    #[test]
+    fn an_asynchronous_run_with_fixed_charges_repeats() {
+        let dir = || tempfile::tempdir().unwrap();
+        let cfg = SimConfig {
+            async_options: AsyncOptions {
+                early_child: true,
+                ..AsyncOptions::default()
+            },
+            ..asynchronous(16)
+        };
+        let a = simulate(&cfg, dir().path()).unwrap();
+        let b = simulate(&cfg, dir().path()).unwrap();
+        assert_eq!(repeatable(&a), repeatable(&b));
+    }
+
     /// Counts the answers it gives (honestly).
     struct Counting(Arc<std::sync::atomic::AtomicUsize>, usize);
 

@@ -488,34 +488,66 @@ mod tests {
         assert_eq!(a.report.blocked, b.report.blocked);
     }
 
+    /// `sim trust --workers W --depth D --schedule async --coordinator-cost fixed --seed 1`:
+    /// equal speeds, the engine's level-2 results, leases that expire, fixed charges.
+    fn async_cli_config(workers: usize, depth: u8) -> SimConfig {
+        SimConfig {
+            speed_spread: 1.0,
+            seed: 1,
+            depth,
+            truth: Truth::Engine { level: 2 },
+            ops: vec![Program {
+                schedule: bookfarm_book::program::Schedule::Async,
+                ..Program::new(Operation::Deviate {
+                    params: bookfarm_book::select::Deviate::new(2, 4),
+                })
+            }],
+            async_options: bookfarm_book::schedule::AsyncOptions {
+                early_child: true,
+                ..Default::default()
+            },
+            faults: Some(super::super::Faults {
+                crash_percent: 0.0,
+                lease_timeout: Duration::from_secs(60),
+                restart_after: Duration::from_secs(120),
+            }),
+            coordinator: CoordinatorModel {
+                rpc_cores: 4,
+                charge: Charge::Fixed {
+                    per_call: Duration::from_micros(30),
+                    per_run: Duration::from_millis(1),
+                    per_result: Duration::from_micros(50),
+                },
+            },
+            ..small_config(workers)
+        }
+    }
+
     /// The asynchronous schedule with liars: a caught liar's open checks restart as ordinary
     /// work that the program's needed set lists again, its dropped results are retracted and
-    /// searched again, and the build finishes with no lie in its decisive core.
+    /// searched again, a leaf whose result a check overturned is retracted and repaired with
+    /// the check's result, and the build finishes with no lie in its decisive core. With fixed
+    /// charges the run repeats: a caught liar's dropped results are needed again, and queued,
+    /// in request order (not a hash map's per-process order).
     #[test]
-    fn async_build_with_liars_finishes() {
+    fn async_build_with_liars_repeats_and_keeps_lies_out_of_the_core() {
         let dir = || tempfile::tempdir().unwrap();
-        let mut cfg = small_config(100);
-        cfg.depth = 12;
-        cfg.truth = Truth::Engine { level: 2 };
-        cfg.ops = cfg
-            .ops
-            .iter()
-            .map(|p| Program {
-                schedule: bookfarm_book::program::Schedule::Async,
-                ..p.clone()
-            })
-            .collect();
-        cfg.async_options.early_child = true;
-        // Leases expire as on a real farm (as `sim trust` runs): a blocked liar's lease ends.
-        cfg.faults = Some(super::super::Faults {
-            crash_percent: 0.0,
-            lease_timeout: Duration::from_secs(60),
-            restart_after: Duration::from_secs(120),
-        });
-        let liars = Mix::of(100, 5.0, 5.0, Some(LiarKind::Rate { per_mille: 100 }));
-        let r = simulate_trust(&cfg, liars, dir().path()).unwrap();
-        assert!(r.lies_told > 0, "{}", r.row());
-        assert!(!r.report.blocked.is_empty(), "{}", r.row());
-        assert_eq!(r.lies_in_core, 0, "{}", r.row());
+        let cfg = async_cli_config(100, 12);
+        let liars = Mix::of(100, 5.0, 5.0, Some(LiarKind::Core));
+        let a = simulate_trust(&cfg, liars, dir().path()).unwrap();
+        let b = simulate_trust(&cfg, liars, dir().path()).unwrap();
+        // The replays' CPU is measured by the service itself.
+        let repeatable = |r: &TrustRow| {
+            let mut r = r.clone();
+            r.report.validation.replay_cpu_us = 0;
+            (r.row(), r.report.wall_seconds, r.report.blocked)
+        };
+        assert_eq!(repeatable(&a), repeatable(&b));
+        assert!(a.lies_told > 0, "{}", a.row());
+        assert!(!a.report.blocked.is_empty(), "{}", a.row());
+        assert!(a.report.validation.dropped > 1, "{}", a.row());
+        assert!(a.report.validation.reached_book > 0, "{}", a.row());
+        assert!(a.report.finished, "{}", a.row());
+        assert_eq!(a.lies_in_core, 0, "{}", a.row());
     }
 }

@@ -602,12 +602,15 @@ impl TrustState {
         loser: &str,
     ) -> Result<Caught> {
         let mut dropped = Vec::new();
-        let keys: Vec<LeafRequest> = self
+        // In request order, not the maps' per-process order: the asynchronous program needs
+        // the dropped requests again in this order, and the job table queues them so.
+        let mut keys: Vec<LeafRequest> = self
             .sources
             .iter()
             .filter(|(_, s)| s.by.iter().any(|c| c == loser))
             .map(|(k, _)| *k)
             .collect();
+        keys.sort_unstable_by_key(request_order);
         for k in keys {
             let Some(mut srcs) = self.sources.remove(&k) else {
                 continue;
@@ -645,12 +648,13 @@ impl TrustState {
             }
         }
         self.counters.dropped += dropped.len() as u64;
-        let open: Vec<LeafRequest> = self
+        let mut open: Vec<LeafRequest> = self
             .cases
             .iter()
             .filter(|(_, c)| c.replicas.iter().any(|x| x.contributor == loser))
             .map(|(k, _)| *k)
             .collect();
+        open.sort_unstable_by_key(request_order);
         let mut restarted = Vec::new();
         for k in open {
             let Some(mut case) = self.close_case(&k) else {
@@ -685,7 +689,8 @@ impl TrustState {
     /// whose result the book uses and that the rules would close (a core check in progress)
     /// waits for a trust root.
     pub(crate) fn open_needs(&self) -> Vec<(LeafRequest, Need)> {
-        self.cases
+        let mut needs: Vec<(LeafRequest, Need)> = self
+            .cases
             .iter()
             .filter_map(|(k, case)| {
                 let applied = case.applied.then(|| case.replicas[0].result);
@@ -696,7 +701,10 @@ impl TrustState {
                 });
                 need.map(|need| (*k, need))
             })
-            .collect()
+            .collect();
+        // Their check jobs are numbered in this order.
+        needs.sort_unstable_by_key(|(k, _)| request_order(k));
+        needs
     }
 
     /// A new decisive core (see `super::core_watch`): `last` when the programs are done. Returns the
@@ -787,4 +795,10 @@ fn core_need(replicas: &[Replica], min: Standing) -> Need {
         answered: replicas.iter().map(|r| r.contributor.clone()).collect(),
         owners: replicas.iter().map(|r| r.owner.clone()).collect(),
     }
+}
+
+/// A request's place in the orders the ledger hands out (what a caught contributor dropped,
+/// the open cases): a function of the request, not of a hash map's per-process order.
+fn request_order(r: &LeafRequest) -> (u64, u64, u64, u8) {
+    (r.board.player, r.board.opponent, r.excluded, r.level)
 }

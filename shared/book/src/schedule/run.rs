@@ -759,10 +759,11 @@ impl AsyncGrowth {
     }
 
     /// Retract-and-repair: the results of `dropped` (requests and the results they had) are
-    /// no longer believed (the caller has removed them from its results). Every position whose current leaf came from one of
-    /// them loses that leaf (it stays in the book, its value from its links) and is searched
-    /// again first; plans holding a dropped request are made again. Returns the positions
-    /// whose leaf was cleared.
+    /// no longer believed (the caller has removed them from its results, or replaced them
+    /// with the results that overturned them). Every position whose current leaf came from one
+    /// of them loses that leaf (it stays in the book, its value from its links) and is searched
+    /// again first (a replacement already known repairs it at the next run); plans holding a
+    /// dropped request are made again. Returns the positions whose leaf was cleared.
     pub fn retract(
         &mut self,
         book: &mut MemBook,
