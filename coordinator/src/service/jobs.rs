@@ -101,7 +101,8 @@ pub(crate) struct JobEntry {
     pub(crate) prefetched: bool,
     /// Who may answer a [`JobClass::Check`] job.
     pub(crate) need: Option<Need>,
-    /// When a spot check becomes open to earned workers of other owners (see [`checks`]).
+    /// When a validation or spot check becomes open to earned workers of other owners (see
+    /// [`checks`]).
     relax_at: Option<Duration>,
     /// When a worker was first refused it as a long job held for fast always-on workers (see
     /// [`fit`]).
@@ -245,8 +246,8 @@ pub(crate) struct Jobs {
     pub(crate) contributions: HashMap<(bool, String), u64>,
     /// Standing, credit and open validation cases.
     pub(crate) trust: TrustState,
-    /// Queued spot checks of earned results by when they open to earned workers of other
-    /// owners (see [`checks`]).
+    /// Queued validations and spot checks by when they open to earned workers of other owners
+    /// (see [`checks`]).
     relax: BTreeSet<(Duration, Uuid)>,
     /// What the searches cost since the coordinator started, and since the running program
     /// started (see [`Jobs::charge`]).

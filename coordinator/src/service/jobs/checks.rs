@@ -12,10 +12,11 @@
 //!   first (the program waits for them), and core and spot checks only within
 //!   `TrustRules::check_share` of its leases while round work is queued (checks never starve
 //!   round work), else after it;
-//! * a spot check of an earned result goes to a trust root; when none took it within twice its
-//!   level's mean search time, at least a second (the verifier and the trusted workers were not
-//!   free), it opens to earned workers of other owners, within the same share; a disagreement is
-//!   then settled by the root (`decide`);
+//! * a validation of a held result and a spot check of an earned result go to a trust root (its
+//!   agreement is what lengthens the checked contributor's streak); when none took one within
+//!   twice its level's mean search time, at least a second (the verifier and the trusted workers
+//!   were not free), it opens to earned workers of other owners (a spot check within the same
+//!   share); a disagreement is then settled by the root (`decide`);
 //! * a core check is for trust roots only.
 
 use super::{JobClass, JobEntry, Jobs, QueueKey, dequeue, enqueue};
@@ -25,9 +26,9 @@ use std::collections::HashSet;
 use std::time::Duration;
 use uuid::Uuid;
 
-/// The shortest wait of a spot check for a trust root before earned workers of other owners
-/// may take it (checks by earned peers do not lengthen the checked worker's streak, so they
-/// stand in for trust roots only when those are busy for a while).
+/// The shortest wait of a validation or spot check for a trust root before earned workers of
+/// other owners may take it (checks by earned peers do not lengthen the checked worker's
+/// streak, so they stand in for trust roots only when those are busy for a while).
 const RELAX_MIN: Duration = Duration::from_secs(1);
 
 /// The queue lane of a check job waiting for `need` (see the module docs).
@@ -100,7 +101,8 @@ impl Jobs {
         })
     }
 
-    /// How long a spot check of `level` waits for a trust root (see the module docs).
+    /// How long a validation or spot check of `level` waits for a trust root (see the module
+    /// docs).
     fn relax_after(&self, level: u8) -> Duration {
         self.search_time
             .get(&level)
@@ -133,8 +135,8 @@ impl Jobs {
             .unwrap_or_default()
     }
 
-    /// Give job `id` the check `need` at `now`: its lane, and when a spot check opens to
-    /// earned workers. The caller unindexed it; it is queued again when nobody holds it.
+    /// Give job `id` the check `need` at `now`: its lane, and when a validation or spot check
+    /// opens to earned workers. The caller unindexed it; it is queued again when nobody holds it.
     fn set_check(&mut self, id: Uuid, need: Need, now: Duration) {
         let relax = need
             .relaxable()
@@ -200,8 +202,8 @@ impl Jobs {
         self.set_check(id, need, now);
     }
 
-    /// Open the spot checks whose wait for a trust root is over to earned workers of other
-    /// owners (they move to their kind's odd lane).
+    /// Open the validations and spot checks whose wait for a trust root is over to earned
+    /// workers of other owners (they move to their kind's odd lane).
     pub(super) fn relax_due(&mut self, now: Duration) {
         while let Some(&(t, id)) = self.relax.first() {
             if t > now {

@@ -504,6 +504,72 @@ fn checks_take_a_bounded_share_of_a_trusted_workers_leases() {
     let _ = id;
 }
 
+/// A held result's validation goes to a trust root first: an earned volunteer of another owner
+/// takes it only once no trust root took it in time (its agreement applies the result but
+/// lengthens no streak), and a trusted worker takes it before round work (its agreement is
+/// what earns the new credential trust).
+#[test]
+fn a_held_result_is_validated_by_a_trust_root_first_and_by_an_earned_peer_only_when_none_was_free()
+{
+    use crate::service::trust::CheckKind;
+    let rules = TrustRules::default();
+    let (f, id) = fixture_without_verifier(rules);
+    let op = f.c.register_with(&id, "t", 1, Some("op"), true).unwrap();
+    let peer = f.c.register_with(&id, "p", 1, Some("peer"), false).unwrap();
+    let vol = f.c.register_with(&id, "v", 1, Some("vol"), false).unwrap();
+    long_record(&f.c, "peer", 100);
+    f.c.start(deviate24()).unwrap();
+    f.c.settle().unwrap();
+    let checks_in = |jobs: &[Job]| -> Vec<(CheckKind, Standing)> {
+        let g = f.c.jobs();
+        jobs.iter()
+            .filter_map(|j| g.jobs.get(&j.id).and_then(|e| e.need.as_ref()))
+            .map(|n| (n.kind, n.min))
+            .collect()
+    };
+    let hold = || {
+        let jobs = f.c.lease(&id, &vol, 1).unwrap();
+        assert_eq!(jobs.len(), 1, "a round search for the volunteer");
+        f.c.submit(&id, &vol, &mock_results(&jobs)).unwrap();
+        f.c.settle().unwrap();
+        assert_eq!(f.c.status().health.pending_checks, 1, "held for validation");
+    };
+    let streak = || f.c.jobs().trust.records["vol"].streak;
+    // Held: the earned peer is not offered its validation while a trust root may take it...
+    hold();
+    let jobs = f.c.lease(&id, &peer, 1).unwrap();
+    assert_eq!(checks_in(&jobs), [], "round work only: {jobs:?}");
+    f.c.submit(&id, &peer, &mock_results(&jobs)).unwrap();
+    f.c.settle().unwrap();
+    // ...until none took it in time: then the peer validates, and the volunteer's streak
+    // stays where it was.
+    f.clock.advance(Duration::from_secs(60));
+    let jobs = f.c.lease(&id, &peer, 1).unwrap();
+    assert_eq!(
+        checks_in(&jobs),
+        [(CheckKind::Validation, Standing::Earned)],
+        "{jobs:?}"
+    );
+    f.c.submit(&id, &peer, &mock_results(&jobs)).unwrap();
+    f.c.settle().unwrap();
+    let v = f.c.status().validation;
+    assert_eq!((v.held, v.validated, v.relaxed_checks), (1, 1, 1), "{v:?}");
+    assert_eq!(streak(), 0, "an earned peer's agreement earns no trust");
+    // Held again: the trusted worker takes the validation before round work, and its
+    // agreement lengthens the volunteer's streak.
+    hold();
+    let jobs = f.c.lease(&id, &op, 1).unwrap();
+    assert_eq!(
+        checks_in(&jobs),
+        [(CheckKind::Validation, Standing::Given)],
+        "{jobs:?}"
+    );
+    f.c.submit(&id, &op, &mock_results(&jobs)).unwrap();
+    f.c.settle().unwrap();
+    assert_eq!(f.c.status().validation.validated, 2);
+    assert_eq!(streak(), 1, "a trust root's agreement counts");
+}
+
 #[test]
 fn a_trusted_liar_is_caught_by_spot_checks_and_the_book_is_replayed() {
     let (f, id, verifier) = trust_fixture(TrustRules::default());

@@ -68,7 +68,8 @@ pub struct TrustCounters {
     pub applied_at_once: u64,
     /// Spot checks drawn.
     pub spot_checks: u64,
-    /// Spot checks opened to earned workers of other owners (no trust root took them in time).
+    /// Validations and spot checks opened to earned workers of other owners (no trust root took
+    /// them in time).
     pub relaxed_checks: u64,
     /// Core checks issued: provisional results that stayed in the decisive core.
     pub core_checks: u64,

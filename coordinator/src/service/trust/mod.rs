@@ -20,8 +20,10 @@
 //! Agreeing replicas weigh, per distinct owner, 2 (Root, Given), 1 (Earned) or 0 (Untrusted).
 //! Weight 0 is *held* until a trust root or an earned worker of another owner agrees, so
 //! untrusted workers never validate each other, however many names or owners they register, and
-//! a new credential is fully replicated until it earns trust. Any other weight is applied at
-//! once. A result applied on the word of earned contributors only is **provisional**.
+//! a new credential is fully replicated until it earns trust. Its validation goes to a trust
+//! root first, and to earned workers of other owners only when none took it in time (as a spot
+//! check does, see `super::jobs`' `checks` room): only a trust root's agreement lengthens the
+//! streak a credential earns trust with. Any other weight is applied at once. A result applied on the word of earned contributors only is **provisional**.
 //!
 //! **Earning.** A credential still earning trust is given no more searches than the
 //! confirmations it still needs (its required streak less its streak), counting its results
@@ -29,10 +31,10 @@
 //! at every lease); beyond them it is told it is earning (`IdleReason::Earning`) until a trust
 //! root confirms some. Every result of such a credential is searched again by a trust root, so
 //! a search beyond the confirmations it needs would cost a replica and bring its trust no
-//! closer. (A held result an earned worker of another owner validated is applied but
-//! lengthens no streak, so a credential may still need more than N replicated results.) The
-//! bound only withholds work from an untrusted credential: which results reach the book, and
-//! who vouches for them, is unchanged.
+//! closer. (A held result an earned worker of another owner validated, when no trust root was
+//! free in time, is applied but lengthens no streak: then a credential needs more than N
+//! replicated results.) The bound only withholds work from an untrusted credential: which
+//! results reach the book, and who vouches for them, is unchanged.
 //!
 //! **Spot checks.** A result applied on one word is searched again with probability
 //! `max(1 / (streak + 1), spot_floor)` (BOINC's adaptive replication), `streak` being its
@@ -104,8 +106,9 @@
 //! results keeps most of them until caught. Such lies change which positions a selector expands
 //! (the book's shape, the searches spent, values off the core), not the root's value; a lie in
 //! the core stays at most until it has been there `core_settle` results. Two colluding earned
-//! owners can pass each other's spot checks when no trust root was free for them (never a core
-//! check). A liar costs the farm the trust roots' replicas while it earns, and the take-backs
+//! owners can pass each other's spot checks, and an earned colluder can validate the held
+//! results of an untrusted one (without earning it trust), when no trust root was free for them
+//! in time (never a core check). A liar costs the farm the trust roots' replicas while it earns, and the take-backs
 //! its caught lies force (bounded above); it keeps the credit of its confirmed honest results.
 //!
 //! Rooms: `rules` (standings, what a case needs, the decision on a request's replicas),

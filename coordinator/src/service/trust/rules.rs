@@ -191,10 +191,12 @@ impl Need {
     }
 
     /// Whether an earned worker of another owner may take it once no trust root took it for a
-    /// while (a spot check of an earned result: the verifier and the trusted workers were not
-    /// free; the root settles any disagreement).
+    /// while (the verifier and the trusted workers were not free): the validation of a held
+    /// result, or a spot check of an earned one. A trust root's agreement is what lengthens the
+    /// checked contributor's streak, so these go to trust roots first; an earned peer's
+    /// agreement only applies (or keeps) the result, and the root settles any disagreement.
     pub(crate) fn relaxable(&self) -> bool {
-        self.kind == CheckKind::Spot && self.min == Standing::Given
+        matches!(self.kind, CheckKind::Validation | CheckKind::Spot) && self.min == Standing::Given
     }
 
     /// Open a relaxable check to earned workers (of another owner: [`Need::admits`] keeps
@@ -326,9 +328,10 @@ pub(crate) fn decide(
         *w = (*w).max(r.standing.weight());
     }
     if by_owner.values().sum::<u32>() == 0 {
-        // Untrusted only, however many names and owners: wait for someone who adds weight
-        // (an earned worker of another owner, or a trust root).
-        d.need = Some(need(Standing::Earned, CheckKind::Validation));
+        // Untrusted only, however many names and owners: wait for someone who adds weight. A
+        // trust root first (its agreement lengthens the streak a credential earns trust with);
+        // an earned worker of another owner once none took it in time (relaxable).
+        d.need = Some(need(Standing::Given, CheckKind::Validation));
         return d;
     }
     settle(first.result, &mut d);

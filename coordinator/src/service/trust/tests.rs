@@ -44,8 +44,20 @@ fn untrusted_results_wait_for_a_trusted_source() {
     let one = [rep("u1", "a", Untrusted, 4)];
     let d = decide_t(&one, None, true);
     assert!(d.apply.is_none());
-    let need = d.need.as_ref().unwrap();
-    assert_eq!((need.min, need.kind), (Earned, CheckKind::Validation));
+    // A trust root validates it first (its agreement lengthens the streak that earns trust);
+    // an earned worker of another owner once none took it in time (relaxable).
+    let mut need = d.need.clone().unwrap();
+    assert_eq!((need.min, need.kind), (Given, CheckKind::Validation));
+    assert!(need.relaxable());
+    assert!(need.admits(Given, "t", "op") && need.admits(Root, VERIFIER, ""));
+    assert!(
+        !need.admits(Earned, "e", "b"),
+        "earned peers only once relaxed"
+    );
+    need.relax();
+    assert_eq!(need.min, Earned);
+    assert!(need.admits(Earned, "e", "b") && !need.admits(Earned, "e2", "a"));
+    assert!(!need.admits(Untrusted, "u2", "b"), "never an untrusted one");
     // Untrusted workers of other owners never validate each other.
     let two = [rep("u1", "a", Untrusted, 4), rep("u2", "b", Untrusted, 4)];
     let d = decide_t(&two, None, false);
