@@ -732,7 +732,7 @@ impl Jobs {
     /// nothing is queued, leased or held for validation anywhere (then only the growth
     /// programs know whether the build is done).
     pub(crate) fn idle_reason(&self, worker: &Uuid, cfg: &ServiceConfig) -> Option<IdleReason> {
-        let held_for_validation = || self.trust.cases.values().any(|c| !c.applied);
+        let held_for_validation = || self.trust.cases().any(|(_, c)| !c.applied);
         let who = self
             .workers
             .get(worker)

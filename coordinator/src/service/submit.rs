@@ -122,7 +122,7 @@ impl Coordinator {
             .and_then(|j| j.need.as_ref())
             .map(|n| n.kind);
         // A replica answers a request whose case is open: validation, a spot or core check.
-        let replica = g.trust.cases.contains_key(&key);
+        let replica = g.trust.case(&key).is_some();
         let taken = g.trust.take(
             &rules,
             batch,
@@ -296,8 +296,7 @@ fn judge(g: &mut Jobs, worker: &Uuid, who: &str, results: &[JobResult]) -> Resul
         // adds nothing to a case).
         let answered = g
             .trust
-            .cases
-            .get(&j.key)
+            .case(&j.key)
             .is_some_and(|c| c.replicas.iter().any(|x| x.contributor == who));
         acks.push(if answered {
             Ack::Duplicate

@@ -90,7 +90,7 @@ impl Jobs {
             .values()
             .map(|w| self.trust.standing_of(&w.contributor, rules))
             .max();
-        self.trust.cases.iter().any(|(k, c)| {
+        self.trust.cases().any(|(k, c)| {
             c.applied
                 && self
                     .by_key

@@ -103,9 +103,10 @@ pub struct TrustCounters {
 #[derive(Debug, Default)]
 pub(crate) struct TrustState {
     pub(crate) records: HashMap<String, TrustRecord>,
-    /// Open cases; changed only through [`TrustState::open_case`], [`TrustState::close_case`]
-    /// and [`TrustState::clear_cases`], which keep `open_replicas` in step.
-    pub(crate) cases: HashMap<LeafRequest, Case>,
+    /// Open cases; private, changed only through [`TrustState::open_case`],
+    /// [`TrustState::close_case`] and [`TrustState::clear_cases`], which keep `open_replicas` in
+    /// step (read through [`TrustState::case`] and [`TrustState::cases`]).
+    cases: HashMap<LeafRequest, Case>,
     /// Replicas in open cases per contributor: a credential still earning trust counts its
     /// unconfirmed results with them (see [`TrustState::earning_room`]).
     pub(super) open_replicas: HashMap<String, usize>,
@@ -188,6 +189,16 @@ impl TrustState {
         let case = self.cases.remove(key)?;
         self.uncount(&case);
         Some(case)
+    }
+
+    /// The open case of `key`, if any.
+    pub(crate) fn case(&self, key: &LeafRequest) -> Option<&Case> {
+        self.cases.get(key)
+    }
+
+    /// The open cases, in no particular order.
+    pub(crate) fn cases(&self) -> impl Iterator<Item = (&LeafRequest, &Case)> {
+        self.cases.iter()
     }
 
     /// Close every case (a new book).
