@@ -34,7 +34,8 @@ struct Args {
     /// always).
     #[arg(long)]
     lie: Option<String>,
-    /// Append one line per lie told.
+    /// Append one line per lie told: the request's board (player, opponent, hex), the true and
+    /// the told score, the request's excluded moves (hex) and level, and the move's code.
     #[arg(long)]
     lie_log: Option<PathBuf>,
 }
@@ -119,8 +120,14 @@ impl LeafSearcher for Liar {
             let mut f = f.lock().unwrap_or_else(|p| p.into_inner());
             let _ = f.write_all(
                 format!(
-                    "{:016x} {:016x} {} {}\n",
-                    req.board.player, req.board.opponent, r.score, told
+                    "{:016x} {:016x} {} {} {:016x} {} {}\n",
+                    req.board.player,
+                    req.board.opponent,
+                    r.score,
+                    told,
+                    req.excluded,
+                    req.level,
+                    r.mv.code()
                 )
                 .as_bytes(),
             );
