@@ -128,9 +128,7 @@ pub fn required_streak(rules: &TrustRules, owner_catches: u64) -> u64 {
 /// still needs (`required` less its `streak`) less its `unconfirmed` results (answered and
 /// waiting for a trust root, or leased and not answered yet). Every result of such a
 /// credential is held until a trust root searches it again, so a search beyond the
-/// confirmations it still needs costs the farm a replica and brings its trust no closer (at
-/// 1,000 workers without this bound a new credential's results kept coming while its first N
-/// waited for one of the trust roots: N = 3 cost about 6 replicas per volunteer).
+/// confirmations it still needs costs the farm a replica and brings its trust no closer.
 pub(crate) fn earning_room(required: u64, streak: u64, unconfirmed: usize) -> usize {
     let needed = usize::try_from(required.saturating_sub(streak)).unwrap_or(usize::MAX);
     needed.saturating_sub(unconfirmed)
