@@ -334,9 +334,22 @@ async fn honest_volunteers_are_applied_at_once_not_replicated() {
     ];
     let (s, book, told, took) = build(&eval, &fleet, &[]).await;
     report("three honest volunteers, verifier", &s, &book, &told, took);
+    eprintln!("backup leases {}", s.backup_leased);
     let v = s.validation.unwrap_or_default();
     assert_eq!(v.invalid, 0, "honest workers agree: {v:?}");
-    assert!(v.held >= 3 * TRUST_AFTER, "each earned trust first: {v:?}");
+    // Each earned trust first: N of its results confirmed by the verifier, each held until
+    // then. A request two volunteers answered (a backup lease of a round search that ran long)
+    // is one held result that confirms both, so the held results may be fewer than 3N by the
+    // backup leases.
+    for name in ["h1", "h2", "h3"] {
+        let c = credit(&s, name);
+        assert!(c.standing == "earned" && c.time_to_trust_ms > 0, "{c:?}");
+    }
+    assert!(
+        v.held >= TRUST_AFTER && v.held + s.backup_leased >= 3 * TRUST_AFTER,
+        "each earned trust first: {v:?}, backup leases {}",
+        s.backup_leased
+    );
     assert!(
         v.applied_at_once > 10 * v.held,
         "earned results are applied at once: {v:?}"
