@@ -61,7 +61,7 @@ impl Group {
 }
 
 /// Every kind, in declaration order.
-pub const KINDS: [EventKind; 16] = [
+pub const KINDS: [EventKind; 17] = [
     EventKind::StoreMigrated,
     EventKind::ProgramQueued,
     EventKind::ProgramStarted,
@@ -78,6 +78,7 @@ pub const KINDS: [EventKind; 16] = [
     EventKind::Quarantined,
     EventKind::WorkerJoined,
     EventKind::WorkerLeft,
+    EventKind::Retract,
 ];
 
 impl EventKind {
@@ -100,6 +101,7 @@ impl EventKind {
             EventKind::Quarantined => "quarantined",
             EventKind::WorkerJoined => "worker_joined",
             EventKind::WorkerLeft => "worker_left",
+            EventKind::Retract => "retract",
         }
     }
 
@@ -124,6 +126,7 @@ impl EventKind {
             EventKind::LieCaught
             | EventKind::ContributorBlocked
             | EventKind::Replay
+            | EventKind::Retract
             | EventKind::Quarantined => Group::Trust,
             EventKind::WorkerJoined | EventKind::WorkerLeft => Group::Workers,
         }

@@ -81,7 +81,7 @@ pub const PENDING_CHECKS: &str = "bookfarm_pending_checks";
 pub const OLDEST_CHECK_AGE: &str = "bookfarm_oldest_check_age_seconds";
 /// Invalid results caught since start.
 pub const INVALID_RESULTS: &str = "bookfarm_invalid_results_total";
-/// Replays (rollbacks) since start.
+/// Rollbacks (replays or retractions) since start.
 pub const REPLAYS: &str = "bookfarm_replays_total";
 /// Contributors blocked now.
 pub const BLOCKED_CONTRIBUTORS: &str = "bookfarm_blocked_contributors";
@@ -237,7 +237,7 @@ pub const METRICS: &[Metric] = &[
     Metric {
         name: REPLAYS,
         kind: Kind::Counter,
-        help: "Replays of the growth programs without a caught contributor's results since start.",
+        help: "Rollbacks since start: a caught contributor's results dropped (replayed or retracted).",
         labels: &[],
     },
     Metric {

@@ -99,7 +99,7 @@ pub struct ValidationV1 {
     pub invalid: u64,
     /// Wrong results that had reached the book before they were caught.
     pub reached_book: u64,
-    /// Rollbacks by replay.
+    /// Rollbacks requested (by replay or by retraction).
     pub rollbacks: u64,
     /// Extra compute: nodes of replicas over nodes of the results the book used.
     pub replica_share: f64,

@@ -94,6 +94,8 @@ fn validation_pb(v: &TrustCounters, h: &TrustHealth) -> pb::Validation {
         pending_checks: h.pending_checks,
         oldest_check_seconds: h.oldest_check.as_secs_f64(),
         blocked_contributors: h.blocked_contributors,
+        replays: v.replays,
+        retractions: v.retractions,
     }
 }
 

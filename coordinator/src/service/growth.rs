@@ -217,6 +217,18 @@ pub(crate) enum Needed {
     Delta(NeededDelta),
 }
 
+/// How growth recovered from dropped results ([`Growth::recover`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Recovery {
+    /// Retracted in the running asynchronous program (described), clearing `cleared` leaves.
+    Retracted { program: String, cleared: usize },
+    /// The last logged program (asynchronous, described) was re-opened to repair: it runs
+    /// until it finishes again.
+    Reopened { program: String, cleared: usize },
+    /// Rollback by replay of `programs` programs from the base book.
+    Replayed { programs: usize },
+}
+
 /// The growth state (one owner: the growth runner; status readers lock it briefly).
 #[derive(Debug)]
 pub(crate) struct Growth {
@@ -234,10 +246,15 @@ pub(crate) struct Growth {
     /// Results landed since the asynchronous program last ran (it looks at their positions
     /// first).
     landed_keys: Vec<LeafRequest>,
-    /// Results the running asynchronous program may have applied that a landed result for
-    /// the same request replaced (a check overturned the first answer), since its last run:
-    /// the leaves they gave are retracted before it runs, and the new result repairs them.
+    /// Results an asynchronous program (running, or finished and re-opened by the rollback that
+    /// follows) may have applied that a landed result for the same request replaced (a check
+    /// overturned the first answer), since its last run: the leaves they gave are retracted
+    /// before it runs, and the new result repairs them.
     replaced: Vec<(LeafRequest, LeafResult)>,
+    /// The running asynchronous program is the last logged one, re-opened to repair results
+    /// dropped after it finished ([`Growth::recover`]), with the last rollback request its
+    /// repair covers (0 until one): not the queue's, so it leaves the queue and the log alone.
+    reopened: Option<u64>,
     /// The job table holds the asynchronous program's needed set (as of its last delta taken):
     /// from then on only the changes are handed over ([`Growth::take_needed`]).
     async_synced: bool,
@@ -521,6 +538,7 @@ impl Growth {
             asynchronous: None,
             landed_keys: Vec::new(),
             replaced: Vec::new(),
+            reopened: None,
             async_synced: false,
             ahead_handed: Vec::new(),
             paused: record.paused,
@@ -594,6 +612,7 @@ impl Growth {
         self.replay.log_dirty = true;
         self.driver = None;
         self.asynchronous = None;
+        self.reopened = None;
         self.landed_keys.clear();
         self.replaced.clear();
         self.todo_written = None;
@@ -603,36 +622,141 @@ impl Growth {
         Ok(self.replay.log.len() + self.programs.len())
     }
 
-    /// Recovery when results are dropped (a caught liar's that nobody vouches for), by the
-    /// running program's schedule: an asynchronous program retracts and repairs (every leaf
-    /// that came from a dropped result is cleared and searched again first, the positions
-    /// stay, selection goes on; no replay); otherwise, or when the dropped requests are not
-    /// known (a rollback requested before a restart), rollback by replay ([`Growth::replay`]),
-    /// and then the number of programs replayed.
-    pub(crate) fn retract(
+    /// Recovery when results are dropped (a caught liar's that nobody vouches for): the one
+    /// place that decides between retract-and-repair and rollback by replay. The book is judged
+    /// by the last program that changed it: the running one, else the last logged.
+    ///
+    /// * **Asynchronous**: retract-and-repair, never a replay (an asynchronous book is judged
+    ///   by its properties, not rebuilt in a serial order). Every leaf that came from a dropped
+    ///   result is cleared, wherever it is in the book (positions of earlier programs too), and
+    ///   searched again first; the positions stay and selection goes on. While that program
+    ///   runs, it repairs. Once it has finished (a late spot or core check), it is
+    ///   **re-opened**: started again on the current book with its recorded parameters and
+    ///   options, ahead of any queued program, until its serial selection finds nothing again
+    ///   ([`Growth::end_repair`]); the log and its record are unchanged. A program that was
+    ///   running before a restart is started again first, and repairs.
+    /// * **Serial** (a serial program running, the last logged program serial, or a replay
+    ///   whose current program is serial): rollback by replay ([`Growth::replay`]). A serial book is defined by the
+    ///   serial order from its starting book, which only a replay rebuilds; so a serial program
+    ///   logged after an asynchronous one means a replay, even when the dropped results were
+    ///   the asynchronous program's.
+    ///
+    /// `dropped` empty means the dropped requests are not known here: a rollback requested
+    /// before a restart (`rollback-requested` above `rollback-replayed`). The store still holds
+    /// them: the results its tombstones removed ([`Store::removed_results`]).
+    ///
+    /// A rollback is recorded as covered (`rollback-replayed` = `through`) by the checkpoint
+    /// that follows the replay or retraction, and for a re-opened program by the checkpoint
+    /// after it finished again: a restart before then recovers again (the holes a retraction
+    /// left are repaired when the program starts, see `AsyncGrowth`).
+    pub(crate) fn recover(
         &mut self,
         store: &Store,
         dropped: &[LeafRequest],
         through: u64,
-    ) -> Result<Option<usize>> {
-        let Some(g) = self.asynchronous.as_mut().filter(|_| !dropped.is_empty()) else {
-            return self.replay(store, dropped, through).map(Some);
+        auto: AutoSchedule,
+    ) -> Result<Recovery> {
+        if self.driver.is_none() && self.asynchronous.is_none() && self.replay.replaying().is_none()
+        {
+            match self.programs.front() {
+                // Its work is in the book (a restart): it goes on, and repairs.
+                Some(r) if r.state == ProgramState::Running => {
+                    self.start_current(auto);
+                }
+                _ => self.reopen(auto),
+            }
+        }
+        if self.asynchronous.is_none() {
+            let programs = self.replay(store, dropped, through)?;
+            return Ok(Recovery::Replayed { programs });
+        }
+        // A request whose wrong result a check replaced keeps the new result: its old leaf is
+        // retracted with the replaced results, before the program runs.
+        let pairs: Vec<(LeafRequest, LeafResult)> = if dropped.is_empty() {
+            store
+                .removed_results()?
+                .into_iter()
+                .filter(|(k, r)| {
+                    self.results
+                        .get(k)
+                        .is_none_or(|now| (now.mv, now.score) != (r.mv, r.score))
+                })
+                .collect()
+        } else {
+            dropped
+                .iter()
+                .filter(|k| !self.replaced.iter().any(|(r, _)| r == *k))
+                .filter_map(|k| self.results.remove(k).map(|r| (*k, r)))
+                .collect()
         };
-        // A request whose wrong result a check replaced keeps the new result (the store's):
-        // its old leaf is retracted with the replaced results, before the program runs.
-        let pairs: Vec<(LeafRequest, LeafResult)> = dropped
-            .iter()
-            .filter(|k| !self.replaced.iter().any(|(r, _)| r == *k))
-            .filter_map(|k| self.results.remove(k).map(|r| (*k, r)))
-            .collect();
-        let cleared = g.retract(&mut self.book, &pairs);
+        let Some(g) = self.asynchronous.as_mut() else {
+            return Err(CoordinatorError::Internal(
+                "retraction without an asynchronous program".into(),
+            ));
+        };
+        let cleared = g.retract(&mut self.book, &pairs).len();
+        let program = describe(g.program());
         tracing::warn!(
-            dropped = dropped.len(),
-            cleared = cleared.len(),
+            dropped = pairs.len(),
+            cleared,
+            program = %program,
+            reopened = self.reopened.is_some(),
             "retract-and-repair: leaves from dropped results are searched again"
         );
-        self.replayed_through = Some(through);
-        Ok(None)
+        match self.reopened.as_mut() {
+            Some(t) => {
+                *t = (*t).max(through);
+                Ok(Recovery::Reopened { program, cleared })
+            }
+            None => {
+                self.replayed_through = Some(through);
+                Ok(Recovery::Retracted { program, cleared })
+            }
+        }
+    }
+
+    /// Re-open the last logged program if it ran asynchronously (see [`Growth::recover`]):
+    /// it runs again on the current book, with its recorded parameters and `auto`'s options.
+    fn reopen(&mut self, auto: AutoSchedule) {
+        let Some(last) = self
+            .replay
+            .log
+            .last()
+            .filter(|l| l.stop.is_none() && l.program.schedule == Schedule::Async)
+        else {
+            return;
+        };
+        let Some(mut g) = AsyncGrowth::new(last.program.clone()) else {
+            return;
+        };
+        g.set_options(auto.options);
+        tracing::info!(
+            program = %describe(g.program()),
+            "re-opened to repair results dropped after it finished"
+        );
+        self.asynchronous = Some(g);
+        self.reopened = Some(0);
+        self.landed_keys.clear();
+        self.async_synced = false;
+    }
+
+    /// A re-opened program finished again (see [`Growth::recover`]): report it, and record the
+    /// rollbacks up to `through` as covered by the next checkpoint (due now). Its log entry and
+    /// record stay as they were; a later replay runs it as logged.
+    fn end_repair(&mut self, st: &DriverState, through: u64) {
+        let report = format!(
+            "{} repaired after a late catch: {} new positions, {} links, {} searches; root \
+             value {}",
+            describe(&st.program),
+            st.changes.positions,
+            st.changes.links,
+            st.changes.searches,
+            root_value(&self.book)
+        );
+        tracing::info!(positions = self.book.len(), %report, "repair done");
+        self.reports.push(report);
+        self.negamaxes += 1;
+        self.replayed_through = self.replayed_through.max(Some(through));
     }
 
     /// Take accepted results in (they are stored already).
@@ -651,8 +775,10 @@ impl Growth {
                 self.prefetched.get_mut().insert(l.key);
             }
             self.guesses.remove(&l.key);
+            // Kept while no serial program runs: an asynchronous program, running or re-opened
+            // by the rollback that follows, retracts their leaves (a replay needs none).
             if let Some(old) = self.results.insert(l.key, l.result)
-                && self.asynchronous.is_some()
+                && self.driver.is_none()
                 && (old.mv, old.score) != (l.result.mv, l.result.score)
             {
                 self.replaced.push((l.key, old));
@@ -788,7 +914,10 @@ impl Growth {
             }
             // An asynchronous program has no point to cut a replay at: what it added stays in
             // the book, and a replay does not run it.
-            if !replaying && let Some(g) = self.asynchronous.take() {
+            if !replaying
+                && self.reopened.is_none()
+                && let Some(g) = self.asynchronous.take()
+            {
                 let ch = g.changes();
                 report = format!(
                     "cancelled after {} new positions, {} links, {} searches (asynchronous)",
@@ -866,7 +995,7 @@ impl Growth {
     /// Follow the running program's passes for its finish estimate (after each growth run;
     /// `now`: the service clock).
     pub(crate) fn observe_eta(&mut self, now: std::time::Duration) {
-        if self.replay.replaying().is_some() {
+        if self.replay.replaying().is_some() || self.reopened.is_some() {
             return;
         }
         let Some(r) = self.programs.front() else {
@@ -886,7 +1015,7 @@ impl Growth {
         &self,
         now: std::time::Duration,
     ) -> Option<(u64, Option<super::eta::Estimate>)> {
-        if self.replay.replaying().is_some() {
+        if self.replay.replaying().is_some() || self.reopened.is_some() {
             return None;
         }
         let r = self.programs.front()?;
@@ -988,13 +1117,17 @@ impl Growth {
         (progress, figures)
     }
 
-    /// Whether a program is queued or running (a replay included).
+    /// Whether a program is queued or running (a replay and a re-opened program included).
     pub(crate) fn is_running(&self) -> bool {
-        !self.programs.is_empty() || self.replay.replaying().is_some()
+        !self.programs.is_empty() || self.replay.replaying().is_some() || self.reopened.is_some()
     }
 
-    /// The current program: the one a replay runs again, else the queue's first.
+    /// The current program: a re-opened one, the one a replay runs again, else the queue's
+    /// first.
     fn current(&self) -> Option<&Program> {
+        if self.reopened.is_some() {
+            return self.asynchronous.as_ref().map(AsyncGrowth::program);
+        }
         match self.replay.replaying() {
             Some(l) => Some(&l.program),
             None => self.programs.front().map(|r| &r.program),
@@ -1032,6 +1165,12 @@ impl Growth {
     /// The running program's description, or the last finished one's.
     pub(crate) fn describe(&self) -> String {
         match self.current() {
+            Some(p) if self.reopened.is_some() => {
+                format!(
+                    "{}, repairing results dropped after it finished",
+                    describe(p)
+                )
+            }
             Some(p) => describe(p),
             None => self.last.clone(),
         }
@@ -1040,6 +1179,63 @@ impl Growth {
     /// The program events since the last call (the runner records them).
     pub(crate) fn take_events(&mut self) -> Vec<EventRecord> {
         std::mem::take(&mut self.events)
+    }
+
+    /// Start the current program (the one a replay runs again, else the queue's first) on its
+    /// schedule; `auto` chooses one for a program queued without ([`AutoSchedule`]). Returns
+    /// false when there is none.
+    fn start_current(&mut self, auto: AutoSchedule) -> bool {
+        let replaying = self.replay.replaying().is_some();
+        let (mut program, stop) = match (self.replay.replaying(), self.programs.front()) {
+            (Some(l), _) => (l.program.clone(), l.stop),
+            (None, Some(r)) => (r.program.clone(), None),
+            (None, None) => return false,
+        };
+        if program.schedule == Schedule::Auto {
+            program.schedule = auto.choose(&program);
+            tracing::info!(
+                program = %describe(&program),
+                threads = auto.threads,
+                async_threads = auto.async_threads,
+                "schedule chosen: {} ({} search threads registered, async from {})",
+                program.schedule.name(),
+                auto.threads,
+                auto.async_threads
+            );
+            if !replaying {
+                self.programs.set_front_schedule(program.schedule);
+            }
+        }
+        // A replay runs programs again: their events were recorded the first time.
+        if !replaying {
+            self.programs.start_front(super::now_ms());
+            let mut e = event(
+                EventKind::ProgramStarted,
+                &describe(&program),
+                "",
+                format!("{} positions in the book", self.book.len()),
+            );
+            e.program = self.programs.front().map_or(0, |r| r.id);
+            self.events.push(e);
+            self.started = Some((unix_ms(), self.book.len()));
+        }
+        // Programs without passes (new, add, expand, audit) have no asynchronous form
+        // and run serially, as does a replay's program stopped part way.
+        self.asynchronous = (program.schedule == Schedule::Async && stop.is_none())
+            .then(|| AsyncGrowth::new(program.clone()))
+            .flatten()
+            .map(|mut g| {
+                g.set_options(auto.options);
+                g
+            });
+        self.landed_keys.clear();
+        self.async_synced = false;
+        if self.asynchronous.is_none() {
+            // A serial program is rolled back by replay: nothing to retract.
+            self.replaced.clear();
+            self.driver = Some(Driver::new(program).stopping_at(stop));
+        }
+        true
     }
 
     /// Run the programs as far as the known results allow, checkpoint what changed when one is
@@ -1057,54 +1253,8 @@ impl Growth {
         self.needed.clear();
         loop {
             let replaying = self.replay.replaying().is_some();
-            if self.driver.is_none() && self.asynchronous.is_none() {
-                let (mut program, stop) = match (self.replay.replaying(), self.programs.front()) {
-                    (Some(l), _) => (l.program.clone(), l.stop),
-                    (None, Some(r)) => (r.program.clone(), None),
-                    (None, None) => break,
-                };
-                if program.schedule == Schedule::Auto {
-                    program.schedule = auto.choose(&program);
-                    tracing::info!(
-                        program = %describe(&program),
-                        threads = auto.threads,
-                        async_threads = auto.async_threads,
-                        "schedule chosen: {} ({} search threads registered, async from {})",
-                        program.schedule.name(),
-                        auto.threads,
-                        auto.async_threads
-                    );
-                    if !replaying {
-                        self.programs.set_front_schedule(program.schedule);
-                    }
-                }
-                // A replay runs programs again: their events were recorded the first time.
-                if !replaying {
-                    self.programs.start_front(super::now_ms());
-                    let mut e = event(
-                        EventKind::ProgramStarted,
-                        &describe(&program),
-                        "",
-                        format!("{} positions in the book", self.book.len()),
-                    );
-                    e.program = self.programs.front().map_or(0, |r| r.id);
-                    self.events.push(e);
-                    self.started = Some((unix_ms(), self.book.len()));
-                }
-                // Programs without passes (new, add, expand, audit) have no asynchronous form
-                // and run serially, as does a replay's program stopped part way.
-                self.asynchronous = (program.schedule == Schedule::Async && stop.is_none())
-                    .then(|| AsyncGrowth::new(program.clone()))
-                    .flatten()
-                    .map(|mut g| {
-                        g.set_options(auto.options);
-                        g
-                    });
-                self.landed_keys.clear();
-                self.async_synced = false;
-                if self.asynchronous.is_none() {
-                    self.driver = Some(Driver::new(program).stopping_at(stop));
-                }
+            if self.driver.is_none() && self.asynchronous.is_none() && !self.start_current(auto) {
+                break;
             }
             if let Some(g) = self.asynchronous.as_mut() {
                 if !self.replaced.is_empty() {
@@ -1144,7 +1294,11 @@ impl Growth {
                             searched: (0, 0),
                         };
                         self.asynchronous = None;
-                        self.finish(st, replaying);
+                        if let Some(through) = self.reopened.take() {
+                            self.end_repair(&st, through);
+                        } else {
+                            self.finish(st, replaying);
+                        }
                         continue;
                     }
                 }

@@ -5,7 +5,7 @@
 
 #[cfg(doc)]
 use super::ShallowSearch;
-use super::growth::{AutoSchedule, Growth, Landed, Needed};
+use super::growth::{AutoSchedule, Growth, Landed, Needed, Recovery};
 use super::programs::{MAX_QUEUED, ProgramView};
 use super::{Coordinator, GrowthMode, Predictor};
 use crate::error::{CoordinatorError, Result};
@@ -128,32 +128,57 @@ impl Coordinator {
             .take();
         let mut growth = self.growth();
         growth.land(landed);
-        // A replay's cost (putting the base book back and running every program again over
-        // the stored results) is this growth run's CPU.
-        let replay_cpu = rollback.is_some().then(cpu_time::ThreadTime::now);
-        if let Some((through, dropped)) = rollback
-            && let Some(programs) = growth.retract(&self.0.store, &dropped, through)?
-        {
-            self.0.events.record(event(
-                EventKind::Replay,
-                "book",
-                "",
-                format!(
-                    "replaying {programs} programs from the base book without {} results of \
-                     caught contributors (rollback {through})",
-                    dropped.len()
-                ),
-            ));
-        }
-        // Round work queued ahead: enough for every registered thread to hold a few jobs; more
-        // would only cost the growth run look-ups (a pass can hold many thousands of steps).
         let threads = self.jobs().threads();
-        let lookahead = threads.saturating_mul(4).max(256);
         let auto = AutoSchedule {
             threads,
             async_threads: self.0.cfg.async_threads,
             options: self.0.cfg.async_options,
         };
+        // A rollback's cost (a replay: putting the base book back and running every program
+        // again over the stored results; a retraction: clearing leaves and the repair's first
+        // run) is this growth run's CPU.
+        let replay_cpu = rollback.is_some().then(cpu_time::ThreadTime::now);
+        if let Some((through, dropped)) = rollback {
+            let recovery = growth.recover(&self.0.store, &dropped, through, auto)?;
+            let (kind, detail) = match &recovery {
+                Recovery::Replayed { programs } => (
+                    EventKind::Replay,
+                    format!(
+                        "replaying {programs} programs from the base book without {} results of \
+                         caught contributors (rollback {through})",
+                        dropped.len()
+                    ),
+                ),
+                Recovery::Retracted { program, cleared } => (
+                    EventKind::Retract,
+                    format!(
+                        "{cleared} leaves from {} dropped results of caught contributors cleared \
+                         and searched again by the running {program} (rollback {through})",
+                        dropped.len()
+                    ),
+                ),
+                Recovery::Reopened { program, cleared } => (
+                    EventKind::Retract,
+                    format!(
+                        "{program} re-opened after it finished: {cleared} leaves from {} dropped \
+                         results of caught contributors cleared and searched again (rollback \
+                         {through})",
+                        dropped.len()
+                    ),
+                ),
+            };
+            {
+                let counters = &mut self.jobs().trust.counters;
+                match recovery {
+                    Recovery::Replayed { .. } => counters.replays += 1,
+                    _ => counters.retractions += 1,
+                }
+            }
+            self.0.events.record(event(kind, "book", "", detail));
+        }
+        // Round work queued ahead: enough for every registered thread to hold a few jobs; more
+        // would only cost the growth run look-ups (a pass can hold many thousands of steps).
+        let lookahead = threads.saturating_mul(4).max(256);
         growth.advance(
             &self.0.store,
             lookahead,

@@ -216,9 +216,10 @@ pub struct TrustRow {
 impl TrustRow {
     /// The header of [`TrustRow::row`]. `overhead` is the search CPU the serial build does not
     /// use over all search CPU; `over_*` split it by cause ([`super::WasteByCause`]: earning
-    /// replicas, spot checks, core checks, settlements, the rest) and sum to it; `finished`: the
-    /// serial selection of the program finds nothing on the finished book.
-    pub const HEADER: &'static str = "workers\ttrusted\tliar\tliars\tefficiency\toverhead\tover_earning\tover_spot\tover_core\tover_settle\tover_other\treplica_share\tlies_told\tliars_blocked\tresults_to_block_median\tresults_to_block_max\tinvalid\treached_book\tlies_in_book\tlies_in_core\trollbacks\treplay_cpu_s\tcoord_cpu_us_per_result\troot\thonest_root\tsame_best_line\tsame_book\tfinished\tcore_share";
+    /// replicas, spot checks, core checks, settlements, the rest) and sum to it; `rollbacks`
+    /// requested, handled by `replays` from the base book or `retractions` (asynchronous);
+    /// `finished`: the serial selection of the program finds nothing on the finished book.
+    pub const HEADER: &'static str = "workers\ttrusted\tliar\tliars\tefficiency\toverhead\tover_earning\tover_spot\tover_core\tover_settle\tover_other\treplica_share\tlies_told\tliars_blocked\tresults_to_block_median\tresults_to_block_max\tinvalid\treached_book\tlies_in_book\tlies_in_core\trollbacks\treplays\tretractions\treplay_cpu_s\tcoord_cpu_us_per_result\troot\thonest_root\tsame_best_line\tsame_book\tfinished\tcore_share";
 
     /// One tab-separated row.
     pub fn row(&self) -> String {
@@ -238,7 +239,7 @@ impl TrustRow {
         let yes = |b: bool| if b { "yes" } else { "NO" };
         let share = |secs: f64| secs / r.spent_seconds.max(f64::MIN_POSITIVE);
         format!(
-            "{}\t{}\t{}\t{}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{}\t{}/{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.2}\t{:.1}\t{}\t{}\t{}\t{}\t{}\t{:.3}",
+            "{}\t{}\t{}\t{}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{}\t{}/{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.2}\t{:.1}\t{}\t{}\t{}\t{}\t{}\t{:.3}",
             r.workers,
             self.mix.trusted,
             self.mix.kind.map_or_else(|| "honest".into(), |k| k.name()),
@@ -261,6 +262,8 @@ impl TrustRow {
             self.lies_in_book,
             self.lies_in_core,
             r.validation.rollbacks,
+            r.validation.replays,
+            r.validation.retractions,
             r.validation.replay_cpu_us as f64 / 1e6,
             r.coordinator_cpu_per_result.as_secs_f64() * 1e6,
             opt(r.root_value),

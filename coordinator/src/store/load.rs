@@ -16,7 +16,7 @@ use bookfarm_book::MemBook;
 use bookfarm_book::edax::{self, ReadError};
 use bookfarm_book::model::BookHeader;
 use bookfarm_engine::Board;
-use bookfarm_engine::search::LeafRequest;
+use bookfarm_engine::search::{LeafRequest, LeafResult};
 use std::path::Path;
 use uuid::Uuid;
 
@@ -206,6 +206,44 @@ impl Store {
             }
         }
         Ok(results.into_iter().collect())
+    }
+
+    /// The results the tombstones removed: for each removed request, the last result stored
+    /// at or before its removal, in request order. A caught contributor's rollback removes its
+    /// results in the batch that requests the rollback, so after a restart these are the
+    /// dropped results growth retracts (with those of earlier rollbacks, whose leaves are no
+    /// longer in the book).
+    pub fn removed_results(&self) -> Result<Vec<(LeafRequest, LeafResult)>, StoreError> {
+        let mut removed = std::collections::HashMap::new();
+        for kv in self.tree().scan_prefix([X]) {
+            let (k, v) = kv?;
+            if let (Some(req), Some(seq)) = (request_of(&k), be_u64(unseal(&k, &v)?, 0)) {
+                removed.insert(req, seq);
+            }
+        }
+        if removed.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Groups are scanned in sequence order: the last result kept is the latest.
+        let mut last = std::collections::BTreeMap::new();
+        for kv in self.tree().scan_prefix([G]) {
+            let (k, v) = kv?;
+            let Some(seq) = be_u64(&k, 1) else { continue };
+            for (p, o, excluded, level, r) in decode::<ResultGroupRecord>(&k, &v)?.results {
+                let req = LeafRequest {
+                    board: Board {
+                        player: p,
+                        opponent: o,
+                    },
+                    excluded,
+                    level,
+                };
+                if removed.get(&req).is_some_and(|&t| seq <= t) {
+                    last.insert((p, o, excluded, level), (req, r.leaf));
+                }
+            }
+        }
+        Ok(last.into_values().collect())
     }
 
     /// Every contributor's trust record (`workers list --db`).

@@ -645,6 +645,9 @@ pub enum EventKind {
     WorkerJoined,
     /// A worker left: its session ended, or it fell silent and its leases expired.
     WorkerLeft,
+    /// The results of caught contributors were retracted from an asynchronous book: the leaves
+    /// they gave are searched again (no replay; detail: the program that repairs them).
+    Retract,
 }
 
 /// What a program cost, kept with its `ProgramDone` event.

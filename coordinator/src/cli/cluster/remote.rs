@@ -698,7 +698,7 @@ fn print_status(s: &pb::GetStatusResponse) {
 }
 
 /// The status's trust line: replication overhead, checks pending and the oldest one's age,
-/// invalid results, blocked contributors, replays.
+/// invalid results, blocked contributors, rollbacks (by replay and by retraction).
 fn trust_line(v: &pb::Validation) -> String {
     let overhead = if v.search_cpu_us == 0 {
         0.0
@@ -706,8 +706,14 @@ fn trust_line(v: &pb::Validation) -> String {
         100.0 * v.replica_cpu_us as f64 / v.search_cpu_us as f64
     };
     format!(
-        "trust: overhead {overhead:.1} % of search time  checks pending {} (oldest {:.0} s)  invalid {}  blocked {}  replays {}",
-        v.pending_checks, v.oldest_check_seconds, v.invalid, v.blocked_contributors, v.rollbacks
+        "trust: overhead {overhead:.1} % of search time  checks pending {} (oldest {:.0} s)  invalid {}  blocked {}  rollbacks {} (replays {}, retractions {})",
+        v.pending_checks,
+        v.oldest_check_seconds,
+        v.invalid,
+        v.blocked_contributors,
+        v.rollbacks,
+        v.replays,
+        v.retractions
     )
 }
 
@@ -744,11 +750,13 @@ mod tests {
             invalid: 5,
             blocked_contributors: 1,
             rollbacks: 2,
+            replays: 1,
+            retractions: 1,
             ..pb::Validation::default()
         };
         assert_eq!(
             trust_line(&v),
-            "trust: overhead 25.0 % of search time  checks pending 3 (oldest 42 s)  invalid 5  blocked 1  replays 2"
+            "trust: overhead 25.0 % of search time  checks pending 3 (oldest 42 s)  invalid 5  blocked 1  rollbacks 2 (replays 1, retractions 1)"
         );
         assert!(trust_line(&pb::Validation::default()).starts_with("trust: overhead 0.0 %"));
     }

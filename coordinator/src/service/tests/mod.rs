@@ -253,6 +253,70 @@ fn assert_linked(c: &Coordinator) {
     assert!(r.is_fixed_point(), "book link changed the book: {r:?}");
 }
 
+/// Properties 1–3 of a finished asynchronous book, on the coordinator's book: (1) the serial
+/// selection of `program` finds nothing; (2) `book fix` changes nothing but the order of links
+/// (and `book link` nothing at all): negamax is a fixed point and every leaf was searched with
+/// its position's links excluded; (3) every leaf came from a known result, and that result is
+/// the mock engine's answer (no dropped or wrong result is left in the book).
+fn assert_finished_book(c: &Coordinator, program: &Program) {
+    let book = c.book_snapshot();
+    let mut negamaxed = book.clone();
+    let left = bookfarm_book::schedule::unfinished(&mut negamaxed, program);
+    assert!(left.is_empty(), "the serial selection still marks {left:?}");
+    assert_linked(c);
+    let mut fixed = book.clone();
+    let report =
+        bookfarm_book::grow::fix_command(&mut fixed, &mut |r| panic!("book fix searched {r:?}"));
+    assert!(
+        report.problems.is_empty() && report.removed.is_empty(),
+        "{report:?}"
+    );
+    assert_eq!(report.changes, Default::default(), "{report:?}");
+    let by_move = |b: &bookfarm_book::MemBook| {
+        let mut v: Vec<Position> = b.positions().collect();
+        v.sort_by_key(|p| p.board);
+        for p in &mut v {
+            p.links.sort_by_key(|l| l.mv.code());
+        }
+        v
+    };
+    assert!(
+        by_move(&book) == by_move(&fixed),
+        "book fix changed a position"
+    );
+    let wrong = unvalidated_leaves(c);
+    assert!(wrong.is_empty(), "leaves without a valid result: {wrong:?}");
+}
+
+/// The positions of the coordinator's book whose leaf no known result gives, or only one that
+/// is not the mock engine's answer (a lie).
+fn unvalidated_leaves(c: &Coordinator) -> Vec<Board> {
+    let book = c.book_snapshot();
+    let g = c.growth();
+    let mut by_position: HashMap<(Board, u8), Vec<(LeafRequest, LeafResult)>> = HashMap::new();
+    for (q, r) in g.results.iter() {
+        by_position
+            .entry((canonical(&q.board).0, q.level))
+            .or_default()
+            .push((*q, *r));
+    }
+    book.ids()
+        .filter(|&id| book.leaf(id).mv != Move::None)
+        .filter(|&id| {
+            !by_position
+                .get(&(book.board(id), book.level(id)))
+                .is_some_and(|v| {
+                    v.iter().any(|(q, r)| {
+                        let honest = mock_search(q);
+                        bookfarm_book::schedule::run::leaf_came_from(&book, id, q, r)
+                            && (honest.mv, honest.score) == (r.mv, r.score)
+                    })
+                })
+        })
+        .map(|id| book.board(id))
+        .collect()
+}
+
 fn deviate24() -> Program {
     Program::new(Operation::Deviate {
         params: bookfarm_book::select::Deviate::new(2, 4),

@@ -262,3 +262,73 @@ fn a_rollback_requested_before_a_kill_is_replayed_at_the_next_start() {
     let loaded = Store::open(dir.path()).unwrap().load(dir.path()).unwrap();
     assert_eq!(loaded.rollbacks, (1, 1));
 }
+
+/// The same kill after an asynchronous program finished: the dropped requests are not kept in
+/// memory across the restart, but the store's tombstones name them with their results, so the
+/// next start retracts their leaves in the re-opened program instead of replaying, and the
+/// build ends with properties 1–3. The repair's checkpoint covers the request.
+#[test]
+fn a_rollback_requested_before_a_kill_after_an_asynchronous_program_is_retracted_at_the_next_start()
+{
+    let cfg = ServiceConfig::default();
+    let f = fixture(2, 10, cfg.clone());
+    let program = Program {
+        schedule: bookfarm_book::program::Schedule::Async,
+        ..deviate24()
+    };
+    f.c.start(program.clone()).unwrap();
+    let id = identity();
+    let w = f.c.register(&id, "t", 1).unwrap();
+    let mut lies = Vec::new();
+    answer_until_done(&f.c, &w, 4, |jobs| {
+        let mut r = mock_results(jobs);
+        if lies.len() < 6 {
+            r[0].leaf.score = 2 - r[0].leaf.score;
+            lies.push(request_of(&jobs[0]));
+        }
+        r
+    });
+    assert_eq!(f.c.status().state, State::Done);
+    assert!(
+        !unvalidated_leaves(&f.c).is_empty(),
+        "the lies did not reach the book"
+    );
+    f.c.flush().unwrap();
+    let Fixture { dir, clock, c } = f;
+    release(std::mem::ManuallyDrop::into_inner(c));
+    {
+        let store = Store::open(dir.path()).unwrap();
+        let mut b = Batch::default();
+        for lie in &lies {
+            b.remove_result(lie);
+        }
+        b.put_rollback_requested(1).unwrap();
+        store.apply(b).unwrap();
+        store.flush().unwrap();
+    }
+    let store = Store::open(dir.path()).unwrap();
+    let c = Coordinator::open(store, dir.path(), cfg.clone(), clock.clone()).unwrap();
+    let w = c.register(&id, "t2", 1).unwrap();
+    answer_until_done(&c, &w, 4, mock_results);
+    c.settle().unwrap();
+    let s = c.status();
+    assert_eq!(s.state, State::Done);
+    assert_eq!(
+        (s.validation.replays, s.validation.retractions),
+        (0, 1),
+        "{:?}",
+        s.validation
+    );
+    let events = c.events().query(&Default::default()).unwrap().events;
+    assert!(
+        !events
+            .iter()
+            .any(|(_, e)| e.kind == crate::events::EventKind::Replay),
+        "{events:?}"
+    );
+    assert_finished_book(&c, &program);
+    c.flush().unwrap();
+    release(c);
+    let loaded = Store::open(dir.path()).unwrap().load(dir.path()).unwrap();
+    assert_eq!(loaded.rollbacks, (1, 1));
+}

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::events::EventKind;
+use crate::store::ProgramState;
 use bookfarm_proto::domain::{IdleReason, LeaseAsk};
 
 /// A trust record changed in counts only (here the local worker's, a root) is written at most
@@ -416,6 +417,97 @@ fn a_liar_caught_late_is_replayed_out_of_the_book() {
         crate::service::trust::required_streak(&f.c.config().trust, catches),
         4 << catches
     );
+}
+
+/// An asynchronous program finishes with an earned liar's lies in its book (the trust root
+/// leased nothing yet, so no check ran); then the trust root's core checks catch the liar and
+/// its results are dropped. The book is not replayed: the finished program is re-opened on the
+/// current book, the leaves of the dropped results are cleared and searched again, and its
+/// selection runs until it finds nothing again. The book ends with properties 1–3 (every leaf
+/// from an honest result), and keeps them across a restart.
+#[test]
+fn a_liar_caught_after_an_asynchronous_program_finished_is_retracted_not_replayed() {
+    let (f, id) = fixture_without_verifier(TrustRules {
+        spot_floor: 0.0,
+        ..TrustRules::default()
+    });
+    let op = f.c.register_with(&id, "t", 1, Some("op"), true).unwrap();
+    let vol = f.c.register_with(&id, "v", 1, Some("vol"), false).unwrap();
+    long_record(&f.c, "vol", 1 << 40);
+    let program = Program {
+        schedule: bookfarm_book::program::Schedule::Async,
+        ..deviate24()
+    };
+    let q = f.c.start(program.clone()).unwrap();
+    let done = |c: &Coordinator| {
+        c.programs(true)
+            .iter()
+            .any(|p| p.record.id == q.program && p.record.state == ProgramState::Done)
+    };
+    // Only the liar works until the program finished.
+    while !done(&f.c) {
+        let jobs = f.c.lease(&id, &vol, 2).unwrap();
+        assert!(!jobs.is_empty(), "the liar ran out of work before the end");
+        let results: Vec<JobResult> = jobs.iter().map(|j| answer(j, Answer::Flip(1))).collect();
+        f.c.submit(&id, &vol, &results).unwrap();
+        f.c.settle().unwrap();
+    }
+    let lied = unvalidated_leaves(&f.c).len();
+    assert!(lied > 0, "the lies reached the finished book");
+    let v = f.c.status().validation;
+    assert_eq!(
+        (v.invalid, v.rollbacks),
+        (0, 0),
+        "nothing caught yet: {v:?}"
+    );
+    // The trust root's core checks catch it.
+    drive_mixed(&f.c, &[(vol, Answer::Flip(1)), (op, Answer::Honest)]);
+    let s = f.c.status();
+    assert_eq!(s.state, State::Done);
+    let v = s.validation;
+    assert!(
+        v.core_caught > 0 && v.reached_book > 0 && v.dropped > 0,
+        "{v:?}"
+    );
+    assert_eq!(v.replays, 0, "no replay: {v:?}");
+    assert!(v.retractions > 0, "{v:?}");
+    let events = f.c.events().query(&Default::default()).unwrap().events;
+    let of = |k: EventKind| events.iter().filter(|(_, e)| e.kind == k).count();
+    assert_eq!(of(EventKind::Replay), 0, "{events:?}");
+    assert_eq!(of(EventKind::Retract) as u64, v.retractions);
+    assert!(
+        events
+            .iter()
+            .any(|(_, e)| e.kind == EventKind::Retract && e.detail.contains("re-opened")),
+        "{events:?}"
+    );
+    // Re-opened, not finished twice: one program done, its record as it ended.
+    let done_events = events
+        .iter()
+        .filter(|(_, e)| e.kind == EventKind::ProgramDone && e.subject.starts_with("deviate"))
+        .count();
+    assert_eq!(done_events, 1, "{events:?}");
+    assert!(done(&f.c));
+    assert!(
+        s.reports
+            .iter()
+            .any(|r| r.contains("repaired after a late catch")),
+        "{:?}",
+        s.reports
+    );
+    assert_finished_book(&f.c, &program);
+    // The repaired book survives a restart, and nothing is recovered again.
+    let f = reopen(
+        f,
+        ServiceConfig {
+            trust_seed: Some(7),
+            seeded_ids: Some(7),
+            ..ServiceConfig::default()
+        },
+    );
+    f.c.settle().unwrap();
+    assert_eq!(f.c.status().state, State::Done);
+    assert_finished_book(&f.c, &program);
 }
 
 /// Checks never starve round work: a trusted worker with round work queued takes core and

@@ -81,14 +81,21 @@ pub struct TrustCounters {
     pub core_size: u64,
     /// Provisional results in that core (a finished build has none).
     pub core_unconfirmed: u64,
-    /// Coordinator CPU the replays took (the growth runs that replayed), microseconds.
+    /// Coordinator CPU the rollbacks took (the growth runs that replayed or retracted),
+    /// microseconds.
     pub replay_cpu_us: u64,
     /// Replicas that disagreed with the settled result (lies caught, or broken machines).
     pub invalid: u64,
     /// Wrong results that had reached the book before they were caught.
     pub reached_book: u64,
-    /// Rollbacks: replays from the base book (serial schedule) or retractions.
+    /// Rollbacks requested (a caught contributor's results dropped): each is handled by a
+    /// replay or a retraction, several requests between two growth runs by one.
     pub rollbacks: u64,
+    /// Rollbacks handled by replaying the programs from the base book (a serial book).
+    pub replays: u64,
+    /// Rollbacks handled by retract-and-repair (an asynchronous book: in its running program,
+    /// or in the last one re-opened).
+    pub retractions: u64,
     /// Results dropped because their only voucher was caught.
     pub dropped: u64,
     /// Nodes of results the book used (first replica of each request).

@@ -15,8 +15,9 @@
 //!   repair is pending, and the serial selection ([`Selector::serial_marks`]) run on the
 //!   negamaxed book finds nothing to expand: the book is a finished book by Edax's rules;
 //! * the program's state worth keeping is its operation, level and counters: plans, claims and
-//!   the frontier are functions of the book and the known results, rebuilt by
-//!   [`AsyncGrowth::resume`].
+//!   the frontier are functions of the book and the known results, and the pending repairs are
+//!   the book's positions without a leaf, all rebuilt when a program starts
+//!   ([`AsyncGrowth::resume`]).
 
 use super::frontier::{Frontier, FrontierStats, Selector};
 use crate::grow::{Changes, ExpandPlan, finish_expand, is_borrowed, leaf_request, plan_expand_at};
@@ -299,6 +300,7 @@ impl AsyncGrowth {
 
     fn start(&mut self, book: &mut MemBook) {
         self.started = true;
+        self.repair_holes(book);
         if let Operation::Enhance {
             midgame_error,
             endcut_error,
@@ -309,6 +311,26 @@ impl AsyncGrowth {
             h.midgame_error = (*midgame_error).clamp(0, 129);
             h.endcut_error = (*endcut_error).clamp(0, 129);
         }
+    }
+
+    /// Plan a repair for every position left without the leaf it should have ("no leaf" while a
+    /// move is left to search), first, as a retracted leaf is. Growth leaves one only in a
+    /// retraction or an early child, whose repair follows, so a hole when a program starts is a
+    /// repair that a restart (the program's plans are not stored) or the cancel of an earlier
+    /// asynchronous program cut off; an imported book may hold some too. `book fix` would
+    /// search each (property 2 of a finished book). Returns the number of holes.
+    fn repair_holes(&mut self, book: &MemBook) -> usize {
+        let holes: Vec<(NodeId, LeafRequest)> = book
+            .ids()
+            .filter(|&id| book.leaf(id) == BAD_LINK && !self.repairs.contains_key(&id))
+            .filter_map(|id| leaf_request(&book.position(id)).map(|r| (id, r)))
+            .collect();
+        for &(id, req) in &holes {
+            self.repairs.insert(id, req);
+            self.need(req, 0);
+            self.pending.insert(id);
+        }
+        holes.len()
     }
 
     /// Run as far as the known results allow: apply every step whose results are known, let
