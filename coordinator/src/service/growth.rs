@@ -16,7 +16,10 @@
 //! * results are stored (and durable before they are acknowledged) before they are applied
 //!   (`submit` writes them), so applying is idempotent: after a crash the driver re-runs from
 //!   the last checkpoint with the stored results and reaches the same book without searching
-//!   any of them again (the book depends only on the programs and the results).
+//!   any of them again (the book depends only on the programs and the results);
+//! * dropped results (a caught liar's) are taken back by one owner, [`Growth::recover`]: by
+//!   replay when the book's last program is serial, by retract-and-repair when it is
+//!   asynchronous (a finished one is re-opened).
 
 use super::programs::{Programs, ProgramsWritten};
 use crate::error::CoordinatorError;

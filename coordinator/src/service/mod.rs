@@ -109,11 +109,12 @@ struct Shared {
     written: AtomicU64,
     flushed: AtomicU64,
     flush_lock: tokio::sync::Mutex<()>,
-    /// Results dropped by caught workers, waiting for the growth runner's replay, with the
-    /// number of the last rollback request they belong to.
+    /// Results dropped by caught workers, waiting for the growth runner's recovery (replay or
+    /// retraction, `Growth::recover`), with the number of the last rollback request they
+    /// belong to (none known: requested before a restart).
     rollback: Mutex<Option<(u64, Vec<LeafRequest>)>>,
     /// Rollback requests so far (stored as `rollback-requested` with the removals, so that a
-    /// coordinator killed before the replay replays when it starts again).
+    /// coordinator killed before the recovery recovers when it starts again).
     rollbacks_requested: AtomicU64,
     /// The growth state (negamaxes, done) whose decisive core trust saw last (see
     /// `runner`'s `hand_core_to_trust`).

@@ -25,7 +25,7 @@ struct Intake {
     landed: Vec<Landed>,
     /// Contributors caught with an invalid result.
     caught: Vec<String>,
-    /// Requests whose result must leave the book (a replay from the base book removes them).
+    /// Requests whose result must leave the book (growth replays or retracts them).
     rollback: Vec<LeafRequest>,
     /// Contributors whose trust record changed: written once per call, in their final state.
     touched: Vec<String>,
@@ -234,8 +234,8 @@ impl Coordinator {
         Ok(())
     }
 
-    /// Request a replay of the growth programs without the results in `rollback` (none: no
-    /// replay); returns whether one was requested.
+    /// Request a rollback of the results in `rollback` (none: no rollback; growth's recovery
+    /// replays or retracts them); returns whether one was requested.
     fn request_rollback(
         &self,
         g: &mut Jobs,
@@ -246,7 +246,7 @@ impl Coordinator {
             return Ok(false);
         }
         g.trust.counters.rollbacks += 1;
-        // Durable with the removals: a coordinator killed before the replay replays at its
+        // Durable with the removals: a coordinator killed before the recovery recovers at its
         // next start (the stored book may already hold the dropped results' effects).
         let n = self.0.rollbacks_requested.fetch_add(1, Ordering::SeqCst) + 1;
         batch.put_rollback_requested(n)?;

@@ -34,8 +34,8 @@
 //! | `m` + `growth-todo` | [`TodoRecord`]: the running program's marked boards |
 //! | `m` + `growth-log` | [`LogRecord`]: the programs that changed the book since the base book (a replay runs them again) |
 //! | `m` + `signature` | String: the search signature the book is pinned to |
-//! | `m` + `rollback-requested` | u64: rollbacks by replay requested so far (written with the tombstones of the results a caught worker loses) |
-//! | `m` + `rollback-replayed` | u64: the last of those requests a replay covered (written by the checkpoint of the replayed book); a start with fewer replayed than requested replays first |
+//! | `m` + `rollback-requested` | u64: rollbacks requested so far (written with the tombstones of the results a caught worker loses, which still name them and their results) |
+//! | `m` + `rollback-replayed` | u64: the last of those requests growth's recovery covered (written by the checkpoint of the replayed book, of a retraction, or after a re-opened asynchronous program finished again); a start with fewer covered than requested recovers first |
 //!
 //! A request (`x`, `u`) is the 25 bytes of a search request: board (player BE, opponent BE),
 //! excluded moves (BE), level.

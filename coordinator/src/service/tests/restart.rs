@@ -265,8 +265,10 @@ fn a_rollback_requested_before_a_kill_is_replayed_at_the_next_start() {
 
 /// The same kill after an asynchronous program finished: the dropped requests are not kept in
 /// memory across the restart, but the store's tombstones name them with their results, so the
-/// next start retracts their leaves in the re-opened program instead of replaying, and the
-/// build ends with properties 1–3. The repair's checkpoint covers the request.
+/// next start retracts their leaves in the re-opened program instead of replaying. A second
+/// kill in the repair leaves cleared leaves in the stored book and the request uncovered: the
+/// next start re-opens the program again, which repairs them first. The build ends with
+/// properties 1–3, and the repair's checkpoint covers the request.
 #[test]
 fn a_rollback_requested_before_a_kill_after_an_asynchronous_program_is_retracted_at_the_next_start()
 {
@@ -308,11 +310,30 @@ fn a_rollback_requested_before_a_kill_after_an_asynchronous_program_is_retracted
     }
     let store = Store::open(dir.path()).unwrap();
     let c = Coordinator::open(store, dir.path(), cfg.clone(), clock.clone()).unwrap();
+    c.settle().unwrap();
+    // Killed again in the repair: its cleared leaves are checkpointed, its plans are not, and
+    // the rollback is not covered yet. The next start repairs the holes.
+    let holes = |c: &Coordinator| {
+        let book = c.book_snapshot();
+        book.ids()
+            .filter(|&id| {
+                book.leaf(id) == bookfarm_book::model::BAD_LINK
+                    && bookfarm_book::grow::leaf_request(&book.position(id)).is_some()
+            })
+            .count()
+    };
+    assert!(holes(&c) > 0, "the retraction cleared leaves");
+    assert_eq!(c.status().validation.retractions, 1);
+    c.flush().unwrap();
+    release(c);
+    let store = Store::open(dir.path()).unwrap();
+    let c = Coordinator::open(store, dir.path(), cfg.clone(), clock.clone()).unwrap();
     let w = c.register(&id, "t2", 1).unwrap();
     answer_until_done(&c, &w, 4, mock_results);
     c.settle().unwrap();
     let s = c.status();
     assert_eq!(s.state, State::Done);
+    assert_eq!(holes(&c), 0);
     assert_eq!(
         (s.validation.replays, s.validation.retractions),
         (0, 1),

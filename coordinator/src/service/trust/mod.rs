@@ -62,7 +62,8 @@
 //! count (and its owner's catches) grows, and at [`TrustRules::block_after`] (K) invalid
 //! results it is blocked. Each result of the loser that no other owner vouches for is dropped,
 //! and when one of them (or the wrong result itself) had reached the book growth takes them
-//! back: the serial schedule replays its programs from the base book (`super::growth`).
+//! back (`super::growth`'s `Growth::recover`): a serial book replays its programs from the base
+//! book; an asynchronous one retracts their leaves and searches them again.
 //!
 //! # Threat model
 //!
