@@ -889,7 +889,8 @@ impl Growth {
 
     /// Cancel program `id`: a waiting one leaves the queue; the running one stops before its
     /// next step, keeping what it did (the replay log records the point it was cut at, so a
-    /// replay cuts it there too). Returns the cancelled program.
+    /// replay cuts it there too). Returns the cancelled program. A re-opened program's repair
+    /// is no queued program and goes on (the book regains its properties first).
     pub(crate) fn cancel(&mut self, id: u64) -> Result<ProgramRecord> {
         let now = super::now_ms();
         let replaying = self.replay.replaying().is_some();
