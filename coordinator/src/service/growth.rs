@@ -639,14 +639,15 @@ impl Growth {
     ///   ([`Growth::end_repair`]); the log and its record are unchanged. A program that was
     ///   running before a restart is started again first, and repairs.
     /// * **Serial** (a serial program running, the last logged program serial, or a replay
-    ///   whose current program is serial): rollback by replay ([`Growth::replay`]). A serial book is defined by the
-    ///   serial order from its starting book, which only a replay rebuilds; so a serial program
-    ///   logged after an asynchronous one means a replay, even when the dropped results were
-    ///   the asynchronous program's.
+    ///   whose current program is serial): rollback by replay ([`Growth::replay`]). A serial
+    ///   book is defined by the serial order from its starting book, which only a replay
+    ///   rebuilds; so a serial program logged after an asynchronous one means a replay, even
+    ///   when the dropped results were the asynchronous program's.
     ///
     /// `dropped` empty means the dropped requests are not known here: a rollback requested
-    /// before a restart (`rollback-requested` above `rollback-replayed`). The store still holds
-    /// them: the results its tombstones removed ([`Store::removed_results`]).
+    /// before a restart (`rollback-requested` above `rollback-replayed`), recovered by the
+    /// start's first growth run, before any submission. The store still holds them: the
+    /// results its tombstones removed ([`Store::removed_results`]).
     ///
     /// A rollback is recorded as covered (`rollback-replayed` = `through`) by the checkpoint
     /// that follows the replay or retraction, and for a re-opened program by the checkpoint
