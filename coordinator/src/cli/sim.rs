@@ -263,6 +263,15 @@ pub struct TrustArgs {
     /// function of its options).
     #[arg(long, default_value = "measured", value_parser = coordinator_cost)]
     coordinator_cost: sim::Charge,
+    /// Builds run first with the same workers, each on a new book, their standings kept (as a
+    /// farm's coordinator keeps them from build to build): the row measures the build after
+    /// them, whose volunteers return with the standing they earned (0: every volunteer new).
+    #[arg(long, default_value_t = 0)]
+    warmup_builds: u32,
+    /// After each row, `#` lines saying where the replicas went: first answers per volunteer,
+    /// checks by kind, spot checks drawn at each streak.
+    #[arg(long)]
+    breakdown: bool,
     /// Directory for the simulated stores (default: a temporary directory).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -377,7 +386,7 @@ fn trust_table(a: &TrustArgs) -> anyhow::Result<()> {
         })
     }];
     println!(
-        "# sim trust: deviate {} {} from a new book (level {}, depth {}, {}), {} results, level-{} search times, {} % trusted, {} % liars, no verifier, coordinator: {} RPC cores + 1 growth core, {}; {}",
+        "# sim trust: deviate {} {} from a new book (level {}, depth {}, {}){}, {} results, level-{} search times, {} % trusted, {} % liars, no verifier, coordinator: {} RPC cores + 1 growth core, {}; {}",
         a.relative,
         a.absolute,
         a.level,
@@ -386,6 +395,13 @@ fn trust_table(a: &TrustArgs) -> anyhow::Result<()> {
             format!("asynchronous schedule, {}", a.async_args.describe())
         } else {
             format!("{} schedule", a.schedule.name())
+        },
+        match a.warmup_builds {
+            0 => String::new(),
+            n => format!(
+                " after {n} warm-up build{} with the same workers",
+                if n == 1 { "" } else { "s" }
+            ),
         },
         a.truth.describe(),
         a.times,
@@ -430,11 +446,17 @@ fn trust_table(a: &TrustArgs) -> anyhow::Result<()> {
                 async_options: a.async_args.options(),
                 truth: a.truth,
                 trust: a.rules.rules(),
+                warmup_builds: a.warmup_builds,
             };
             let who = sim::trust::Mix::of(*w, a.trusted_percent, a.liar_percent, *kind);
             let r = sim::trust::simulate_trust(&cfg, who, &dir)
                 .with_context(|| format!("trust simulation with {w} workers"))?;
             println!("{}", r.row());
+            if a.breakdown {
+                for line in r.breakdown() {
+                    println!("{line}");
+                }
+            }
             tracing::info!(
                 workers = w,
                 real_seconds = r.report.real_seconds,
@@ -756,6 +778,7 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
                 truth: a.truth,
                 async_options: a.async_args.options(),
                 trust: TrustRules::default(),
+                warmup_builds: 0,
             };
             let r = sim::simulate(&cfg, &dir)
                 .with_context(|| format!("simulation with {w} workers ({name})"))?;

@@ -320,6 +320,12 @@ impl Coordinator {
             .and_then(|j| j.need.as_ref())
             .map(|n| n.kind)
     }
+
+    /// The streak of `contributor` now (`None`: no record): what the simulator reads to say
+    /// where spot checks fall on the ramp.
+    pub(crate) fn streak_of(&self, contributor: &str) -> Option<u64> {
+        self.jobs().trust.records.get(contributor).map(|r| r.streak)
+    }
 }
 
 #[cfg(test)]

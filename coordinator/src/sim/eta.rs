@@ -103,6 +103,7 @@ pub fn eta_config(
         truth: super::Truth::Hash,
         async_options: bookfarm_book::schedule::AsyncOptions::default(),
         trust: crate::service::TrustRules::default(),
+        warmup_builds: 0,
     }
 }
 

@@ -43,7 +43,7 @@ use bookfarm_proto::domain::{Ack, Identity, IdleReason, Job, JobResult, LeaseAsk
 use bookfarm_proto::{ENGINE_VERSION, PROTOCOL_VERSION};
 pub use cores::{Charge, CoordinatorModel};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, HashSet, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -224,6 +224,11 @@ pub struct SimConfig {
     /// The service's validation rules (what a credential needs to earn trust, the spot-check
     /// ramp and floor, core checks).
     pub trust: TrustRules,
+    /// Builds run first on the same service: each replaces the book by a new one
+    /// ([`Coordinator::import_book`], which keeps the contributors' standings, as a farm's
+    /// coordinator keeps them from build to build) and runs the programs again with the same
+    /// workers. The report measures the last build only (0: one build, every volunteer new).
+    pub warmup_builds: u32,
 }
 
 /// The search CPU seconds (at speed 1 × the worker's speed, as [`SimReport::spent_seconds`])
@@ -255,6 +260,51 @@ impl WasteByCause {
             None => &mut self.other,
         } += secs;
     }
+}
+
+/// Where the trust rules' replicas went, as the simulator saw each search: which worker's
+/// result a check searched again, and the streak its submitter had when a spot check was drawn.
+/// Kinds are indexed as [`TrustBreakdown::KINDS`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TrustBreakdown {
+    /// Per worker: first answers the service accepted (round work; checks not counted).
+    pub answers: Vec<u64>,
+    /// Per worker: checks searched of its results, by kind.
+    pub checked: Vec<[u64; 4]>,
+    /// First answers whose spot coin was tossed (an earned submitter's), by its streak then.
+    pub tossed_by_streak: BTreeMap<u64, u64>,
+    /// Spot checks drawn on those, by the submitter's streak then.
+    pub spot_by_streak: BTreeMap<u64, u64>,
+    /// Checks searched, by kind.
+    pub runs: [CheckRuns; 4],
+}
+
+impl TrustBreakdown {
+    /// The kinds' names, in the order of [`TrustBreakdown::checked`] and
+    /// [`TrustBreakdown::runs`].
+    pub const KINDS: [&'static str; 4] = ["earning", "spot", "core", "settle"];
+
+    fn index(kind: CheckKind) -> usize {
+        match kind {
+            CheckKind::Validation => 0,
+            CheckKind::Spot => 1,
+            CheckKind::Core => 2,
+            CheckKind::Settle => 3,
+        }
+    }
+}
+
+/// The checks of one kind a simulation searched.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CheckRuns {
+    /// Checks searched.
+    pub count: u64,
+    /// Their search CPU seconds (as [`SimReport::spent_seconds`]).
+    pub seconds: f64,
+    /// Of them, checks of a result that is a leaf of the finished book.
+    pub in_book: u64,
+    /// Of them, checks of a result that is a leaf of the finished book's decisive core.
+    pub in_core: u64,
 }
 
 /// Worker crashes: a crashed worker's searches are lost, it stops heartbeating, and the
@@ -347,6 +397,8 @@ pub struct SimReport {
     pub blocked: Vec<BlockedWorker>,
     /// Whether the book's principal variation from the start equals the serial build's.
     pub same_best_line: bool,
+    /// Where the trust rules' replicas went.
+    pub breakdown: TrustBreakdown,
 }
 
 impl SimReport {
@@ -531,6 +583,11 @@ struct Farm<'a> {
     /// Per worker: results submitted; workers refused as blocked (in refusal order).
     submitted: Vec<u64>,
     blocked: Vec<BlockedWorker>,
+    breakdown: TrustBreakdown,
+    /// The worker whose first answer to each request the service accepted last.
+    first_of: std::collections::HashMap<LeafRequest, usize>,
+    /// Each check searched: its kind's index, its request and its true result.
+    checks: Vec<(usize, LeafRequest, LeafResult)>,
 }
 
 impl Farm<'_> {
@@ -706,6 +763,10 @@ impl Farm<'_> {
         // closes the job or changes its check.
         let kind = self.c.check_kind(&l.job.id);
         let cost = l.secs * self.speeds[worker];
+        let streak = match (kind, self.models[worker].credential()) {
+            (None, Some(k)) => self.c.streak_of(&k.name),
+            _ => None,
+        };
         let (acks, end) = self.rpc(now, |c| c.submit(&id, &wid, &[result]));
         let acks = match acks {
             Err(CoordinatorError::Blocked(_)) => {
@@ -722,7 +783,15 @@ impl Farm<'_> {
             }
             acks => acks?,
         };
-        let fresh = acks.first() == Some(&Ack::Accepted) && self.accepted_keys.insert(req);
+        let accepted = acks.first() == Some(&Ack::Accepted);
+        self.account(
+            worker,
+            (kind, streak, accepted),
+            &l.job.id,
+            (req, truth),
+            cost,
+        );
+        let fresh = accepted && self.accepted_keys.insert(req);
         if !fresh || !asked.contains(&req) {
             self.waste(kind, cost);
         }
@@ -731,6 +800,47 @@ impl Farm<'_> {
         }
         self.idle.push_back(worker);
         self.lease_idle(end)
+    }
+
+    /// Count a search of `worker` for `kind` in the trust breakdown: a check by the worker whose
+    /// result it searched again, an `accepted` first answer by whether the service drew a spot
+    /// check (its job became one) at the submitter's `streak` before it submitted.
+    fn account(
+        &mut self,
+        worker: usize,
+        (kind, streak, accepted): (Option<CheckKind>, Option<u64>, bool),
+        job: &uuid::Uuid,
+        (req, truth): (LeafRequest, LeafResult),
+        secs: f64,
+    ) {
+        let b = &mut self.breakdown;
+        match kind {
+            Some(k) => {
+                let i = TrustBreakdown::index(k);
+                b.runs[i].count += 1;
+                b.runs[i].seconds += secs;
+                self.checks.push((i, req, truth));
+                if let Some(&w) = self.first_of.get(&req) {
+                    b.checked[w][i] += 1;
+                }
+            }
+            None if accepted => {
+                let after = self.c.check_kind(job);
+                b.answers[worker] += 1;
+                self.first_of.insert(req, worker);
+                if after == Some(CheckKind::Validation) {
+                    return;
+                }
+                let volunteer = self.models[worker].credential().is_some_and(|k| !k.trusted);
+                if let Some(s) = streak.filter(|_| volunteer) {
+                    *b.tossed_by_streak.entry(s).or_default() += 1;
+                    if after == Some(CheckKind::Spot) {
+                        *b.spot_by_streak.entry(s).or_default() += 1;
+                    }
+                }
+            }
+            None => {}
+        }
     }
 
     /// `secs` of search CPU the serial build does not use, spent on a search for `kind`.
@@ -806,6 +916,43 @@ impl Farm<'_> {
             self.lease_idle(now)?;
         }
         Ok(())
+    }
+
+    /// A warm-up build is over: replace the book by a new one and start the programs again
+    /// with the same workers (standings kept), counting from `now` as a build of its own.
+    fn next_build(&mut self, now: Duration) -> Result<()> {
+        let (h, entries) = new_book(self.cfg.level, self.cfg.depth);
+        let mut book = MemBook::new(h);
+        for e in entries {
+            book.put_position(&e.pos);
+        }
+        self.c.import_book(book)?;
+        // The new book's start position is searched first, as opening a store with a new
+        // book does.
+        self.c.start(Program::new(Operation::New))?;
+        for op in &self.cfg.ops {
+            self.c.start(op.clone())?;
+        }
+        self.searches = 0;
+        self.spent = 0.0;
+        self.wasted = 0.0;
+        self.waste = WasteByCause::default();
+        self.crashes = 0;
+        self.expired = 0;
+        self.accepted_keys.clear();
+        self.breakdown = TrustBreakdown {
+            answers: vec![0; self.cfg.workers],
+            checked: vec![[0; 4]; self.cfg.workers],
+            ..TrustBreakdown::default()
+        };
+        self.first_of.clear();
+        self.checks.clear();
+        for cores in [&mut self.rpc, &mut self.growth] {
+            cores.busy = Duration::ZERO;
+            cores.calls = 0;
+        }
+        self.growth_needed(now);
+        self.lease_idle(now)
     }
 
     /// Whether the build is over: every program finished and nothing queued.
@@ -935,6 +1082,13 @@ fn simulate_full<T>(
         accepted_keys: HashSet::new(),
         submitted: vec![0; cfg.workers],
         blocked: Vec::new(),
+        breakdown: TrustBreakdown {
+            answers: vec![0; cfg.workers],
+            checked: vec![[0; 4]; cfg.workers],
+            ..TrustBreakdown::default()
+        },
+        first_of: std::collections::HashMap::new(),
+        checks: Vec::new(),
     };
     let heartbeat = cfg
         .faults
@@ -942,6 +1096,11 @@ fn simulate_full<T>(
     let mut next_heartbeat = heartbeat;
     let mut next_report = real.elapsed() + PROGRESS_EVERY;
     farm.lease_idle(Duration::ZERO)?;
+    let mut warmups = cfg.warmup_builds;
+    // When the measured build began, and the validation counters then.
+    let mut began = Duration::ZERO;
+    let mut counted = TrustCounters::default();
+    let mut leases = (0, 0);
     loop {
         if real.elapsed() >= next_report {
             next_report += PROGRESS_EVERY;
@@ -969,6 +1128,15 @@ fn simulate_full<T>(
             }
         }
         let Some(Reverse(next)) = farm.events.pop() else {
+            if farm.finished() && warmups > 0 {
+                warmups -= 1;
+                began = clock_now(&clock);
+                counted = farm.c.status().validation;
+                let k = farm.c.counters();
+                leases = (k.speculative_leased, k.backup_leased);
+                farm.next_build(began)?;
+                continue;
+            }
             if farm.finished() {
                 break;
             }
@@ -1030,7 +1198,7 @@ fn simulate_full<T>(
         observe(now, &farm.c);
     }
     farm.c.flush()?;
-    let wall = clock_now(&clock);
+    let wall = clock_now(&clock).saturating_sub(began);
     let capacity: f64 =
         farm.speeds.iter().sum::<f64>() * f64::from(cfg.threads) * wall.as_secs_f64();
     let book = farm.c.book_snapshot();
@@ -1079,17 +1247,44 @@ fn simulate_full<T>(
         schedule: cfg.ops.first().map_or(Schedule::Serial, |p| p.schedule),
         reports: status.reports.clone(),
         prefetch: status.prefetch,
-        speculative_leases: counters.speculative_leased,
-        backup_leases: counters.backup_leased,
+        speculative_leases: counters.speculative_leased.saturating_sub(leases.0),
+        backup_leases: counters.backup_leased.saturating_sub(leases.1),
         crashes: farm.crashes,
         expired: farm.expired,
-        validation: status.validation,
+        validation: status.validation.since(&counted),
         replica_share: status.health.overhead(),
         same_best_line: line(&book) == line(&serial),
         blocked: farm.blocked,
+        breakdown: checks_in_book(farm.breakdown, &farm.checks, &book),
     };
     let inspected = inspect(&book, &serial);
     Ok((report, inspected))
+}
+
+/// `breakdown` with each kind's checks counted by whether the result they searched again is a
+/// leaf of `book`, and of its decisive core from the start.
+fn checks_in_book(
+    mut breakdown: TrustBreakdown,
+    checks: &[(usize, LeafRequest, LeafResult)],
+    book: &MemBook,
+) -> TrustBreakdown {
+    use bookfarm_book::decisive::{CoreKey, decisive_core};
+    let leaves: HashSet<CoreKey> = book
+        .positions()
+        .filter(|p| p.leaf != bookfarm_book::model::BAD_LINK)
+        .map(|p| CoreKey::of_leaf(&p.board, p.level, p.leaf))
+        .collect();
+    let core: HashSet<CoreKey> = decisive_core(book, &Board::start())
+        .leaves
+        .iter()
+        .map(|l| l.key())
+        .collect();
+    for (i, req, truth) in checks {
+        let key = CoreKey::of_result(req, truth);
+        breakdown.runs[*i].in_book += u64::from(leaves.contains(&key));
+        breakdown.runs[*i].in_core += u64::from(core.contains(&key));
+    }
+    breakdown
 }
 
 fn clock_now(clock: &ManualClock) -> Duration {
@@ -1149,6 +1344,7 @@ mod tests {
             async_options: AsyncOptions::default(),
             truth: Truth::Hash,
             trust: TrustRules::default(),
+            warmup_builds: 0,
         }
     }
 

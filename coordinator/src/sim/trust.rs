@@ -276,6 +276,53 @@ impl TrustRow {
     }
 }
 
+impl TrustRow {
+    /// Where the replicas went (`sim trust --breakdown`), as `#` comment lines: first answers
+    /// per volunteer, checks by kind (count, share of all search CPU, per volunteer, and how
+    /// many searched a result that is a leaf of the finished book and of its decisive core), and
+    /// the spot checks drawn at each streak against the first answers whose coin was tossed.
+    pub fn breakdown(&self) -> Vec<String> {
+        let r = &self.report;
+        let b = &r.breakdown;
+        let volunteers: Vec<usize> = (self.mix.trusted..r.workers).collect();
+        let mut answers: Vec<u64> = volunteers.iter().map(|&w| b.answers[w]).collect();
+        answers.sort_unstable();
+        let n = answers.len().max(1) as f64;
+        let trusted: u64 = b.answers[..self.mix.trusted.min(b.answers.len())]
+            .iter()
+            .sum();
+        let mut out = vec![format!(
+            "# first answers: volunteers {} (mean {:.1}, min {}, median {}, max {}), trusted {} ({:.1} each)",
+            answers.iter().sum::<u64>(),
+            answers.iter().sum::<u64>() as f64 / n,
+            answers.first().copied().unwrap_or(0),
+            answers.get(answers.len() / 2).copied().unwrap_or(0),
+            answers.last().copied().unwrap_or(0),
+            trusted,
+            trusted as f64 / self.mix.trusted.max(1) as f64,
+        )];
+        for (i, name) in super::TrustBreakdown::KINDS.iter().enumerate() {
+            let c = &b.runs[i];
+            let of_volunteers: u64 = volunteers.iter().map(|&w| b.checked[w][i]).sum();
+            out.push(format!(
+                "# {name} checks: {} ({:.1} % of search CPU), {:.2} per volunteer, {} of a leaf of the finished book, {} of its decisive core",
+                c.count,
+                100.0 * c.seconds / r.spent_seconds.max(f64::MIN_POSITIVE),
+                of_volunteers as f64 / n,
+                c.in_book,
+                c.in_core,
+            ));
+        }
+        let mut line = String::from("# spot checks drawn / coins tossed by streak:");
+        for (s, tossed) in &b.tossed_by_streak {
+            let drawn = b.spot_by_streak.get(s).copied().unwrap_or(0);
+            line.push_str(&format!(" {s}:{drawn}/{tossed}"));
+        }
+        out.push(line);
+        out
+    }
+}
+
 /// Simulate `cfg` (its worker models replaced) with the workers of `mix`, in store directory
 /// `dir`, and count the lies in the finished book and in its decisive core.
 pub fn simulate_trust(cfg: &SimConfig, who: Mix, dir: &Path) -> Result<TrustRow> {
@@ -391,6 +438,7 @@ mod tests {
             async_options: Default::default(),
             truth: Truth::Hash,
             trust: crate::service::TrustRules::default(),
+            warmup_builds: 0,
         }
     }
 
@@ -470,6 +518,44 @@ mod tests {
             r.row()
         );
         assert!(r.report.same_best_line, "{}", r.row());
+    }
+
+    /// Volunteers that return for a second build keep the standing they earned in the first
+    /// (the service keeps it when the book is replaced): the measured build holds no result of
+    /// theirs for validation, spends less on earning and checks than a first build, and still
+    /// builds the serial book; its figures are its own (the warm-up's searches not counted).
+    #[test]
+    fn returning_volunteers_keep_their_standing() {
+        let dir = || tempfile::tempdir().unwrap();
+        let cfg = small_config(20);
+        let who = Mix::of(20, 10.0, 0.0, None);
+        let first = simulate_trust(&cfg, who, dir().path()).unwrap();
+        let warm = SimConfig {
+            warmup_builds: 1,
+            ..cfg.clone()
+        };
+        let second = simulate_trust(&warm, who, dir().path()).unwrap();
+        for r in [&first, &second] {
+            assert!(r.report.same_as_serial, "{}", r.row());
+            assert_eq!(r.report.serial_searches, first.report.serial_searches);
+        }
+        assert!(first.report.validation.held > 0, "{}", first.row());
+        assert_eq!(second.report.validation.held, 0, "{}", second.row());
+        assert_eq!(second.report.waste.earning, 0.0, "{}", second.row());
+        assert!(
+            second.report.wasted_seconds < first.report.wasted_seconds,
+            "first {} returning {}",
+            first.row(),
+            second.row()
+        );
+        // One build's searches: the serial build's and the checks, not two builds' worth.
+        assert!(
+            second.report.searches < 2 * first.report.serial_searches,
+            "{}",
+            second.row()
+        );
+        let answers: u64 = second.report.breakdown.answers.iter().sum();
+        assert_eq!(answers as usize, first.report.serial_searches);
     }
 
     /// With fixed coordinator charges a trust run is a function of its configuration: the same

@@ -104,6 +104,31 @@ pub struct TrustCounters {
     pub replica_nodes: u64,
 }
 
+impl TrustCounters {
+    /// What was counted since `earlier` (a reading of the same service): every count less its
+    /// earlier value; the figures of now (provisional results, the core) as they are.
+    pub fn since(&self, earlier: &TrustCounters) -> TrustCounters {
+        let d = |now: u64, then: u64| now.saturating_sub(then);
+        TrustCounters {
+            held: d(self.held, earlier.held),
+            validated: d(self.validated, earlier.validated),
+            applied_at_once: d(self.applied_at_once, earlier.applied_at_once),
+            spot_checks: d(self.spot_checks, earlier.spot_checks),
+            relaxed_checks: d(self.relaxed_checks, earlier.relaxed_checks),
+            core_checks: d(self.core_checks, earlier.core_checks),
+            core_caught: d(self.core_caught, earlier.core_caught),
+            replay_cpu_us: d(self.replay_cpu_us, earlier.replay_cpu_us),
+            invalid: d(self.invalid, earlier.invalid),
+            reached_book: d(self.reached_book, earlier.reached_book),
+            rollbacks: d(self.rollbacks, earlier.rollbacks),
+            dropped: d(self.dropped, earlier.dropped),
+            used_nodes: d(self.used_nodes, earlier.used_nodes),
+            replica_nodes: d(self.replica_nodes, earlier.replica_nodes),
+            ..*self
+        }
+    }
+}
+
 /// The validation state: standing and credit per contributor, open cases, who vouches for
 /// each applied result, and which results are provisional (see `super::core_watch`). Lives in the
 /// job table's lock (leases need standings; submissions change everything at once).
