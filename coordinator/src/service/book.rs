@@ -54,8 +54,11 @@ impl Coordinator {
             Replay::load(None),
         )?;
         growth.set_writer(writer);
+        // The old book's cases, vouchers and provisional results go with it; the standings
+        // stay (the store carries them into the new book's tree).
         jobs.trust.clear_cases();
         jobs.trust.sources.clear();
+        jobs.trust.watch = Default::default();
         self.0.paused.store(false, Ordering::SeqCst);
         let n = growth.book.len() as u64;
         jobs.clear_jobs();

@@ -19,7 +19,7 @@
 //! the old book (one removal per key) whole, and costs nothing per key. The base is not read
 //! through sled, so it costs neither sled's page cache nor its write amplification.
 
-use super::keys::{BOOK_TREE_KEY, book_tree_name, is_book_tree, meta_in, seal, unseal};
+use super::keys::{BOOK_TREE_KEY, T, book_tree_name, is_book_tree, meta_in, seal, unseal};
 use super::{BaseRecord, Batch, Entry, HeaderRecord, Store, StoreError};
 use bookfarm_book::MemBook;
 use bookfarm_book::edax;
@@ -204,7 +204,7 @@ impl Store {
     }
 
     /// Replace the book (positions, results, growth state, header: everything but the worker
-    /// credentials) by `book` as the new base (its positions in its order, all pending a leaf
+    /// credentials and the contributors' standings) by `book` as the new base (its positions in its order, all pending a leaf
     /// search unless they already carry one).
     ///
     /// Crash-safe, durable on return: the new base file is written and synced, the new
@@ -277,6 +277,13 @@ impl Store {
         b.put_header(book.header())?;
         // The new base is the book replays start from.
         b.put_meta("replay-base", &HeaderRecord::from(book.header()))?;
+        // Standings belong to credentials, not to a book: every contributor's trust record
+        // (streak, earned trust, invalid results, block) is carried into the new generation, so
+        // a volunteer keeps the trust it earned, and a caught one its catches, from book to book.
+        for kv in current.scan_prefix([T]) {
+            let (k, v) = kv?;
+            b.batch.insert(k, v);
+        }
         super::sled_gate::apply(&tree, b.batch)?;
         self.flush()?;
         Ok(tree)

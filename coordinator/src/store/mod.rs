@@ -7,7 +7,7 @@
 //! records over it; replacing the book writes a new base file and a new tree and moves one
 //! pointer (see `generations.rs`). Worker credentials live in a tree of their own
 //! ([`CredentialStore`]), and so does the event log ([`EventStore`]); replacing the book never
-//! touches them.
+//! touches them, and carries the contributors' trust records (standings) into the new tree.
 //!
 //! The rooms:
 //! - `keys.rs`: the key layout of every tree, key encoders, postcard encoding;

@@ -62,9 +62,9 @@ fn missing_book_is_a_clear_error() {
 }
 
 /// Replacing the book is one batch: the old positions, results and growth state are gone, the
-/// new header (date included) and positions are there, credentials stay.
+/// new header (date included) and positions are there, credentials and standings stay.
 #[test]
-fn create_replaces_everything_but_credentials() {
+fn create_replaces_everything_but_credentials_and_standings() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(dir.path()).unwrap();
     let mut h = BookHeader::new(8, 20);
@@ -83,6 +83,23 @@ fn create_replaces_everything_but_credentials() {
         token_sha256: [1; 32],
     };
     assert!(s.credentials().unwrap().insert_new(&cred).unwrap());
+    let earned = TrustRecord {
+        owner: "me".into(),
+        streak: 40,
+        earned_ms: 7,
+        results: 40,
+        ..TrustRecord::default()
+    };
+    let caught = TrustRecord {
+        owner: "them".into(),
+        invalid: 3,
+        blocked: true,
+        ..TrustRecord::default()
+    };
+    let mut b = Batch::default();
+    b.put_trust("host", &earned).unwrap();
+    b.put_trust("liar", &caught).unwrap();
+    s.apply(b).unwrap();
     let mut h2 = BookHeader::new(4, 10);
     h2.date.year = 2003;
     s.create(&h2, &[]).unwrap();
@@ -90,6 +107,17 @@ fn create_replaces_everything_but_credentials() {
     assert_eq!(l.header, h2);
     assert!(l.book.is_empty() && l.signature.is_none());
     assert_eq!(s.credentials().unwrap().list().unwrap().len(), 1);
+    let mut standings = s.trust_records().unwrap();
+    standings.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        standings,
+        vec![("host".to_string(), earned), ("liar".to_string(), caught)]
+    );
+    // And after reopening the store.
+    drop(l);
+    drop(s);
+    let s = Store::open(dir.path()).unwrap();
+    assert_eq!(s.trust_records().unwrap().len(), 2);
 }
 
 /// The base keeps the book's order; position records written later replace a base position in place

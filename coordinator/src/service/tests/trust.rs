@@ -371,6 +371,42 @@ fn a_core_lie_no_spot_check_caught_is_removed_before_the_build_is_done() {
     }
 }
 
+/// A new book keeps the contributors' standings, in memory and in the store (a volunteer that
+/// earned trust on one book returns to the next with it), and starts with no provisional
+/// result: the old book's are not the new one's to confirm.
+#[test]
+fn a_new_book_keeps_standings_and_starts_with_no_provisional_result() {
+    let (f, id) = fixture_without_verifier(TrustRules {
+        spot_floor: 0.0,
+        ..TrustRules::default()
+    });
+    let op = f.c.register_with(&id, "t", 1, Some("op"), true).unwrap();
+    let vol = f.c.register_with(&id, "v", 1, Some("vol"), false).unwrap();
+    long_record(&f.c, "vol", 1 << 40);
+    f.c.start(deviate24()).unwrap();
+    drive_mixed(&f.c, &[(vol, Answer::Honest), (op, Answer::Honest)]);
+    let before = f.c.status().validation;
+    assert!(before.provisional > 0, "{before:?}");
+    let (h, entries) = new_book(2, 10);
+    f.c.import(h, entries.into_iter().map(|e| e.pos).collect())
+        .unwrap();
+    let s = f.c.status();
+    assert_eq!(s.validation.provisional, 0, "{:?}", s.validation);
+    let vc = s.credit.iter().find(|c| c.name == "vol").unwrap();
+    assert!(
+        vc.standing == Standing::Earned && vc.streak >= 1 << 40,
+        "{vc:?}"
+    );
+    f.c.flush().unwrap();
+    let stored = f.c.0.store.trust_records().unwrap();
+    assert!(
+        stored
+            .iter()
+            .any(|(n, t)| n == "vol" && t.streak >= 1 << 40),
+        "{stored:?}"
+    );
+}
+
 /// A sleeper honest until it earned trust, then lying on one result in three: a lie reaches the
 /// book on its earned word and growth builds on it; a spot check by the trusted worker (no
 /// verifier) catches it later, and the book is replayed out of the liar's results to the honest
