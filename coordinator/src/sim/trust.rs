@@ -540,6 +540,15 @@ mod tests {
             assert_eq!(r.report.serial_searches, first.report.serial_searches);
         }
         assert!(first.report.validation.held > 0, "{}", first.row());
+        // The breakdown counts what the service counted: one earning replica per held result
+        // (honest volunteers: the first agreeing one validates it), every spot check drawn.
+        let b = &first.report.breakdown;
+        let v = &first.report.validation;
+        assert_eq!(b.runs[0].count, v.held, "{:?}", b);
+        assert_eq!(b.spot_by_streak.values().sum::<u64>(), v.spot_checks, "{b:?}");
+        assert!(v.spot_checks > 0, "{}", first.row());
+        let checked: u64 = b.checked.iter().map(|c| c[0]).sum();
+        assert_eq!(checked, v.held, "each earning replica names the volunteer it checked");
         assert_eq!(second.report.validation.held, 0, "{}", second.row());
         assert_eq!(second.report.waste.earning, 0.0, "{}", second.row());
         assert!(
