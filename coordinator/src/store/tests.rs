@@ -713,7 +713,8 @@ fn grow(s: &Store, book: &MemBook) {
 
 /// A replacement killed between its steps (the store dropped without finishing it): before the
 /// pointer moves the store reopens to the old book, after it to the new one; either way the
-/// next open drops the other generation's tree and file, and the credentials stay.
+/// next open drops the other generation's tree and file, and the standings and credentials
+/// stay.
 #[test]
 fn a_replacement_cut_short_between_its_steps_leaves_the_old_or_the_new_book() {
     let dir = tempfile::tempdir().unwrap();
@@ -753,8 +754,8 @@ fn a_replacement_cut_short_between_its_steps_leaves_the_old_or_the_new_book() {
     let new = snapshot(dir.path());
     assert_eq!(new.0.date.year, 2002);
     assert_eq!(new.1, new_book.positions().collect::<Vec<_>>());
-    // Growth's records went with the old book; the credentials did not.
-    assert_eq!((new.2.len(), new.3.len(), new.4.len()), (0, 0, 1));
+    // Growth's records went with the old book; the standings and the credentials did not.
+    assert_eq!((new.2.len(), &new.3, new.4.len()), (0, &old.3, 1));
     assert_eq!(
         generations(dir.path()),
         (vec![book_tree_name(2)], vec![base_file(dir.path(), 2)],)
