@@ -277,6 +277,9 @@ pub struct TrustBreakdown {
     pub spot_by_streak: BTreeMap<u64, u64>,
     /// Checks searched, by kind.
     pub runs: [CheckRuns; 4],
+    /// Wrong first answers (a liar's) the service applied on their submitter's word, not held
+    /// for validation: lies that reached the book, whether caught later or not.
+    pub lies_applied: u64,
 }
 
 impl TrustBreakdown {
@@ -788,7 +791,7 @@ impl Farm<'_> {
             worker,
             (kind, streak, accepted),
             &l.job.id,
-            (req, truth),
+            (req, truth, leaf != truth),
             cost,
         );
         let fresh = accepted && self.accepted_keys.insert(req);
@@ -804,13 +807,14 @@ impl Farm<'_> {
 
     /// Count a search of `worker` for `kind` in the trust breakdown: a check by the worker whose
     /// result it searched again, an `accepted` first answer by whether the service drew a spot
-    /// check (its job became one) at the submitter's `streak` before it submitted.
+    /// check (its job became one) at the submitter's `streak` before it submitted, and whether
+    /// it was a `lie` applied on its word.
     fn account(
         &mut self,
         worker: usize,
         (kind, streak, accepted): (Option<CheckKind>, Option<u64>, bool),
         job: &uuid::Uuid,
-        (req, truth): (LeafRequest, LeafResult),
+        (req, truth, lie): (LeafRequest, LeafResult, bool),
         secs: f64,
     ) {
         let b = &mut self.breakdown;
@@ -831,6 +835,7 @@ impl Farm<'_> {
                 if after == Some(CheckKind::Validation) {
                     return;
                 }
+                b.lies_applied += u64::from(lie);
                 let volunteer = self.models[worker].credential().is_some_and(|k| !k.trusted);
                 if let Some(s) = streak.filter(|_| volunteer) {
                     *b.tossed_by_streak.entry(s).or_default() += 1;

@@ -216,10 +216,11 @@ pub struct TrustRow {
 impl TrustRow {
     /// The header of [`TrustRow::row`]. `overhead` is the search CPU the serial build does not
     /// use over all search CPU; `over_*` split it by cause ([`super::WasteByCause`]: earning
-    /// replicas, spot checks, core checks, settlements, the rest) and sum to it; `rollbacks`
-    /// requested, handled by `replays` from the base book or `retractions` (asynchronous);
-    /// `finished`: the serial selection of the program finds nothing on the finished book.
-    pub const HEADER: &'static str = "workers\ttrusted\tliar\tliars\tefficiency\toverhead\tover_earning\tover_spot\tover_core\tover_settle\tover_other\treplica_share\tlies_told\tliars_blocked\tresults_to_block_median\tresults_to_block_max\tinvalid\treached_book\tlies_in_book\tlies_in_core\trollbacks\treplays\tretractions\treplay_cpu_s\tcoord_cpu_us_per_result\troot\thonest_root\tsame_best_line\tsame_book\tfinished\tcore_share";
+    /// replicas, spot checks, core checks, settlements, the rest) and sum to it; `lies_applied`:
+    /// lies the service applied on a liar's word (caught later or not); `rollbacks` requested,
+    /// handled by `replays` from the base book or `retractions` (asynchronous); `finished`: the
+    /// serial selection of the program finds nothing on the finished book.
+    pub const HEADER: &'static str = "workers\ttrusted\tliar\tliars\tefficiency\toverhead\tover_earning\tover_spot\tover_core\tover_settle\tover_other\treplica_share\tlies_told\tlies_applied\tliars_blocked\tresults_to_block_median\tresults_to_block_max\tinvalid\treached_book\tlies_in_book\tlies_in_core\trollbacks\treplays\tretractions\treplay_cpu_s\tcoord_cpu_us_per_result\troot\thonest_root\tsame_best_line\tsame_book\tfinished\tcore_share";
 
     /// One tab-separated row.
     pub fn row(&self) -> String {
@@ -239,7 +240,7 @@ impl TrustRow {
         let yes = |b: bool| if b { "yes" } else { "NO" };
         let share = |secs: f64| secs / r.spent_seconds.max(f64::MIN_POSITIVE);
         format!(
-            "{}\t{}\t{}\t{}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{}\t{}/{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.2}\t{:.1}\t{}\t{}\t{}\t{}\t{}\t{:.3}",
+            "{}\t{}\t{}\t{}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{}\t{}\t{}/{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.2}\t{:.1}\t{}\t{}\t{}\t{}\t{}\t{:.3}",
             r.workers,
             self.mix.trusted,
             self.mix.kind.map_or_else(|| "honest".into(), |k| k.name()),
@@ -253,6 +254,7 @@ impl TrustRow {
             share(r.waste.other),
             r.replica_share,
             self.lies_told,
+            r.breakdown.lies_applied,
             liars.len(),
             self.mix.liars,
             median,
@@ -510,6 +512,8 @@ mod tests {
         assert!(r.lies_told > 0, "{}", r.row());
         assert_eq!(r.report.blocked.len(), liars.liars, "{}", r.row());
         assert!(r.report.validation.invalid > 0, "{}", r.row());
+        // They never earn trust, so no lie of theirs is applied on their word.
+        assert_eq!(r.report.breakdown.lies_applied, 0, "{}", r.row());
         assert_eq!(r.lies_in_core, 0, "{}", r.row());
         assert_eq!(
             r.report.root_value,
@@ -545,10 +549,17 @@ mod tests {
         let b = &first.report.breakdown;
         let v = &first.report.validation;
         assert_eq!(b.runs[0].count, v.held, "{:?}", b);
-        assert_eq!(b.spot_by_streak.values().sum::<u64>(), v.spot_checks, "{b:?}");
+        assert_eq!(
+            b.spot_by_streak.values().sum::<u64>(),
+            v.spot_checks,
+            "{b:?}"
+        );
         assert!(v.spot_checks > 0, "{}", first.row());
         let checked: u64 = b.checked.iter().map(|c| c[0]).sum();
-        assert_eq!(checked, v.held, "each earning replica names the volunteer it checked");
+        assert_eq!(
+            checked, v.held,
+            "each earning replica names the volunteer it checked"
+        );
         assert_eq!(second.report.validation.held, 0, "{}", second.row());
         assert_eq!(second.report.waste.earning, 0.0, "{}", second.row());
         assert!(
@@ -647,6 +658,11 @@ mod tests {
         assert!(!a.report.blocked.is_empty(), "{}", a.row());
         assert!(a.report.validation.dropped > 1, "{}", a.row());
         assert!(a.report.validation.reached_book > 0, "{}", a.row());
+        assert!(
+            a.report.breakdown.lies_applied >= a.report.validation.reached_book,
+            "every lie caught in the book was applied on its word: {}",
+            a.row()
+        );
         assert!(a.report.finished, "{}", a.row());
         assert_eq!(a.lies_in_core, 0, "{}", a.row());
     }
