@@ -16,6 +16,11 @@
 //!   of its credentials) was caught with ([`required_streak`]);
 //! * [`Standing::Untrusted`]: every other credential.
 //!
+//! A standing belongs to its credential, not to a book: a new book keeps every contributor's
+//! record (streak, earned trust, invalid results, block; the store carries them into the new
+//! book's tree), so a volunteer pays the earning and the first spot checks once, and a caught
+//! owner's catches outlive the book it lied on.
+//!
 //! **When a result is applied** (per result: the rule knows nothing of programs or passes).
 //! Agreeing replicas weigh, per distinct owner, 2 (Root, Given), 1 (Earned) or 0 (Untrusted).
 //! Weight 0 is *held* until a trust root or an earned worker of another owner agrees, so
