@@ -108,23 +108,49 @@ impl TrustCounters {
     /// What was counted since `earlier` (a reading of the same service): every count less its
     /// earlier value; the figures of now (provisional results, the core) as they are.
     pub fn since(&self, earlier: &TrustCounters) -> TrustCounters {
-        let d = |now: u64, then: u64| now.saturating_sub(then);
+        // Every field named: a new one must be sorted into counts or figures here.
+        let TrustCounters {
+            held,
+            validated,
+            applied_at_once,
+            spot_checks,
+            relaxed_checks,
+            core_checks,
+            core_caught,
+            provisional,
+            core_size,
+            core_unconfirmed,
+            replay_cpu_us,
+            invalid,
+            reached_book,
+            rollbacks,
+            replays,
+            retractions,
+            dropped,
+            used_nodes,
+            replica_nodes,
+        } = *self;
+        let e = earlier;
         TrustCounters {
-            held: d(self.held, earlier.held),
-            validated: d(self.validated, earlier.validated),
-            applied_at_once: d(self.applied_at_once, earlier.applied_at_once),
-            spot_checks: d(self.spot_checks, earlier.spot_checks),
-            relaxed_checks: d(self.relaxed_checks, earlier.relaxed_checks),
-            core_checks: d(self.core_checks, earlier.core_checks),
-            core_caught: d(self.core_caught, earlier.core_caught),
-            replay_cpu_us: d(self.replay_cpu_us, earlier.replay_cpu_us),
-            invalid: d(self.invalid, earlier.invalid),
-            reached_book: d(self.reached_book, earlier.reached_book),
-            rollbacks: d(self.rollbacks, earlier.rollbacks),
-            dropped: d(self.dropped, earlier.dropped),
-            used_nodes: d(self.used_nodes, earlier.used_nodes),
-            replica_nodes: d(self.replica_nodes, earlier.replica_nodes),
-            ..*self
+            held: held.saturating_sub(e.held),
+            validated: validated.saturating_sub(e.validated),
+            applied_at_once: applied_at_once.saturating_sub(e.applied_at_once),
+            spot_checks: spot_checks.saturating_sub(e.spot_checks),
+            relaxed_checks: relaxed_checks.saturating_sub(e.relaxed_checks),
+            core_checks: core_checks.saturating_sub(e.core_checks),
+            core_caught: core_caught.saturating_sub(e.core_caught),
+            provisional,
+            core_size,
+            core_unconfirmed,
+            replay_cpu_us: replay_cpu_us.saturating_sub(e.replay_cpu_us),
+            invalid: invalid.saturating_sub(e.invalid),
+            reached_book: reached_book.saturating_sub(e.reached_book),
+            rollbacks: rollbacks.saturating_sub(e.rollbacks),
+            replays: replays.saturating_sub(e.replays),
+            retractions: retractions.saturating_sub(e.retractions),
+            dropped: dropped.saturating_sub(e.dropped),
+            used_nodes: used_nodes.saturating_sub(e.used_nodes),
+            replica_nodes: replica_nodes.saturating_sub(e.replica_nodes),
         }
     }
 }
