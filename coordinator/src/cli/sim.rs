@@ -265,7 +265,9 @@ pub struct TrustArgs {
     coordinator_cost: sim::Charge,
     /// Builds run first with the same workers, each on a new book, their standings kept (as a
     /// farm's coordinator keeps them from build to build): the row measures the build after
-    /// them, whose volunteers return with the standing they earned (0: every volunteer new).
+    /// them, whose volunteers return with the standing they earned (0: every volunteer new;
+    /// `replica_share`, the service's own figure, counts from its start, warm-up builds
+    /// included).
     #[arg(long, default_value_t = 0)]
     warmup_builds: u32,
     /// After each row, `#` lines saying where the replicas went: first answers per volunteer,

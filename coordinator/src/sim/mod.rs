@@ -227,7 +227,8 @@ pub struct SimConfig {
     /// Builds run first on the same service: each replaces the book by a new one
     /// ([`Coordinator::import_book`], which keeps the contributors' standings, as a farm's
     /// coordinator keeps them from build to build) and runs the programs again with the same
-    /// workers. The report measures the last build only (0: one build, every volunteer new).
+    /// workers. The report measures the last build only (0: one build, every volunteer new),
+    /// but for [`SimReport::replica_share`], the service's figure since its start.
     pub warmup_builds: u32,
 }
 
