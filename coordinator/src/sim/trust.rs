@@ -655,8 +655,18 @@ mod tests {
         };
         assert_eq!(repeatable(&a), repeatable(&b));
         assert!(a.lies_told > 0, "{}", a.row());
-        assert!(!a.report.blocked.is_empty(), "{}", a.row());
-        assert!(a.report.validation.dropped > 1, "{}", a.row());
+        // A liar was caught (a caught credential earns again one confirmation at a time, so
+        // in a build this small it need not reach its block), and what it alone vouched for was
+        // retracted, not replayed.
+        assert!(a.report.validation.invalid > 0, "{}", a.row());
+        assert!(a.report.validation.retractions > 0, "{}", a.row());
+        assert_eq!(a.report.validation.replays, 0, "{}", a.row());
+        assert!(
+            a.report.validation.dropped > 1,
+            "dropped {}: {}",
+            a.report.validation.dropped,
+            a.row()
+        );
         assert!(a.report.validation.reached_book > 0, "{}", a.row());
         assert!(
             a.report.breakdown.lies_applied >= a.report.validation.reached_book,

@@ -5,7 +5,7 @@
 use super::core_watch::CoreWatch;
 use super::rules::{
     CheckKind, Decision, Need, Replica, Standing, StreakRule, TrustRules, coin, decide,
-    earning_room, required_streak, spot_probability, standing,
+    earning_room, earning_window, required_streak, spot_probability, standing,
 };
 use crate::error::Result;
 use crate::store::{Batch, CaseRecord, ReplicaRecord, ResultRecord, TrustRecord};
@@ -278,8 +278,8 @@ impl TrustState {
 
     /// How many more searches `contributor` may be given while it earns trust (see
     /// [`earning_room`]): `None` when it is no credential still earning (earned, trusted, the
-    /// coordinator's own, or unknown), else the confirmations it still needs less its replicas
-    /// in open cases and the `leased` searches its workers hold now (asked only then: it walks
+    /// coordinator's own, or unknown), else the confirmations it still needs (at most its
+    /// owner's [`earning_window`]) less its replicas in open cases and the `leased` searches its workers hold now (asked only then: it walks
     /// the workers). The rule knows nothing of programs or passes.
     pub(crate) fn earning_room(
         &self,
@@ -297,6 +297,7 @@ impl TrustState {
             required_streak(rules, catches),
             r.streak,
             open.saturating_add(leased()),
+            earning_window(rules, catches),
         ))
     }
 

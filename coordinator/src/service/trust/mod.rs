@@ -31,7 +31,8 @@
 //! streak a credential earns trust with. Any other weight is applied at once. A result applied on the word of earned contributors only is **provisional**.
 //!
 //! **Earning.** A credential still earning trust is given no more searches than the
-//! confirmations it still needs (its required streak less its streak), counting its results
+//! confirmations it still needs (its required streak less its streak; after its owner's k-th
+//! catch, which doubles the required streak, at most N / 2^k, at least 1), counting its results
 //! waiting in open cases and the searches its workers hold (`TrustState::earning_room`, applied
 //! at every lease); beyond them it is told it is earning (`IdleReason::Earning`) until a trust
 //! root confirms some. Every result of such a credential is searched again by a trust root, so

@@ -125,13 +125,25 @@ pub fn required_streak(rules: &TrustRules, owner_catches: u64) -> u64 {
 }
 
 /// How many more searches a credential still earning trust may be given: the confirmations it
-/// still needs (`required` less its `streak`) less its `unconfirmed` results (answered and
-/// waiting for a trust root, or leased and not answered yet). Every result of such a
-/// credential is held until a trust root searches it again, so a search beyond the
-/// confirmations it still needs costs the farm a replica and brings its trust no closer.
-pub(crate) fn earning_room(required: u64, streak: u64, unconfirmed: usize) -> usize {
-    let needed = usize::try_from(required.saturating_sub(streak)).unwrap_or(usize::MAX);
-    needed.saturating_sub(unconfirmed)
+/// still needs (`required` less its `streak`), at most `window`, less its `unconfirmed`
+/// results (answered and waiting for a trust root, or leased and not answered yet). Every
+/// result of such a credential is held until a trust root searches it again, so a search
+/// beyond the confirmations it still needs costs the farm a replica and brings its trust no
+/// closer; `window` ([`earning_window`]) narrows what a caught owner may hold unconfirmed.
+pub(crate) fn earning_room(required: u64, streak: u64, unconfirmed: usize, window: u64) -> usize {
+    let needed = required.saturating_sub(streak).min(window);
+    usize::try_from(needed)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(unconfirmed)
+}
+
+/// How many unconfirmed results a credential still earning trust may hold, its owner having
+/// been caught `owner_catches` times: N, halved for each catch, at least 1. A catch doubles the
+/// confirmations the owner needs ([`required_streak`]) and halves this window, so a caught
+/// credential earns trust again one confirmation at a time instead of being given more room
+/// to lie in: an always-lying credential is refused after `block_after` results.
+pub(crate) fn earning_window(rules: &TrustRules, owner_catches: u64) -> u64 {
+    (rules.earn_after.max(1) >> owner_catches.min(63)).max(1)
 }
 
 /// The standing a contributor's record gives it, its owner having been caught

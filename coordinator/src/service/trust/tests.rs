@@ -594,16 +594,37 @@ fn the_results_streak_rule_lowers_spot_checks_with_every_unchecked_result() {
 /// A credential still earning trust may hold no more unconfirmed results (answered and waiting
 /// for a trust root, or leased) than the confirmations it still needs: each one is searched
 /// again, so more would cost replicas without bringing its trust closer. Confirmations open
-/// room again, a catch (streak reset, required streak doubled) sets the need anew, and an
-/// earned, trusted or unknown contributor has no such bound.
+/// room again, a catch (streak reset, required streak doubled, window halved) sets the need
+/// anew, and an earned, trusted or unknown contributor has no such bound.
 #[test]
 fn a_credential_still_earning_holds_no_more_unconfirmed_results_than_it_needs() {
     // The pure rule.
-    assert_eq!(rules::earning_room(3, 0, 0), 3);
-    assert_eq!(rules::earning_room(3, 1, 1), 1);
-    assert_eq!(rules::earning_room(3, 0, 3), 0);
-    assert_eq!(rules::earning_room(3, 2, 5), 0, "never below zero");
-    assert_eq!(rules::earning_room(6, 0, 2), 4, "after a catch: twice N");
+    assert_eq!(rules::earning_room(3, 0, 0, 3), 3);
+    assert_eq!(rules::earning_room(3, 1, 1, 3), 1);
+    assert_eq!(rules::earning_room(3, 0, 3, 3), 0);
+    assert_eq!(rules::earning_room(3, 2, 5, 3), 0, "never below zero");
+    assert_eq!(
+        rules::earning_room(6, 0, 0, 1),
+        1,
+        "after a catch: one at a time"
+    );
+    assert_eq!(
+        rules::earning_room(6, 0, 2, 1),
+        0,
+        "after a catch: held ones first"
+    );
+    let r3 = TrustRules {
+        earn_after: 3,
+        ..TrustRules::default()
+    };
+    let windows: Vec<u64> = (0..4).map(|c| rules::earning_window(&r3, c)).collect();
+    assert_eq!(windows, [3, 1, 1, 1], "N, halved per catch, at least 1");
+    let r8 = TrustRules {
+        earn_after: 8,
+        ..TrustRules::default()
+    };
+    assert_eq!(rules::earning_window(&r8, 2), 2);
+    assert_eq!(rules::earning_window(&r8, 64), 1, "bounded");
     // The ledger: answered results count while their cases are open, leases as told.
     let rules = TrustRules::default();
     let n = usize::try_from(rules.earn_after).unwrap();
@@ -684,8 +705,8 @@ fn a_credential_still_earning_holds_no_more_unconfirmed_results_than_it_needs() 
     assert_eq!(t.records["u"].streak, 0);
     assert_eq!(
         t.earning_room("u", &rules, || 0),
-        Some(2 * n),
-        "needs 2N now"
+        Some(usize::try_from(rules::earning_window(&rules, 1)).unwrap()),
+        "needs 2N now, within the halved window"
     );
     // 2N confirmed results later: earned, and unbounded.
     for i in 10..(10 + 2 * n as u64) {
