@@ -180,31 +180,13 @@ impl Store {
     /// Every stored result: the groups in order (a later group's result of a request replaces
     /// an earlier one), without the results a tombstone removed after their group.
     pub(super) fn results(&self) -> Result<Vec<(LeafRequest, ResultRecord)>, StoreError> {
-        let mut removed = std::collections::HashMap::new();
-        for kv in self.tree().scan_prefix([X]) {
-            let (k, v) = kv?;
-            if let (Some(req), Some(seq)) = (request_of(&k), be_u64(unseal(&k, &v)?, 0)) {
-                removed.insert(req, seq);
-            }
-        }
+        let removed = self.tombstones()?;
         let mut results = std::collections::HashMap::new();
-        for kv in self.tree().scan_prefix([G]) {
-            let (k, v) = kv?;
-            let Some(seq) = be_u64(&k, 1) else { continue };
-            for (p, o, excluded, level, r) in decode::<ResultGroupRecord>(&k, &v)?.results {
-                let req = LeafRequest {
-                    board: Board {
-                        player: p,
-                        opponent: o,
-                    },
-                    excluded,
-                    level,
-                };
-                if removed.get(&req).is_none_or(|&t| t < seq) {
-                    results.insert(req, r);
-                }
+        self.each_grouped_result(|seq, req, r| {
+            if removed.get(&req).is_none_or(|&t| t < seq) {
+                results.insert(req, r);
             }
-        }
+        })?;
         Ok(results.into_iter().collect())
     }
 
@@ -214,6 +196,26 @@ impl Store {
     /// dropped results growth retracts (with those of earlier rollbacks, whose leaves are no
     /// longer in the book).
     pub fn removed_results(&self) -> Result<Vec<(LeafRequest, LeafResult)>, StoreError> {
+        let removed = self.tombstones()?;
+        if removed.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Groups come in sequence order: the last result kept is the latest.
+        let mut last = std::collections::BTreeMap::new();
+        self.each_grouped_result(|seq, req, r| {
+            if removed.get(&req).is_some_and(|&t| seq <= t) {
+                let b = req.board;
+                last.insert(
+                    (b.player, b.opponent, req.excluded, req.level),
+                    (req, r.leaf),
+                );
+            }
+        })?;
+        Ok(last.into_values().collect())
+    }
+
+    /// The tombstones: each removed request with the sequence number of its removal.
+    fn tombstones(&self) -> Result<std::collections::HashMap<LeafRequest, u64>, StoreError> {
         let mut removed = std::collections::HashMap::new();
         for kv in self.tree().scan_prefix([X]) {
             let (k, v) = kv?;
@@ -221,11 +223,14 @@ impl Store {
                 removed.insert(req, seq);
             }
         }
-        if removed.is_empty() {
-            return Ok(Vec::new());
-        }
-        // Groups are scanned in sequence order: the last result kept is the latest.
-        let mut last = std::collections::BTreeMap::new();
+        Ok(removed)
+    }
+
+    /// Every result of every stored group, in group sequence order, with its group's sequence.
+    fn each_grouped_result(
+        &self,
+        mut f: impl FnMut(u64, LeafRequest, ResultRecord),
+    ) -> Result<(), StoreError> {
         for kv in self.tree().scan_prefix([G]) {
             let (k, v) = kv?;
             let Some(seq) = be_u64(&k, 1) else { continue };
@@ -238,12 +243,10 @@ impl Store {
                     excluded,
                     level,
                 };
-                if removed.get(&req).is_some_and(|&t| seq <= t) {
-                    last.insert((p, o, excluded, level), (req, r.leaf));
-                }
+                f(seq, req, r);
             }
         }
-        Ok(last.into_values().collect())
+        Ok(())
     }
 
     /// Every contributor's trust record (`workers list --db`).
