@@ -235,16 +235,7 @@ fn a_rollback_requested_before_a_kill_is_replayed_at_the_next_start() {
     f.c.flush().unwrap();
     let Fixture { dir, clock, c } = f;
     release(std::mem::ManuallyDrop::into_inner(c));
-    {
-        let store = Store::open(dir.path()).unwrap();
-        let mut b = Batch::default();
-        for lie in &lies {
-            b.remove_result(lie);
-        }
-        b.put_rollback_requested(1).unwrap();
-        store.apply(b).unwrap();
-        store.flush().unwrap();
-    }
+    store_a_rollback(dir.path(), &lies);
     let store = Store::open(dir.path()).unwrap();
     let c = Coordinator::open(store, dir.path(), cfg.clone(), clock.clone()).unwrap();
     // The start replayed: the lied requests are round work again, answered honestly this time.
@@ -298,16 +289,7 @@ fn a_rollback_requested_before_a_kill_after_an_asynchronous_program_is_retracted
     f.c.flush().unwrap();
     let Fixture { dir, clock, c } = f;
     release(std::mem::ManuallyDrop::into_inner(c));
-    {
-        let store = Store::open(dir.path()).unwrap();
-        let mut b = Batch::default();
-        for lie in &lies {
-            b.remove_result(lie);
-        }
-        b.put_rollback_requested(1).unwrap();
-        store.apply(b).unwrap();
-        store.flush().unwrap();
-    }
+    store_a_rollback(dir.path(), &lies);
     let store = Store::open(dir.path()).unwrap();
     let c = Coordinator::open(store, dir.path(), cfg.clone(), clock.clone()).unwrap();
     c.settle().unwrap();
@@ -352,4 +334,17 @@ fn a_rollback_requested_before_a_kill_after_an_asynchronous_program_is_retracted
     release(c);
     let loaded = Store::open(dir.path()).unwrap().load(dir.path()).unwrap();
     assert_eq!(loaded.rollbacks, (1, 1));
+}
+
+/// What catching a liar stores, written on a stopped coordinator's store: its results removed
+/// and rollback 1 requested, durable before the next start.
+fn store_a_rollback(dir: &std::path::Path, lies: &[LeafRequest]) {
+    let store = Store::open(dir).unwrap();
+    let mut b = Batch::default();
+    for lie in lies {
+        b.remove_result(lie);
+    }
+    b.put_rollback_requested(1).unwrap();
+    store.apply(b).unwrap();
+    store.flush().unwrap();
 }

@@ -215,6 +215,20 @@ fn fixture_without_verifier(trust: TrustRules) -> (Fixture, Identity) {
     (f, identity())
 }
 
+/// A farm without a verifier and with no spot-check floor: a trusted worker (owner `op`) and a
+/// volunteer (owner `vol`) with a long record, earned and never spot-checked; returns the
+/// fixture and the two workers.
+fn trusted_and_earned_farm() -> (Fixture, uuid::Uuid, uuid::Uuid) {
+    let (f, id) = fixture_without_verifier(TrustRules {
+        spot_floor: 0.0,
+        ..TrustRules::default()
+    });
+    let op = f.c.register_with(&id, "t", 1, Some("op"), true).unwrap();
+    let vol = f.c.register_with(&id, "v", 1, Some("vol"), false).unwrap();
+    long_record(&f.c, "vol", 1 << 40);
+    (f, op, vol)
+}
+
 /// Give contributor `name` a long record of results agreeing with the trust root: it is
 /// earned, and its results are spot-checked at the floor rate only.
 fn long_record(c: &Coordinator, name: &str, streak: u64) {
@@ -341,13 +355,7 @@ fn a_credential_still_earning_gets_no_more_work_than_the_confirmations_it_needs(
 #[test]
 fn a_core_lie_no_spot_check_caught_is_removed_before_the_build_is_done() {
     for how in [Answer::Flip(1), Answer::Honest] {
-        let (f, id) = fixture_without_verifier(TrustRules {
-            spot_floor: 0.0,
-            ..TrustRules::default()
-        });
-        let op = f.c.register_with(&id, "t", 1, Some("op"), true).unwrap();
-        let vol = f.c.register_with(&id, "v", 1, Some("vol"), false).unwrap();
-        long_record(&f.c, "vol", 1 << 40);
+        let (f, op, vol) = trusted_and_earned_farm();
         f.c.start(deviate24()).unwrap();
         drive_mixed(&f.c, &[(vol, how), (op, Answer::Honest)]);
         assert_same_book(&f.c, &serial_book(2, 10, &[deviate24()]));
@@ -376,13 +384,7 @@ fn a_core_lie_no_spot_check_caught_is_removed_before_the_build_is_done() {
 /// result: the old book's are not the new one's to confirm.
 #[test]
 fn a_new_book_keeps_standings_and_starts_with_no_provisional_result() {
-    let (f, id) = fixture_without_verifier(TrustRules {
-        spot_floor: 0.0,
-        ..TrustRules::default()
-    });
-    let op = f.c.register_with(&id, "t", 1, Some("op"), true).unwrap();
-    let vol = f.c.register_with(&id, "v", 1, Some("vol"), false).unwrap();
-    long_record(&f.c, "vol", 1 << 40);
+    let (f, op, vol) = trusted_and_earned_farm();
     f.c.start(deviate24()).unwrap();
     drive_mixed(&f.c, &[(vol, Answer::Honest), (op, Answer::Honest)]);
     let before = f.c.status().validation;
@@ -463,13 +465,7 @@ fn a_liar_caught_late_is_replayed_out_of_the_book() {
 /// from an honest result), and keeps them across a restart.
 #[test]
 fn a_liar_caught_after_an_asynchronous_program_finished_is_retracted_not_replayed() {
-    let (f, id) = fixture_without_verifier(TrustRules {
-        spot_floor: 0.0,
-        ..TrustRules::default()
-    });
-    let op = f.c.register_with(&id, "t", 1, Some("op"), true).unwrap();
-    let vol = f.c.register_with(&id, "v", 1, Some("vol"), false).unwrap();
-    long_record(&f.c, "vol", 1 << 40);
+    let (f, op, vol) = trusted_and_earned_farm();
     let program = Program {
         schedule: bookfarm_book::program::Schedule::Async,
         ..deviate24()
@@ -481,6 +477,7 @@ fn a_liar_caught_after_an_asynchronous_program_finished_is_retracted_not_replaye
             .any(|p| p.record.id == q.program && p.record.state == ProgramState::Done)
     };
     // Only the liar works until the program finished.
+    let id = identity();
     while !done(&f.c) {
         let jobs = f.c.lease(&id, &vol, 2).unwrap();
         assert!(!jobs.is_empty(), "the liar ran out of work before the end");
