@@ -68,6 +68,7 @@
 #   shared/train/pipeline.sh match42b W L A B # W vs 1.1.0 at level L in batches of 25 pairs, seeds A..B
 #   shared/train/pipeline.sh v42d [L2]        # 1.7.0's buckets of 17-24 empties refitted with v15c's data
 #                                             # plus every committed depth-16 label at 18-24 -> v42d-lL2
+#   shared/train/pipeline.sh v42g [L2]        # v42d plus the depth-16 labels at game positions -> v42g-lL2
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=${BOOKFARM_TRAIN_CACHE:-target/train}
@@ -874,6 +875,18 @@ v42d() {
     --l2 "$l2" --only-buckets 17,18,19,20 --out "$C/v42d-l$l2" --version 1.8.0
 }
 
+# v42g: v42d plus the depth-16 labels at game positions of 18-24 empties (g1824, twelfth session).
+v42g() {
+  local l2=${1:-0.5}
+  local caches=(); for f in "${A14[@]}"; do caches+=(--train "$C/t13-$f.bin"); done
+  step "fit42-v42g-l$l2" "$C/v42g-l$l2/eval.dat" "$B" fit --train "$C/train.bin" "${caches[@]}" \
+    --train "$L/r1824-d16p73-w110-s421" --train "$L/r1824-d16p73-v15c-s425" \
+    --train "$L/g1824-d16p73-v15c-s426" \
+    --only-search-labels --prior shared/engine/weights/bookfarm-eval-1.7.0.dat.gz --epochs "$E15" \
+    --lr "$LR15" "${HELD13[@]}" --exclude "$C/heldout-RB-20-22.bin" --overlap "$F14_OVERLAP" \
+    --l2 "$l2" --only-buckets 17,18,19,20 --out "$C/v42g-l$l2" --version 1.8.0
+}
+
 case "${1:-all}" in
   labels) dataset; heldout; labels1 ;;
   fit1) fit1 ;;
@@ -924,6 +937,7 @@ case "${1:-all}" in
   measure42) shift; measure42 "$@" ;;
   v42m) v42m ;;
   v42d) v42d "${2:-0.5}" ;;
+  v42g) v42g "${2:-0.5}" ;;
   match42b) match42b "$2" "$3" "$4" "$5" ;;
   match42) match42 "$2" "${3:-8,12}" ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;
