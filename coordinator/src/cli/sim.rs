@@ -204,13 +204,19 @@ pub struct RecordArgs {
 /// `sim trust`.
 #[derive(Debug, Args)]
 pub struct TrustArgs {
-    /// Worker counts to simulate, comma-separated.
+    /// Search threads in all (W) to simulate, comma-separated: W / T machines of `--threads` T
+    /// threads each (rounded up).
     #[arg(long, value_delimiter = ',', default_value = "100,1000", value_parser = workers)]
     workers: Vec<usize>,
-    /// Share of the workers the operator trusts, in percent (at least one).
+    /// Search threads per machine (T): each machine is one credential of its own owner holding
+    /// up to T leases at once, as `bookfarm-worker run --threads T` (1: every thread a
+    /// volunteer of its own).
+    #[arg(long, default_value_t = 1, value_parser = args::count)]
+    threads: usize,
+    /// Share of the machines the operator trusts, in percent (at least one).
     #[arg(long, default_value_t = 5.0)]
     trusted_percent: f64,
-    /// Share of the workers that lie, in percent (at least one), in the rows with liars.
+    /// Share of the machines that lie, in percent (at least one), in the rows with liars.
     #[arg(long, default_value_t = 5.0)]
     liar_percent: f64,
     /// Rows: `honest` (volunteers only), then liar kinds: `always`, `10%`, `sleeper[@N]` (honest
@@ -387,8 +393,9 @@ fn trust_table(a: &TrustArgs) -> anyhow::Result<()> {
             params: Deviate::new(a.relative, a.absolute),
         })
     }];
+    let threads = u32::try_from(a.threads).context("--threads")?;
     println!(
-        "# sim trust: deviate {} {} from a new book (level {}, depth {}, {}){}, {} results, level-{} search times, {} % trusted, {} % liars, no verifier, coordinator: {} RPC cores + 1 growth core, {}; {}",
+        "# sim trust: deviate {} {} from a new book (level {}, depth {}, {}){}, {} results, level-{} search times, {} search thread{} per machine (one credential each), {} % of the machines trusted, {} % liars, no verifier, coordinator: {} RPC cores + 1 growth core, {}; {}",
         a.relative,
         a.absolute,
         a.level,
@@ -407,6 +414,8 @@ fn trust_table(a: &TrustArgs) -> anyhow::Result<()> {
         },
         a.truth.describe(),
         a.times,
+        a.threads,
+        if a.threads == 1 { "" } else { "s" },
         a.trusted_percent,
         a.liar_percent,
         a.coordinator_cores,
@@ -418,12 +427,13 @@ fn trust_table(a: &TrustArgs) -> anyhow::Result<()> {
     );
     println!("{}", sim::trust::TrustRow::HEADER);
     for (i, w) in a.workers.iter().enumerate() {
+        let machines = sim::trust::machines(*w, threads);
         for (j, kind) in kinds.iter().enumerate() {
             let dir = base.join(format!("trust-w{w}-{i}-{j}"));
             std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
             let cfg = SimConfig {
-                workers: *w,
-                threads: 1,
+                workers: machines,
+                threads,
                 speed_spread: a.spread,
                 seed: a.seed,
                 times: times.clone(),
@@ -450,9 +460,10 @@ fn trust_table(a: &TrustArgs) -> anyhow::Result<()> {
                 trust: a.rules.rules(),
                 warmup_builds: a.warmup_builds,
             };
-            let who = sim::trust::Mix::of(*w, a.trusted_percent, a.liar_percent, *kind);
-            let r = sim::trust::simulate_trust(&cfg, who, &dir)
-                .with_context(|| format!("trust simulation with {w} workers"))?;
+            let who = sim::trust::Mix::of(machines, a.trusted_percent, a.liar_percent, *kind);
+            let r = sim::trust::simulate_trust(&cfg, who, &dir).with_context(|| {
+                format!("trust simulation with {w} threads on {machines} machines")
+            })?;
             println!("{}", r.row());
             if a.breakdown {
                 for line in r.breakdown() {

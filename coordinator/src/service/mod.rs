@@ -326,6 +326,12 @@ impl Coordinator {
     pub(crate) fn streak_of(&self, contributor: &str) -> Option<u64> {
         self.jobs().trust.records.get(contributor).map(|r| r.streak)
     }
+
+    /// Round searches waiting for a worker now: what the simulator reads to say whether threads
+    /// told their credential is earning trust sat idle while round work waited.
+    pub(crate) fn queued_round(&self) -> usize {
+        self.jobs().queued_round()
+    }
 }
 
 #[cfg(test)]

@@ -403,6 +403,13 @@ pub struct SimReport {
     pub same_best_line: bool,
     /// Where the trust rules' replicas went.
     pub breakdown: TrustBreakdown,
+    /// Thread-seconds (× the worker's speed, as [`SimReport::capacity_seconds`]) of threads
+    /// waiting after the service told their worker it is earning trust (its credential holds as
+    /// many unconfirmed results as it still needs), until they asked again.
+    pub earning_idle_seconds: f64,
+    /// Of them, the seconds during which round work was queued (searches the program waited
+    /// for that the waiting threads' credentials could not be given).
+    pub earning_idle_queued_seconds: f64,
 }
 
 impl SimReport {
@@ -592,6 +599,17 @@ struct Farm<'a> {
     first_of: std::collections::HashMap<LeafRequest, usize>,
     /// Each check searched: its kind's index, its request and its true result.
     checks: Vec<(usize, LeafRequest, LeafResult)>,
+    /// Per worker: threads waiting after an earning answer, until their retry.
+    earning_waits: Vec<usize>,
+    /// Σ speed of the threads waiting after an earning answer now.
+    earning_waiting_speed: f64,
+    /// Whether round work was queued after the last event (the service changes only at events).
+    round_queued: bool,
+    /// Virtual time up to which the waits are counted.
+    counted_to: Duration,
+    /// [`SimReport::earning_idle_seconds`] and [`SimReport::earning_idle_queued_seconds`].
+    earning_idle: f64,
+    earning_idle_queued: f64,
 }
 
 impl Farm<'_> {
@@ -665,6 +683,8 @@ impl Farm<'_> {
             };
             if got.idle == Some(IdleReason::Earning) {
                 volunteers = volunteers.saturating_sub(1);
+                self.earning_waits[w] += 1;
+                self.earning_waiting_speed += self.speeds[w];
                 let life = self.lives[w];
                 let at = start + self.c.retry_after();
                 self.schedule(at, Event::Retry { worker: w, life });
@@ -690,6 +710,33 @@ impl Farm<'_> {
             self.idle.push_front(w);
         }
         Ok(())
+    }
+
+    /// A thread of `w` that waited after an earning answer asks again (or is gone).
+    fn end_earning_wait(&mut self, w: usize) {
+        if self.earning_waits[w] > 0 {
+            self.earning_waits[w] -= 1;
+            self.earning_waiting_speed -= self.speeds[w];
+        }
+    }
+
+    /// Every thread of `w` waiting after an earning answer is gone (a crash, a block).
+    fn drop_earning_waits(&mut self, w: usize) {
+        while self.earning_waits[w] > 0 {
+            self.end_earning_wait(w);
+        }
+    }
+
+    /// Virtual time moves to `to`: count the threads waiting after an earning answer since the
+    /// last move, and whether round work was queued meanwhile.
+    fn pass_time(&mut self, to: Duration) {
+        let dt = to.saturating_sub(self.counted_to).as_secs_f64();
+        let idle = self.earning_waiting_speed.max(0.0) * dt;
+        self.earning_idle += idle;
+        if self.round_queued {
+            self.earning_idle_queued += idle;
+        }
+        self.counted_to = self.counted_to.max(to);
     }
 
     fn start_search(&mut self, w: usize, job: Job, now: Duration) {
@@ -873,6 +920,7 @@ impl Farm<'_> {
         }
         self.up[worker] = false;
         self.idle.retain(|&w| w != worker);
+        self.drop_earning_waits(worker);
         self.blocked.push(BlockedWorker {
             worker,
             results: self.submitted[worker],
@@ -885,6 +933,7 @@ impl Farm<'_> {
         self.crashes += 1;
         self.lives[worker] += 1;
         self.up[worker] = false;
+        self.drop_earning_waits(worker);
         for slot in std::mem::take(&mut self.held[worker]) {
             if let Some(l) = self.leased[slot].take() {
                 let done = now.saturating_sub(l.started).as_secs_f64().min(l.secs);
@@ -953,6 +1002,8 @@ impl Farm<'_> {
         };
         self.first_of.clear();
         self.checks.clear();
+        self.earning_idle = 0.0;
+        self.earning_idle_queued = 0.0;
         for cores in [&mut self.rpc, &mut self.growth] {
             cores.busy = Duration::ZERO;
             cores.calls = 0;
@@ -1095,6 +1146,12 @@ fn simulate_full<T>(
         },
         first_of: std::collections::HashMap::new(),
         checks: Vec::new(),
+        earning_waits: vec![0; cfg.workers],
+        earning_waiting_speed: 0.0,
+        round_queued: false,
+        counted_to: Duration::ZERO,
+        earning_idle: 0.0,
+        earning_idle_queued: 0.0,
     };
     let heartbeat = cfg
         .faults
@@ -1127,8 +1184,10 @@ fn simulate_full<T>(
             // and one with nothing scheduled, queued or in flight is stalled (below).
             let s = farm.c.status();
             if !farm.finished() && (next_event.is_some() || s.queued > 0 || s.in_flight > 0) {
+                farm.pass_time(t);
                 clock.advance_to(t);
                 farm.heartbeat(t)?;
+                farm.round_queued = farm.c.queued_round() > 0;
                 next_heartbeat = Some(t + period);
                 continue;
             }
@@ -1156,8 +1215,12 @@ fn simulate_full<T>(
         };
         if matches!(next.event, Event::Restart { .. } | Event::Retry { .. }) && farm.finished() {
             // A worker coming back after the build ended does not make it longer.
+            if let Event::Retry { worker, .. } = next.event {
+                farm.end_earning_wait(worker);
+            }
             continue;
         }
+        farm.pass_time(next.at);
         clock.advance_to(next.at);
         let now = next.at;
         match next.event {
@@ -1188,6 +1251,7 @@ fn simulate_full<T>(
             }
             Event::Retry { worker, life } => {
                 if life == farm.lives[worker] && farm.up[worker] {
+                    farm.end_earning_wait(worker);
                     farm.idle.push_front(worker);
                     farm.lease_idle(now)?;
                 }
@@ -1201,6 +1265,7 @@ fn simulate_full<T>(
                 farm.lease_idle(now)?;
             }
         }
+        farm.round_queued = farm.c.queued_round() > 0;
         observe(now, &farm.c);
     }
     farm.c.flush()?;
@@ -1262,6 +1327,8 @@ fn simulate_full<T>(
         same_best_line: line(&book) == line(&serial),
         blocked: farm.blocked,
         breakdown: checks_in_book(farm.breakdown, &farm.checks, &book),
+        earning_idle_seconds: farm.earning_idle,
+        earning_idle_queued_seconds: farm.earning_idle_queued,
     };
     let inspected = inspect(&book, &serial);
     Ok((report, inspected))

@@ -2,8 +2,11 @@
 //! trust code (standings, spot and core checks, blocks, take-backs), and what the lies did to
 //! the book (`sim trust`).
 //!
-//! Every volunteer registers under its own untrusted credential and owner; the trusted workers
-//! under credentials the operator trusts (one owner). A liar answers a request with its true
+//! A simulated worker is a machine running [`SimConfig::threads`] search threads, as one
+//! `bookfarm-worker run --threads T` is: one registration, one credential, and up to T leases
+//! at once (the simulator's one lease model, see [`super`]). Every volunteer machine registers
+//! under its own untrusted credential and owner; the trusted machines under credentials the
+//! operator trusts (one owner). A liar answers a request with its true
 //! result moved by ten discs (a well-formed answer that passes every input check), on the
 //! requests its kind picks; the pick is a keyed hash of the request, so a run is a function of
 //! its configuration.
@@ -159,20 +162,28 @@ impl WorkerModel for Member {
     }
 }
 
-/// Who the workers of a trust farm are.
+/// The machines that run `threads` search threads in all, `per_machine` each: the quotient
+/// rounded up (the last machine's spare threads are searched with; the report counts them).
+pub fn machines(threads: usize, per_machine: u32) -> usize {
+    threads
+        .div_ceil(usize::try_from(per_machine.max(1)).unwrap_or(usize::MAX))
+        .max(1)
+}
+
+/// Who the workers (machines) of a trust farm are.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Mix {
-    /// Trusted workers (the first ones).
+    /// Trusted machines (the first ones).
     pub trusted: usize,
-    /// Liars (the last ones; none without a kind).
+    /// Liars (the last machines; none without a kind).
     pub liars: usize,
     /// What the liars lie on (`None`: every volunteer honest).
     pub kind: Option<LiarKind>,
 }
 
 impl Mix {
-    /// `trusted_percent` % trusted workers (at least one) and `liar_percent` % liars (at least
-    /// one when `kind` is set) among `workers`.
+    /// `trusted_percent` % trusted machines (at least one) and `liar_percent` % liars (at least
+    /// one when `kind` is set) among `workers` machines.
     pub fn of(
         workers: usize,
         trusted_percent: f64,
@@ -214,13 +225,14 @@ pub struct TrustRow {
 }
 
 impl TrustRow {
-    /// The header of [`TrustRow::row`]. `overhead` is the search CPU the serial build does not
+    /// The header of [`TrustRow::row`]. `workers` counts machines (each one credential),
+    /// `threads` their search threads in all. `overhead` is the search CPU the serial build does not
     /// use over all search CPU; `over_*` split it by cause ([`super::WasteByCause`]: earning
     /// replicas, spot checks, core checks, settlements, the rest) and sum to it; `lies_applied`:
     /// lies the service applied on a liar's word (caught later or not); `rollbacks` requested,
     /// handled by `replays` from the base book or `retractions` (asynchronous); `finished`: the
     /// serial selection of the program finds nothing on the finished book.
-    pub const HEADER: &'static str = "workers\ttrusted\tliar\tliars\tefficiency\toverhead\tover_earning\tover_spot\tover_core\tover_settle\tover_other\treplica_share\tlies_told\tlies_applied\tliars_blocked\tresults_to_block_median\tresults_to_block_max\tinvalid\treached_book\tlies_in_book\tlies_in_core\trollbacks\treplays\tretractions\treplay_cpu_s\tcoord_cpu_us_per_result\troot\thonest_root\tsame_best_line\tsame_book\tfinished\tcore_share";
+    pub const HEADER: &'static str = "workers\tthreads\ttrusted\tliar\tliars\tefficiency\toverhead\tover_earning\tover_spot\tover_core\tover_settle\tover_other\treplica_share\tlies_told\tlies_applied\tliars_blocked\tresults_to_block_median\tresults_to_block_max\tinvalid\treached_book\tlies_in_book\tlies_in_core\trollbacks\treplays\tretractions\treplay_cpu_s\tcoord_cpu_us_per_result\troot\thonest_root\tsame_best_line\tsame_book\tfinished\tcore_share";
 
     /// One tab-separated row.
     pub fn row(&self) -> String {
@@ -240,8 +252,9 @@ impl TrustRow {
         let yes = |b: bool| if b { "yes" } else { "NO" };
         let share = |secs: f64| secs / r.spent_seconds.max(f64::MIN_POSITIVE);
         format!(
-            "{}\t{}\t{}\t{}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{}\t{}\t{}/{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.2}\t{:.1}\t{}\t{}\t{}\t{}\t{}\t{:.3}",
+            "{}\t{}\t{}\t{}\t{}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{}\t{}\t{}/{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{:.2}\t{:.1}\t{}\t{}\t{}\t{}\t{}\t{:.3}",
             r.workers,
+            r.threads,
             self.mix.trusted,
             self.mix.kind.map_or_else(|| "honest".into(), |k| k.name()),
             self.mix.liars,
@@ -280,9 +293,11 @@ impl TrustRow {
 
 impl TrustRow {
     /// Where the replicas went (`sim trust --breakdown`), as `#` comment lines: first answers
-    /// per volunteer, checks by kind (count, share of all search CPU, per volunteer, and how
-    /// many searched a result that is a leaf of the finished book and of its decisive core), and
-    /// the spot checks drawn at each streak against the first answers whose coin was tossed.
+    /// per volunteer (a machine: one credential), checks by kind (count, share of all search
+    /// CPU, per volunteer, and how many searched a result that is a leaf of the finished book
+    /// and of its decisive core), the spot checks drawn at each streak against the first answers
+    /// whose coin was tossed, and the threads that waited because their credential was still
+    /// earning trust.
     pub fn breakdown(&self) -> Vec<String> {
         let r = &self.report;
         let b = &r.breakdown;
@@ -321,8 +336,52 @@ impl TrustRow {
             line.push_str(&format!(" {s}:{drawn}/{tossed}"));
         }
         out.push(line);
+        let capacity = |secs: f64| 100.0 * secs / r.capacity_seconds.max(f64::MIN_POSITIVE);
+        out.push(format!(
+            "# threads waiting while earning: {:.0} thread-s ({:.2} % of capacity), {:.0} thread-s ({:.2} %) of it with round work queued",
+            r.earning_idle_seconds,
+            capacity(r.earning_idle_seconds),
+            r.earning_idle_queued_seconds,
+            capacity(r.earning_idle_queued_seconds),
+        ));
         out
     }
+}
+
+/// The worker models of a trust farm of `workers` machines: the first `who.trusted` under
+/// credentials the operator trusts (owner "operator"), every other one under its own
+/// credential and owner, the last `who.liars` lying as `who.kind` says; `core` is what a core
+/// liar lies on, `answers` collects every answer's book key.
+fn members(
+    workers: usize,
+    who: Mix,
+    core: Arc<HashSet<CoreKey>>,
+    answers: Arc<Mutex<Answers>>,
+) -> WorkerModels {
+    WorkerModels(Arc::new(move |w| {
+        let trusted = w < who.trusted;
+        let liar = w >= workers.saturating_sub(who.liars);
+        Box::new(Member {
+            credential: if trusted {
+                Credential {
+                    name: format!("trusted-{w}"),
+                    owner: "operator".into(),
+                    trusted: true,
+                }
+            } else {
+                Credential {
+                    name: format!("volunteer-{w}"),
+                    owner: format!("owner-{w}"),
+                    trusted: false,
+                }
+            },
+            kind: if liar { who.kind } else { None },
+            salt: mix(0x1a7e ^ w as u64),
+            answered: 0,
+            core: core.clone(),
+            answers: answers.clone(),
+        }) as Box<dyn WorkerModel>
+    }))
 }
 
 /// Simulate `cfg` (its worker models replaced) with the workers of `mix`, in store directory
@@ -340,36 +399,8 @@ pub fn simulate_trust(cfg: &SimConfig, who: Mix, dir: &Path) -> Result<TrustRow>
     };
     let core = Arc::new(core);
     let answers = Arc::new(Mutex::new(Answers::default()));
-    let workers = cfg.workers;
-    let models = {
-        let (core, answers) = (core.clone(), answers.clone());
-        WorkerModels(Arc::new(move |w| {
-            let trusted = w < who.trusted;
-            let liar = w >= workers.saturating_sub(who.liars);
-            Box::new(Member {
-                credential: if trusted {
-                    Credential {
-                        name: format!("trusted-{w}"),
-                        owner: "operator".into(),
-                        trusted: true,
-                    }
-                } else {
-                    Credential {
-                        name: format!("volunteer-{w}"),
-                        owner: format!("owner-{w}"),
-                        trusted: false,
-                    }
-                },
-                kind: if liar { who.kind } else { None },
-                salt: mix(0x1a7e ^ w as u64),
-                answered: 0,
-                core: core.clone(),
-                answers: answers.clone(),
-            }) as Box<dyn WorkerModel>
-        }))
-    };
     let cfg = SimConfig {
-        models,
+        models: members(cfg.workers, who, core, answers.clone()),
         ..cfg.clone()
     };
     let (report, (book_leaves, lies_in_book, core_leaves, lies_in_core)) =
@@ -488,6 +519,86 @@ mod tests {
         assert_eq!((m.trusted, m.liars), (1, 1));
         let m = Mix::of(10, 5.0, 5.0, None);
         assert_eq!(m.liars, 0);
+    }
+
+    #[test]
+    fn machines_round_up_and_the_shares_are_of_machines() {
+        assert_eq!(machines(1000, 1), 1000);
+        assert_eq!(machines(1000, 8), 125);
+        assert_eq!(machines(1000, 16), 63);
+        assert_eq!(machines(100, 8), 13);
+        assert_eq!(machines(5, 8), 1);
+        let m = Mix::of(machines(1000, 8), 5.0, 5.0, Some(LiarKind::Always));
+        assert_eq!((m.trusted, m.liars), (6, 6));
+        let m = Mix::of(machines(1000, 16), 5.0, 5.0, Some(LiarKind::Always));
+        assert_eq!((m.trusted, m.liars), (3, 3));
+        let m = Mix::of(machines(100, 8), 5.0, 5.0, Some(LiarKind::Always));
+        assert_eq!((m.trusted, m.liars), (1, 1));
+    }
+
+    /// A machine of T threads is one credential: it registers once, earns trust with N trust-
+    /// root replicas however many threads it runs (its searches while earning are bounded for
+    /// the credential, not per thread, so N = 3 < T = 4 leaves a thread waiting, and the report
+    /// counts that wait), and once earned it holds T leases at once. The same machines with
+    /// one thread each pay the same N replicas.
+    #[test]
+    fn a_machine_of_t_threads_earns_once_then_holds_t_leases() {
+        use std::collections::HashMap;
+        let dir = || tempfile::tempdir().unwrap();
+        let machines = 2;
+        let who = Mix::of(machines, 50.0, 0.0, None);
+        assert_eq!(who.trusted, 1);
+        let volunteers = (machines - who.trusted) as u64;
+        let n = crate::service::TrustRules::default().earn_after;
+        let run = |threads: u32| {
+            let answers = Arc::new(Mutex::new(Answers::default()));
+            let cfg = SimConfig {
+                threads,
+                models: members(machines, who, Arc::new(HashSet::new()), answers),
+                ..small_config(machines)
+            };
+            // Per registered volunteer: the most leases it held at once.
+            let mut most: HashMap<String, usize> = HashMap::new();
+            let mut registered = 0;
+            let r = super::super::simulate_observed(&cfg, dir().path(), &mut |_, c| {
+                let s = c.status();
+                registered = registered.max(s.workers.len());
+                for w in s.workers.iter().filter(|w| !w.trusted) {
+                    let m = most.entry(w.name.clone()).or_default();
+                    *m = (*m).max(w.in_flight);
+                }
+            })
+            .unwrap();
+            (r, most, registered)
+        };
+        let (r, most, registered) = run(4);
+        assert!(r.same_as_serial, "{}", r.row());
+        assert_eq!((r.workers, r.threads, registered), (2, 8, 2));
+        assert_eq!(most.len(), volunteers as usize);
+        assert!(
+            most.values().all(|&m| m == 4),
+            "an earned machine searches on all its threads, never more: {most:?}"
+        );
+        // Each volunteer machine earned once: N replicas each, not N per thread.
+        assert_eq!(
+            r.breakdown.runs[0].count,
+            n * volunteers,
+            "{:?}",
+            r.breakdown
+        );
+        assert!(
+            r.earning_idle_seconds > 0.0,
+            "a thread beyond the N searches of an earning machine waits"
+        );
+        assert!(r.earning_idle_queued_seconds <= r.earning_idle_seconds);
+        let (one, _, _) = run(1);
+        assert_eq!(one.threads, 2);
+        assert_eq!(
+            one.breakdown.runs[0].count,
+            n * volunteers,
+            "{:?}",
+            one.breakdown
+        );
     }
 
     /// Honest volunteers with a few trusted workers build the serial book; liars that lie on
