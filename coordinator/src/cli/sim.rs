@@ -119,6 +119,11 @@ pub struct RunArgs {
     /// Only the serial build: its size and search CPU (to size a simulation before running it).
     #[arg(long)]
     serial_only: bool,
+    /// First print the serial build's chains of dependent searches (`sim::chain`: its wall
+    /// with unlimited threads and no guesses, with and without pass barriers) and the highest
+    /// efficiency each allows at every worker count.
+    #[arg(long)]
+    chain: bool,
     /// Directory for the simulated stores (default: a temporary directory).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -728,6 +733,27 @@ fn run_sims(a: &RunArgs) -> anyhow::Result<()> {
             String::new()
         }
     );
+    if a.chain {
+        let started = std::time::Instant::now();
+        let c = sim::chain::serial_chains(a.truth, &times, a.level, a.depth, &ops);
+        println!(
+            "# chains of the serial build: {} searches, {:.1} s of search, {} passes; line chain {:.1} s, pass chain {:.1} s (real {:.1} s)",
+            c.searches,
+            c.seconds,
+            c.passes,
+            c.line_seconds,
+            c.pass_seconds,
+            started.elapsed().as_secs_f64()
+        );
+        for w in &a.workers {
+            let threads = w * a.threads;
+            println!(
+                "# efficiency bound at {threads} threads: {:.3} (line chain), {:.3} (pass chain)",
+                c.efficiency_bound(threads, c.line_seconds),
+                c.efficiency_bound(threads, c.pass_seconds)
+            );
+        }
+    }
     if a.serial_only {
         let started = std::time::Instant::now();
         let (book, asked) = sim::serial_build_with(a.truth, a.level, a.depth, &ops);

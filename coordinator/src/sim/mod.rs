@@ -17,6 +17,7 @@
 //!   build and its CPU cost are well defined and every run can be compared with them;
 //! * with [`Charge::Fixed`] costs, every figure is a function of the configuration.
 
+pub mod chain;
 pub mod cores;
 pub mod eta;
 pub mod guesses;
