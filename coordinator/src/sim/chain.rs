@@ -76,12 +76,9 @@ pub fn serial_chains(
     let programs: Vec<Program> = std::iter::once(Program::new(Operation::New))
         .chain(ops.iter().cloned())
         .collect();
-    chains(
-        &mut book,
-        &programs,
-        &mut |r| truth.search(r),
-        &|r| times.seconds(r),
-    )
+    chains(&mut book, &programs, &mut |r| truth.search(r), &|r| {
+        times.seconds(r)
+    })
 }
 
 /// Run `programs` serially on `book`, answering with `search`, each search lasting
