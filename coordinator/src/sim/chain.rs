@@ -1,6 +1,6 @@
 //! The serial build's chains of dependent searches: how long the serial book takes with
 //! unlimited threads when no search starts before the results it depends on are known (no
-//! guesses), with the search durations of a [`TimeTable`](super::TimeTable).
+//! guesses), with the search durations of a [`TimeTable`].
 //!
 //! The serial driver runs the program one step at a time without lookahead, as
 //! [`run_serial`](bookfarm_book::driver::run_serial) does, so the searches are exactly the
