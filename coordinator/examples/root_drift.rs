@@ -3,7 +3,6 @@
 //! real engine and the embedded weights, and prints the root value each pass is marked with.
 //!
 //! `cargo run --release -p bookfarm-coordinator --example root_drift`
-use bookfarm_book::MemBook;
 use bookfarm_book::driver::{Driver, Phase, Progress, Results};
 use bookfarm_book::program::{Operation, Program};
 use bookfarm_book::select::Deviate;
@@ -19,11 +18,7 @@ impl Results for Known {
 }
 
 fn main() {
-    let (h, entries) = bookfarm_coordinator::service::new_book(2, 12);
-    let mut book = MemBook::new(h);
-    for e in entries {
-        book.put_position(&e.pos);
-    }
+    let mut book = bookfarm_coordinator::service::new_mem_book(2, 12);
     let eval = bookfarm_engine::eval::default_eval();
     let opts = SearchOptions::for_eval(&eval);
     let mut s = Searcher::with_options(eval, opts);

@@ -432,7 +432,7 @@ fn trust_table(a: &TrustArgs) -> anyhow::Result<()> {
     );
     println!("{}", sim::trust::TrustRow::HEADER);
     for (i, w) in a.workers.iter().enumerate() {
-        let machines = sim::trust::machines(*w, threads);
+        let machines = sim::trust::machines(*w, a.threads);
         for (j, kind) in kinds.iter().enumerate() {
             let dir = base.join(format!("trust-w{w}-{i}-{j}"));
             std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;

@@ -19,6 +19,16 @@ pub fn new_book(level: u8, depth: u8) -> (BookHeader, Vec<Entry>) {
     (header, vec![Entry::new(start)])
 }
 
+/// [`new_book`] as an in-memory book (what serial builds outside a store start from).
+pub fn new_mem_book(level: u8, depth: u8) -> bookfarm_book::MemBook {
+    let (header, entries) = new_book(level, depth);
+    let mut book = bookfarm_book::MemBook::new(header);
+    for e in entries {
+        book.put_position(&e.pos);
+    }
+    book
+}
+
 impl Coordinator {
     /// Replace the book by imported positions (refused while an expansion runs or jobs are out).
     pub fn import(&self, header: BookHeader, positions: Vec<Position>) -> Result<u64> {

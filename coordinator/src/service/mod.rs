@@ -45,7 +45,7 @@ mod submit;
 pub mod trust;
 mod workers;
 
-pub use book::new_book;
+pub use book::{new_book, new_mem_book};
 pub use book_view::{
     BookEntryView, BookStats, EXPORT_MAX_LINES, EXPORT_MAX_POSITIONS, ExportError, PositionView,
     Searching, SubtreeExport,

@@ -21,7 +21,7 @@
 
 use super::Truth;
 use super::times::TimeTable;
-use crate::service::new_book;
+use crate::service::new_mem_book;
 use bookfarm_book::MemBook;
 use bookfarm_book::driver::{Driver, PassKind, Phase, Progress};
 use bookfarm_book::program::{Operation, Program};
@@ -68,11 +68,7 @@ pub fn serial_chains(
     depth: u8,
     ops: &[Program],
 ) -> Chain {
-    let (h, entries) = new_book(level, depth);
-    let mut book = MemBook::new(h);
-    for e in entries {
-        book.put_position(&e.pos);
-    }
+    let mut book = new_mem_book(level, depth);
     let programs: Vec<Program> = std::iter::once(Program::new(Operation::New))
         .chain(ops.iter().cloned())
         .collect();
@@ -149,11 +145,7 @@ mod tests {
 
     /// A new book's start position, searched by `new`.
     fn new_searched() -> MemBook {
-        let (h, entries) = new_book(4, 20);
-        let mut book = MemBook::new(h);
-        for e in entries {
-            book.put_position(&e.pos);
-        }
+        let mut book = new_mem_book(4, 20);
         run_serial(&mut book, Operation::New, &mut fake_search);
         book
     }
@@ -198,11 +190,7 @@ mod tests {
         let programs: Vec<Program> = std::iter::once(Program::new(Operation::New))
             .chain(lines.iter().map(|&x| expand(vec![x])))
             .collect();
-        let (h, entries) = new_book(4, 20);
-        let mut fresh = MemBook::new(h);
-        for e in entries {
-            fresh.put_position(&e.pos);
-        }
+        let mut fresh = new_mem_book(4, 20);
         let mut asked = Vec::new();
         let chain = chains(
             &mut fresh,

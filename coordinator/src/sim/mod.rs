@@ -29,7 +29,7 @@ use crate::error::{CoordinatorError, Result};
 use crate::service::trust::CheckKind;
 use crate::service::{
     Coordinator, GrowthMode, ManualClock, Predictor, PrefetchReport, ServiceConfig, State,
-    TrustCounters, TrustRules, new_book,
+    TrustCounters, TrustRules, new_book, new_mem_book,
 };
 use crate::store::Store;
 use bookfarm_book::MemBook;
@@ -467,11 +467,7 @@ pub fn serial_build_with(
     depth: u8,
     ops: &[Program],
 ) -> (MemBook, HashSet<LeafRequest>) {
-    let (h, entries) = new_book(level, depth);
-    let mut book = MemBook::new(h);
-    for e in entries {
-        book.put_position(&e.pos);
-    }
+    let mut book = new_mem_book(level, depth);
     let mut asked = HashSet::new();
     let started = Instant::now();
     let mut next_report = PROGRESS_EVERY;
@@ -723,9 +719,8 @@ impl Farm<'_> {
 
     /// Every thread of `w` waiting after an earning answer is gone (a crash, a block).
     fn drop_earning_waits(&mut self, w: usize) {
-        while self.earning_waits[w] > 0 {
-            self.end_earning_wait(w);
-        }
+        let waiting = std::mem::take(&mut self.earning_waits[w]);
+        self.earning_waiting_speed -= self.speeds[w] * waiting as f64;
     }
 
     /// Virtual time moves to `to`: count the threads waiting after an earning answer since the
@@ -977,11 +972,7 @@ impl Farm<'_> {
     /// A warm-up build is over: replace the book by a new one and start the programs again
     /// with the same workers (standings kept), counting from `now` as a build of its own.
     fn next_build(&mut self, now: Duration) -> Result<()> {
-        let (h, entries) = new_book(self.cfg.level, self.cfg.depth);
-        let mut book = MemBook::new(h);
-        for e in entries {
-            book.put_position(&e.pos);
-        }
+        let book = new_mem_book(self.cfg.level, self.cfg.depth);
         self.c.import_book(book)?;
         // The new book's start position is searched first, as opening a store with a new
         // book does.

@@ -164,10 +164,8 @@ impl WorkerModel for Member {
 
 /// The machines that run `threads` search threads in all, `per_machine` each: the quotient
 /// rounded up (the last machine's spare threads are searched with; the report counts them).
-pub fn machines(threads: usize, per_machine: u32) -> usize {
-    threads
-        .div_ceil(usize::try_from(per_machine.max(1)).unwrap_or(usize::MAX))
-        .max(1)
+pub fn machines(threads: usize, per_machine: usize) -> usize {
+    threads.div_ceil(per_machine.max(1)).max(1)
 }
 
 /// Who the workers (machines) of a trust farm are.

@@ -219,11 +219,7 @@ fn mock_search(r: &LeafRequest) -> LeafResult {
 
 /// The book the book crate's driver grows serially from a new book with the same searches.
 fn serial_book(level: u8, depth: u8, ops: &[Program]) -> bookfarm_book::MemBook {
-    let (h, entries) = new_book(level, depth);
-    let mut book = bookfarm_book::MemBook::new(h);
-    for e in entries {
-        book.put_position(&e.pos);
-    }
+    let mut book = new_mem_book(level, depth);
     let mut search = mock_search;
     run_serial(&mut book, Operation::New, &mut search);
     for op in ops {

@@ -279,8 +279,9 @@ impl TrustState {
     /// How many more searches `contributor` may be given while it earns trust (see
     /// [`earning_room`]): `None` when it is no credential still earning (earned, trusted, the
     /// coordinator's own, or unknown), else the confirmations it still needs (at most its
-    /// owner's [`earning_window`]) less its replicas in open cases and the `leased` searches its workers hold now (asked only then: it walks
-    /// the workers). The rule knows nothing of programs or passes.
+    /// owner's [`earning_window`]) less its replicas in open cases and the `leased` searches
+    /// its workers hold now (asked only then: it walks the workers). The rule knows nothing of
+    /// programs or passes.
     pub(crate) fn earning_room(
         &self,
         contributor: &str,
