@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::events::EventKind;
+use crate::service::trust::CheckKind;
 use crate::store::ProgramState;
 use bookfarm_proto::domain::{IdleReason, LeaseAsk};
 
@@ -803,5 +804,67 @@ fn pending_checks_their_age_and_the_overhead_are_reported() {
     assert!(
         done.replica_cpu_us > 0 && done.overhead() > 0.0 && done.overhead() < 1.0,
         "{done:?}"
+    );
+}
+
+/// A spot check of an earned result stays open until a word other than the checked owner's
+/// agrees. A worker that still holds a lease of the job from before it became a check (here a
+/// backup lease, on a new credential of another owner, untrusted) answers alike after the check
+/// was drawn: its answer is taken, and the check is still waiting for a trust root.
+#[test]
+fn a_backup_lessees_answer_does_not_close_a_spot_check() {
+    let f = fixture(
+        2,
+        10,
+        ServiceConfig {
+            trust: TrustRules {
+                spot_floor: 1.0,
+                ..TrustRules::default()
+            },
+            trust_seed: Some(7),
+            seeded_ids: Some(7),
+            lookahead: 0,
+            backup_after: 4,
+            ..without_speculation()
+        },
+    );
+    let id = identity();
+    let vol = f.c.register_with(&id, "v", 64, Some("vol"), false).unwrap();
+    long_record(&f.c, "vol", 1 << 40);
+    // The root search takes 1 s: the level's mean search time.
+    let root = f.c.lease(&id, &vol, 1).unwrap();
+    f.clock.advance(Duration::from_secs(1));
+    f.c.submit(&id, &vol, &[mock_result(&root[0])]).unwrap();
+    f.c.settle().unwrap();
+    f.c.start(deviate24()).unwrap();
+    let held = f.c.lease(&id, &vol, 64).unwrap();
+    assert!(!held.is_empty());
+    let u =
+        f.c.register_with(&id, "u", 1, Some("mallory"), false)
+            .unwrap();
+    f.clock.advance(Duration::from_secs(5));
+    let backup = f.c.lease(&id, &u, 1).unwrap();
+    assert_eq!(backup.len(), 1);
+    let job = backup[0].id;
+    let mine = held
+        .iter()
+        .find(|j| j.id == job)
+        .expect("a backup of vol's search");
+    let need = |f: &Fixture| {
+        f.c.jobs()
+            .jobs
+            .get(&job)
+            .and_then(|j| j.need.as_ref().map(|n| (n.min, n.kind)))
+    };
+    // The volunteer answers: applied at once, and the coin (floor 1) draws a spot check.
+    let r = mock_result(mine);
+    assert_eq!(f.c.submit(&id, &vol, &[r]).unwrap(), vec![Ack::Accepted]);
+    assert_eq!(need(&f), Some((Standing::Given, CheckKind::Spot)));
+    // The backup lessee answers alike: taken, and the check still waits.
+    assert_eq!(f.c.submit(&id, &u, &[r]).unwrap(), vec![Ack::Accepted]);
+    assert_eq!(
+        need(&f),
+        Some((Standing::Given, CheckKind::Spot)),
+        "an untrusted credential closed the spot check of an earned result"
     );
 }

@@ -540,12 +540,13 @@ impl TrustState {
         }
         // A core check stays open until a trust root answers: a replica that was under way
         // when it opened (an earning replica, a spot check) may agree and leave the result
-        // provisional, which settles nothing the core check asked.
-        let need = d.need.clone().or_else(|| {
-            self.watch
-                .in_core_check(&key)
-                .then(|| core_need(&case.replicas, Standing::Given))
-        });
+        // provisional, which settles nothing the core check asked (and leaves it a core check,
+        // not the spot check the rules would ask for).
+        let need = match d.need.clone() {
+            Some(n) if n.kind != CheckKind::Spot => Some(n),
+            _ if self.watch.in_core_check(&key) => Some(core_need(&case.replicas, Standing::Given)),
+            n => n,
+        };
         match &need {
             Some(_) => {
                 case.applied |= d.apply.is_some();

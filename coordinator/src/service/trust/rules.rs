@@ -348,9 +348,12 @@ pub(crate) fn decide(
     // Applied on one word (a trusted worker's result, an earned worker's own, or an untrusted
     // one it validated): spot-checked by a trust root (the verifier only for a trusted
     // worker's result), or by an earned worker of another owner when no trust root was free
-    // for it. Two earned owners agreeing is a check already.
+    // for it. Two earned owners agreeing is a check already. A replica of a result the book
+    // uses that adds no word (an untrusted one, or another credential of the same owner: a
+    // lessee of the job from before it became a check) leaves its check open.
     let one_word = by_owner.values().filter(|w| **w > 0).count() == 1;
-    if spot && one_word && !applied.is_some_and(|a| same(a, &first.result)) {
+    let rechecked = applied.is_some_and(|a| same(a, &first.result));
+    if one_word && (spot || rechecked) {
         d.need = match top {
             Standing::Given if verifier => Some(need(Standing::Root, CheckKind::Spot)),
             Standing::Earned => Some(need(Standing::Given, CheckKind::Spot)),

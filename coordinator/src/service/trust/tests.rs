@@ -719,3 +719,91 @@ fn a_credential_still_earning_holds_no_more_unconfirmed_results_than_it_needs() 
     assert!(t.cases().next().is_none());
     assert!(t.open_replicas.is_empty());
 }
+
+/// A spot check of an earned result is done only when another word agrees: a trust root, or an
+/// earned worker of another owner. A replica that adds none (an untrusted credential, or another
+/// credential of the checked owner: either may still hold a lease of the job from before it
+/// became a check, such as a backup lease) leaves the check open and the result unconfirmed; on
+/// a result in a core check, the check stays a core check.
+#[test]
+fn a_check_is_not_closed_by_a_replica_that_adds_no_word() {
+    use Standing::*;
+    // The rule: an earned result applied already, and an agreeing replica of no weight or of
+    // its own owner.
+    for second in [
+        rep("u", "mallory", Untrusted, 4),
+        rep("e2", "alice", Earned, 4),
+    ] {
+        let r = [rep("e", "alice", Earned, 4), second];
+        let d = decide_t(&r, Some(&r[0].result), false);
+        let need = d.need.expect("the spot check stays open");
+        assert_eq!((need.min, need.kind), (Given, CheckKind::Spot));
+        assert!(d.apply.is_none() && d.losers.is_empty() && d.confirmed.is_empty());
+    }
+    // The ledger, the check drawn for sure.
+    let rules = TrustRules {
+        spot_floor: 1.0,
+        ..TrustRules::default()
+    };
+    let mut t = TrustState::load(Vec::new(), Vec::new(), std::iter::empty(), 0);
+    for (c, owner) in [
+        ("e", "alice"),
+        ("e2", "alice"),
+        ("u", "mallory"),
+        ("p", "bob"),
+    ] {
+        t.enroll(c, owner, false, false);
+    }
+    for c in ["e", "e2", "p"] {
+        t.records.get_mut(c).unwrap().streak = rules.earn_after;
+    }
+    let (mut batch, mut touched) = (crate::store::Batch::default(), Vec::new());
+    let worker = uuid::Uuid::nil();
+    let mut answer = |t: &mut TrustState, who: &str, i: u64| {
+        let r = bookfarm_proto::domain::JobResult {
+            job_id: uuid::Uuid::from_u128(u128::from(i)),
+            leaf: res(4),
+        };
+        t.take(
+            &rules,
+            &mut batch,
+            &mut touched,
+            (&worker, who),
+            (req(i), &r),
+            1,
+        )
+        .unwrap()
+    };
+    let first = answer(&mut t, "e", 1);
+    assert!(first.apply.is_some());
+    assert_eq!(first.need.map(|n| n.kind), Some(CheckKind::Spot));
+    for who in ["u", "e2"] {
+        let taken = answer(&mut t, who, 1);
+        assert_eq!(
+            taken.need.map(|n| (n.min, n.kind)),
+            Some((Given, CheckKind::Spot)),
+            "{who} closed the spot check of alice's result"
+        );
+    }
+    assert_eq!(t.sources[&req(1)].by, ["e"]);
+    assert!(t.provisional(&req(1)));
+    // An earned worker of another owner closes it.
+    assert!(answer(&mut t, "p", 1).need.is_none());
+    assert!(t.case(&req(1)).is_none());
+    // A result in a core check: the replica leaves it a core check, for a trust root.
+    assert!(answer(&mut t, "e", 2).apply.is_some());
+    let core = core_of(&[bookfarm_book::decisive::CoreKey::of_result(
+        &req(2),
+        &res(4),
+    )]);
+    let mut b = crate::store::Batch::default();
+    let checks = t
+        .core_changed(&rules, &mut b, &core, true, |_| Some(res(4)))
+        .unwrap();
+    assert!(checks.iter().any(|(k, _)| *k == req(2)));
+    let taken = answer(&mut t, "u", 2);
+    assert_eq!(
+        taken.need.map(|n| (n.min, n.kind)),
+        Some((Given, CheckKind::Core))
+    );
+}
