@@ -310,7 +310,11 @@ impl Coordinator {
             oldest_check: g.oldest_check(now),
             blocked_contributors: credit.iter().filter(|c| c.blocked).count() as u64,
         };
-        let searched: u64 = g.recent.iter().map(|l| l.search_us).sum();
+        // Search times are the workers' word: any u64 may arrive.
+        let searched = g
+            .recent
+            .iter()
+            .fold(0u64, |a, l| a.saturating_add(l.search_us));
         let mean_search =
             (!g.recent.is_empty()).then(|| Duration::from_micros(searched / g.recent.len() as u64));
         StatusReport {

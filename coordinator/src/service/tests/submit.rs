@@ -116,3 +116,41 @@ fn a_result_whose_depth_is_not_the_level_tables_is_refused() {
         vec![Ack::Accepted]
     );
 }
+
+/// Node counts and search times are the worker's word (a result is checked by its move, score,
+/// depth and selectivity, and by its replicas): the largest ones the protocol carries are
+/// taken without overflowing the validation figures, the contributor's credit or the status.
+#[test]
+fn the_largest_node_counts_and_search_times_overflow_no_figure() {
+    let f = fixture(2, 10, ServiceConfig::default());
+    f.c.start(deviate24()).unwrap();
+    let id = identity();
+    let w = f.c.register(&id, "t", 1).unwrap();
+    let mut accepted = 0;
+    while accepted < 3 {
+        let jobs = f.c.lease(&id, &w, 1).unwrap();
+        assert!(!jobs.is_empty(), "the build needs more than 3 searches");
+        let r: Vec<JobResult> = jobs
+            .iter()
+            .map(|j| {
+                changed(mock_result(j), |l| {
+                    (l.nodes, l.elapsed) = (u64::MAX, Duration::from_micros(u64::MAX));
+                })
+            })
+            .collect();
+        accepted += f.c.submit(&id, &w, &r).unwrap().len();
+        f.c.settle().unwrap();
+    }
+    let s = f.c.status();
+    assert_eq!(s.validation.used_nodes, u64::MAX);
+    let local = s
+        .credit
+        .iter()
+        .find(|c| c.name == crate::service::trust::LOCAL)
+        .expect("the local worker's credit");
+    assert_eq!(
+        (local.nodes, local.cpu),
+        (u64::MAX, Duration::from_micros(u64::MAX))
+    );
+    assert!(s.mean_search.is_some());
+}

@@ -579,7 +579,7 @@ impl TrustState {
     ) {
         let c = &mut self.counters;
         if first {
-            c.used_nodes += nodes;
+            c.used_nodes = c.used_nodes.saturating_add(nodes);
             match (&d.apply, &d.need) {
                 (None, _) => c.held += 1,
                 (Some(_), need) => {
@@ -588,7 +588,7 @@ impl TrustState {
                 }
             }
         } else {
-            c.replica_nodes += nodes;
+            c.replica_nodes = c.replica_nodes.saturating_add(nodes);
             if d.apply.is_some() && !was_applied {
                 c.validated += 1;
             }
@@ -625,8 +625,11 @@ impl TrustState {
             }
             if let Some(t) = self.records.get_mut(&x.contributor) {
                 t.results += 1;
-                t.nodes += x.result.nodes;
-                t.cpu_us += u64::try_from(x.result.elapsed.as_micros()).unwrap_or(u64::MAX);
+                // Nodes and search time are the worker's word: any u64 may arrive.
+                t.nodes = t.nodes.saturating_add(x.result.nodes);
+                t.cpu_us = t.cpu_us.saturating_add(
+                    u64::try_from(x.result.elapsed.as_micros()).unwrap_or(u64::MAX),
+                );
                 touched.push(x.contributor.clone());
             }
         }
