@@ -678,6 +678,7 @@ impl TrustState {
         loser: &str,
     ) -> Result<Caught> {
         let mut dropped = Vec::new();
+        let owner = self.records.get(loser).map(|t| t.owner.clone());
         // In request order, not the maps' per-process order: the asynchronous program needs
         // the dropped requests again in this order, and the job table queues them so.
         let mut keys: Vec<LeafRequest> = self
@@ -692,11 +693,13 @@ impl TrustState {
                 continue;
             };
             srcs.by.retain(|c| c != loser);
-            if srcs
-                .by
-                .iter()
-                .any(|c| self.standing_of(c, rules) >= Standing::Earned)
-            {
+            // Another credential of the loser's owner is the same word (unless a trust root).
+            let vouches = |c: &String| {
+                self.rooted(c)
+                    || (self.standing_of(c, rules) >= Standing::Earned
+                        && self.records.get(c).map(|t| &t.owner) != owner.as_ref())
+            };
+            if srcs.by.iter().any(vouches) {
                 // Still vouched for: provisional unless a trust root is among them (its key
                 // is unchanged).
                 if srcs.by.iter().any(|c| self.rooted(c)) {

@@ -807,3 +807,47 @@ fn a_check_is_not_closed_by_a_replica_that_adds_no_word() {
         Some((Given, CheckKind::Core))
     );
 }
+
+/// Many credentials of one owner count as one, in a catch too: a result that only the caught
+/// credential and another credential of its owner vouch for is dropped, however long that
+/// one's record; another owner's earned word, or a trust root's, keeps it.
+#[test]
+fn a_caught_owners_other_credential_does_not_keep_its_results() {
+    let rules = TrustRules::default();
+    for (keeper, kept) in [("b", false), ("p", true), ("g", true)] {
+        let mut t = TrustState::load(Vec::new(), Vec::new(), std::iter::empty(), 0);
+        t.enroll("u", "mallory", false, false);
+        t.enroll("b", "mallory", false, false);
+        t.enroll("p", "bob", false, false);
+        t.enroll("g", "operator", true, false);
+        for c in ["b", "p"] {
+            t.records.get_mut(c).unwrap().streak = 1 << 40;
+        }
+        let (mut batch, mut touched) = (crate::store::Batch::default(), Vec::new());
+        let worker = uuid::Uuid::nil();
+        for (i, who) in ["u", keeper].into_iter().enumerate() {
+            let r = bookfarm_proto::domain::JobResult {
+                job_id: uuid::Uuid::from_u128(i as u128 + 1),
+                leaf: res(4),
+            };
+            t.take(
+                &rules,
+                &mut batch,
+                &mut touched,
+                (&worker, who),
+                (req(1), &r),
+                1,
+            )
+            .unwrap();
+        }
+        assert_eq!(t.sources.get(&req(1)).map(|v| v.by.len()), Some(2));
+        // u is caught (on another request).
+        let caught = t.catch(&rules, &mut batch, &mut touched, "u").unwrap();
+        assert_eq!(
+            caught.dropped.is_empty(),
+            kept,
+            "vouched for by u and {keeper}"
+        );
+        assert_eq!(t.sources.contains_key(&req(1)), kept);
+    }
+}
