@@ -96,13 +96,10 @@
 //! replicated by a trust root, before its word counts at all, and no more than N held at once);
 //! a new credential is still fully replicated until it earns trust. The ramp bounds what one
 //! earned credential gets away with: lying on every result from the moment it is earned, its
-//! k-th lie escapes with probability
-//! ∏ (1 − 1/(s + 1)) over its streak s = N, N + 1, …, that is N / (N + k) down to the floor,
-//! so it tells about 12 lies on average up to the first catch, that one included (11 under the
-//! former N = 10 with confirmed results only, whose probability stays 1/11 until a check); each
-//! catch resets
-//! its streak, doubles the streak all of its owner's credentials need, and K catches block
-//! it. Those lies outside the core change the book's shape until the catch takes them back;
+//! first k lies all escape with probability ∏ (1 − 1/(s + 1)) over its streak
+//! s = N, …, N + k − 1, that is N / (N + k) until the floor, so it tells about 12 lies on
+//! average up to the first catch, that one included; each catch resets its streak, doubles the
+//! streak all of its owner's credentials need, and K catches block it. Those lies outside the core change the book's shape until the catch takes them back;
 //! `sim trust` measures each liar kind under the defaults (docs/benchmarks.md). A provisional
 //! result waits in the core up to `core_settle` applied results before its check (at once
 //! when the programs are done), so a core lie can steer selection that long and costs a larger
