@@ -170,6 +170,11 @@ fn untrusted_liars_never_reach_the_book_and_are_blocked() {
     assert!(v.invalid >= 3 && v.held > 0 && v.validated > 0, "{v:?}");
     let credit = |n: &str| s.credit.iter().find(|c| c.name == n).unwrap().clone();
     assert!(credit("mallory").blocked && refused.contains(&mallory));
+    assert_eq!(
+        credit("mallory").invalid,
+        TrustRules::default().block_after,
+        "blocked at its K-th invalid result"
+    );
     assert_eq!(credit("mallory").results, 0, "no credit for lies");
     assert!(!credit("alice").blocked && credit("alice").invalid == 0);
     assert!(credit("alice").results > 0);
