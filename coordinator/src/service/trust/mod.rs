@@ -48,10 +48,11 @@
 //! default, BOINC's consecutive valid results) those a trust root confirmed and those applied
 //! on its own word with no check drawn, so n results cost about ln n checks before the floor;
 //! with [`StreakRule::Confirmed`] only the confirmed ones (about √(2n) checks). An earned
-//! result is checked by a trust root
-//! (the verifier, else a trusted worker; an earned worker of another owner when none of them
-//! took it in time, the root settling any disagreement), a trusted one by the verifier when one
-//! runs. The coin is keyed with a secret of the coordinator's (`coin`), so a worker cannot tell
+//! result is checked by a trust root (the verifier, else a trusted worker; an earned worker of
+//! another owner when none of them took it in time, the root settling any disagreement), a
+//! trusted one by the verifier when one runs. A check is done only when another word agrees: a
+//! replica that adds none (an untrusted credential's, or another credential's of the same
+//! owner, from a lease of the job older than the check) leaves it open. The coin is keyed with a secret of the coordinator's (`coin`), so a worker cannot tell
 //! which of its answers will be checked. Who takes which check, and that checks never starve
 //! round work: `super::jobs`' `checks` room.
 //!
