@@ -538,15 +538,7 @@ impl TrustState {
         if d.apply.is_some() {
             self.watch.tick();
         }
-        // A core check stays open until a trust root answers: a replica that was under way
-        // when it opened (an earning replica, a spot check) may agree and leave the result
-        // provisional, which settles nothing the core check asked (and leaves it a core check,
-        // not the spot check the rules would ask for).
-        let need = match d.need.clone() {
-            Some(n) if n.kind != CheckKind::Spot => Some(n),
-            _ if self.watch.in_core_check(&key) => Some(core_need(&case.replicas, Standing::Given)),
-            n => n,
-        };
+        let need = self.need_of(&key, &case.replicas, d.need.clone());
         match &need {
             Some(_) => {
                 case.applied |= d.apply.is_some();
@@ -764,9 +756,26 @@ impl TrustState {
         })
     }
 
+    /// What the case of `key` with `replicas` waits for, the rules asking for `rules_need`. A
+    /// core check stays open until a trust root answers: a replica that was under way when it
+    /// opened (an earning replica, a spot check) may agree and leave the result provisional,
+    /// which settles nothing the core check asked (and leaves it a core check, not the spot
+    /// check the rules would ask for).
+    fn need_of(
+        &self,
+        key: &LeafRequest,
+        replicas: &[Replica],
+        rules_need: Option<Need>,
+    ) -> Option<Need> {
+        match rules_need {
+            Some(n) if n.kind != CheckKind::Spot => Some(n),
+            _ if self.watch.in_core_check(key) => Some(core_need(replicas, Standing::Given)),
+            n => n,
+        }
+    }
+
     /// What the open cases wait for (after a restart, their jobs are check jobs again). A case
-    /// whose result the book uses and that the rules would close (a core check in progress)
-    /// waits for a trust root.
+    /// whose result the book uses and that the rules would close waits for a trust root.
     pub(crate) fn open_needs(&self) -> Vec<(LeafRequest, Need)> {
         let mut needs: Vec<(LeafRequest, Need)> = self
             .cases
@@ -774,7 +783,7 @@ impl TrustState {
             .filter_map(|(k, case)| {
                 let applied = case.applied.then(|| case.replicas[0].result);
                 let d = decide(&case.replicas, applied.as_ref(), true, true);
-                let need = d.need.or_else(|| {
+                let need = self.need_of(k, &case.replicas, d.need).or_else(|| {
                     case.applied
                         .then(|| core_need(&case.replicas, Standing::Given))
                 });

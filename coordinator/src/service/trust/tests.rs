@@ -801,6 +801,15 @@ fn a_check_is_not_closed_by_a_replica_that_adds_no_word() {
         .core_changed(&rules, &mut b, &core, true, |_| Some(res(4)))
         .unwrap();
     assert!(checks.iter().any(|(k, _)| *k == req(2)));
+    // The open cases' needs (a restart's check jobs): two core checks (req(1), closed by p,
+    // is provisional in the same core leaf).
+    let needs: Vec<(LeafRequest, (Standing, CheckKind))> = t
+        .open_needs()
+        .into_iter()
+        .map(|(k, n)| (k, (n.min, n.kind)))
+        .collect();
+    let core = (Given, CheckKind::Core);
+    assert_eq!(needs, [(req(1), core), (req(2), core)]);
     let taken = answer(&mut t, "u", 2);
     assert_eq!(
         taken.need.map(|n| (n.min, n.kind)),
