@@ -616,12 +616,7 @@ impl TrustState {
                 continue;
             }
             if let Some(t) = self.records.get_mut(&x.contributor) {
-                t.results += 1;
-                // Nodes and search time are the worker's word: any u64 may arrive.
-                t.nodes = t.nodes.saturating_add(x.result.nodes);
-                t.cpu_us = t.cpu_us.saturating_add(
-                    u64::try_from(x.result.elapsed.as_micros()).unwrap_or(u64::MAX),
-                );
+                add_credit(t, &x.result);
                 touched.push(x.contributor.clone());
             }
         }
@@ -641,12 +636,7 @@ impl TrustState {
             if let Some(t) = self.records.get_mut(name) {
                 if reached_book && *name == first_replica.contributor {
                     // Its credit for the result the book used is taken back.
-                    let r = &first_replica.result;
-                    t.results = t.results.saturating_sub(1);
-                    t.nodes = t.nodes.saturating_sub(r.nodes);
-                    t.cpu_us = t
-                        .cpu_us
-                        .saturating_sub(u64::try_from(r.elapsed.as_micros()).unwrap_or(0));
+                    take_credit(t, &first_replica.result);
                 }
                 t.streak = 0;
                 t.invalid += 1;
@@ -702,14 +692,9 @@ impl TrustState {
                 // Dropped on its word: the credit each voucher was given for the result goes
                 // with it (those caught before it too, and those not caught: their word alone
                 // does not validate it).
-                let r = &srcs.result;
                 for c in &srcs.credited {
                     if let Some(t) = self.records.get_mut(c) {
-                        t.results = t.results.saturating_sub(1);
-                        t.nodes = t.nodes.saturating_sub(r.nodes);
-                        t.cpu_us = t
-                            .cpu_us
-                            .saturating_sub(u64::try_from(r.elapsed.as_micros()).unwrap_or(0));
+                        take_credit(t, &srcs.result);
                         touched.push(c.clone());
                     }
                 }
@@ -873,6 +858,26 @@ impl TrustState {
     pub(crate) fn core_unconfirmed(&self) -> usize {
         self.watch.unconfirmed()
     }
+}
+
+/// Credit a contributor's record with result `r`: one result, its nodes and its search time
+/// (the worker's word: any u64 may arrive, so the sums saturate).
+fn add_credit(t: &mut TrustRecord, r: &LeafResult) {
+    t.results = t.results.saturating_add(1);
+    t.nodes = t.nodes.saturating_add(r.nodes);
+    t.cpu_us = t.cpu_us.saturating_add(micros(r));
+}
+
+/// Take back what [`add_credit`] gave for `r` (a dropped or wrong result).
+fn take_credit(t: &mut TrustRecord, r: &LeafResult) {
+    t.results = t.results.saturating_sub(1);
+    t.nodes = t.nodes.saturating_sub(r.nodes);
+    t.cpu_us = t.cpu_us.saturating_sub(micros(r));
+}
+
+/// A result's search time in microseconds.
+fn micros(r: &LeafResult) -> u64 {
+    u64::try_from(r.elapsed.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// A core check of `replicas`: a replica of standing `min` or more that is not theirs.
