@@ -25,16 +25,17 @@ pub(crate) fn replica_record(r: &Replica) -> ReplicaRecord {
     }
 }
 
-/// The replica of a stored record.
+/// The replica of a stored record (a standing byte [`replica_record`] never writes reads as
+/// the least trusted standing, never as a trust root).
 pub(crate) fn replica_of(r: &ReplicaRecord) -> Replica {
     Replica {
         contributor: r.contributor.clone(),
         owner: r.owner.clone(),
         standing: match r.standing {
-            0 => Standing::Untrusted,
             1 => Standing::Earned,
             2 => Standing::Given,
-            _ => Standing::Root,
+            3 => Standing::Root,
+            _ => Standing::Untrusted,
         },
         result: r.result.leaf,
     }

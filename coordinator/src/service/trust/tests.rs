@@ -860,3 +860,22 @@ fn a_caught_owners_other_credential_does_not_keep_its_results() {
         assert_eq!(t.sources.contains_key(&req(1)), kept);
     }
 }
+
+/// A stored replica's standing is read back as written, and a byte that names no standing
+/// reads as the least trusted one, never as the root.
+#[test]
+fn a_stored_replicas_unknown_standing_reads_as_untrusted() {
+    use super::ledger::{replica_of, replica_record};
+    for s in [
+        Standing::Untrusted,
+        Standing::Earned,
+        Standing::Given,
+        Standing::Root,
+    ] {
+        let r = rep("c", "o", s, 4);
+        assert_eq!(replica_of(&replica_record(&r)).standing, s);
+    }
+    let mut rec = replica_record(&rep("c", "o", Standing::Root, 4));
+    rec.standing = 9;
+    assert_eq!(replica_of(&rec).standing, Standing::Untrusted);
+}
