@@ -95,7 +95,8 @@ pub(crate) struct JobEntry {
     /// Current leases (at most one per worker, at most [`MAX_LEASES`]).
     pub(crate) leases: Vec<Lease>,
     /// Every worker that held the job (a late result from one of them is still accepted while
-    /// the job exists).
+    /// the job exists; once it is a check job, as one more replica, which closes the check only
+    /// if it adds a word: see `super::trust`).
     pub(crate) lessees: Vec<Uuid>,
     /// Leased speculatively at least once (its result counts as prefetched).
     pub(crate) prefetched: bool,

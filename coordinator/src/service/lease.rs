@@ -38,8 +38,8 @@ pub fn lease_cap(threads: u32, cfg: &ServiceConfig) -> usize {
 /// How long a job of `level` may stay leased, heartbeats or not: `max_lease_base` doubled every
 /// `max_lease_doubling_levels` levels (a search's time grows geometrically with its depth), at
 /// most `max_lease_cap`. Past it the job goes back to the queue, so a worker that heartbeats but
-/// never answers cannot stall the growth program; its late result is still accepted while
-/// nobody else holds the job.
+/// never answers cannot stall the growth program; its late result is still accepted while the
+/// job exists (the first answer wins, as with a backup lease).
 pub fn max_lease_duration(level: u8, cfg: &ServiceConfig) -> Duration {
     let doublings = u32::from(level) / u32::from(cfg.max_lease_doubling_levels.max(1));
     let factor = 1u32.checked_shl(doublings).unwrap_or(u32::MAX);
