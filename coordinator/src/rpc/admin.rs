@@ -66,29 +66,13 @@ impl pb::admin_service_server::AdminService for AdminApi {
             &r.selector,
             Some(pb::start_expansion_request::Selector::Analyze(a)) if a.store
         );
-        if store && replace {
-            return Err(Status::invalid_argument(
-                "--replace does not apply to an analysis",
-            ));
-        }
-        let mut program = Program::try_from(r).map_err(cv)?;
+        let program = Program::try_from(r).map_err(cv)?;
         let c = self.c()?;
-        let (q, stored) = tokio::task::spawn_blocking(move || {
-            if store {
-                return c.start_analysis(program, Some(&from));
-            }
-            if !from.trim().is_empty() {
-                program.root = c.resolve_root(&from)?;
-            }
-            if replace {
-                c.replace(program).map(|q| (q, None))
-            } else {
-                c.start(program).map(|q| (q, None))
-            }
-        })
-        .await
-        .map_err(|e| Status::internal(e.to_string()))?
-        .map_err(st)?;
+        let (q, stored) =
+            tokio::task::spawn_blocking(move || c.start_request(program, &from, replace, store))
+                .await
+                .map_err(|e| Status::internal(e.to_string()))?
+                .map_err(st)?;
         Ok(Response::new(pb::StartExpansionResponse {
             queued: q.jobs,
             program: q.program,

@@ -419,6 +419,37 @@ impl Coordinator {
         self.queue_program(program, true)
     }
 
+    /// Queue `program` as a start request names it: `from` (a move list or an OBF board; empty:
+    /// the program's own root) is its root, or with `store` (an analysis only) the line whose
+    /// position stores the analysis's deepest level ([`Coordinator::start_analysis`]);
+    /// `replace` cancels every queued and running program first ([`Coordinator::replace`]).
+    /// Returns the program queued and the store program. Durable on return.
+    pub fn start_request(
+        &self,
+        mut program: Program,
+        from: &str,
+        replace: bool,
+        store: bool,
+    ) -> Result<(Queued, Option<Queued>)> {
+        if store {
+            if replace {
+                return Err(CoordinatorError::InvalidArgument(
+                    "--replace does not apply to an analysis".into(),
+                ));
+            }
+            return self.start_analysis(program, Some(from));
+        }
+        if !from.trim().is_empty() {
+            program.root = self.resolve_root(from)?;
+        }
+        let queued = if replace {
+            self.replace(program)?
+        } else {
+            self.start(program)?
+        };
+        Ok((queued, None))
+    }
+
     /// Queue the analysis `analysis` (an [`Operation::Analyze`], top priority), and with
     /// `store_from` (the position's move list, or its OBF board in the book) the program that
     /// stores its deepest level in the book right behind it ([`Operation::StoreAnalysis`]: the

@@ -134,6 +134,42 @@ fn replace_cancels_the_queue_and_the_running_program() {
 }
 
 #[test]
+fn a_start_request_roots_replaces_or_stores_as_it_names() {
+    let f = fixture(2, QUEUE_DEPTH, ServiceConfig::default());
+    drive(&f.c, 4);
+    // `from` is the program's root.
+    let (q, stored) = f.c.start_request(play(), "f5d6", false, false).unwrap();
+    assert!(stored.is_none());
+    let p = program(&f.c, q.program);
+    assert_eq!(p.record.program.root.len(), 2, "{:?}", p.record.program);
+    // A line that is not legal queues nothing.
+    let before = states(&f.c, true).len();
+    let e = f.c.start_request(play(), "f5f5", false, false).unwrap_err();
+    assert!(matches!(e, CoordinatorError::InvalidArgument(_)), "{e}");
+    // `--replace` never applies to an analysis's store, and such a request queues nothing.
+    let board = bookfarm_engine::formats::transcript::board_after("f5d6").unwrap();
+    let analysis = Program::new(Operation::Analyze {
+        board,
+        from: 2,
+        up_to: 4,
+    });
+    let e = f
+        .c
+        .start_request(analysis.clone(), "f5d6", true, true)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("--replace does not apply to an analysis"),
+        "{e}"
+    );
+    assert_eq!(states(&f.c, true).len(), before);
+    // With `store` the analysis is queued with its store program; `replace` cancels the queue.
+    let (a, stored) = f.c.start_request(analysis, "f5d6", false, true).unwrap();
+    assert_eq!(stored.map(|s| s.program), Some(a.program + 1));
+    let r = f.c.start_request(extend(), "", true, false).unwrap().0;
+    assert!(r.cancelled.contains(&q.program), "{:?}", r.cancelled);
+}
+
+#[test]
 fn the_queue_survives_a_restart() {
     let f = fixture(2, QUEUE_DEPTH, ServiceConfig::default());
     f.c.start(deviate24()).unwrap();
