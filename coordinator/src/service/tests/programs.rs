@@ -153,12 +153,12 @@ fn a_start_request_roots_replaces_or_stores_as_it_names() {
         from: 2,
         up_to: 4,
     });
-    let e = f
-        .c
-        .start_request(analysis.clone(), "f5d6", true, true)
-        .unwrap_err();
+    let e =
+        f.c.start_request(analysis.clone(), "f5d6", true, true)
+            .unwrap_err();
     assert!(
-        e.to_string().contains("--replace does not apply to an analysis"),
+        e.to_string()
+            .contains("--replace does not apply to an analysis"),
         "{e}"
     );
     assert_eq!(states(&f.c, true).len(), before);
