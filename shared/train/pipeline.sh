@@ -69,6 +69,8 @@
 #   shared/train/pipeline.sh v42d [L2]        # 1.7.0's buckets of 17-24 empties refitted with v15c's data
 #                                             # plus every committed depth-16 label at 18-24 -> v42d-lL2
 #   shared/train/pipeline.sh v42g [L2]        # v42d plus the depth-16 labels at game positions -> v42g-lL2
+#   shared/train/pipeline.sh v42r [L2]        # v42d plus the depth-16 labels at 20-22 empties -> v42r-lL2
+#   shared/train/pipeline.sh v42s [L2]        # v42r with the labels' bias at 19 and 21 empties out -> v42s-lL2
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=${BOOKFARM_TRAIN_CACHE:-target/train}
@@ -887,6 +889,33 @@ v42g() {
     --l2 "$l2" --only-buckets 17,18,19,20 --out "$C/v42g-l$l2" --version 1.8.0
 }
 
+# v42r: v42d plus the depth-16 labels at random-move positions of 20-22 empties only (r2022,
+# thirteenth session): the band of the issue's goal, at 2.3 times the density of r1824's draw.
+v42r() {
+  local l2=${1:-0.5}
+  local caches=(); for f in "${A14[@]}"; do caches+=(--train "$C/t13-$f.bin"); done
+  step "fit42-v42r-l$l2" "$C/v42r-l$l2/eval.dat" "$B" fit --train "$C/train.bin" "${caches[@]}" \
+    --train "$L/r1824-d16p73-w110-s421" --train "$L/r1824-d16p73-v15c-s425" \
+    --train "$L/r2022-d16p73-v15c-s427" \
+    --only-search-labels --prior shared/engine/weights/bookfarm-eval-1.7.0.dat.gz --epochs "$E15" \
+    --lr "$LR15" "${HELD13[@]}" --exclude "$C/heldout-RB-20-22.bin" --overlap "$F14_OVERLAP" \
+    --l2 "$l2" --only-buckets 17,18,19,20 --out "$C/v42r-l$l2" --version 1.8.0
+}
+
+# v42s: v42r with the depth-16 labels' measured bias at odd empties taken out (`labels quality`
+# of the d16 sets against their exact samples: -2.3 discs at 21 empties over 80 positions, -1.55
+# at 19 over 40; thirteenth session).
+v42s() {
+  local l2=${1:-0.5}
+  local caches=(); for f in "${A14[@]}"; do caches+=(--train "$C/t13-$f.bin"); done
+  step "fit42-v42s-l$l2" "$C/v42s-l$l2/eval.dat" "$B" fit --train "$C/train.bin" "${caches[@]}" \
+    --train "$L/r1824-d16p73-w110-s421" --train "$L/r1824-d16p73-v15c-s425" \
+    --train "$L/r2022-d16p73-v15c-s427" --label-offset 21:2.3 --label-offset 19:1.55 \
+    --only-search-labels --prior shared/engine/weights/bookfarm-eval-1.7.0.dat.gz --epochs "$E15" \
+    --lr "$LR15" "${HELD13[@]}" --exclude "$C/heldout-RB-20-22.bin" --overlap "$F14_OVERLAP" \
+    --l2 "$l2" --only-buckets 17,18,19,20 --out "$C/v42s-l$l2" --version 1.8.0
+}
+
 case "${1:-all}" in
   labels) dataset; heldout; labels1 ;;
   fit1) fit1 ;;
@@ -938,6 +967,8 @@ case "${1:-all}" in
   v42m) v42m ;;
   v42d) v42d "${2:-0.5}" ;;
   v42g) v42g "${2:-0.5}" ;;
+  v42r) v42r "${2:-0.5}" ;;
+  v42s) v42s "${2:-0.5}" ;;
   match42b) match42b "$2" "$3" "$4" "$5" ;;
   match42) match42 "$2" "${3:-8,12}" ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;

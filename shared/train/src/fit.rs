@@ -419,6 +419,27 @@ pub fn repeat_weighted(tagged: &[(Sample, usize)], weight: &[u32]) -> Vec<Sample
         .collect()
 }
 
+/// Add `offsets` (empties count, discs) to the search labels of the samples with that many
+/// empties: a calibration of the labelling search against exact solves (`labels quality`
+/// measures its mean signed error per empties count). Exact and game labels are left as they
+/// are.
+pub fn offset_search_labels(samples: &mut [(Sample, usize)], offsets: &[(u32, f32)]) {
+    if offsets.is_empty() {
+        return;
+    }
+    for (s, _) in samples.iter_mut() {
+        if s.kind != crate::dataset::LabelKind::Search {
+            continue;
+        }
+        let e = s.board.empties();
+        s.label += offsets
+            .iter()
+            .filter(|(oe, _)| *oe == e)
+            .map(|(_, d)| d)
+            .sum::<f32>();
+    }
+}
+
 /// Whether a (canonical) position belongs to the validation split of `per_mille` / 1000 of the
 /// training samples: a fixed hash of the board, so the split is the same across runs, caches
 /// and label sources (a position relabelled by a later cache stays on the same side).
@@ -535,6 +556,54 @@ pub(crate) mod tests {
     use crate::dataset::LabelKind;
     use crate::features::N_TERMS;
     use bookfarm_engine::Board;
+
+    #[test]
+    fn label_offsets_move_only_search_labels_at_their_empties() {
+        let boards = positions(120, 7);
+        let mut tagged: Vec<(Sample, usize)> = boards
+            .iter()
+            .enumerate()
+            .map(|(i, &board)| {
+                // Alternate kinds by walk (30 plies each), so both kinds share empties counts.
+                let kind = if i / 30 % 2 == 0 {
+                    LabelKind::Search
+                } else {
+                    LabelKind::Exact
+                };
+                let s = Sample {
+                    board,
+                    label: 1.0,
+                    count: 1,
+                    kind,
+                };
+                (s, 0)
+            })
+            .collect();
+        let e = boards[0].empties();
+        offset_search_labels(&mut tagged, &[(e, 2.5)]);
+        let mut moved = 0;
+        for (s, _) in &tagged {
+            let want = if s.kind == LabelKind::Search && s.board.empties() == e {
+                moved += 1;
+                3.5
+            } else {
+                1.0
+            };
+            assert_eq!(
+                s.label,
+                want,
+                "{:?} at {} empties",
+                s.kind,
+                s.board.empties()
+            );
+        }
+        assert!(moved > 0);
+        assert!(
+            tagged
+                .iter()
+                .any(|(s, _)| s.kind == LabelKind::Exact && s.board.empties() == e)
+        );
+    }
 
     /// Random legal positions from a seeded walk (also used by other modules' tests).
     pub(crate) fn positions(n: usize, seed: u64) -> Vec<Board> {
