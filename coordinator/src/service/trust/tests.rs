@@ -257,6 +257,30 @@ fn req(i: u64) -> LeafRequest {
     }
 }
 
+/// `who`'s answer `score` to `req(i)`, under the job id `job`, taken by the ledger `t`.
+fn answer_of(
+    t: &mut TrustState,
+    rules: &TrustRules,
+    who: &str,
+    (job, i): (u128, u64),
+    score: i32,
+) -> Taken {
+    let r = bookfarm_proto::domain::JobResult {
+        job_id: uuid::Uuid::from_u128(job),
+        leaf: res(score),
+    };
+    let (mut batch, mut touched) = (crate::store::Batch::default(), Vec::new());
+    t.take(
+        rules,
+        &mut batch,
+        &mut touched,
+        (&uuid::Uuid::nil(), who),
+        (req(i), &r),
+        1,
+    )
+    .unwrap()
+}
+
 fn core_of(keys: &[bookfarm_book::decisive::CoreKey]) -> bookfarm_book::decisive::CoreSet {
     bookfarm_book::decisive::CoreSet {
         value: Some(0),
@@ -643,22 +667,10 @@ fn a_credential_still_earning_holds_no_more_unconfirmed_results_than_it_needs() 
         None,
         "unknown: no bound"
     );
-    let (mut batch, mut touched) = (crate::store::Batch::default(), Vec::new());
-    let worker = uuid::Uuid::nil();
-    let mut answer = |t: &mut TrustState, who: &str, i: u64, score: i32| {
-        let r = bookfarm_proto::domain::JobResult {
-            job_id: uuid::Uuid::from_u128(u128::from(i) + (u128::from(who.as_bytes()[0]) << 64)),
-            leaf: res(score),
-        };
-        t.take(
-            &rules,
-            &mut batch,
-            &mut touched,
-            (&worker, who),
-            (req(i), &r),
-            1,
-        )
-        .unwrap()
+    // One job id per request and answerer (the spot coin is keyed by it).
+    let answer = |t: &mut TrustState, who: &str, i: u64, score: i32| {
+        let job = u128::from(i) + (u128::from(who.as_bytes()[0]) << 64);
+        answer_of(t, &rules, who, (job, i), score)
     };
     for i in 0..3 {
         let held = answer(&mut t, "u", i, 4);
@@ -757,23 +769,9 @@ fn a_check_is_not_closed_by_a_replica_that_adds_no_word() {
     for c in ["e", "e2", "p"] {
         t.records.get_mut(c).unwrap().streak = rules.earn_after;
     }
-    let (mut batch, mut touched) = (crate::store::Batch::default(), Vec::new());
-    let worker = uuid::Uuid::nil();
-    let mut answer = |t: &mut TrustState, who: &str, i: u64| {
-        let r = bookfarm_proto::domain::JobResult {
-            job_id: uuid::Uuid::from_u128(u128::from(i)),
-            leaf: res(4),
-        };
-        t.take(
-            &rules,
-            &mut batch,
-            &mut touched,
-            (&worker, who),
-            (req(i), &r),
-            1,
-        )
-        .unwrap()
-    };
+    // Every answer to a request under its one job (replicas of one job's leases).
+    let answer =
+        |t: &mut TrustState, who: &str, i: u64| answer_of(t, &rules, who, (u128::from(i), i), 4);
     let first = answer(&mut t, "e", 1);
     assert!(first.apply.is_some());
     assert_eq!(first.need.map(|n| n.kind), Some(CheckKind::Spot));
