@@ -864,56 +864,36 @@ v42m() {
     "${HELD13[@]}" --overlap "$F14_OVERLAP" --l2 "$F14_L2" --out "$C/v42m" --version 1.7.0
 }
 
-# v42d: 1.7.0 with its buckets of 17-24 empties (17-20) refitted on v15c's data plus the committed
-# depth-16 sets at 18-24 (ninth and tenth sessions; the sets grow, so the fit depends on the parts
-# committed when it runs: docs/training.md names them). Needs from-store42's caches.
-v42d() {
-  local l2=${1:-0.5}
+# refit42 NAME L2 ARGS...: 1.7.0 with its buckets of 17-24 empties (17-20) refitted on v15c's data
+# plus ARGS (the label sets and fit options of NAME) -> $C/NAME-lL2. The sets grow, so a fit depends
+# on the parts committed when it runs (docs/training.md names them). Needs from-store42's caches.
+refit42() {
+  local name=$1 l2=$2; shift 2
   local caches=(); for f in "${A14[@]}"; do caches+=(--train "$C/t13-$f.bin"); done
-  step "fit42-v42d-l$l2" "$C/v42d-l$l2/eval.dat" "$B" fit --train "$C/train.bin" "${caches[@]}" \
-    --train "$L/r1824-d16p73-w110-s421" --train "$L/r1824-d16p73-v15c-s425" \
-    --only-search-labels --prior shared/engine/weights/bookfarm-eval-1.7.0.dat.gz --epochs "$E15" \
-    --lr "$LR15" "${HELD13[@]}" --exclude "$C/heldout-RB-20-22.bin" --overlap "$F14_OVERLAP" \
-    --l2 "$l2" --only-buckets 17,18,19,20 --out "$C/v42d-l$l2" --version 1.8.0
+  step "fit42-$name-l$l2" "$C/$name-l$l2/eval.dat" "$B" fit --train "$C/train.bin" "${caches[@]}" \
+    "$@" --only-search-labels --prior shared/engine/weights/bookfarm-eval-1.7.0.dat.gz \
+    --epochs "$E15" --lr "$LR15" "${HELD13[@]}" --exclude "$C/heldout-RB-20-22.bin" \
+    --overlap "$F14_OVERLAP" --l2 "$l2" --only-buckets 17,18,19,20 --out "$C/$name-l$l2" \
+    --version 1.8.0
 }
+D16=(--train "$L/r1824-d16p73-w110-s421" --train "$L/r1824-d16p73-v15c-s425")
+
+# v42d: the committed depth-16 sets at 18-24 (ninth and tenth sessions).
+v42d() { refit42 v42d "${1:-0.5}" "${D16[@]}"; }
 
 # v42g: v42d plus the depth-16 labels at game positions of 18-24 empties (g1824, twelfth session).
-v42g() {
-  local l2=${1:-0.5}
-  local caches=(); for f in "${A14[@]}"; do caches+=(--train "$C/t13-$f.bin"); done
-  step "fit42-v42g-l$l2" "$C/v42g-l$l2/eval.dat" "$B" fit --train "$C/train.bin" "${caches[@]}" \
-    --train "$L/r1824-d16p73-w110-s421" --train "$L/r1824-d16p73-v15c-s425" \
-    --train "$L/g1824-d16p73-v15c-s426" \
-    --only-search-labels --prior shared/engine/weights/bookfarm-eval-1.7.0.dat.gz --epochs "$E15" \
-    --lr "$LR15" "${HELD13[@]}" --exclude "$C/heldout-RB-20-22.bin" --overlap "$F14_OVERLAP" \
-    --l2 "$l2" --only-buckets 17,18,19,20 --out "$C/v42g-l$l2" --version 1.8.0
-}
+v42g() { refit42 v42g "${1:-0.5}" "${D16[@]}" --train "$L/g1824-d16p73-v15c-s426"; }
 
 # v42r: v42d plus the depth-16 labels at random-move positions of 20-22 empties only (r2022,
 # thirteenth session): the band of the issue's goal, at 2.3 times the density of r1824's draw.
-v42r() {
-  local l2=${1:-0.5}
-  local caches=(); for f in "${A14[@]}"; do caches+=(--train "$C/t13-$f.bin"); done
-  step "fit42-v42r-l$l2" "$C/v42r-l$l2/eval.dat" "$B" fit --train "$C/train.bin" "${caches[@]}" \
-    --train "$L/r1824-d16p73-w110-s421" --train "$L/r1824-d16p73-v15c-s425" \
-    --train "$L/r2022-d16p73-v15c-s427" \
-    --only-search-labels --prior shared/engine/weights/bookfarm-eval-1.7.0.dat.gz --epochs "$E15" \
-    --lr "$LR15" "${HELD13[@]}" --exclude "$C/heldout-RB-20-22.bin" --overlap "$F14_OVERLAP" \
-    --l2 "$l2" --only-buckets 17,18,19,20 --out "$C/v42r-l$l2" --version 1.8.0
-}
+v42r() { refit42 v42r "${1:-0.5}" "${D16[@]}" --train "$L/r2022-d16p73-v15c-s427"; }
 
 # v42s: v42r with the depth-16 labels' measured bias at odd empties taken out (`labels quality`
 # of the d16 sets against their exact samples: -2.3 discs at 21 empties over 80 positions, -1.55
 # at 19 over 40; thirteenth session).
 v42s() {
-  local l2=${1:-0.5}
-  local caches=(); for f in "${A14[@]}"; do caches+=(--train "$C/t13-$f.bin"); done
-  step "fit42-v42s-l$l2" "$C/v42s-l$l2/eval.dat" "$B" fit --train "$C/train.bin" "${caches[@]}" \
-    --train "$L/r1824-d16p73-w110-s421" --train "$L/r1824-d16p73-v15c-s425" \
-    --train "$L/r2022-d16p73-v15c-s427" --label-offset 21:2.3 --label-offset 19:1.55 \
-    --only-search-labels --prior shared/engine/weights/bookfarm-eval-1.7.0.dat.gz --epochs "$E15" \
-    --lr "$LR15" "${HELD13[@]}" --exclude "$C/heldout-RB-20-22.bin" --overlap "$F14_OVERLAP" \
-    --l2 "$l2" --only-buckets 17,18,19,20 --out "$C/v42s-l$l2" --version 1.8.0
+  refit42 v42s "${1:-0.5}" "${D16[@]}" --train "$L/r2022-d16p73-v15c-s427" \
+    --label-offset 21:2.3 --label-offset 19:1.55
 }
 
 case "${1:-all}" in
