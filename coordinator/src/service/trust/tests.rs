@@ -830,25 +830,12 @@ fn a_caught_owners_other_credential_does_not_keep_its_results() {
         for c in ["b", "p"] {
             t.records.get_mut(c).unwrap().streak = 1 << 40;
         }
-        let (mut batch, mut touched) = (crate::store::Batch::default(), Vec::new());
-        let worker = uuid::Uuid::nil();
         for (i, who) in ["u", keeper].into_iter().enumerate() {
-            let r = bookfarm_proto::domain::JobResult {
-                job_id: uuid::Uuid::from_u128(i as u128 + 1),
-                leaf: res(4),
-            };
-            t.take(
-                &rules,
-                &mut batch,
-                &mut touched,
-                (&worker, who),
-                (req(1), &r),
-                1,
-            )
-            .unwrap();
+            answer_of(&mut t, &rules, who, (i as u128 + 1, 1), 4);
         }
         assert_eq!(t.sources.get(&req(1)).map(|v| v.by.len()), Some(2));
         // u is caught (on another request).
+        let (mut batch, mut touched) = (crate::store::Batch::default(), Vec::new());
         let caught = t.catch(&rules, &mut batch, &mut touched, "u").unwrap();
         assert_eq!(
             caught.dropped.is_empty(),
