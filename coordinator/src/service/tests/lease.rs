@@ -308,14 +308,7 @@ fn long_round_searches_get_one_backup_lease_and_the_first_answer_wins() {
     let f = fixture(2, 10, cfg);
     let id = identity();
     let a = f.c.register(&id, "a", 64).unwrap();
-    // The root search takes 1 s: the level's mean search time.
-    let root = f.c.lease(&id, &a, 1).unwrap();
-    f.clock.advance(Duration::from_secs(1));
-    f.c.submit(&id, &a, &[mock_result(&root[0])]).unwrap();
-    f.c.settle().unwrap();
-    f.c.start(deviate24()).unwrap();
-    let held = f.c.lease(&id, &a, 64).unwrap();
-    assert!(!held.is_empty());
+    let held = hold_deviate24(&f, &id, &a);
     assert_eq!(f.c.status().queued, 0, "a holds every search");
     let b = f.c.register(&id, "b", 1).unwrap();
     // Not long yet: no backup.

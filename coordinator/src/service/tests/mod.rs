@@ -313,6 +313,19 @@ fn unvalidated_leaves(c: &Coordinator) -> Vec<Board> {
         .collect()
 }
 
+/// `w` answers the root search in 1 s (the level's mean search time from then on), deviate 2 4
+/// starts, and `w` leases up to 64 of its searches, which it holds.
+fn hold_deviate24(f: &Fixture, id: &Identity, w: &Uuid) -> Vec<Job> {
+    let root = f.c.lease(id, w, 1).unwrap();
+    f.clock.advance(Duration::from_secs(1));
+    f.c.submit(id, w, &[mock_result(&root[0])]).unwrap();
+    f.c.settle().unwrap();
+    f.c.start(deviate24()).unwrap();
+    let held = f.c.lease(id, w, 64).unwrap();
+    assert!(!held.is_empty());
+    held
+}
+
 fn deviate24() -> Program {
     Program::new(Operation::Deviate {
         params: bookfarm_book::select::Deviate::new(2, 4),

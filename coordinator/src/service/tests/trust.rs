@@ -836,14 +836,7 @@ fn a_backup_lessees_answer_does_not_close_a_spot_check() {
     let id = identity();
     let vol = f.c.register_with(&id, "v", 64, Some("vol"), false).unwrap();
     long_record(&f.c, "vol", 1 << 40);
-    // The root search takes 1 s: the level's mean search time.
-    let root = f.c.lease(&id, &vol, 1).unwrap();
-    f.clock.advance(Duration::from_secs(1));
-    f.c.submit(&id, &vol, &[mock_result(&root[0])]).unwrap();
-    f.c.settle().unwrap();
-    f.c.start(deviate24()).unwrap();
-    let held = f.c.lease(&id, &vol, 64).unwrap();
-    assert!(!held.is_empty());
+    let held = hold_deviate24(&f, &id, &vol);
     let u =
         f.c.register_with(&id, "u", 1, Some("mallory"), false)
             .unwrap();
