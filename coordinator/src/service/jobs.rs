@@ -23,7 +23,7 @@ mod fit;
 pub(crate) use fit::Skipped;
 
 use super::status::RATE_WINDOW;
-use super::trust::{Need, Standing, TrustState};
+use super::trust::{Need, Standing, TrustRules, TrustState};
 use super::{QuarantineReport, ServiceConfig, max_lease_duration};
 use crate::events::CostRecord;
 use bookfarm_book::driver::RequestMap;
@@ -622,13 +622,8 @@ impl Jobs {
             .get(worker)
             .map(|w| (w.contributor.clone(), w.verifier))
             .unwrap_or_default();
-        let standing = self.trust.standing_of(&who, &cfg.trust);
-        let owner = self
-            .trust
-            .records
-            .get(&who)
-            .map(|r| r.owner.clone())
-            .unwrap_or_default();
+        let (standing, owner) = self.voice_of(&who, &cfg.trust);
+        let owner = owner.to_string();
         // A credential still earning trust gets no more searches than the confirmations it
         // still needs (every result of it is searched again by a trust root).
         let slots = self
@@ -761,6 +756,18 @@ impl Jobs {
             // Work is queued that this worker may not take (the verifier serves checks only).
             Some(_) => Some(IdleReason::NotEligible),
         }
+    }
+
+    /// The standing and owner of `contributor` as the trust rules weigh its word (the owner of
+    /// its record; empty without one): what leasing and [`Jobs::checks_pending`] ask
+    /// [`Need::admits`] about.
+    fn voice_of(&self, contributor: &str, rules: &TrustRules) -> (Standing, &str) {
+        let owner = self
+            .trust
+            .records
+            .get(contributor)
+            .map_or("", |r| r.owner.as_str());
+        (self.trust.standing_of(contributor, rules), owner)
     }
 
     /// Leases held now by the workers of `contributor` (a credential may run several).

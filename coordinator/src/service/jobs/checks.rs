@@ -79,17 +79,24 @@ impl Jobs {
     }
 
     /// Whether a check a finished build must wait for is pending: a provisional result in the
-    /// decisive core, or a check of a result the book uses that a registered worker can run
-    /// (a trusted worker's spot check waits for a verifier, which may never come).
+    /// decisive core, or a check of a result the book uses that a registered worker may take,
+    /// as leasing decides ([`Need::admits`]: a check of an owner's result waits in vain for its
+    /// owner's workers; a trusted worker's spot check waits for a verifier, which may never
+    /// come). It answers for the workers registered now: one that registers later and may take
+    /// such a check makes it pending again.
     pub(crate) fn checks_pending(&self, rules: &TrustRules) -> bool {
         if self.trust.core_unconfirmed() > 0 {
             return true;
         }
-        let best = self
+        // Each credential once: its workers share its standing and owner.
+        let voices: HashSet<(Standing, &str, &str)> = self
             .workers
             .values()
-            .map(|w| self.trust.standing_of(&w.contributor, rules))
-            .max();
+            .map(|w| {
+                let (standing, owner) = self.voice_of(&w.contributor, rules);
+                (standing, w.contributor.as_str(), owner)
+            })
+            .collect();
         self.trust.cases().any(|(k, c)| {
             c.applied
                 && self
@@ -97,7 +104,11 @@ impl Jobs {
                     .get(k)
                     .and_then(|id| self.jobs.get(id))
                     .and_then(|j| j.need.as_ref())
-                    .is_some_and(|n| best.is_some_and(|b| b >= n.min))
+                    .is_some_and(|n| {
+                        voices
+                            .iter()
+                            .any(|&(standing, who, owner)| n.admits(standing, who, owner))
+                    })
         })
     }
 

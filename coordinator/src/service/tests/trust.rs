@@ -866,3 +866,74 @@ fn a_backup_lessees_answer_does_not_close_a_spot_check() {
         "an untrusted credential closed the spot check of an earned result"
     );
 }
+
+/// A check of a result the book uses keeps a finished build running only while a registered
+/// worker may take it, as leasing decides (`Need::admits`: the checked owner is one voice, so
+/// its own trusted credential may not check it): a spot check of an earned volunteer's result,
+/// with no trust root registered but one of the volunteer's own, is not pending; a trusted
+/// worker of another owner registering makes it pending again.
+#[test]
+fn a_check_only_the_checked_owners_workers_could_take_is_not_pending() {
+    let rules = TrustRules {
+        spot_floor: 1.0,
+        ..TrustRules::default()
+    };
+    let (f, id) = fixture_without_verifier(rules);
+    let vol = f.c.register_with(&id, "v", 1, Some("vol"), false).unwrap();
+    long_record(&f.c, "vol", 1 << 40);
+    // The volunteer's other credential, trusted by the operator: a trust root of its owner.
+    let own =
+        f.c.register_as(&id, "t", 1, Some(("t", "vol")), true)
+            .unwrap();
+    // The volunteer's answer to a search, applied at once; the coin (floor 1) draws a spot
+    // check, whose job waits in the queue (no growth program runs: no decisive core).
+    let key = LeafRequest {
+        board: Board::start(),
+        level: 2,
+        excluded: 1,
+    };
+    let job = Job {
+        id: Uuid::from_u128(1),
+        board: key.board,
+        excluded: key.excluded,
+        level: key.level,
+        attempt: 0,
+    };
+    let job_id = {
+        let mut g = f.c.jobs();
+        let (mut batch, mut touched) = (Batch::default(), Vec::new());
+        let taken = g
+            .trust
+            .take(
+                &rules,
+                &mut batch,
+                &mut touched,
+                (&vol, "vol"),
+                (key, &mock_result(&job)),
+                1,
+            )
+            .unwrap();
+        assert!(taken.apply.is_some(), "an earned result is applied at once");
+        let need = taken.need.expect("the coin (floor 1) drew a spot check");
+        assert_eq!((need.min, need.kind), (Standing::Given, CheckKind::Spot));
+        assert!(
+            !need.admits(g.trust.standing_of("t", &rules), "t", "vol"),
+            "one owner, one voice"
+        );
+        g.add_check(key, need, f.c.now());
+        assert_eq!(g.trust.core_unconfirmed(), 0);
+        assert!(
+            !g.checks_pending(&rules),
+            "no registered worker may take the spot check of vol's result"
+        );
+        g.job_of(&key).expect("the check's job")
+    };
+    // The check is not leased to the volunteer's trusted credential either.
+    let taken = f.c.lease(&id, &own, 1).unwrap();
+    assert!(taken.iter().all(|j| j.id != job_id), "{taken:?}");
+    // A trust root of another owner registers: the check is pending again, and it takes it.
+    let op = f.c.register_with(&id, "op", 1, Some("op"), true).unwrap();
+    assert!(f.c.jobs().checks_pending(&rules));
+    let leased = f.c.lease(&id, &op, 1).unwrap();
+    assert_eq!(leased.iter().map(|j| j.id).collect::<Vec<_>>(), [job_id]);
+}
