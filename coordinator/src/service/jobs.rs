@@ -23,7 +23,7 @@ mod fit;
 pub(crate) use fit::Skipped;
 
 use super::status::RATE_WINDOW;
-use super::trust::{Need, Standing, TrustRules, TrustState};
+use super::trust::{Need, Standing, TrustRules, TrustState, another_word};
 use super::{QuarantineReport, ServiceConfig, max_lease_duration};
 use crate::events::CostRecord;
 use bookfarm_book::driver::RequestMap;
@@ -631,6 +631,7 @@ impl Jobs {
             .earning_room(&who, &cfg.trust, || self.leases_of(&who))
             .map_or(slots, |room| slots.min(room));
         self.relax_due(now);
+        let me = (worker, standing, owner.as_str());
         while out.len() < slots {
             // Checks first for those who can serve them (a held result blocks its round), core
             // and spot checks within the worker's share while round work waits; the verifier
@@ -660,7 +661,7 @@ impl Jobs {
             let rescue = match next {
                 Some(k) if k.0 == JobClass::Round => None,
                 _ if verifier => None,
-                _ => self.silent_backup_candidate(worker, &fit, now, cfg),
+                _ => self.silent_backup_candidate(me, &fit, now, cfg),
             };
             let id = match (rescue, next) {
                 (Some(id), _) => {
@@ -673,7 +674,7 @@ impl Jobs {
                     k.3
                 }
                 (None, None) if verifier => break,
-                (None, None) => match self.backup_candidate(worker, &fit, now, cfg) {
+                (None, None) => match self.backup_candidate(me, &fit, now, cfg) {
                     Some(id) => {
                         self.counters.backup_leased += 1;
                         metrics::counter!(crate::telemetry::BACKUP_LEASED).increment(1);
@@ -784,13 +785,34 @@ impl Jobs {
         self.by_key.get(key).copied()
     }
 
+    /// Whether job `j` may get a backup lease on `worker` of `standing` and `owner`: it holds
+    /// no lease of it, and its replica could be a word of its own beside its lessees' should
+    /// one of their answers turn the job into a check ([`another_word`]: not another
+    /// credential, below a trust root, of an owner holding a lease of it). The first answer
+    /// serves the round whoever gives it, but a lessee's answer held for validation or drawn
+    /// for a spot check waits for another word, and while a lease of its owner runs on, the
+    /// check stays out of the queue for a replica that cannot close it.
+    fn backup_fits(
+        &self,
+        j: &JobEntry,
+        (worker, standing, owner): (&Uuid, Standing, &str),
+        rules: &TrustRules,
+    ) -> bool {
+        let lessees = j
+            .leases
+            .iter()
+            .filter_map(|l| self.workers.get(&l.worker))
+            .map(|w| self.voice_of(&w.contributor, rules).1);
+        !j.leased_to(worker) && another_word(standing, owner, lessees)
+    }
+
     /// The first round search (in growth's order) whose every lessee has been silent for more
     /// than two heartbeat intervals (it crashed or lost its network, most likely: a live
-    /// worker heartbeats while it searches), leased to others only, fewer than [`MAX_LEASES`]
-    /// leases: worth a backup lease before any speculative work.
+    /// worker heartbeats while it searches), fewer than [`MAX_LEASES`] leases, that may get a
+    /// backup lease on `worker` ([`Jobs::backup_fits`]): worth one before any speculative work.
     fn silent_backup_candidate(
         &self,
-        worker: &Uuid,
+        worker: (&Uuid, Standing, &str),
         fit: &fit::Fit,
         now: Duration,
         cfg: &ServiceConfig,
@@ -807,19 +829,20 @@ impl Jobs {
         self.leased_round.iter().take(64).map(|k| k.2).find(|id| {
             self.jobs.get(id).is_some_and(|j| {
                 j.leases.len() < MAX_LEASES
-                    && !j.leased_to(worker)
+                    && self.backup_fits(j, worker, &cfg.trust)
                     && j.leases.iter().all(|l| silent(&l.worker))
                     && self.fits(fit, j, cfg)
             })
         })
     }
 
-    /// The first round search (in growth's order) worth a backup lease for `worker`: leased
-    /// to others only, fewer than [`MAX_LEASES`] leases, its oldest lease older than
-    /// `cfg.backup_after` times its level's mean search time.
+    /// The first round search (in growth's order) worth a backup lease for `worker`: fewer
+    /// than [`MAX_LEASES`] leases, its oldest lease older than `cfg.backup_after` times its
+    /// level's mean search time, and a backup lease on `worker` fits it
+    /// ([`Jobs::backup_fits`]).
     fn backup_candidate(
         &self,
-        worker: &Uuid,
+        worker: (&Uuid, Standing, &str),
         fit: &fit::Fit,
         now: Duration,
         cfg: &ServiceConfig,
@@ -835,7 +858,7 @@ impl Jobs {
                 };
                 let oldest = j.leases.iter().map(|l| l.at).min().unwrap_or(now);
                 j.leases.len() < MAX_LEASES
-                    && !j.leased_to(worker)
+                    && self.backup_fits(j, worker, &cfg.trust)
                     && now.saturating_sub(oldest).as_secs_f64() > mean * f64::from(cfg.backup_after)
                     && self.fits(fit, j, cfg)
             })

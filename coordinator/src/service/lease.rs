@@ -10,7 +10,9 @@
 //! (a speculative job the driver then needs becomes round work and keeps its lease). A round
 //! search leased for more than `backup_after` times its level's mean search time, or whose
 //! lessees have all been silent for two heartbeat intervals, gets one backup lease on an idle
-//! worker; the first answer wins. A lease call that finds nothing for a worker holding nothing
+//! worker whose replica could be a word of its own should an answer make the job a check (a
+//! trust root, or a worker of an owner holding no lease of it: `Jobs::backup_fits`); the first
+//! answer wins. A lease call that finds nothing for a worker holding nothing
 //! waits while a growth run is under way or others hold searches the driver waits for, then
 //! suggests `retry_after`. A search is a pure function of its request, so none of this changes
 //! the book, only when its searches are done.

@@ -937,3 +937,105 @@ fn a_check_only_the_checked_owners_workers_could_take_is_not_pending() {
     let leased = f.c.lease(&id, &op, 1).unwrap();
     assert_eq!(leased.iter().map(|j| j.id).collect::<Vec<_>>(), [job_id]);
 }
+
+/// A backup lease of a long round search goes to a worker whose replica could be a word of its
+/// own should an answer turn the job into a check: never to another credential (below a trust
+/// root) of an owner holding a lease of it, whose agreement closes no spot check of its
+/// owner's answer and validates none. A trusted credential of that owner (its agreement
+/// settles) and an earned worker of another owner get one.
+#[test]
+fn a_long_search_gets_no_backup_lease_on_its_owners_other_credential() {
+    let f = fixture(
+        2,
+        10,
+        ServiceConfig {
+            trust: TrustRules {
+                spot_floor: 0.0,
+                ..TrustRules::default()
+            },
+            trust_seed: Some(7),
+            seeded_ids: Some(7),
+            lookahead: 0,
+            backup_after: 4,
+            ..without_speculation()
+        },
+    );
+    let id = identity();
+    let vol = f.c.register_with(&id, "v", 64, Some("vol"), false).unwrap();
+    long_record(&f.c, "vol", 1 << 40);
+    let held = hold_deviate24(&f, &id, &vol);
+    let sibling =
+        f.c.register_as(&id, "v2", 1, Some(("v2", "vol")), false)
+            .unwrap();
+    long_record(&f.c, "v2", 1 << 40);
+    // Past 4 mean search times (1 s), vol still heard from: a slow search, not a silent one.
+    f.clock.advance(Duration::from_secs(5));
+    let ids: Vec<Uuid> = held.iter().map(|j| j.id).collect();
+    f.c.heartbeat(&id, &vol, &ids).unwrap();
+    assert_eq!(
+        f.c.lease(&id, &sibling, 1).unwrap(),
+        [],
+        "a backup of vol's search on vol's other credential"
+    );
+    assert_eq!(f.c.counters().backup_leased, 0);
+    let trusted =
+        f.c.register_as(&id, "t", 1, Some(("t", "vol")), true)
+            .unwrap();
+    let peer = f.c.register_with(&id, "p", 1, Some("peer"), false).unwrap();
+    long_record(&f.c, "peer", 1 << 40);
+    // The pass has one search (the start position's moves are one up to symmetry): the
+    // trusted credential takes the backup lease and hands it back, then the peer takes it.
+    assert_eq!(ids.len(), 1);
+    for w in [trusted, peer] {
+        let backup = f.c.lease(&id, &w, 1).unwrap();
+        assert_eq!(backup.len(), 1);
+        assert_eq!(backup[0].id, ids[0]);
+        assert_eq!(f.c.release_leases(&id, &w, &ids).unwrap(), 1);
+    }
+    assert_eq!(f.c.counters().backup_leased, 2);
+}
+
+/// The same for a round search whose lessee fell silent (it outranks speculative work): a
+/// credential of the silent lessee's owner gets speculative work instead, a worker of another
+/// owner the backup lease.
+#[test]
+fn a_silent_lessees_search_gets_no_backup_lease_on_its_owners_other_credential() {
+    let f = fixture(
+        2,
+        10,
+        ServiceConfig {
+            backup_after: 4,
+            ..speculating()
+        },
+    );
+    f.c.set_predictor(Box::new(crate::sim::SimPredictor(
+        crate::sim::Guess::Perfect,
+    )));
+    let id = identity();
+    let vol = f.c.register_with(&id, "v", 1, Some("vol"), false).unwrap();
+    long_record(&f.c, "vol", 1 << 40);
+    let sibling =
+        f.c.register_as(&id, "v2", 2, Some(("v2", "vol")), false)
+            .unwrap();
+    long_record(&f.c, "v2", 1 << 40);
+    let peer = f.c.register_with(&id, "p", 1, Some("peer"), false).unwrap();
+    long_record(&f.c, "peer", 1 << 40);
+    f.c.start(deviate24()).unwrap();
+    let round = f.c.lease(&id, &vol, 1).unwrap();
+    assert_eq!(round.len(), 1);
+    assert_eq!(f.c.jobs().queued_round(), 0, "vol holds the round's search");
+    // vol falls silent for more than two heartbeat intervals; the others are heard from.
+    f.clock.advance(Duration::from_secs(36));
+    let first = f.c.lease(&id, &sibling, 1).unwrap();
+    assert_eq!(first.len(), 1);
+    assert_ne!(
+        first[0].id, round[0].id,
+        "a backup of vol's search on vol's other credential"
+    );
+    let class = f.c.jobs().jobs.get(&first[0].id).map(|e| e.class);
+    assert_eq!(class, Some(JobClass::Speculative));
+    let rescue = f.c.lease(&id, &peer, 1).unwrap();
+    assert_eq!(rescue.len(), 1);
+    assert_eq!((rescue[0].id, rescue[0].attempt), (round[0].id, 1));
+    assert_eq!(f.c.counters().backup_leased, 1);
+}

@@ -129,7 +129,7 @@ mod tests;
 
 pub(crate) use ledger::{Taken, TrustState};
 pub use ledger::{TrustCounters, catches_by_owner};
-pub(crate) use rules::{CheckKind, Need};
+pub(crate) use rules::{CheckKind, Need, another_word};
 pub use rules::{Standing, StreakRule, TrustRules, required_streak, standing};
 
 /// Contributor name of the coordinator's own verification searches.

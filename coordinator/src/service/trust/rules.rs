@@ -218,6 +218,19 @@ impl Need {
     }
 }
 
+/// Whether a replica by a worker of `standing` and `owner` can be a word of its own beside
+/// replicas by `owners`, should the job they answer become a check of one of them: a trust
+/// root's agreement settles whatever its owner ([`decide`]); anyone else's counts once per
+/// owner (one owner is one voice: its agreement closes no spot check of its owner's answer,
+/// and [`Need::admits`] gives it no check of it).
+pub(crate) fn another_word<'a>(
+    standing: Standing,
+    owner: &str,
+    mut owners: impl Iterator<Item = &'a str>,
+) -> bool {
+    standing >= Standing::Given || !owners.any(|o| o == owner)
+}
+
 /// A replica as the rules see it.
 #[derive(Debug, Clone)]
 pub(crate) struct Replica {
