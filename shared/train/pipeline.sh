@@ -71,6 +71,7 @@
 #   shared/train/pipeline.sh v42g [L2]        # v42d plus the depth-16 labels at game positions -> v42g-lL2
 #   shared/train/pipeline.sh v42r [L2]        # v42d plus the depth-16 labels at 20-22 empties -> v42r-lL2
 #   shared/train/pipeline.sh v42s [L2]        # v42r with the labels' bias at 19 and 21 empties out -> v42s-lL2
+#   shared/train/pipeline.sh v42t [L2]        # the depth-16 labels without depth-4/6 ones, overlap 3 -> v42t-lL2
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=${BOOKFARM_TRAIN_CACHE:-target/train}
@@ -867,13 +868,17 @@ v42m() {
 # refit42 NAME L2 ARGS...: 1.7.0 with its buckets of 17-24 empties (17-20) refitted on v15c's data
 # plus ARGS (the label sets and fit options of NAME) -> $C/NAME-lL2. The sets grow, so a fit depends
 # on the parts committed when it runs (docs/training.md names them). Needs from-store42's caches.
-refit42() {
-  local name=$1 l2=$2; shift 2
-  local caches=(); for f in "${A14[@]}"; do caches+=(--train "$C/t13-$f.bin"); done
+refit42() { refit42_on A14 "$F14_OVERLAP" "$@"; }
+
+# refit42_on CACHES OVERLAP NAME L2 ARGS...: refit42 with the t13 caches named by the array CACHES
+# (A14: v15c's depth-4, depth-6 and exact caches; E13: its exact caches only) and overlap OVERLAP.
+refit42_on() {
+  local -n t13=$1; local overlap=$2 name=$3 l2=$4; shift 4
+  local caches=(); for f in "${t13[@]}"; do caches+=(--train "$C/t13-$f.bin"); done
   step "fit42-$name-l$l2" "$C/$name-l$l2/eval.dat" "$B" fit --train "$C/train.bin" "${caches[@]}" \
     "$@" --only-search-labels --prior shared/engine/weights/bookfarm-eval-1.7.0.dat.gz \
     --epochs "$E15" --lr "$LR15" "${HELD13[@]}" --exclude "$C/heldout-RB-20-22.bin" \
-    --overlap "$F14_OVERLAP" --l2 "$l2" --only-buckets 17,18,19,20 --out "$C/$name-l$l2" \
+    --overlap "$overlap" --l2 "$l2" --only-buckets 17,18,19,20 --out "$C/$name-l$l2" \
     --version 1.8.0
 }
 D16=(--train "$L/r1824-d16p73-w110-s421" --train "$L/r1824-d16p73-v15c-s425")
@@ -894,6 +899,14 @@ v42r() { refit42 v42r "${1:-0.5}" "${D16[@]}" --train "$L/r2022-d16p73-v15c-s427
 v42s() {
   refit42 v42s "${1:-0.5}" "${D16[@]}" --train "$L/r2022-d16p73-v15c-s427" \
     --label-offset 21:2.3 --label-offset 19:1.55
+}
+
+# v42t: the depth-16 labels alone (every committed random-move and game-position set at 18-24,
+# no depth-4 or depth-6 labels; exact labels kept) at overlap 3 (fourteenth session): with about
+# 10^6 depth-16 labels the cheap labels no longer help and the neighbouring plies are dense enough.
+v42t() {
+  refit42_on E13 3 v42t "${1:-2}" "${D16[@]}" --train "$L/r2022-d16p73-v15c-s427" \
+    --train "$L/g1824-d16p73-v15c-s426"
 }
 
 case "${1:-all}" in
@@ -949,6 +962,7 @@ case "${1:-all}" in
   v42g) v42g "${2:-0.5}" ;;
   v42r) v42r "${2:-0.5}" ;;
   v42s) v42s "${2:-0.5}" ;;
+  v42t) v42t "${2:-2}" ;;
   match42b) match42b "$2" "$3" "$4" "$5" ;;
   match42) match42 "$2" "${3:-8,12}" ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;
