@@ -191,13 +191,19 @@ pub async fn admin(port: u16) -> Admin {
     admin_as(port, "").await
 }
 
-/// A channel to `127.0.0.1:port`, retrying the connection for up to 20 s.
+/// A channel to `127.0.0.1:port`, retrying the connection for up to 20 s. HTTP/2 keep-alive
+/// pings find a connection the coordinator dropped without the client noticing (a flood of
+/// idle connections at its cap), so that the channel reconnects instead of waiting forever.
 pub async fn channel(port: u16) -> Channel {
     let url = format!("http://127.0.0.1:{port}");
     let t0 = Instant::now();
     loop {
         match tonic::transport::Endpoint::from_shared(url.clone())
             .expect("url")
+            .connect_timeout(Duration::from_secs(5))
+            .http2_keep_alive_interval(Duration::from_secs(5))
+            .keep_alive_timeout(Duration::from_secs(10))
+            .keep_alive_while_idle(true)
             .connect()
             .await
         {
@@ -246,7 +252,8 @@ pub fn sorted(book: &MemBook) -> Vec<Position> {
     v
 }
 
-/// Poll the status until `pred` holds (panics after `limit`: a hang is a failure, not a skip).
+/// Poll the status until `pred` holds (panics after `limit`: a hang is a failure, not a skip;
+/// a status call that does not answer within 10 s counts as unreachable).
 pub async fn wait_for(
     c: &mut Admin,
     limit: Duration,
@@ -254,7 +261,8 @@ pub async fn wait_for(
 ) -> pb::GetStatusResponse {
     let t0 = Instant::now();
     loop {
-        if let Ok(r) = c.get_status(pb::GetStatusRequest::default()).await {
+        let call = c.get_status(pb::GetStatusRequest::default());
+        if let Ok(Ok(r)) = tokio::time::timeout(Duration::from_secs(10), call).await {
             let s = r.into_inner();
             if pred(&s) {
                 return s;
