@@ -812,18 +812,16 @@ fn pending_checks_their_age_and_the_overhead_are_reported() {
     );
 }
 
-/// A spot check of an earned result stays open until a word other than the checked owner's
-/// agrees. A worker that still holds a lease of the job from before it became a check (here a
-/// backup lease, on a new credential of another owner, untrusted) answers alike after the check
-/// was drawn: its answer is taken, and the check is still waiting for a trust root.
-#[test]
-fn a_backup_lessees_answer_does_not_close_a_spot_check() {
+/// A fixture whose slow round searches get a backup lease after 4 mean search times, with
+/// spot checks drawn at probability `spot_floor`, and an earned volunteer `vol` (owner "vol")
+/// that answered the root search in 1 s and holds deviate 2 4's searches.
+fn volunteer_holding_deviate24(spot_floor: f64) -> (Fixture, Identity, Uuid, Vec<Job>) {
     let f = fixture(
         2,
         10,
         ServiceConfig {
             trust: TrustRules {
-                spot_floor: 1.0,
+                spot_floor,
                 ..TrustRules::default()
             },
             trust_seed: Some(7),
@@ -837,6 +835,16 @@ fn a_backup_lessees_answer_does_not_close_a_spot_check() {
     let vol = f.c.register_with(&id, "v", 64, Some("vol"), false).unwrap();
     long_record(&f.c, "vol", 1 << 40);
     let held = hold_deviate24(&f, &id, &vol);
+    (f, id, vol, held)
+}
+
+/// A spot check of an earned result stays open until a word other than the checked owner's
+/// agrees. A worker that still holds a lease of the job from before it became a check (here a
+/// backup lease, on a new credential of another owner, untrusted) answers alike after the check
+/// was drawn: its answer is taken, and the check is still waiting for a trust root.
+#[test]
+fn a_backup_lessees_answer_does_not_close_a_spot_check() {
+    let (f, id, vol, held) = volunteer_holding_deviate24(1.0);
     let u =
         f.c.register_with(&id, "u", 1, Some("mallory"), false)
             .unwrap();
@@ -945,25 +953,7 @@ fn a_check_only_the_checked_owners_workers_could_take_is_not_pending() {
 /// settles) and an earned worker of another owner get one.
 #[test]
 fn a_long_search_gets_no_backup_lease_on_its_owners_other_credential() {
-    let f = fixture(
-        2,
-        10,
-        ServiceConfig {
-            trust: TrustRules {
-                spot_floor: 0.0,
-                ..TrustRules::default()
-            },
-            trust_seed: Some(7),
-            seeded_ids: Some(7),
-            lookahead: 0,
-            backup_after: 4,
-            ..without_speculation()
-        },
-    );
-    let id = identity();
-    let vol = f.c.register_with(&id, "v", 64, Some("vol"), false).unwrap();
-    long_record(&f.c, "vol", 1 << 40);
-    let held = hold_deviate24(&f, &id, &vol);
+    let (f, id, vol, held) = volunteer_holding_deviate24(0.0);
     let sibling =
         f.c.register_as(&id, "v2", 1, Some(("v2", "vol")), false)
             .unwrap();
