@@ -192,8 +192,8 @@ pub async fn admin(port: u16) -> Admin {
 }
 
 /// A channel to `127.0.0.1:port`, retrying the connection for up to 20 s. HTTP/2 keep-alive
-/// pings find a connection the coordinator dropped without the client noticing (a flood of
-/// idle connections at its cap), so that the channel reconnects instead of waiting forever.
+/// pings find a dead connection, so that the channel reconnects instead of a call waiting on
+/// it forever.
 pub async fn channel(port: u16) -> Channel {
     let url = format!("http://127.0.0.1:{port}");
     let t0 = Instant::now();
