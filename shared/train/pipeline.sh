@@ -72,6 +72,8 @@
 #   shared/train/pipeline.sh v42r [L2]        # v42d plus the depth-16 labels at 20-22 empties -> v42r-lL2
 #   shared/train/pipeline.sh v42s [L2]        # v42r with the labels' bias at 19 and 21 empties out -> v42s-lL2
 #   shared/train/pipeline.sh v42t [L2]        # the depth-16 labels without depth-4/6 ones, overlap 3 -> v42t-lL2
+#   shared/train/pipeline.sh v42p [L2]        # v42t in bookfarm-eval2 with its pattern terms -> v42p-lL2
+#   shared/train/pipeline.sh v42pm [L2]       # v42p plus the midgame (31-36) refitted with the terms -> v42pm
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=${BOOKFARM_TRAIN_CACHE:-target/train}
@@ -875,7 +877,9 @@ refit42() { refit42_on A14 "$F14_OVERLAP" "$@"; }
 refit42_on() {
   local -n t13=$1; local overlap=$2 name=$3 l2=$4; shift 4
   local caches=(); for f in "${t13[@]}"; do caches+=(--train "$C/t13-$f.bin"); done
-  step "fit42-$name-l$l2" "$C/$name-l$l2/eval.dat" "$B" fit --train "$C/train.bin" "${caches[@]}" \
+  # `fit --extra` writes a bookfarm-eval2 file.
+  local file=eval.dat; [[ " $* " == *" --extra "* ]] && file=eval2.bin
+  step "fit42-$name-l$l2" "$C/$name-l$l2/$file" "$B" fit --train "$C/train.bin" "${caches[@]}" \
     "$@" --only-search-labels --prior shared/engine/weights/bookfarm-eval-1.7.0.dat.gz \
     --epochs "$E15" --lr "$LR15" "${HELD13[@]}" --exclude "$C/heldout-RB-20-22.bin" \
     --overlap "$overlap" --l2 "$l2" --only-buckets 17,18,19,20 --out "$C/$name-l$l2" \
@@ -907,6 +911,24 @@ v42s() {
 v42t() {
   refit42_on E13 3 v42t "${1:-2}" "${D16[@]}" --train "$L/r2022-d16p73-v15c-s427" \
     --train "$L/g1824-d16p73-v15c-s426"
+}
+
+# v42p: v42t's labels and fit in the bookfarm-eval2 format, whose pattern terms (three 10-square
+# patterns under all symmetries) and count terms are fitted with the buckets (fifteenth session).
+v42p() {
+  refit42_on E13 3 v42p "${1:-2}" "${D16[@]}" --train "$L/r2022-d16p73-v15c-s427" \
+    --train "$L/g1824-d16p73-v15c-s426" --extra
+}
+
+# v42pm: v42p with the midgame buckets of 31-36 empties (12-14) refitted with the extra terms on
+# v42m's depth-6 labels (v42m's recipe, from v42p).
+v42pm() {
+  v42p "${1:-2}"
+  step fit42-v42pm "$C/v42pm/eval2.bin" "$B" fit --train "$C/train.bin" \
+    --train "$L/g3136-d6-v15c-s442" --train "$L/r3136-d6-v15c-s443" --extra \
+    --only-search-labels --prior "$C/v42p-l${1:-2}/eval2.bin" --only-buckets 12,13,14 \
+    --epochs "$E15" --lr "$LR15" "${HELD13[@]}" --exclude "$C/heldout-RB-20-22.bin" \
+    --overlap "$F14_OVERLAP" --l2 "$F14_L2" --out "$C/v42pm" --version 1.8.0
 }
 
 case "${1:-all}" in
@@ -963,6 +985,8 @@ case "${1:-all}" in
   v42r) v42r "${2:-0.5}" ;;
   v42s) v42s "${2:-0.5}" ;;
   v42t) v42t "${2:-2}" ;;
+  v42p) v42p "${2:-2}" ;;
+  v42pm) v42pm "${2:-2}" ;;
   match42b) match42b "$2" "$3" "$4" "$5" ;;
   match42) match42 "$2" "${3:-8,12}" ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;

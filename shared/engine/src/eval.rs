@@ -112,8 +112,9 @@ pub struct EvalHeader {
 
 /// Magic of a `bookfarm-eval2` file (Edax's patterns plus [`extra`] terms).
 pub const EVAL2_MAGIC: &[u8; 8] = b"BFEVAL2\0";
-/// Version of the `bookfarm-eval2` layout.
-pub const EVAL2_VERSION: u32 = 1;
+/// Version of the `bookfarm-eval2` layout (2: the counts and the three extra patterns; version 1,
+/// the counts alone, is no longer read).
+pub const EVAL2_VERSION: u32 = 2;
 /// Size of the `bookfarm-eval2` header: magic, version, extra length, ply count.
 pub const EVAL2_HEADER: usize = 8 + 4 + 4 + 4;
 
@@ -123,7 +124,7 @@ pub enum EvalFormat {
     /// Edax's `eval.dat`: the 47 pattern features.
     EdaxEvalDat,
     /// `bookfarm-eval2`: Edax's patterns plus the [`extra`] terms (mobility, potential mobility,
-    /// quadrant parity).
+    /// quadrant parity, three 10-square patterns).
     Bookfarm2,
 }
 
@@ -144,6 +145,9 @@ pub struct Eval {
     weights: Vec<i16>,
     /// `bookfarm-eval2` only: [`extra::EXTRA_LEN`] weights per ply, ply-major.
     extra: Option<Vec<i16>>,
+    /// Bit `ply` set when that ply has a non-zero extra weight: the other plies skip the extra
+    /// terms, which would add 0.
+    extra_live: u64,
 }
 
 impl std::fmt::Debug for Eval {
@@ -244,6 +248,7 @@ impl Eval {
             header,
             weights,
             extra: None,
+            extra_live: 0,
         })
     }
 
@@ -270,7 +275,7 @@ impl Eval {
         }
         let mut e = Eval::from_bytes(&bytes[EVAL2_HEADER..EVAL2_HEADER + FILE_SIZE])?;
         let start = EVAL2_HEADER + FILE_SIZE;
-        e.extra = Some(
+        e.set_extra(
             bytes[start..expected]
                 .chunks_exact(2)
                 .map(|c| i16::from_le_bytes([c[0], c[1]]))
@@ -297,13 +302,28 @@ impl Eval {
                 x[ply * extra::EXTRA_LEN + i] = extra(ply, i);
             }
         }
-        self.extra = Some(x);
+        self.set_extra(x);
         self
     }
 
-    /// The extra-term weights of one ply (`bookfarm-eval2` only).
+    /// Install the extra weights ([`N_PLY`] blocks of [`extra::EXTRA_LEN`]) and note which plies
+    /// have any.
+    fn set_extra(&mut self, x: Vec<i16>) {
+        self.extra_live = x
+            .chunks_exact(extra::EXTRA_LEN)
+            .enumerate()
+            .filter(|(_, w)| w.iter().any(|&v| v != 0))
+            .fold(0, |live, (ply, _)| live | 1 << ply);
+        self.extra = Some(x);
+    }
+
+    /// The extra-term weights of one ply (`bookfarm-eval2` only), or `None` when they are all
+    /// zero (the terms would add nothing, so evaluations skip them).
     #[inline(always)]
     pub fn extra_weights(&self, ply: usize) -> Option<&[i16]> {
+        if self.extra_live & (1 << ply) == 0 {
+            return None;
+        }
         self.extra
             .as_deref()
             .map(|x| &x[ply * extra::EXTRA_LEN..(ply + 1) * extra::EXTRA_LEN])
@@ -340,6 +360,7 @@ impl Eval {
             header,
             weights: w,
             extra: None,
+            extra_live: 0,
         };
         match Eval::from_bytes(&e.to_bytes()) {
             Ok(folded) => folded,
@@ -467,8 +488,8 @@ impl PlyWeights<'_> {
 
 /// Sum of one ply's extra weights `w` at the indices `idx` (from [`extra::extra_indices`]).
 #[inline(always)]
-pub fn extra_sum(w: &[i16], idx: &[u16; extra::N_EXTRA]) -> i32 {
-    idx.iter().map(|&i| i32::from(w[usize::from(i)])).sum()
+pub fn extra_sum(w: &[i16], idx: &[u32; extra::N_EXTRA]) -> i32 {
+    idx.iter().map(|&i| i32::from(w[i as usize])).sum()
 }
 
 /// Round a raw sum to discs half away from zero (C truncation of `(raw ± 64) / 128`), then clamp
@@ -609,5 +630,66 @@ mod tests {
         assert_eq!(e.eval0(&b1), 1);
         let reloaded = Eval::from_bytes(&e.to_bytes()).expect("round trip");
         assert_eq!(reloaded.to_bytes(), e.to_bytes());
+    }
+
+    #[test]
+    fn eval2_skips_plies_without_extra_weights_and_rejects_version_1() {
+        let header = EvalHeader {
+            version: 0,
+            release: 0,
+            build: 0,
+            date: 0.0,
+        };
+        let base = Eval::from_fn(header, |ply, i| ((ply * 31 + i * 7) % 97) as i16 - 48);
+        // Extra weights at ply 40 only: one triangle weight for every empty-corner look-up.
+        let triangle_empty = extra::EXTRA_OFFSETS[extra::N_COUNTS];
+        let e2 = Eval::from_bytes(&base.to_bytes())
+            .expect("reloads")
+            .with_extra(|ply, i| {
+                if ply == 40 && i == triangle_empty {
+                    128
+                } else {
+                    0
+                }
+            });
+        assert!(e2.extra_weights(39).is_none() && e2.extra_weights(41).is_none());
+        assert!(e2.extra_weights(40).is_some());
+        let image = e2.to_file_bytes();
+        let back = Eval::from_bytes(&image).expect("eval2 image loads");
+        assert_eq!(back.format(), EvalFormat::Bookfarm2);
+        assert!(back.extra_weights(39).is_none() && back.extra_weights(40).is_some());
+        // Positions of other plies evaluate as the patterns alone.
+        let mut b = Board::start();
+        for x in [
+            "f5", "d6", "c3", "d3", "c4", "f4", "c5", "b3", "c2", "e3", "d2", "c6",
+        ] {
+            b = b
+                .play(crate::Square::parse(x).expect("square"))
+                .expect("legal");
+            assert_eq!(back.raw_board(&b), base.raw_board(&b), "{b}");
+        }
+        // 20 empties (ply 40): the triangles of a1 and h8, each read by two look-ups (the
+        // pattern and its mirror about the diagonal cover the same squares), add 4 × 128.
+        let tri_a1: u64 = [0, 1, 2, 3, 8, 9, 10, 16, 17, 24]
+            .iter()
+            .map(|&q| 1u64 << q)
+            .sum();
+        let empty = tri_a1 | tri_a1.reverse_bits();
+        let own = !empty & 0x5555_5555_5555_5555;
+        let b20 = Board::new(own, !empty & !own).expect("disjoint");
+        assert_eq!(b20.empties(), 20);
+        assert_eq!(
+            back.raw_board(&b20) - base.raw_board(&b20),
+            4 * 128,
+            "{b20}"
+        );
+        // Version 1 images (the counts alone) are refused with a clear error.
+        let mut v1 = image.clone();
+        v1[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let err = Eval::from_bytes(&v1).expect_err("version 1");
+        assert!(
+            matches!(err, EvalError::Eval2Layout { version: 1, .. }),
+            "{err}"
+        );
     }
 }

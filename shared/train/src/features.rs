@@ -87,7 +87,7 @@ impl Layout {
             .iter_mut()
             .zip(extra_indices(board.player, board.opponent))
         {
-            *slot = (N_PACKED + usize::from(x)) as u32;
+            *slot = (N_PACKED + x as usize) as u32;
         }
         out
     }

@@ -204,7 +204,8 @@ enum Cmd {
         #[arg(long, default_value = "1.0.0")]
         version: String,
         /// Fit the `bookfarm-eval2` model: Edax's patterns plus the engine's extra terms
-        /// (mobility pair, potential mobilities, quadrant parity); writes eval2.bin(.gz).
+        /// (mobility pair, potential mobilities, quadrant parity, three 10-square patterns);
+        /// writes eval2.bin(.gz).
         #[arg(long)]
         extra: bool,
     },
@@ -294,7 +295,7 @@ enum Cmd {
         cmd: LabelsCmd,
     },
     /// Write weights as a `bookfarm-eval2` file with all extra-term weights zero: it evaluates
-    /// (and searches) exactly as the input, at the cost of computing the extra terms.
+    /// (and searches) exactly as the input; a start for `fit --extra --prior`.
     Eval2 {
         /// Weights (eval.dat or .gz).
         #[arg(long)]
