@@ -74,6 +74,7 @@
 #   shared/train/pipeline.sh v42t [L2]        # the depth-16 labels without depth-4/6 ones, overlap 3 -> v42t-lL2
 #   shared/train/pipeline.sh v42p [L2]        # v42t in bookfarm-eval2 with its pattern terms -> v42p-lL2
 #   shared/train/pipeline.sh v42pm [L2]       # v42p plus the midgame (31-36) refitted with the terms -> v42pm
+#   shared/train/pipeline.sh v42n             # 1.7.0's midgame (31-36) refitted on all depth-6 labels -> v42n
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=${BOOKFARM_TRAIN_CACHE:-target/train}
@@ -931,6 +932,17 @@ v42pm() {
     --overlap "$F14_OVERLAP" --l2 "$F14_L2" --out "$C/v42pm" --version 1.8.0
 }
 
+# v42n: 1.7.0 with its midgame buckets (31-36 empties, 12-14) refitted on every committed part of
+# v42m's depth-6 sets (800,000 labels since the fifteenth session).
+v42n() {
+  step fit42-v42n "$C/v42n/eval.dat" "$B" fit --train "$C/train.bin" \
+    --train "$L/g3136-d6-v15c-s442" --train "$L/r3136-d6-v15c-s443" \
+    --only-search-labels --prior shared/engine/weights/bookfarm-eval-1.7.0.dat.gz \
+    --only-buckets 12,13,14 --epochs "$E15" --lr "$LR15" "${HELD13[@]}" \
+    --exclude "$C/heldout-RB-20-22.bin" --overlap "$F14_OVERLAP" --l2 "$F14_L2" --out "$C/v42n" \
+    --version 1.8.0
+}
+
 case "${1:-all}" in
   labels) dataset; heldout; labels1 ;;
   fit1) fit1 ;;
@@ -987,6 +999,7 @@ case "${1:-all}" in
   v42t) v42t "${2:-2}" ;;
   v42p) v42p "${2:-2}" ;;
   v42pm) v42pm "${2:-2}" ;;
+  v42n) v42n ;;
   match42b) match42b "$2" "$3" "$4" "$5" ;;
   match42) match42 "$2" "${3:-8,12}" ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;

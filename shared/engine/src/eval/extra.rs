@@ -26,6 +26,8 @@
 //! stored as they are. "Own" is the side the evaluation is for (the side to move at a leaf).
 
 use crate::flip;
+use crate::square::Square;
+use crate::symmetry::transform_square;
 
 /// Largest mobility count the pair table distinguishes (higher counts share its row).
 pub const MOBILITY_CAP: u32 = 19;
@@ -90,18 +92,12 @@ pub const EXTRA_NAMES: [&str; N_TABLES] = [
     "diagonal band",
 ];
 
-/// Square `x` under symmetry `s` (as [`crate::symmetry::transform_square`], usable in constants).
-const fn transform_index(mut i: u8, s: usize) -> u8 {
-    if s & 1 != 0 {
-        i ^= 7;
+/// Square index `i` under symmetry `s` ([`crate::symmetry::transform_square`] on indices).
+const fn transform_index(i: u8, s: usize) -> u8 {
+    match Square::new(i) {
+        Some(sq) => transform_square(sq, s as u8).index(),
+        None => i,
     }
-    if s & 2 != 0 {
-        i ^= 56;
-    }
-    if s & 4 != 0 {
-        i = (i >> 3) | ((i & 7) << 3);
-    }
-    i
 }
 
 /// The squares of look-up `j` = `pattern · 8 + symmetry`: mask, and for each square in ascending
@@ -251,14 +247,8 @@ fn pattern_indices(own: u64, other: u64, out: &mut [u32]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "bmi2")]
 fn pattern_indices_bmi2(own: u64, other: u64, out: &mut [u32]) {
-    use std::arch::x86_64::_pext_u64;
-    for (j, slot) in out.iter_mut().enumerate().take(N_INSTANCES) {
-        let t = &BASE3[j];
-        let m = MASKS[j];
-        *slot = EXTRA_OFFSETS[N_COUNTS + j / 8] as u32
-            + u32::from(t[_pext_u64(own, m) as usize])
-            + 2 * u32::from(t[_pext_u64(other, m) as usize]);
-    }
+    // The closure inherits this function's BMI2, so `pext` is safe to call and inlines.
+    pattern_indices_with(own, other, out, |x, m| std::arch::x86_64::_pext_u64(x, m));
 }
 
 #[inline(always)]
