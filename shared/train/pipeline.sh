@@ -75,6 +75,7 @@
 #   shared/train/pipeline.sh v42p [L2]        # v42t in bookfarm-eval2 with its pattern terms -> v42p-lL2
 #   shared/train/pipeline.sh v42pm [L2]       # v42p plus the midgame (31-36) refitted with the terms -> v42pm
 #   shared/train/pipeline.sh v42n             # 1.7.0's midgame (31-36) refitted on all depth-6 labels -> v42n
+#   shared/train/pipeline.sh v42e             # v42n plus the early midgame (37-44) from depth-6 labels -> v42e
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=${BOOKFARM_TRAIN_CACHE:-target/train}
@@ -943,6 +944,18 @@ v42n() {
     --version 1.8.0
 }
 
+# v42e: v42n with its early-midgame buckets (37-44 empties, 8-11) refitted on the depth-6 labels
+# with 1.7.0 at 37-44 (g3744, r3744; fifteenth session) and those at 31-36 (the overlap reaches them).
+v42e() {
+  v42n
+  step fit42-v42e "$C/v42e/eval.dat" "$B" fit --train "$C/train.bin" \
+    --train "$L/g3744-d6-v170-s450" --train "$L/r3744-d6-v170-s451" \
+    --train "$L/g3136-d6-v15c-s442" --train "$L/r3136-d6-v15c-s443" \
+    --only-search-labels --prior "$C/v42n/eval.dat" --only-buckets 8,9,10,11 \
+    --epochs "$E15" --lr "$LR15" "${HELD13[@]}" --exclude "$C/heldout-RB-20-22.bin" \
+    --overlap "$F14_OVERLAP" --l2 "$F14_L2" --out "$C/v42e" --version 1.8.0
+}
+
 case "${1:-all}" in
   labels) dataset; heldout; labels1 ;;
   fit1) fit1 ;;
@@ -1000,6 +1013,7 @@ case "${1:-all}" in
   v42p) v42p "${2:-2}" ;;
   v42pm) v42pm "${2:-2}" ;;
   v42n) v42n ;;
+  v42e) v42e ;;
   match42b) match42b "$2" "$3" "$4" "$5" ;;
   match42) match42 "$2" "${3:-8,12}" ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;
