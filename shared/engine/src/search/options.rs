@@ -45,7 +45,7 @@ impl Default for SearchOptions {
 /// selectivity, exactness or node count) for the same options and weights, and whenever the
 /// embedded default weights (with their probcut model) change. Part of the [`SearchSignature`]:
 /// results are compared and reused across machines only under one signature.
-pub const SEARCH_REVISION: u32 = 5;
+pub const SEARCH_REVISION: u32 = 6;
 
 impl SearchOptions {
     /// The options a searcher uses with `eval`: the defaults, with the probcut model calibrated

@@ -100,8 +100,8 @@ impl ProbcutModel {
 pub const SEED1_PARAMS: &str = include_str!("probcut-seed1.txt");
 
 /// The model fitted by `bookfarm-worker calibrate` for bookfarm's embedded default weights
-/// (bookfarm-eval 1.7.0); [`crate::search::Searcher::new`] uses it with those weights.
-pub const DEFAULT_WEIGHTS_PARAMS: &str = include_str!("probcut-bookfarm-eval-1.7.0.txt");
+/// (bookfarm-eval 1.8.0); [`crate::search::Searcher::new`] uses it with those weights.
+pub const DEFAULT_WEIGHTS_PARAMS: &str = include_str!("probcut-bookfarm-eval-1.8.0.txt");
 
 impl ProbcutModel {
     /// The model of [`SEED1_PARAMS`].
