@@ -926,34 +926,34 @@ v42p() {
 # v42m's depth-6 labels (v42m's recipe, from v42p).
 v42pm() {
   v42p "${1:-2}"
-  step fit42-v42pm "$C/v42pm/eval2.bin" "$B" fit --train "$C/train.bin" \
-    --train "$L/g3136-d6-v15c-s442" --train "$L/r3136-d6-v15c-s443" --extra \
-    --only-search-labels --prior "$C/v42p-l${1:-2}/eval2.bin" --only-buckets 12,13,14 \
+  midfit42 v42pm eval2.bin "$C/v42p-l${1:-2}/eval2.bin" 12,13,14 \
+    --train "$L/g3136-d6-v15c-s442" --train "$L/r3136-d6-v15c-s443" --extra
+}
+
+# midfit42 NAME FILE PRIOR BUCKETS ARGS...: BUCKETS of PRIOR refitted on the search labels of ARGS
+# (label sets, and --extra for bookfarm-eval2) with v42m's settings -> $C/NAME/FILE.
+midfit42() {
+  local name=$1 file=$2 prior=$3 buckets=$4; shift 4
+  step "fit42-$name" "$C/$name/$file" "$B" fit --train "$C/train.bin" "$@" \
+    --only-search-labels --prior "$prior" --only-buckets "$buckets" \
     --epochs "$E15" --lr "$LR15" "${HELD13[@]}" --exclude "$C/heldout-RB-20-22.bin" \
-    --overlap "$F14_OVERLAP" --l2 "$F14_L2" --out "$C/v42pm" --version 1.8.0
+    --overlap "$F14_OVERLAP" --l2 "$F14_L2" --out "$C/$name" --version 1.8.0
 }
 
 # v42n: 1.7.0 with its midgame buckets (31-36 empties, 12-14) refitted on every committed part of
 # v42m's depth-6 sets (800,000 labels since the fifteenth session).
 v42n() {
-  step fit42-v42n "$C/v42n/eval.dat" "$B" fit --train "$C/train.bin" \
-    --train "$L/g3136-d6-v15c-s442" --train "$L/r3136-d6-v15c-s443" \
-    --only-search-labels --prior shared/engine/weights/bookfarm-eval-1.7.0.dat.gz \
-    --only-buckets 12,13,14 --epochs "$E15" --lr "$LR15" "${HELD13[@]}" \
-    --exclude "$C/heldout-RB-20-22.bin" --overlap "$F14_OVERLAP" --l2 "$F14_L2" --out "$C/v42n" \
-    --version 1.8.0
+  midfit42 v42n eval.dat shared/engine/weights/bookfarm-eval-1.7.0.dat.gz 12,13,14 \
+    --train "$L/g3136-d6-v15c-s442" --train "$L/r3136-d6-v15c-s443"
 }
 
 # v42e: v42n with its early-midgame buckets (37-44 empties, 8-11) refitted on the depth-6 labels
 # with 1.7.0 at 37-44 (g3744, r3744; fifteenth session) and those at 31-36 (the overlap reaches them).
 v42e() {
   v42n
-  step fit42-v42e "$C/v42e/eval.dat" "$B" fit --train "$C/train.bin" \
+  midfit42 v42e eval.dat "$C/v42n/eval.dat" 8,9,10,11 \
     --train "$L/g3744-d6-v170-s450" --train "$L/r3744-d6-v170-s451" \
-    --train "$L/g3136-d6-v15c-s442" --train "$L/r3136-d6-v15c-s443" \
-    --only-search-labels --prior "$C/v42n/eval.dat" --only-buckets 8,9,10,11 \
-    --epochs "$E15" --lr "$LR15" "${HELD13[@]}" --exclude "$C/heldout-RB-20-22.bin" \
-    --overlap "$F14_OVERLAP" --l2 "$F14_L2" --out "$C/v42e" --version 1.8.0
+    --train "$L/g3136-d6-v15c-s442" --train "$L/r3136-d6-v15c-s443"
 }
 
 case "${1:-all}" in

@@ -670,10 +670,7 @@ mod tests {
         }
         // 20 empties (ply 40): the triangles of a1 and h8, each read by two look-ups (the
         // pattern and its mirror about the diagonal cover the same squares), add 4 × 128.
-        let tri_a1: u64 = [0, 1, 2, 3, 8, 9, 10, 16, 17, 24]
-            .iter()
-            .map(|&q| 1u64 << q)
-            .sum();
+        let tri_a1: u64 = extra::PATTERNS[0].iter().map(|&q| 1u64 << q).sum();
         let empty = tri_a1 | tri_a1.reverse_bits();
         let own = !empty & 0x5555_5555_5555_5555;
         let b20 = Board::new(own, !empty & !own).expect("disjoint");
