@@ -74,6 +74,7 @@
 #   shared/train/pipeline.sh v42t [L2]        # the depth-16 labels without depth-4/6 ones, overlap 3 -> v42t-lL2
 #   shared/train/pipeline.sh v42p [L2]        # v42t in bookfarm-eval2 with its pattern terms -> v42p-lL2
 #   shared/train/pipeline.sh v42pm [L2]       # v42p plus the midgame (31-36) refitted with the terms -> v42pm
+#   shared/train/pipeline.sh v42q [L2]        # v42p's refit made from 1.8.0 -> v42q-lL2
 #   shared/train/pipeline.sh v42n             # 1.7.0's midgame (31-36) refitted on all depth-6 labels -> v42n
 #   shared/train/pipeline.sh v42e             # v42n plus the early midgame (37-44) from depth-6 labels -> v42e
 set -euo pipefail
@@ -882,7 +883,7 @@ refit42_on() {
   # `fit --extra` writes a bookfarm-eval2 file.
   local file=eval.dat; [[ " $* " == *" --extra "* ]] && file=eval2.bin
   step "fit42-$name-l$l2" "$C/$name-l$l2/$file" "$B" fit --train "$C/train.bin" "${caches[@]}" \
-    "$@" --only-search-labels --prior shared/engine/weights/bookfarm-eval-1.7.0.dat.gz \
+    "$@" --only-search-labels --prior "${PRIOR42:-shared/engine/weights/bookfarm-eval-1.7.0.dat.gz}" \
     --epochs "$E15" --lr "$LR15" "${HELD13[@]}" --exclude "$C/heldout-RB-20-22.bin" \
     --overlap "$overlap" --l2 "$l2" --only-buckets 17,18,19,20 --out "$C/$name-l$l2" \
     --version 1.8.0
@@ -920,6 +921,13 @@ v42t() {
 v42p() {
   refit42_on E13 3 v42p "${1:-2}" "${D16[@]}" --train "$L/r2022-d16p73-v15c-s427" \
     --train "$L/g1824-d16p73-v15c-s426" --extra
+}
+
+# v42q: v42p's refit of the buckets of 17-24 empties made from 1.8.0 instead of 1.7.0 (1.8.0
+# differs from 1.7.0 only at 31-44 empties, which this refit leaves as they are).
+v42q() {
+  PRIOR42=shared/engine/weights/bookfarm-eval-1.8.0.dat.gz refit42_on E13 3 v42q "${1:-2}" \
+    "${D16[@]}" --train "$L/r2022-d16p73-v15c-s427" --train "$L/g1824-d16p73-v15c-s426" --extra
 }
 
 # v42pm: v42p with the midgame buckets of 31-36 empties (12-14) refitted with the extra terms on
@@ -1012,6 +1020,7 @@ case "${1:-all}" in
   v42t) v42t "${2:-2}" ;;
   v42p) v42p "${2:-2}" ;;
   v42pm) v42pm "${2:-2}" ;;
+  v42q) v42q "${2:-2}" ;;
   v42n) v42n ;;
   v42e) v42e ;;
   match42b) match42b "$2" "$3" "$4" "$5" ;;

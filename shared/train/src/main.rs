@@ -21,7 +21,7 @@ use rayon::prelude::*;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tracing::info;
 
 #[derive(Parser, Debug)]
@@ -126,6 +126,11 @@ enum Cmd {
         /// Edax level of both sides.
         #[arg(long)]
         level: u8,
+        /// Equal time instead of equal level: each side gets this many milliseconds of thread CPU
+        /// a midgame move (iterative deepening at the level's selectivity); the level still
+        /// decides where the endgame is solved exactly.
+        #[arg(long)]
+        move_cpu_ms: Option<u64>,
         /// Random plies of each opening.
         #[arg(long, default_value_t = 8)]
         plies: usize,
@@ -621,6 +626,20 @@ fn print_match(prefix: &str, r: &play::MatchResult, secs: f32) {
             .map(|h| r.pair_half_points.iter().filter(|&&x| x == h).count())
             .collect::<Vec<_>>(),
     );
+    let [a, b] = r.effort;
+    if a.nodes + b.nodes > 0 {
+        println!(
+            "{prefix}effort: nodes {} / {} ({:.3}x), thread CPU {:.1} s / {:.1} s ({:.3}x), ns/node {:.1} / {:.1}",
+            a.nodes,
+            b.nodes,
+            a.nodes as f64 / b.nodes.max(1) as f64,
+            a.cpu_secs,
+            b.cpu_secs,
+            a.cpu_secs / b.cpu_secs.max(1e-9),
+            1e9 * a.cpu_secs / a.nodes.max(1) as f64,
+            1e9 * b.cpu_secs / b.nodes.max(1) as f64,
+        );
+    }
 }
 
 /// Weights from a file, or the embedded default evaluation.
@@ -1267,6 +1286,7 @@ fn main() -> Result<()> {
             opponent,
             pairs,
             level,
+            move_cpu_ms,
             plies,
             seed,
         } => {
@@ -1280,9 +1300,19 @@ fn main() -> Result<()> {
                 )
                 .expect("static template"),
             );
-            let r = play::play_engine_match(&a, &b, pairs, level, plies, seed, || pb.inc(1));
+            let (budget, prefix) = match move_cpu_ms {
+                Some(ms) => (
+                    play::MoveBudget::Cpu {
+                        level,
+                        cpu: Duration::from_millis(ms),
+                    },
+                    format!("level {level}, {ms} ms CPU a midgame move: "),
+                ),
+                None => (play::MoveBudget::Level(level), format!("level {level}: ")),
+            };
+            let r = play::play_engine_match(&a, &b, pairs, budget, plies, seed, || pb.inc(1));
             pb.finish();
-            print_match(&format!("level {level}: "), &r, t.elapsed().as_secs_f32());
+            print_match(&prefix, &r, t.elapsed().as_secs_f32());
         }
         Cmd::Match {
             weights,

@@ -8,7 +8,7 @@
 use bookfarm_engine::Board;
 use bookfarm_engine::board::{BitIter, flips_portable, moves_portable};
 use bookfarm_engine::eval::Eval;
-use bookfarm_engine::search::{LeafRequest, Searcher};
+use bookfarm_engine::search::{LeafRequest, LeafResult, Searcher};
 use bookfarm_engine::square::Move;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -177,6 +177,25 @@ pub struct MatchResult {
     /// Points of the first evaluation in each opening pair (its two games, one per colour), in
     /// half points: 0 (two losses) to 4 (two wins).
     pub pair_half_points: Vec<u8>,
+    /// Search effort of each side (first evaluation, second): nodes and thread CPU seconds over
+    /// all its moves; zero where the match does not measure it.
+    pub effort: [Effort; 2],
+}
+
+/// Nodes searched and thread CPU seconds spent by one side of a match.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Effort {
+    /// Nodes of every search the side ran.
+    pub nodes: u64,
+    /// CPU seconds of the searching thread over those searches (0 where the platform cannot say).
+    pub cpu_secs: f64,
+}
+
+impl std::ops::AddAssign for Effort {
+    fn add_assign(&mut self, o: Effort) {
+        self.nodes += o.nodes;
+        self.cpu_secs += o.cpu_secs;
+    }
 }
 
 impl MatchResult {
@@ -259,16 +278,83 @@ pub fn play_match(
     tally(&scores)
 }
 
+/// How each side of an engine match searches a move.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MoveBudget {
+    /// Edax `level`: depth and endgame solve from [`bookfarm_engine::level::level_params`]
+    /// (deterministic: every search starts from a logically empty table).
+    Level(u8),
+    /// Equal time: where `level` solves the position exactly (or deeper than its midgame depth),
+    /// as [`MoveBudget::Level`]; elsewhere iterative deepening at the level's selectivity from
+    /// depth 1, starting no iteration that the thread CPU spent so far plus the last iteration's
+    /// time times its growth would take past `cpu` (so weights that cost more per node search
+    /// shallower). Not deterministic: it depends on measured CPU time.
+    Cpu {
+        /// Level giving the selectivity and the exact-solve threshold.
+        level: u8,
+        /// Thread CPU budget of one midgame move.
+        cpu: std::time::Duration,
+    },
+}
+
+/// One move of `s` under `budget` (the position has a legal move).
+fn budgeted_search(
+    s: &mut Searcher,
+    board: &Board,
+    budget: MoveBudget,
+    never: &AtomicBool,
+) -> LeafResult {
+    let (level, cpu) = match budget {
+        MoveBudget::Level(level) => (level, None),
+        MoveBudget::Cpu { level, cpu } => (level, Some(cpu)),
+    };
+    let (depth, sel) = bookfarm_engine::level::level_params(level, board.empties());
+    let Some(cpu) = cpu.filter(|_| depth < board.empties()) else {
+        let req = LeafRequest {
+            board: *board,
+            level,
+            excluded: 0,
+        };
+        return s.leaf_search(&req, never);
+    };
+    // Without a thread clock the budget counts as spent after the first iteration.
+    let clock = cpu_time::ThreadTime::try_now().ok();
+    let spent = || {
+        clock
+            .and_then(|t| t.try_elapsed().ok())
+            .map_or(f64::INFINITY, |d| d.as_secs_f64())
+    };
+    let (mut best, mut nodes, mut prev_took) = (None::<LeafResult>, 0u64, None::<f64>);
+    for d in 1..board.empties() {
+        let t0 = spent();
+        let r = s.search_depth(board, d, sel, 0, never);
+        let now = spent();
+        let took = (now - t0).max(0.0);
+        nodes += r.nodes;
+        best = Some(r);
+        let growth = prev_took
+            .filter(|&p| p > 0.0)
+            .map_or(4.0, |p| (took / p).clamp(1.5, 16.0));
+        if now + took * growth > cpu.as_secs_f64() {
+            break;
+        }
+        prev_took = Some(took);
+    }
+    let mut r = best.unwrap_or_else(|| s.search_depth(board, 1, sel, 0, never));
+    // Every iteration's nodes count: they are the side's effort.
+    r.nodes = nodes.max(r.nodes);
+    r
+}
+
 /// Play `pairs` random `plies`-ply openings twice each (colours swapped) between the engine's own
-/// [`Searcher`] with evaluation `a` and with evaluation `b`, both at Edax `level` (depth and
-/// endgame solve from [`bookfarm_engine::level::level_params`]; each side keeps one searcher per
-/// worker thread), in parallel. Deterministic: every search starts from a logically empty table.
-/// `on_pair` is called after every finished opening pair (progress).
+/// [`Searcher`] with evaluation `a` and with evaluation `b`, both searching under `budget` (each
+/// side keeps one searcher per worker thread), in parallel. `on_pair` is called after every
+/// finished opening pair (progress).
 pub fn play_engine_match(
     a: &Arc<Eval>,
     b: &Arc<Eval>,
     pairs: usize,
-    level: u8,
+    budget: MoveBudget,
     plies: usize,
     seed: u64,
     on_pair: impl Fn() + Sync,
@@ -276,19 +362,23 @@ pub fn play_engine_match(
     use rayon::prelude::*;
     let openings = openings(pairs, plies, seed);
     let never = AtomicBool::new(false);
-    let scores: Vec<i32> = openings
+    let played: Vec<([i32; 2], [Effort; 2])> = openings
         .par_iter()
         .map_init(
             || (Searcher::new(Arc::clone(a)), Searcher::new(Arc::clone(b))),
             |(sa, sb), &o| {
+                let mut effort = [Effort::default(); 2];
                 let mut choose = |board: &Board, a_to_move: bool| {
                     let s = if a_to_move { &mut *sa } else { &mut *sb };
-                    let req = LeafRequest {
-                        board: *board,
-                        level,
-                        excluded: 0,
+                    let cpu = cpu_time::ThreadTime::try_now().ok();
+                    let r = budgeted_search(s, board, budget, &never);
+                    effort[usize::from(!a_to_move)] += Effort {
+                        nodes: r.nodes,
+                        cpu_secs: cpu
+                            .and_then(|t| t.try_elapsed().ok())
+                            .map_or(0.0, |d| d.as_secs_f64()),
                     };
-                    match s.leaf_search(&req, &never).mv {
+                    match r.mv {
                         Move::Square(sq) => sq.index(),
                         other => panic!("searcher returned {other:?} on a board with moves"),
                     }
@@ -298,12 +388,17 @@ pub fn play_engine_match(
                     play_game(o, false, &mut choose),
                 ];
                 on_pair();
-                pair
+                (pair, effort)
             },
         )
-        .flatten_iter()
         .collect();
-    tally(&scores)
+    let scores: Vec<i32> = played.iter().flat_map(|(pair, _)| *pair).collect();
+    let mut r = tally(&scores);
+    for (_, e) in &played {
+        r.effort[0] += e[0];
+        r.effort[1] += e[1];
+    }
+    r
 }
 
 /// Wins, draws, losses and disc sum of per-game scores (first player's view).
@@ -371,15 +466,46 @@ mod tests {
     }
 
     #[test]
+    fn a_cpu_budget_deepens_only_in_the_midgame() {
+        let d = bookfarm_engine::eval::default_eval();
+        let mut s = Searcher::new(Arc::clone(&d));
+        let never = AtomicBool::new(false);
+        let none = MoveBudget::Cpu {
+            level: 8,
+            cpu: std::time::Duration::ZERO,
+        };
+        let mut rng = StdRng::seed_from_u64(11);
+        // Midgame: a zero budget stops after the first iteration, the depth-1 search.
+        let mid = random_opening(&mut rng, 20);
+        assert!(mid.empties() > 16);
+        let r = budgeted_search(&mut s, &mid, none, &never);
+        let one = s.search_depth(&mid, 1, 5, 0, &never);
+        assert_eq!((r.mv, r.score, r.depth), (one.mv, one.score, 1));
+        // Where level 8 solves exactly (16 empties or fewer), the budget does not apply.
+        // A random opening always leaves the side to move a legal move.
+        let end = random_opening(&mut rng, 46);
+        let r = budgeted_search(&mut s, &end, none, &never);
+        let level = budgeted_search(&mut s, &end, MoveBudget::Level(8), &never);
+        assert!(r.exact);
+        assert_eq!(
+            (r.mv, r.score, r.nodes),
+            (level.mv, level.score, level.nodes)
+        );
+    }
+
+    #[test]
     fn engine_self_match_is_colour_symmetric_and_differs_from_a_weaker_eval() {
         let d = bookfarm_engine::eval::default_eval();
-        let r = play_engine_match(&d, &d, 3, 2, 8, 1, || {});
+        let r = play_engine_match(&d, &d, 3, MoveBudget::Level(2), 8, 1, || {});
         assert_eq!(r.games, 6);
         assert_eq!(r.disc_sum, 0);
         assert_eq!(r.wins, r.losses);
+        // Each side plays the other's moves of the swapped game: the same searches, the same nodes.
+        assert!(r.effort[0].nodes > 0, "{r:?}");
+        assert_eq!(r.effort[0].nodes, r.effort[1].nodes);
         // All-zero weights make every move look equal: the default weights must beat them.
         let zero = Arc::new(Eval::from_fn(d.header(), |_, _| 0));
-        let r = play_engine_match(&d, &zero, 3, 2, 8, 1, || {});
+        let r = play_engine_match(&d, &zero, 3, MoveBudget::Level(2), 8, 1, || {});
         assert!(r.disc_sum > 0, "{r:?}");
     }
 }
