@@ -77,6 +77,7 @@
 #   shared/train/pipeline.sh v42q [L2]        # v42p's refit made from 1.8.0 -> v42q-lL2
 #   shared/train/pipeline.sh v42n             # 1.7.0's midgame (31-36) refitted on all depth-6 labels -> v42n
 #   shared/train/pipeline.sh v42e             # v42n plus the early midgame (37-44) from depth-6 labels -> v42e
+#   shared/train/pipeline.sh v42f             # 1.8.0 plus the late midgame (25-30) from depth-6 labels -> v42f
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 C=${BOOKFARM_TRAIN_CACHE:-target/train}
@@ -964,6 +965,14 @@ v42e() {
     --train "$L/g3136-d6-v15c-s442" --train "$L/r3136-d6-v15c-s443"
 }
 
+# v42f: 1.8.0 with its late-midgame buckets (25-30 empties, 15-17) refitted on depth-6 labels with
+# 1.8.0 at 25-30 (g2530, r2530; sixteenth session) and the 31-36 ones the overlap reaches.
+v42f() {
+  midfit42 v42f eval.dat shared/engine/weights/bookfarm-eval-1.8.0.dat.gz 15,16,17 \
+    --train "$L/g2530-d6-v180-s452" --train "$L/r2530-d6-v180-s453" \
+    --train "$L/g3136-d6-v15c-s442" --train "$L/r3136-d6-v15c-s443"
+}
+
 case "${1:-all}" in
   labels) dataset; heldout; labels1 ;;
   fit1) fit1 ;;
@@ -1023,6 +1032,7 @@ case "${1:-all}" in
   v42q) v42q "${2:-2}" ;;
   v42n) v42n ;;
   v42e) v42e ;;
+  v42f) v42f ;;
   match42b) match42b "$2" "$3" "$4" "$5" ;;
   match42) match42 "$2" "${3:-8,12}" ;;
   all) dataset; heldout; labels1; fit1; boot; heldout_late; measure; match ;;

@@ -284,7 +284,7 @@ pub enum MoveBudget {
     /// Edax `level`: depth and endgame solve from [`bookfarm_engine::level::level_params`]
     /// (deterministic: every search starts from a logically empty table).
     Level(u8),
-    /// Equal time: where `level` solves the position exactly (or deeper than its midgame depth),
+    /// Equal time: where `level` solves the position exactly (its depth reaches the game's end),
     /// as [`MoveBudget::Level`]; elsewhere iterative deepening at the level's selectivity from
     /// depth 1, starting no iteration that the thread CPU spent so far plus the last iteration's
     /// time times its growth would take past `cpu` (so weights that cost more per node search
