@@ -122,19 +122,7 @@ pub struct BenchArgs {
 }
 
 fn probcut_model(spec: &str, eval: &Arc<Eval>) -> anyhow::Result<ProbcutModel> {
-    Ok(match spec {
-        "auto" if bookfarm_engine::eval::is_default_eval(eval) => {
-            ProbcutModel::calibrated_default_weights()?
-        }
-        "auto" | "edax" => ProbcutModel::EDAX,
-        "bookfarm" => ProbcutModel::calibrated_default_weights()?,
-        "seed1" => ProbcutModel::calibrated_seed1()?,
-        path => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("--probcut: cannot read {path}"))?;
-            ProbcutModel::parse(&text).with_context(|| format!("--probcut {path}"))?
-        }
-    })
+    Ok(ProbcutModel::from_spec(spec, eval)?)
 }
 
 /// Run one engine command.

@@ -5,6 +5,7 @@ use bookfarm_engine::endgame::EndgameContext;
 use bookfarm_engine::eval::EvalHeader;
 use bookfarm_engine::eval::{Eval, default_eval};
 use bookfarm_engine::formats::obf::{ObfPosition, parse_flippy, parse_obf, write_obf};
+use bookfarm_engine::search::probcut::ProbcutModel;
 use bookfarm_train::dataset::{self, LabelKind, Sample, Split};
 use bookfarm_train::fit::{self, Checkpoint, FitParams};
 use bookfarm_train::label::{self, LabelSpec};
@@ -126,6 +127,15 @@ enum Cmd {
         /// Edax level of both sides.
         #[arg(long)]
         level: u8,
+        /// Probcut model of the weights' side: `edax`, `bookfarm` (the embedded default weights'
+        /// model), `seed1` or a model file (`bookfarm-worker calibrate`). Default: Edax's
+        /// constants, as for any weights loaded from a file.
+        #[arg(long)]
+        probcut: Option<String>,
+        /// Probcut model of the opponent's side, as --probcut. Default: the embedded default
+        /// weights' model without --opponent, else Edax's constants.
+        #[arg(long)]
+        opponent_probcut: Option<String>,
         /// Equal time instead of equal level: each side gets this many milliseconds of thread CPU
         /// a midgame move (iterative deepening at the level's selectivity); the level still
         /// decides where the endgame is solved exactly.
@@ -640,6 +650,16 @@ fn print_match(prefix: &str, r: &play::MatchResult, secs: f32) {
             1e9 * b.cpu_secs / b.nodes.max(1) as f64,
         );
     }
+}
+
+/// One side of an engine match: `eval` with the probcut model `spec` names
+/// ([`ProbcutModel::from_spec`]), or the model a searcher picks for `eval` without one.
+fn match_side(eval: Arc<Eval>, spec: Option<&str>) -> Result<play::Side> {
+    let mut side = play::Side::new(eval);
+    if let Some(spec) = spec {
+        side.opts.probcut = ProbcutModel::from_spec(spec, &side.eval)?;
+    }
+    Ok(side)
 }
 
 /// Weights from a file, or the embedded default evaluation.
@@ -1286,12 +1306,17 @@ fn main() -> Result<()> {
             opponent,
             pairs,
             level,
+            probcut,
+            opponent_probcut,
             move_cpu_ms,
             plies,
             seed,
         } => {
-            let a = Arc::new(weights::load(&weights)?);
-            let b = eval_or_default(opponent.as_ref())?;
+            let a = match_side(Arc::new(weights::load(&weights)?), probcut.as_deref())?;
+            let b = match_side(
+                eval_or_default(opponent.as_ref())?,
+                opponent_probcut.as_deref(),
+            )?;
             let t = Instant::now();
             let pb = ProgressBar::new(pairs as u64);
             pb.set_style(

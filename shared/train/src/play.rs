@@ -8,7 +8,7 @@
 use bookfarm_engine::Board;
 use bookfarm_engine::board::{BitIter, flips_portable, moves_portable};
 use bookfarm_engine::eval::Eval;
-use bookfarm_engine::search::{LeafRequest, LeafResult, Searcher};
+use bookfarm_engine::search::{LeafRequest, LeafResult, SearchOptions, Searcher};
 use bookfarm_engine::square::Move;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -346,13 +346,43 @@ fn budgeted_search(
     r
 }
 
+/// One side of an engine match: its evaluation and its search options (the probcut model).
+#[derive(Clone)]
+pub struct Side {
+    /// Evaluation weights.
+    pub eval: Arc<Eval>,
+    /// Search options, as [`SearchOptions::for_eval`] gives them unless a model is chosen.
+    pub opts: SearchOptions,
+}
+
+impl std::fmt::Debug for Side {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Side")
+            .field("eval", &self.eval.header())
+            .field("opts", &self.opts)
+            .finish()
+    }
+}
+
+impl Side {
+    /// `eval` with the options a [`Searcher::new`] would use.
+    pub fn new(eval: Arc<Eval>) -> Side {
+        let opts = SearchOptions::for_eval(&eval);
+        Side { eval, opts }
+    }
+
+    fn searcher(&self) -> Searcher {
+        Searcher::with_options(Arc::clone(&self.eval), self.opts.clone())
+    }
+}
+
 /// Play `pairs` random `plies`-ply openings twice each (colours swapped) between the engine's own
-/// [`Searcher`] with evaluation `a` and with evaluation `b`, both searching under `budget` (each
-/// side keeps one searcher per worker thread), in parallel. `on_pair` is called after every
-/// finished opening pair (progress).
+/// [`Searcher`] on side `a` and on side `b`, both searching under `budget` (each side keeps one
+/// searcher per worker thread), in parallel. `on_pair` is called after every finished opening
+/// pair (progress).
 pub fn play_engine_match(
-    a: &Arc<Eval>,
-    b: &Arc<Eval>,
+    a: &Side,
+    b: &Side,
     pairs: usize,
     budget: MoveBudget,
     plies: usize,
@@ -365,7 +395,7 @@ pub fn play_engine_match(
     let played: Vec<([i32; 2], [Effort; 2])> = openings
         .par_iter()
         .map_init(
-            || (Searcher::new(Arc::clone(a)), Searcher::new(Arc::clone(b))),
+            || (a.searcher(), b.searcher()),
             |(sa, sb), &o| {
                 let mut effort = [Effort::default(); 2];
                 let mut choose = |board: &Board, a_to_move: bool| {
@@ -495,7 +525,7 @@ mod tests {
 
     #[test]
     fn engine_self_match_is_colour_symmetric_and_differs_from_a_weaker_eval() {
-        let d = bookfarm_engine::eval::default_eval();
+        let d = Side::new(bookfarm_engine::eval::default_eval());
         let r = play_engine_match(&d, &d, 3, MoveBudget::Level(2), 8, 1, || {});
         assert_eq!(r.games, 6);
         assert_eq!(r.disc_sum, 0);
@@ -504,7 +534,7 @@ mod tests {
         assert!(r.effort[0].nodes > 0, "{r:?}");
         assert_eq!(r.effort[0].nodes, r.effort[1].nodes);
         // All-zero weights make every move look equal: the default weights must beat them.
-        let zero = Arc::new(Eval::from_fn(d.header(), |_, _| 0));
+        let zero = Side::new(Arc::new(Eval::from_fn(d.eval.header(), |_, _| 0)));
         let r = play_engine_match(&d, &zero, 3, MoveBudget::Level(2), 8, 1, || {});
         assert!(r.disc_sum > 0, "{r:?}");
     }

@@ -113,6 +113,62 @@ impl ProbcutModel {
     pub fn calibrated_default_weights() -> Result<ProbcutModel, ProbcutParseError> {
         ProbcutModel::parse(DEFAULT_WEIGHTS_PARAMS)
     }
+
+    /// The model a command-line `spec` names for a search with `eval`: `auto` (the calibrated
+    /// model with bookfarm's embedded default weights, Edax's constants with any other, as
+    /// [`crate::search::SearchOptions::for_eval`]), `edax`, `bookfarm` (the default weights'
+    /// model), `seed1` (the synthetic seed-1 evaluation's), or else a model file written by
+    /// `bookfarm-worker calibrate`.
+    pub fn from_spec(
+        spec: &str,
+        eval: &std::sync::Arc<crate::eval::Eval>,
+    ) -> Result<ProbcutModel, ProbcutSpecError> {
+        let parsed = |r: Result<ProbcutModel, ProbcutParseError>| {
+            r.map_err(|source| ProbcutSpecError::Parse {
+                spec: spec.to_string(),
+                source,
+            })
+        };
+        match spec {
+            "auto" if crate::eval::is_default_eval(eval) => {
+                parsed(ProbcutModel::calibrated_default_weights())
+            }
+            "auto" | "edax" => Ok(ProbcutModel::EDAX),
+            "bookfarm" => parsed(ProbcutModel::calibrated_default_weights()),
+            "seed1" => parsed(ProbcutModel::calibrated_seed1()),
+            path => {
+                let text =
+                    std::fs::read_to_string(path).map_err(|source| ProbcutSpecError::Read {
+                        path: path.to_string(),
+                        source,
+                    })?;
+                parsed(ProbcutModel::parse(&text))
+            }
+        }
+    }
+}
+
+/// A probcut model named on a command line that cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbcutSpecError {
+    /// The model file cannot be read.
+    #[error("cannot read probcut model {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The model text is not a model.
+    #[error("probcut model {spec}: {source}")]
+    Parse {
+        /// The spec or file.
+        spec: String,
+        /// Why.
+        #[source]
+        source: ProbcutParseError,
+    },
 }
 
 impl Default for ProbcutModel {
