@@ -121,10 +121,6 @@ pub struct BenchArgs {
     pub probcut: String,
 }
 
-fn probcut_model(spec: &str, eval: &Arc<Eval>) -> anyhow::Result<ProbcutModel> {
-    Ok(ProbcutModel::from_spec(spec, eval)?)
-}
-
 /// Run one engine command.
 pub fn run(cmd: EngineCommand) -> anyhow::Result<()> {
     match cmd {
@@ -285,7 +281,7 @@ fn search(args: &SearchArgs) -> anyhow::Result<()> {
         bail!("--level {level}: expected 0..=60");
     }
     let opts = SearchOptions {
-        probcut: probcut_model(&args.probcut, &eval)?,
+        probcut: ProbcutModel::from_spec(&args.probcut, &eval)?,
         ..SearchOptions::default()
     };
     let positions = read_obf(&args.file)?;
@@ -385,7 +381,7 @@ fn bench(args: &BenchArgs) -> anyhow::Result<()> {
     let kernels = select_backend(args.backend.as_deref())?;
     let (eval, fingerprint) = load_eval_with_fingerprint(args.eval.as_deref())?;
     let opts = SearchOptions {
-        probcut: probcut_model(&args.probcut, &eval)?,
+        probcut: ProbcutModel::from_spec(&args.probcut, &eval)?,
         ..SearchOptions::for_eval(&eval)
     };
     let signature = bookfarm_engine::search::SearchSignature::new(&opts, &fingerprint).to_string();
@@ -648,22 +644,6 @@ mod tests {
         let m = parse_exclude("d3, c4 e6").expect("valid");
         assert_eq!(m.count_ones(), 3);
         assert!(parse_exclude("z9").is_err());
-    }
-
-    #[test]
-    fn probcut_models() {
-        let default = bookfarm_engine::eval::default_eval();
-        let other = Arc::new(bookfarm_engine::eval::Eval::default_weights());
-        assert_eq!(
-            probcut_model("edax", &default).ok(),
-            Some(ProbcutModel::EDAX)
-        );
-        assert_eq!(probcut_model("auto", &other).ok(), Some(ProbcutModel::EDAX));
-        let calibrated = ProbcutModel::calibrated_default_weights().ok();
-        assert_eq!(probcut_model("auto", &default).ok(), calibrated);
-        assert_eq!(probcut_model("bookfarm", &other).ok(), calibrated);
-        assert!(probcut_model("seed1", &default).is_ok());
-        assert!(probcut_model("/nonexistent/params.txt", &default).is_err());
     }
 
     #[test]

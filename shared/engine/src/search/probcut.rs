@@ -199,6 +199,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn probcut_models() {
+        let default = crate::eval::default_eval();
+        let other = std::sync::Arc::new(crate::eval::Eval::default_weights());
+        let probcut_model = ProbcutModel::from_spec;
+        assert_eq!(
+            probcut_model("edax", &default).ok(),
+            Some(ProbcutModel::EDAX)
+        );
+        assert_eq!(probcut_model("auto", &other).ok(), Some(ProbcutModel::EDAX));
+        let calibrated = ProbcutModel::calibrated_default_weights().ok();
+        assert_eq!(probcut_model("auto", &default).ok(), calibrated);
+        assert_eq!(probcut_model("bookfarm", &other).ok(), calibrated);
+        assert!(probcut_model("seed1", &default).is_ok());
+        assert!(probcut_model("/nonexistent/params.txt", &default).is_err());
+    }
+
+    #[test]
     fn depths() {
         assert_eq!(probcut_depth(4), 2);
         assert_eq!(probcut_depth(5), 3);
