@@ -56,7 +56,36 @@ pub enum EngineCommand {
         /// Deepest search depth of the regression.
         #[arg(long, default_value_t = 10)]
         max_depth: u32,
+        /// Empties `A-B` of positions also solved exactly, to measure the selective endgame's
+        /// probcut errors (depth = empties; the searcher's selective endgame starts at 21
+        /// empties); `none` measures midgame depths only. Exact solves cost: 21-23 with 150
+        /// positions adds ≈ 6 CPU minutes.
+        #[arg(long, default_value = "none", value_parser = parse_exact_empties)]
+        exact_empties: ExactEmpties,
+        /// Number of positions sampled for the exact measurements.
+        #[arg(long, default_value_t = 200)]
+        exact_positions: usize,
     },
+}
+
+/// The `--exact-empties` range (`None` for `none`).
+#[derive(Debug, Clone)]
+pub struct ExactEmpties(Option<std::ops::RangeInclusive<u32>>);
+
+fn parse_exact_empties(text: &str) -> Result<ExactEmpties, String> {
+    if text == "none" {
+        return Ok(ExactEmpties(None));
+    }
+    let bad = || format!("expected `none` or empties `A-B` with 1 <= A <= B <= 60, got `{text}`");
+    let (a, b) = text.split_once('-').ok_or_else(bad)?;
+    let (a, b): (u32, u32) = (
+        a.trim().parse().map_err(|_| bad())?,
+        b.trim().parse().map_err(|_| bad())?,
+    );
+    if a == 0 || a > b || b > 60 {
+        return Err(bad());
+    }
+    Ok(ExactEmpties(Some(a..=b)))
 }
 
 /// Options of `search`.
@@ -133,7 +162,23 @@ pub fn run(cmd: EngineCommand) -> anyhow::Result<()> {
             out,
             positions,
             max_depth,
-        } => calibrate_cmd(eval.as_deref(), &games, &out, positions, max_depth),
+            exact_empties,
+            exact_positions,
+        } => {
+            let config = CalibrationConfig {
+                max_depth,
+                exact_empties: exact_empties.0,
+                ..CalibrationConfig::default()
+            };
+            calibrate_cmd(
+                eval.as_deref(),
+                &games,
+                &out,
+                positions,
+                exact_positions,
+                &config,
+            )
+        }
     }
 }
 
@@ -591,7 +636,8 @@ fn calibrate_cmd(
     games: &Path,
     out_path: &Path,
     positions: usize,
-    max_depth: u32,
+    exact_positions: usize,
+    config: &CalibrationConfig,
 ) -> anyhow::Result<()> {
     let eval_arg = match eval.and_then(Path::file_name) {
         Some(name) => format!("--eval {} ", name.to_string_lossy()),
@@ -600,24 +646,39 @@ fn calibrate_cmd(
     let eval = load_eval(eval)?;
     let text = std::fs::read_to_string(games)
         .with_context(|| format!("cannot read {}", games.display()))?;
-    let boards = calibrate::positions_from_games(&text, positions)
+    let mut boards = calibrate::positions_from_games_with(&text, positions, config)
         .with_context(|| format!("{}", games.display()))?;
+    boards.extend(
+        calibrate::exact_positions_from_games(&text, exact_positions, config)
+            .with_context(|| format!("{}", games.display()))?,
+    );
     if boards.is_empty() {
         bail!("{}: no usable position", games.display());
     }
-    let config = CalibrationConfig {
-        max_depth,
-        ..CalibrationConfig::default()
+    let exact_arg = match &config.exact_empties {
+        Some(r) => format!(
+            "--exact-empties {}-{} --exact-positions {exact_positions}",
+            r.start(),
+            r.end()
+        ),
+        None => "--exact-empties none".to_string(),
     };
-    tracing::info!(positions = boards.len(), max_depth, "calibrating probcut");
+    tracing::info!(
+        positions = boards.len(),
+        max_depth = config.max_depth,
+        exact = %exact_arg,
+        "calibrating probcut"
+    );
+    let cpu_start = thread_cpu_seconds();
     let mut searcher = Searcher::new(eval);
-    let fit = calibrate::calibrate(&mut searcher, &boards, &config);
+    let fit = calibrate::calibrate(&mut searcher, &boards, config);
     let text = format!(
-        "# command: bookfarm-worker calibrate {eval_arg}--games {} --positions {positions} --max-depth {max_depth}{}\n{}",
+        "# command: bookfarm-worker calibrate {eval_arg}--games {} --positions {positions} --max-depth {} {exact_arg}{}{}\n{}",
         games.file_name().map_or_else(
             || games.display().to_string(),
             |f| f.to_string_lossy().into_owned()
         ),
+        config.max_depth,
         if eval_arg.is_empty() {
             format!(
                 "  (no --eval: the embedded default weights, {})",
@@ -625,6 +686,10 @@ fn calibrate_cmd(
             )
         } else {
             String::new()
+        },
+        match (cpu_start, thread_cpu_seconds()) {
+            (Some(a), Some(b)) => format!("; {:.0} CPU s", b - a),
+            _ => String::new(),
         },
         calibrate::report(&fit, &boards.len(), games)
     );
@@ -637,6 +702,18 @@ fn calibrate_cmd(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exact_empties_parsing() {
+        assert_eq!(
+            parse_exact_empties("21-23").ok().map(|e| e.0),
+            Some(Some(21..=23))
+        );
+        assert_eq!(parse_exact_empties("none").ok().map(|e| e.0), Some(None));
+        for bad in ["", "21", "0-3", "25-21", "21-61", "a-b", "21-23-25"] {
+            assert!(parse_exact_empties(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn exclude_parsing() {

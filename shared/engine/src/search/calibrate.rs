@@ -9,7 +9,12 @@
 //!    `v(d) − v(pd)`, grouped by empties bucket (width [`EMPTIES_BUCKET`]). The measured sigma of a
 //!    group is the root mean square of its differences (probcut assumes `v(d) ≈ v(pd)` with no
 //!    slope or bias, so the bias is part of the error).
-//! 4. Fit Edax's model `sigma = a·s² + b·s + c`, `s = ka·n + kb·d + kc·pd` to the groups by
+//! 4. Selective endgames probcut at `d = n` (every node of a selective endgame search from
+//!    [`super::SearchOptions::midgame_to_endgame`] empties up), where `pd = probcut_depth(n)` is
+//!    far deeper than the midgame regression reaches. Positions sampled in
+//!    [`CalibrationConfig::exact_empties`] are also solved exactly, and `exact − v(pd)` is
+//!    collected in groups of their own, so that the fit does not extrapolate to these depths.
+//! 5. Fit Edax's model `sigma = a·s² + b·s + c`, `s = ka·n + kb·d + kc·pd` to the groups by
 //!    weighted least squares (Levenberg–Marquardt, weights = group sizes, started from Edax's
 //!    constants).
 //!
@@ -22,6 +27,7 @@ use crate::board::Board;
 use crate::formats::transcript::parse_transcript;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::ops::RangeInclusive;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
@@ -37,6 +43,9 @@ pub struct CalibrationConfig {
     pub min_empties: u32,
     /// Most empties of a sampled position.
     pub max_empties: u32,
+    /// Empties of the positions also solved exactly (step 4); `None` measures midgame depths
+    /// only.
+    pub exact_empties: Option<RangeInclusive<u32>>,
 }
 
 impl Default for CalibrationConfig {
@@ -45,6 +54,7 @@ impl Default for CalibrationConfig {
             max_depth: 10,
             min_empties: 20,
             max_empties: 50,
+            exact_empties: None,
         }
     }
 }
@@ -99,16 +109,41 @@ pub fn positions_from_games_with(
     count: usize,
     config: &CalibrationConfig,
 ) -> Result<Vec<Board>, NoGames> {
+    sample_games(text, count, config.min_empties..=config.max_empties, false)
+}
+
+/// Up to `count` positions for the exact measurements (step 4), empties cycling through
+/// [`CalibrationConfig::exact_empties`], from other games than [`positions_from_games_with`]'s
+/// (the strides start half a stride later); none when the range is `None`.
+pub fn exact_positions_from_games(
+    text: &str,
+    count: usize,
+    config: &CalibrationConfig,
+) -> Result<Vec<Board>, NoGames> {
+    match &config.exact_empties {
+        Some(range) if count > 0 => sample_games(text, count, range.clone(), true),
+        _ => Ok(Vec::new()),
+    }
+}
+
+fn sample_games(
+    text: &str,
+    count: usize,
+    empties: RangeInclusive<u32>,
+    offset: bool,
+) -> Result<Vec<Board>, NoGames> {
     let lines: Vec<&str> = text
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('%'))
         .collect();
     let stride = (lines.len() / count.max(1)).max(1);
-    let span = config.max_empties.saturating_sub(config.min_empties) + 1;
+    let (min_empties, max_empties) = (*empties.start(), *empties.end());
+    let span = max_empties.saturating_sub(min_empties) + 1;
+    let skip = if offset { stride / 2 } else { 0 };
     let mut out = Vec::new();
     let mut first_error = None;
-    for (k, line) in lines.iter().step_by(stride).enumerate() {
+    for (k, line) in lines.iter().skip(skip).step_by(stride).enumerate() {
         if out.len() >= count {
             break;
         }
@@ -124,7 +159,7 @@ pub fn positions_from_games_with(
                 continue;
             }
         };
-        let target = config.max_empties - (k as u32 * 7) % span;
+        let target = max_empties - (k as u32 * 7) % span;
         if let Some(b) = boards
             .iter()
             .find(|b| b.empties() <= target && b.moves() != 0)
@@ -141,7 +176,7 @@ pub fn positions_from_games_with(
     Ok(out)
 }
 
-/// Measure the groups (steps 2–3 of the procedure).
+/// Measure the groups (steps 2–4 of the procedure).
 pub fn measure(
     searcher: &mut Searcher,
     boards: &[Board],
@@ -153,21 +188,35 @@ pub fn measure(
     for b in boards {
         let n = b.empties();
         let max_d = config.max_depth.min(n.saturating_sub(1));
-        let values: Vec<i32> = (0..=max_d)
-            .map(|d| searcher.search_depth(b, d, 5, 0, &abort).score)
-            .collect();
+        let mut value = |d: u32| searcher.search_depth(b, d, 5, 0, &abort).score;
+        let values: Vec<i32> = (0..=max_d).map(&mut value).collect();
+        let mut add = |d: u32, pd: u32, r: i32| {
+            let g = groups
+                .entry((n / EMPTIES_BUCKET, d, pd))
+                .or_insert((0.0, 0.0, 0));
+            g.0 += f64::from(n);
+            g.1 += f64::from(r) * f64::from(r);
+            g.2 += 1;
+        };
         for d in 3..=max_d {
             for pd in [probcut_depth(d), 0] {
-                if pd >= d {
-                    continue;
+                if pd < d {
+                    add(d, pd, values[d as usize] - values[pd as usize]);
                 }
-                let r = f64::from(values[d as usize] - values[pd as usize]);
-                let g = groups
-                    .entry((n / EMPTIES_BUCKET, d, pd))
-                    .or_insert((0.0, 0.0, 0));
-                g.0 += f64::from(n);
-                g.1 += r * r;
-                g.2 += 1;
+            }
+        }
+        if config
+            .exact_empties
+            .as_ref()
+            .is_some_and(|r| r.contains(&n))
+        {
+            let exact = value(n);
+            for pd in [probcut_depth(n), 0] {
+                let shallow = match values.get(pd as usize) {
+                    Some(&v) => v,
+                    None => value(pd),
+                };
+                add(n, pd, exact - shallow);
             }
         }
     }
@@ -245,7 +294,7 @@ fn solve6(mut a: [[f64; 6]; 6], mut b: [f64; 6]) -> Option<[f64; 6]> {
     Some(x)
 }
 
-/// Fit the model to the samples (step 4), starting from `start`.
+/// Fit the model to the samples (step 5), starting from `start`.
 #[allow(clippy::needless_range_loop)] // 6×6 normal equations indexed as in the textbook
 pub fn fit(samples: &[Sample], start: &ProbcutModel) -> ProbcutModel {
     let mut p = params(start);
@@ -418,10 +467,62 @@ mod tests {
             max_depth: 3,
             min_empties: 48,
             max_empties: 56,
+            exact_empties: Some(45..=47),
         };
         let b = positions_from_games_with(games, 10, &config).expect("two games");
         assert_eq!(b.len(), 2);
+        assert!(b.iter().all(|b| (48..=56).contains(&b.empties())));
+        let x = exact_positions_from_games(games, 10, &config).expect("two games");
+        assert!(!x.is_empty() && x.iter().all(|b| (45..=47).contains(&b.empties())));
+        let none = CalibrationConfig {
+            exact_empties: None,
+            ..config
+        };
+        assert!(
+            exact_positions_from_games(games, 10, &none)
+                .expect("no sampling")
+                .is_empty()
+        );
         assert!(positions_from_games("zz\n", 5).is_err());
+    }
+
+    #[test]
+    fn exact_groups_measure_the_selective_endgame() {
+        // A game whose positions at 14 empties are sampled; the exact groups are at d = n.
+        let games = "f5f4e3f6g5f2c3e6f3g4g6e2g3h2f1h5d3d1e1g1h6h4h3h7d6d2e7c4c5e8f7f8g7c6d8d7c8c7c2b8b6a6b7a8a7a5b5b1c1g2h1h8g8a4a1b4a3a2b3b2 -10\n";
+        let config = CalibrationConfig {
+            max_depth: 4,
+            min_empties: 14,
+            max_empties: 14,
+            exact_empties: Some(14..=14),
+        };
+        let boards = positions_from_games_with(games, 1, &config).expect("one game");
+        assert_eq!(boards.len(), 1);
+        let n = boards[0].empties();
+        assert_eq!(n, 14);
+        // Two copies make groups of two (groups of one are dropped).
+        let boards = [boards[0], boards[0]];
+        let mut searcher = Searcher::new(crate::eval::default_eval());
+        let samples = measure(&mut searcher, &boards, &config);
+        let abort = AtomicBool::new(false);
+        let exact = searcher.search_depth(&boards[0], n, 5, 0, &abort).score;
+        for pd in [probcut_depth(n), 0] {
+            let shallow = searcher.search_depth(&boards[0], pd, 5, 0, &abort).score;
+            let g = samples
+                .iter()
+                .find(|s| s.d == n && s.pd == pd)
+                .expect("an exact group");
+            assert_eq!(g.count, 2);
+            assert!((g.sigma - f64::from((exact - shallow).abs())).abs() < 1e-9);
+        }
+        // Midgame groups stop at max_depth; without the exact range there is no d = n group.
+        assert!(samples.iter().all(|s| s.d <= 4 || s.d == n));
+        let midgame_only = CalibrationConfig {
+            exact_empties: None,
+            ..config
+        };
+        let samples = measure(&mut searcher, &boards, &midgame_only);
+        assert!(!samples.is_empty() && samples.iter().all(|s| s.d <= 4));
     }
 
     #[test]
