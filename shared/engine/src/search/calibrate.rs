@@ -472,7 +472,7 @@ mod tests {
         let b = positions_from_games_with(games, 10, &config).expect("two games");
         assert_eq!(b.len(), 2);
         assert!(b.iter().all(|b| (48..=56).contains(&b.empties())));
-        let x = exact_positions_from_games(games, 10, &config).expect("two games");
+        let x = exact_positions_from_games(games, 10, &config).expect("a game");
         assert!(!x.is_empty() && x.iter().all(|b| (45..=47).contains(&b.empties())));
         let none = CalibrationConfig {
             exact_empties: None,
