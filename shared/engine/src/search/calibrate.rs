@@ -98,12 +98,8 @@ pub struct NoGames {
 }
 
 /// Sample up to `count` positions from a game file with one move list per line (the first
-/// whitespace-separated token of each line, e.g. `f5d6c3…`; unreadable lines are skipped).
-pub fn positions_from_games(text: &str, count: usize) -> Result<Vec<Board>, NoGames> {
-    positions_from_games_with(text, count, &CalibrationConfig::default())
-}
-
-/// [`positions_from_games`] with explicit empties bounds.
+/// whitespace-separated token of each line, e.g. `f5d6c3…`; unreadable lines are skipped), empties
+/// cycling through `config.min_empties..=config.max_empties`.
 pub fn positions_from_games_with(
     text: &str,
     count: usize,
@@ -483,7 +479,7 @@ mod tests {
                 .expect("no sampling")
                 .is_empty()
         );
-        assert!(positions_from_games("zz\n", 5).is_err());
+        assert!(positions_from_games_with("zz\n", 5, &CalibrationConfig::default()).is_err());
     }
 
     #[test]
